@@ -1,0 +1,45 @@
+# psbed: the two commands are `make demo` and `make test`; each does its own set-up
+# (Debian packages, default data, configure, build).
+JOBS ?= $(shell nproc)
+PSBED := build/release/cluster/psbed
+export PSBED_DATA_DIR ?= $(CURDIR)/data/mnist
+
+.PHONY: all deps data build build-asan demo test test-unit test-asan bench clean
+
+all: build
+
+deps:
+	@cluster/install-deps.sh
+
+data: deps
+	@workloads/fetch-mnist.sh data/mnist
+
+build: deps
+	@cmake --preset release >/dev/null
+	@cmake --build --preset release -j $(JOBS)
+
+build-asan: deps
+	@cmake --preset asan >/dev/null
+	@cmake --build --preset asan -j $(JOBS) --target psbed_unit_tests
+
+# The main job on a local default cluster.
+demo: build data
+	@mkdir -p runs/demo
+	$(PSBED) train --model lenet5 --data mnist --epochs 3 --batch 32 --lr 0.03 --threads 2 --json runs/demo/train.json
+	@echo "results: runs/demo/train.json"
+
+# Every test: unit + integration on the release build, then the unit tests under ASan+UBSan.
+test: build data build-asan
+	@cd build/release && ctest --output-on-failure --timeout 900
+	@cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest -L unit --output-on-failure --timeout 900
+
+test-unit: build
+	@cd build/release && ctest -L unit --output-on-failure
+
+bench: build data
+	@cluster/install-deps.sh bench
+	@mkdir -p runs/bench
+	$(PSBED) bench compute --json runs/bench/compute.json
+
+clean:
+	rm -rf build

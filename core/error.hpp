@@ -1,0 +1,14 @@
+// Errors that cross a folder boundary. A psbed::Error's message is one line that names the
+// thing that was wrong and what was expected; main() prints it as is and exits non-zero.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace psbed {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+}  // namespace psbed

@@ -1,0 +1,80 @@
+#include "core/units.hpp"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <utility>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace psbed {
+namespace {
+
+// Splits "12.5MiB" into 12.5 and "mib" (suffix lower-cased); throws on anything else.
+std::pair<double, std::string> split_number(const std::string& text, const char* what) {
+  size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    throw Error("bad " + std::string(what) + " '" + text + "': expected a number with a unit");
+  }
+  if (!std::isfinite(value) || value < 0)
+    throw Error("bad " + std::string(what) + " '" + text + "': expected a non-negative number");
+  std::string suffix;
+  for (size_t i = pos; i < text.size(); ++i)
+    if (!std::isspace(static_cast<unsigned char>(text[i])))
+      suffix += static_cast<char>(std::tolower(static_cast<unsigned char>(text[i])));
+  return {value, suffix};
+}
+
+double lookup(const std::string& text, const char* what, const std::string& expected,
+              const std::vector<std::pair<const char*, double>>& units) {
+  auto [value, suffix] = split_number(text, what);
+  for (const auto& [name, scale] : units)
+    if (suffix == name) return value * scale;
+  throw Error("bad " + std::string(what) + " '" + text + "': unknown unit '" + suffix +
+              "', expected " + expected);
+}
+
+}  // namespace
+
+std::uint64_t parse_bytes(const std::string& text) {
+  double v = lookup(text, "size", "B, KiB, MiB, GiB, KB, MB or GB",
+                    {{"", 1}, {"b", 1}, {"kib", 1024.0}, {"mib", 1024.0 * 1024},
+                     {"gib", 1024.0 * 1024 * 1024}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9},
+                     {"k", 1024.0}, {"m", 1024.0 * 1024}, {"g", 1024.0 * 1024 * 1024}});
+  return static_cast<std::uint64_t>(std::llround(v));
+}
+
+double parse_bandwidth_bps(const std::string& text) {
+  return lookup(text, "bandwidth", "bit, kbit, mbit, gbit (or kbps, mbps, gbps)",
+                {{"", 1}, {"bit", 1}, {"bps", 1}, {"kbit", 1e3}, {"kbps", 1e3}, {"mbit", 1e6},
+                 {"mbps", 1e6}, {"gbit", 1e9}, {"gbps", 1e9}});
+}
+
+double parse_duration_s(const std::string& text) {
+  return lookup(text, "duration", "ns, us, ms or s",
+                {{"", 1}, {"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}});
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  while (bytes >= 1024 && i < 4) bytes /= 1024, ++i;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, i == 0 ? "%.0f %s" : "%.2f %s", bytes, units[i]);
+  return buf;
+}
+
+std::string format_bandwidth(double bps) {
+  const char* units[] = {"bit/s", "Kbit/s", "Mbit/s", "Gbit/s"};
+  int i = 0;
+  while (bps >= 1000 && i < 3) bps /= 1000, ++i;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f %s", bps, units[i]);
+  return buf;
+}
+
+}  // namespace psbed

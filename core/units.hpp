@@ -1,0 +1,20 @@
+// Human units on the command line and in TOML: sizes ("4MiB", "40000"), bandwidths ("1gbit",
+// "100mbit"), durations ("200us", "1.5s"). Each parser throws psbed::Error naming the text.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace psbed {
+
+// Bytes. Binary suffixes (KiB, MiB, GiB) are powers of 1024, decimal ones (KB, MB, GB) of 1000;
+// a bare number is bytes.
+std::uint64_t parse_bytes(const std::string& text);
+// Bits per second. "1gbit", "100mbit", "500kbit", "10gbps"; a bare number is bits per second.
+double parse_bandwidth_bps(const std::string& text);
+// Seconds. Suffixes ns, us, ms, s; a bare number is seconds.
+double parse_duration_s(const std::string& text);
+
+std::string format_bytes(double bytes);      // "4.00 MiB"
+std::string format_bandwidth(double bps);    // "1.00 Gbit/s"
+
+}  // namespace psbed

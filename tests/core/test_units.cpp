@@ -1,0 +1,38 @@
+#include <catch2/catch.hpp>
+
+#include "core/error.hpp"
+#include "core/optimizer.hpp"
+#include "core/units.hpp"
+
+using namespace psbed;
+using Catch::Contains;
+
+TEST_CASE("sizes, bandwidths and durations parse with their units", "[core][units]") {
+  CHECK(parse_bytes("4MiB") == 4u * 1024 * 1024);
+  CHECK(parse_bytes("40000") == 40000u);
+  CHECK(parse_bytes("2 KB") == 2000u);
+  CHECK(parse_bandwidth_bps("1gbit") == Approx(1e9));
+  CHECK(parse_bandwidth_bps("100mbit") == Approx(1e8));
+  CHECK(parse_duration_s("200us") == Approx(200e-6));
+  CHECK(parse_duration_s("1.5s") == Approx(1.5));
+  REQUIRE_THROWS_WITH(parse_bandwidth_bps("1 gigabit"), Contains("'1 gigabit'") && Contains("gbit"));
+  REQUIRE_THROWS_WITH(parse_bytes("lots"), Contains("'lots'"));
+  REQUIRE_THROWS_AS(parse_duration_s("-3ms"), Error);
+}
+
+TEST_CASE("SGD with momentum and weight decay follows its update rule", "[core][optimizer]") {
+  SgdOptions o{0.1f, 0.9f, 0.01f};
+  float w[2] = {1.0f, -2.0f}, g[2] = {0.5f, 0.25f}, v[2] = {0, 0};
+  sgd_apply(o, w, g, v, 2);
+  // v = g + wd * w ; w -= lr * v
+  CHECK(v[0] == Approx(0.5f + 0.01f * 1.0f));
+  CHECK(w[0] == Approx(1.0f - 0.1f * 0.51f));
+  float v0 = v[0], w0 = w[0];
+  sgd_apply(o, w, g, v, 2);
+  CHECK(v[0] == Approx(0.9f * v0 + 0.5f + 0.01f * w0));
+  CHECK(w[0] == Approx(w0 - 0.1f * v[0]));
+  SgdOptions plain{0.5f, 0.0f, 0.0f};
+  float x = 1.0f, gx = 2.0f;
+  sgd_apply(plain, &x, &gx, nullptr, 1);
+  CHECK(x == Approx(0.0f));
+}

@@ -1,0 +1,286 @@
+// The IDX reader: the tiny fixtures in tests/fixtures/idx (plain and gzip), malformed files
+// written here into a scratch folder, and the data set chosen by name.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "workloads/dataset.hpp"
+
+namespace fs = std::filesystem;
+using psbed::Error;
+using namespace psbed::workloads;
+using Catch::Contains;
+
+namespace test_idx {
+
+const std::string kFixtures = std::string(PSBED_FIXTURES_DIR) + "/idx";
+const std::string kImages = kFixtures + "/tiny-images-idx3-ubyte";
+const std::string kImagesGz = kFixtures + "/tiny-images-idx3-ubyte.gz";
+const std::string kLabels = kFixtures + "/tiny-labels-idx1-ubyte";
+
+std::vector<std::uint8_t> slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in.good());
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void spit(const std::string& path, const std::vector<std::uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  REQUIRE(out.good());
+}
+
+void put_be32(std::vector<std::uint8_t>& b, std::uint32_t v) {
+  for (int s = 24; s >= 0; s -= 8) b.push_back(std::uint8_t(v >> s));
+}
+
+std::vector<std::uint8_t> idx(std::uint32_t magic, const std::vector<std::uint32_t>& dims,
+                              std::size_t payload) {
+  std::vector<std::uint8_t> b;
+  put_be32(b, magic);
+  for (auto d : dims) put_be32(b, d);
+  for (std::size_t i = 0; i < payload; ++i) b.push_back(std::uint8_t(i * 7));
+  return b;
+}
+
+// A scratch folder removed at the end of the test.
+struct ScratchDir {
+  fs::path path;
+  ScratchDir() {
+    std::string tmpl = (fs::temp_directory_path() / "psbed-test-idx-XXXXXX").string();
+    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+    path = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+}  // namespace test_idx
+
+using namespace test_idx;
+
+TEST_CASE("load_idx reads the tiny fixture: shape, labels, pixels scaled by 1/255",
+          "[workloads][idx]") {
+  const Dataset d = load_idx(kImages, kLabels);
+  const auto raw_images = slurp(kImages);
+  const auto raw_labels = slurp(kLabels);
+  const std::size_t n = raw_labels.size() - 8;
+
+  REQUIRE(d.shape.c == 1);
+  REQUIRE(d.shape.h == 4);
+  REQUIRE(d.shape.w == 5);
+  REQUIRE(d.size() == n);
+  REQUIRE(n == 3);
+  REQUIRE(d.images.size() == n * 20);
+  REQUIRE(raw_images.size() == 16 + d.images.size());
+  for (std::size_t i = 0; i < n; ++i) CHECK(d.labels[i] == raw_labels[8 + i]);
+  for (std::size_t i = 0; i < d.images.size(); ++i) {
+    CHECK(d.images[i] == Approx(raw_images[16 + i] / 255.0).margin(1e-7));
+    CHECK(d.images[i] >= 0.0f);
+    CHECK(d.images[i] <= 1.0f);
+  }
+  // The fixture's first pixel is 0 and its last 255: both ends of the range map exactly.
+  CHECK(d.images.front() == 0.0f);
+  CHECK(d.images.back() == 1.0f);
+  // image(i) points at sample i.
+  CHECK(d.image(2) == d.images.data() + 2 * 20);
+}
+
+TEST_CASE("load_idx reads gzip-compressed files the same as plain ones", "[workloads][idx]") {
+  const Dataset plain = load_idx(kImages, kLabels);
+  const Dataset gz = load_idx(kImagesGz, kLabels);
+  CHECK(gz.shape.str() == plain.shape.str());
+  CHECK(gz.labels == plain.labels);
+  CHECK(gz.images == plain.images);
+}
+
+TEST_CASE("gzip is detected by its magic, not by the file name", "[workloads][idx]") {
+  ScratchDir dir;
+  const std::string disguised = dir.file("images-without-suffix");
+  spit(disguised, slurp(kImagesGz));
+  const auto bytes = read_file_maybe_gzip(disguised);
+  CHECK(bytes == slurp(kImages));
+  CHECK(load_idx(disguised, kLabels).images == load_idx(kImages, kLabels).images);
+
+  // A ".gz" name on a plain file: read as is.
+  const std::string plain_gz = dir.file("plain-images.gz");
+  spit(plain_gz, slurp(kImages));
+  CHECK(read_file_maybe_gzip(plain_gz) == slurp(kImages));
+}
+
+TEST_CASE("a truncated gzip file is an error naming the file", "[workloads][idx]") {
+  ScratchDir dir;
+  auto gz = slurp(kImagesGz);
+  gz.resize(gz.size() / 2);
+  const std::string path = dir.file("cut-images.gz");
+  spit(path, gz);
+  REQUIRE_THROWS_AS(read_file_maybe_gzip(path), Error);
+  REQUIRE_THROWS_WITH(read_file_maybe_gzip(path), Contains(path) && Contains("truncated"));
+}
+
+TEST_CASE("load_idx: a truncated header is an error naming the file", "[workloads][idx]") {
+  ScratchDir dir;
+  const std::string path = dir.file("short-header-images");
+  auto bytes = slurp(kImages);
+  bytes.resize(10);  // magic and 1.5 of the 3 dimensions
+  spit(path, bytes);
+  REQUIRE_THROWS_AS(load_idx(path, kLabels), Error);
+  REQUIRE_THROWS_WITH(load_idx(path, kLabels), Contains(path) && Contains("truncated"));
+
+  const std::string tiny = dir.file("two-byte-images");
+  spit(tiny, {0, 0});
+  REQUIRE_THROWS_WITH(load_idx(tiny, kLabels), Contains(tiny) && Contains("truncated"));
+}
+
+TEST_CASE("load_idx: truncated pixel data is an error naming the file and both sizes",
+          "[workloads][idx]") {
+  ScratchDir dir;
+  const std::string path = dir.file("short-images");
+  auto bytes = slurp(kImages);
+  bytes.pop_back();
+  spit(path, bytes);
+  REQUIRE_THROWS_AS(load_idx(path, kLabels), Error);
+  REQUIRE_THROWS_WITH(load_idx(path, kLabels), Contains(path) && Contains("truncated") &&
+                                                   Contains("3 x 4 x 5 = 60") && Contains("59"));
+
+  // Truncated labels too.
+  const std::string labels = dir.file("short-labels");
+  auto lb = slurp(kLabels);
+  lb.pop_back();
+  spit(labels, lb);
+  REQUIRE_THROWS_WITH(load_idx(kImages, labels), Contains(labels) && Contains("truncated"));
+}
+
+TEST_CASE("load_idx: trailing bytes after the data are an error", "[workloads][idx]") {
+  ScratchDir dir;
+  const std::string path = dir.file("long-images");
+  auto bytes = slurp(kImages);
+  bytes.push_back(42);
+  spit(path, bytes);
+  REQUIRE_THROWS_WITH(load_idx(path, kLabels), Contains(path) && Contains("trailing"));
+}
+
+TEST_CASE("load_idx: a wrong magic number is an error naming the file and the expected magic",
+          "[workloads][idx]") {
+  // Images and labels swapped: each has the other's magic.
+  REQUIRE_THROWS_AS(load_idx(kLabels, kImages), Error);
+  REQUIRE_THROWS_WITH(load_idx(kLabels, kImages), Contains(kLabels) && Contains("wrong magic") &&
+                                                      Contains("0x00000801") &&
+                                                      Contains("expected 0x00000803"));
+  REQUIRE_THROWS_WITH(load_idx(kImages, kImages), Contains(kImages) && Contains("wrong magic") &&
+                                                      Contains("expected 0x00000801"));
+  // Not an IDX file at all.
+  ScratchDir dir;
+  const std::string text = dir.file("text-images");
+  spit(text, {'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd', '\n', 0, 0, 0, 0});
+  REQUIRE_THROWS_WITH(load_idx(text, kLabels), Contains(text) && Contains("wrong magic"));
+}
+
+TEST_CASE("load_idx: images and labels of different counts are an error naming both counts",
+          "[workloads][idx]") {
+  ScratchDir dir;
+  const std::string labels = dir.file("four-labels");
+  spit(labels, idx(0x801, {4}, 4));
+  REQUIRE_THROWS_AS(load_idx(kImages, labels), Error);
+  REQUIRE_THROWS_WITH(load_idx(kImages, labels),
+                      Contains(labels) && Contains("4 labels") && Contains("3 images"));
+}
+
+TEST_CASE("load_idx: a missing file is an error naming it", "[workloads][idx]") {
+  ScratchDir dir;
+  const std::string nowhere = dir.file("no-such-images");
+  REQUIRE_THROWS_AS(load_idx(nowhere, kLabels), Error);
+  REQUIRE_THROWS_WITH(load_idx(nowhere, kLabels), Contains(nowhere) && Contains("missing"));
+  const std::string no_labels = dir.file("no-such-labels");
+  REQUIRE_THROWS_WITH(load_idx(kImages, no_labels), Contains(no_labels) && Contains("missing"));
+}
+
+TEST_CASE("parse_idx_u8 decodes dimensions and data from memory", "[workloads][idx]") {
+  const IdxArray a = parse_idx_u8(idx(0x803, {2, 3, 4}, 24), "mem");
+  REQUIRE(a.dims == std::vector<std::uint32_t>{2, 3, 4});
+  REQUIRE(a.data.size() == 24);
+  for (std::size_t i = 0; i < 24; ++i) CHECK(a.data[i] == std::uint8_t(i * 7));
+
+  const IdxArray one = parse_idx_u8(idx(0x801, {5}, 5), "mem");
+  CHECK(one.dims == std::vector<std::uint32_t>{5});
+  CHECK(one.data.size() == 5);
+
+  const IdxArray empty = parse_idx_u8(idx(0x801, {0}, 0), "mem");
+  CHECK(empty.data.empty());
+}
+
+TEST_CASE("parse_idx_u8 rejects malformed buffers with the name in the message",
+          "[workloads][idx]") {
+  REQUIRE_THROWS_WITH(parse_idx_u8({}, "buf-empty"),
+                      Contains("buf-empty") && Contains("truncated"));
+  REQUIRE_THROWS_WITH(parse_idx_u8({0, 0, 8}, "buf-3"), Contains("buf-3") && Contains("truncated"));
+  // Type code 0x0D (float) is not u8.
+  REQUIRE_THROWS_WITH(parse_idx_u8(idx(0x00000D01, {1}, 4), "buf-float"),
+                      Contains("buf-float") && Contains("wrong magic") && Contains("0x00000D01"));
+  // Zero dimensions.
+  REQUIRE_THROWS_WITH(parse_idx_u8(idx(0x800, {}, 0), "buf-0d"),
+                      Contains("buf-0d") && Contains("wrong magic"));
+  // Header promises 3 dims, has 2.
+  REQUIRE_THROWS_WITH(parse_idx_u8(idx(0x803, {2, 3}, 0), "buf-hdr"),
+                      Contains("buf-hdr") && Contains("truncated header"));
+  // Data shorter than the dimensions say.
+  REQUIRE_THROWS_WITH(parse_idx_u8(idx(0x802, {3, 3}, 8), "buf-data"),
+                      Contains("buf-data") && Contains("truncated") && Contains("3 x 3 = 9"));
+  // Dimensions whose product overflows 64 bits are truncated data, not a huge allocation.
+  REQUIRE_THROWS_WITH(
+      parse_idx_u8(idx(0x803, {0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}, 16), "buf-huge"),
+      Contains("buf-huge") && Contains("truncated"));
+}
+
+TEST_CASE("load_dataset mnist reads the four IDX files from the data folder", "[workloads][idx]") {
+  ScratchDir dir;
+  spit(dir.file("train-images-idx3-ubyte"), slurp(kImages));
+  spit(dir.file("train-labels-idx1-ubyte"), slurp(kLabels));
+  spit(dir.file("t10k-images-idx3-ubyte.gz"), slurp(kImagesGz));  // the .gz form is found too
+  spit(dir.file("t10k-labels-idx1-ubyte"), slurp(kLabels));
+
+  const psbed::Shape input{1, 4, 5};
+  const Split s = load_dataset("mnist", dir.path.string(), input, 1);
+  CHECK(s.train.size() == 3);
+  CHECK(s.test.size() == 3);
+  CHECK(s.train.images == s.test.images);
+  CHECK(s.description.find("mnist") != std::string::npos);
+  CHECK(s.description.find(dir.path.string()) != std::string::npos);
+
+  SECTION("a model with another input shape is an error naming both shapes") {
+    REQUIRE_THROWS_AS(load_dataset("mnist", dir.path.string(), psbed::Shape{1, 28, 28}, 1), Error);
+    REQUIRE_THROWS_WITH(load_dataset("mnist", dir.path.string(), psbed::Shape{1, 28, 28}, 1),
+                        Contains("1x4x5") && Contains("1x28x28"));
+  }
+  SECTION("a missing file names it and says how to get the data") {
+    fs::remove(dir.path / "t10k-labels-idx1-ubyte");
+    REQUIRE_THROWS_WITH(
+        load_dataset("mnist", dir.path.string(), input, 1),
+        Contains("missing file") && Contains("t10k-labels-idx1-ubyte") && Contains("make data"));
+  }
+}
+
+TEST_CASE("load_dataset: synthetic takes the model's input shape, unknown names are errors",
+          "[workloads][idx]") {
+  const psbed::Shape input{2, 6, 7};
+  const Split s = load_dataset("synthetic", "", input, 5);
+  CHECK(s.train.shape.str() == input.str());
+  CHECK(s.test.shape.str() == input.str());
+  CHECK(s.train.size() > 0);
+  CHECK(s.test.size() > 0);
+  CHECK(s.train.images.size() == s.train.size() * std::size_t(input.numel()));
+
+  REQUIRE_THROWS_AS(load_dataset("cifar", "", input, 1), Error);
+  REQUIRE_THROWS_WITH(load_dataset("cifar", "", input, 1),
+                      Contains("unknown data set 'cifar'") && Contains("mnist or synthetic"));
+}

@@ -1,0 +1,181 @@
+#include "worker/bench_compute.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <unistd.h>
+
+#include "core/error.hpp"
+#include "core/model_spec.hpp"
+#include "core/optimizer.hpp"
+#include "worker/net.hpp"
+#include "worker/train.hpp"
+
+#ifndef PSBED_SOURCE_DIR
+#define PSBED_SOURCE_DIR "."
+#endif
+
+namespace psbed::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Row {
+  std::string model;
+  int threads = 0, batch = 0, steps = 0;
+  double ms_mean = 0, ms_median = 0, images_per_sec = 0;
+  double torch_images_per_sec = -1, torch_ms_median = -1;
+};
+
+Row bench_one(const BenchComputeOptions& opt, const ModelSpec& spec, int threads, int batch) {
+  set_compute_threads(threads);
+  auto net = make_net(opt.device, spec, batch, 1);
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  std::vector<float> images(std::size_t(spec.input.numel()) * batch);
+  for (auto& v : images) v = u(rng);
+  std::vector<std::int32_t> labels(batch);
+  for (auto& l : labels) l = std::int32_t(rng() % spec.classes);
+  std::vector<std::vector<float>> velocity;
+  for (const auto& t : spec.tensors) velocity.emplace_back(t.numel, 0.0f);
+  SgdOptions sgd{0.01f, 0.9f, 0.0f};
+  auto step = [&] {
+    net->set_batch(images.data(), labels.data(), batch);
+    net->forward_all();
+    net->compute_loss();
+    net->backward_all();
+    for (int t = 0; t < static_cast<int>(spec.tensors.size()); ++t) {
+      sgd_apply(sgd, net->param(t), net->grad(t), velocity[t].data(), spec.tensors[t].numel);
+      net->params_updated(t);
+    }
+  };
+  for (int i = 0; i < opt.warmup; ++i) step();
+  std::vector<double> ms;
+  auto start = Clock::now();
+  while (int(ms.size()) < opt.min_steps ||
+         std::chrono::duration<double>(Clock::now() - start).count() < opt.min_seconds) {
+    auto t0 = Clock::now();
+    step();
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  Row r;
+  r.model = spec.name, r.threads = threads, r.batch = batch, r.steps = int(ms.size());
+  double sum = 0;
+  for (double m : ms) sum += m;
+  r.ms_mean = sum / ms.size();
+  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+  r.ms_median = ms[ms.size() / 2];
+  r.images_per_sec = batch * 1e3 / r.ms_mean;
+  return r;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs the PyTorch reference for one model; returns its rows keyed by thread count, or an
+// empty map (with a logged reason) when PyTorch cannot run here.
+std::map<int, nlohmann::json> bench_torch(const BenchComputeOptions& opt, const std::string& model,
+                                          int batch, std::string& note) {
+  namespace fs = std::filesystem;
+  std::string script = std::string(PSBED_SOURCE_DIR) + "/cluster/bench_torch.py";
+  if (const char* env = std::getenv("PSBED_TORCH_BENCH")) script = env;
+  if (!fs::exists(script)) {
+    note = "PyTorch reference skipped: " + script + " not found";
+    return {};
+  }
+  std::string threads;
+  for (int t : opt.threads) threads += (threads.empty() ? "" : ",") + std::to_string(t);
+  fs::path tmp = fs::temp_directory_path() / ("psbed-torch-" + std::to_string(::getpid()) + ".json");
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.2f", opt.min_seconds);
+  std::string cmd = shell_quote(opt.python) + " " + shell_quote(script) + " --models " + shell_quote(model) +
+                    " --threads " + threads + " --batch " + std::to_string(batch) + " --min-seconds " + secs +
+                    " --min-steps " + std::to_string(opt.min_steps) + " --warmup " + std::to_string(opt.warmup) +
+                    " --json " + shell_quote(tmp.string()) + " >&2";
+  int rc = std::system(cmd.c_str());
+  if (rc != 0 || !fs::exists(tmp)) {
+    note = "PyTorch reference skipped: `" + cmd + "` exited with status " + std::to_string(rc) +
+           " (make bench installs Debian's python3-torch and OpenBLAS)";
+    return {};
+  }
+  std::ifstream in(tmp);
+  nlohmann::json j = nlohmann::json::parse(in);
+  fs::remove(tmp);
+  note = "PyTorch " + j.value("torch_version", std::string("?")) + ", BLAS: " + j.value("blas", std::string("?"));
+  std::map<int, nlohmann::json> out;
+  for (const auto& row : j.at("rows")) out[row.at("threads").get<int>()] = row;
+  return out;
+}
+
+}  // namespace
+
+int run_bench_compute(const BenchComputeOptions& opt) {
+  std::vector<Row> rows;
+  std::string torch_note = opt.torch ? "" : "PyTorch reference off (--no-torch)";
+  for (const auto& name : opt.models) {
+    ModelSpec spec = load_model(name);
+    int batch = opt.batch > 0 ? opt.batch : (spec.input.h * spec.input.w <= 28 * 28 ? 64 : 32);
+    std::vector<Row> model_rows;
+    for (int t : opt.threads) {
+      spdlog::info("psbed {} batch {} threads {} ...", spec.name, batch, t);
+      model_rows.push_back(bench_one(opt, spec, t, batch));
+    }
+    if (opt.torch) {
+      spdlog::info("pytorch {} batch {} ...", spec.name, batch);
+      auto torch = bench_torch(opt, spec.name, batch, torch_note);
+      for (auto& r : model_rows)
+        if (auto it = torch.find(r.threads); it != torch.end()) {
+          r.torch_images_per_sec = it->second.at("images_per_sec").get<double>();
+          r.torch_ms_median = it->second.at("ms_per_step_median").get<double>();
+        }
+    }
+    rows.insert(rows.end(), model_rows.begin(), model_rows.end());
+  }
+
+  std::printf("\n%-10s %7s %5s %12s %12s %12s %12s %8s\n", "model", "threads", "batch", "psbed ms",
+              "psbed img/s", "torch ms", "torch img/s", "ratio");
+  for (const auto& r : rows) {
+    if (r.torch_images_per_sec > 0)
+      std::printf("%-10s %7d %5d %12.2f %12.0f %12.2f %12.0f %7.2fx\n", r.model.c_str(), r.threads,
+                  r.batch, r.ms_median, r.images_per_sec, r.torch_ms_median, r.torch_images_per_sec,
+                  r.images_per_sec / r.torch_images_per_sec);
+    else
+      std::printf("%-10s %7d %5d %12.2f %12.0f %12s %12s %8s\n", r.model.c_str(), r.threads, r.batch,
+                  r.ms_median, r.images_per_sec, "-", "-", "-");
+  }
+  std::printf("(ms = median ms/step; img/s = batch / mean step time; ratio = psbed / PyTorch images/s)\n");
+  if (!torch_note.empty()) std::printf("%s\n", torch_note.c_str());
+
+  if (!opt.json_out.empty()) {
+    nlohmann::json j = {{"device", opt.device}, {"reference", torch_note}, {"rows", nlohmann::json::array()}};
+    for (const auto& r : rows) {
+      nlohmann::json row = {{"model", r.model}, {"threads", r.threads}, {"batch", r.batch},
+                            {"steps", r.steps}, {"ms_per_step", r.ms_mean},
+                            {"ms_per_step_median", r.ms_median}, {"images_per_sec", r.images_per_sec}};
+      if (r.torch_images_per_sec > 0) {
+        row["torch_images_per_sec"] = r.torch_images_per_sec;
+        row["torch_ms_per_step_median"] = r.torch_ms_median;
+        row["ratio"] = r.images_per_sec / r.torch_images_per_sec;
+      }
+      j["rows"].push_back(row);
+    }
+    std::ofstream out(opt.json_out);
+    if (!out) throw Error("cannot write results file '" + opt.json_out + "'");
+    out << j.dump(2) << "\n";
+    spdlog::info("results written to {}", opt.json_out);
+  }
+  return 0;
+}
+
+}  // namespace psbed::worker

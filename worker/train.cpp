@@ -1,0 +1,142 @@
+#include "worker/train.hpp"
+
+#include <omp.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <numeric>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "core/error.hpp"
+#include "workloads/dataset.hpp"
+#include "worker/evaluate.hpp"
+#include "worker/net.hpp"
+
+namespace psbed::worker {
+
+using Clock = std::chrono::steady_clock;
+
+void set_compute_threads(int threads) {
+  if (threads < 1) throw Error("--threads must be at least 1, got " + std::to_string(threads));
+  omp_set_num_threads(threads);
+}
+
+TrainResult run_train(const TrainOptions& opt) {
+  set_compute_threads(opt.threads);
+  ModelSpec spec = load_model(opt.model);
+  auto data = workloads::load_dataset(opt.data, opt.data_dir, spec.input, opt.seed);
+  if (opt.standardize) workloads::standardize(data);
+  const auto& train = data.train;
+  if (train.size() < static_cast<std::size_t>(opt.batch))
+    throw Error("training set has " + std::to_string(train.size()) + " samples, fewer than one batch of " +
+                std::to_string(opt.batch));
+  auto net = make_net(opt.device, spec, opt.batch, opt.seed);
+  std::vector<std::vector<float>> velocity;
+  for (const auto& t : spec.tensors) velocity.emplace_back(t.numel, 0.0f);
+
+  const std::int64_t steps_per_epoch = std::int64_t(train.size()) / opt.batch;
+  const std::int64_t total = opt.steps > 0 ? opt.steps : steps_per_epoch * opt.epochs;
+  if (total < 1) throw Error("nothing to train: give --epochs >= 1 or --steps >= 1");
+  scheduled_lr(opt.lr_schedule, opt.sgd.lr, 0, total);  // rejects an unknown schedule up front
+  const std::int64_t warmup = std::min<std::int64_t>(std::max<std::int64_t>(3, total / 20), total / 2);
+  spdlog::info("training {} ({} parameters, {}) on {} on {} with {} thread(s): {} steps of batch {}",
+               spec.name, spec.parameter_count(), spec.source, data.description, opt.device,
+               opt.threads, total, opt.batch);
+
+  std::vector<std::size_t> order(train.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(opt.seed * 7919 + 17);
+  const std::int64_t per = spec.input.numel();
+  std::vector<float> images(std::size_t(per) * opt.batch);
+  std::vector<std::int32_t> labels(opt.batch);
+
+  TrainResult res;
+  res.parameters = spec.parameter_count();
+  std::vector<double> recent_loss;
+  double steady_seconds = 0;
+  std::int64_t steady_steps = 0;
+  auto last_report = Clock::now();
+  std::int64_t report_steps = 0;
+  double report_seconds = 0;
+
+  for (std::int64_t step = 0; step < total; ++step) {
+    const std::int64_t in_epoch = step % steps_per_epoch;
+    if (in_epoch == 0) std::shuffle(order.begin(), order.end(), rng);
+    auto t0 = Clock::now();
+    for (int i = 0; i < opt.batch; ++i) {
+      std::size_t idx = order[std::size_t(in_epoch) * opt.batch + i];
+      std::copy(train.image(idx), train.image(idx) + per, images.begin() + std::int64_t(i) * per);
+      labels[i] = train.labels[idx];
+    }
+    net->set_batch(images.data(), labels.data(), opt.batch);
+    net->forward_all();
+    LossResult lr = net->compute_loss();
+    net->backward_all();
+    SgdOptions sgd = opt.sgd;
+    sgd.lr = scheduled_lr(opt.lr_schedule, opt.sgd.lr, step, total);
+    for (int t = 0; t < static_cast<int>(spec.tensors.size()); ++t) {
+      sgd_apply(sgd, net->param(t), net->grad(t), velocity[t].data(), spec.tensors[t].numel);
+      net->params_updated(t);
+    }
+    double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (!std::isfinite(lr.loss)) throw Error("loss diverged (" + std::to_string(lr.loss) + ") at step " +
+                                             std::to_string(step) + ": lower --lr");
+    if (step >= warmup) steady_seconds += dt, ++steady_steps;
+    recent_loss.push_back(lr.loss);
+    if (recent_loss.size() > 50) recent_loss.erase(recent_loss.begin());
+    report_steps++, report_seconds += dt;
+    bool epoch_end = in_epoch == steps_per_epoch - 1 && opt.steps <= 0;
+    if (std::chrono::duration<double>(Clock::now() - last_report).count() >= opt.progress_every_s ||
+        step + 1 == total) {
+      spdlog::info("step {:>6}/{}  epoch {:.2f}  loss {:.4f}  {:.0f} images/s", step + 1, total,
+                   double(step + 1) / steps_per_epoch, lr.loss, report_steps * opt.batch / report_seconds);
+      last_report = Clock::now(), report_steps = 0, report_seconds = 0;
+    }
+    if (opt.evaluate && (epoch_end || (opt.steps > 0 && step + 1 == total))) {
+      res.test_accuracy = evaluate_accuracy(*net, data.test);
+      spdlog::info("epoch {:.2f}: test accuracy {:.2f}% on {} samples", double(step + 1) / steps_per_epoch,
+                   100 * res.test_accuracy, data.test.size());
+    }
+  }
+  res.steps = total;
+  if (steady_steps > 0) {
+    res.ms_per_step = 1e3 * steady_seconds / steady_steps;
+    res.images_per_sec = steady_steps * opt.batch / steady_seconds;
+  }
+  res.final_loss = std::accumulate(recent_loss.begin(), recent_loss.end(), 0.0) / recent_loss.size();
+  spdlog::info("done: {} steps, {:.0f} images/s ({:.2f} ms/step) steady, final loss {:.4f}{}", total,
+               res.images_per_sec, res.ms_per_step, res.final_loss,
+               res.test_accuracy >= 0 ? fmt::format(", test accuracy {:.2f}%", 100 * res.test_accuracy) : "");
+
+  if (!opt.json_out.empty()) {
+    nlohmann::json j = {{"model", spec.name},
+                        {"model_source", spec.source},
+                        {"parameters", res.parameters},
+                        {"data", data.description},
+                        {"device", opt.device},
+                        {"batch", opt.batch},
+                        {"threads", opt.threads},
+                        {"steps", res.steps},
+                        {"warmup_steps", warmup},
+                        {"lr", opt.sgd.lr},
+                        {"lr_schedule", opt.lr_schedule},
+                        {"momentum", opt.sgd.momentum},
+                        {"weight_decay", opt.sgd.weight_decay},
+                        {"seed", opt.seed},
+                        {"images_per_sec", res.images_per_sec},
+                        {"ms_per_step", res.ms_per_step},
+                        {"final_loss", res.final_loss},
+                        {"test_accuracy", res.test_accuracy >= 0 ? nlohmann::json(res.test_accuracy)
+                                                                 : nlohmann::json(nullptr)}};
+    std::ofstream out(opt.json_out);
+    if (!out) throw Error("cannot write results file '" + opt.json_out + "'");
+    out << j.dump(2) << "\n";
+    spdlog::info("results written to {}", opt.json_out);
+  }
+  return res;
+}
+
+}  // namespace psbed::worker
