@@ -135,14 +135,15 @@ void check_gradients(const ModelSpec& spec, int batch, const char* name) {
       for (int t = 0; t < int(spec.tensors.size()); ++t)
         analytic.emplace_back(net->grad(t), net->grad(t) + spec.tensors[t].numel);
 
-      const float eps = 2e-3f;
-      int checked = 0;
+      const float eps = 1e-3f;
+      int checked = 0, kinks = 0;
       for (int t = 0; t < int(spec.tensors.size()); ++t) {
         const auto& ts = spec.tensors[t];
         for (int k = 0; k < 12; ++k) {
           std::int64_t i = std::int64_t(rng() % ts.numel);
           float* p = net->param(t) + i;
           const float orig = *p;
+          const double l0 = loss_of(*net);
           *p = orig + eps;
           net->params_updated(t);
           const double lp = loss_of(*net);
@@ -152,13 +153,21 @@ void check_gradients(const ModelSpec& spec, int batch, const char* name) {
           *p = orig;
           net->params_updated(t);
           const double numeric = (lp - lm) / (2 * eps);
+          // A ReLU or max-pool kink inside [orig - eps, orig + eps] makes the loss non-smooth
+          // there; the two one-sided slopes then disagree, and the point says nothing.
+          const double right = (lp - l0) / eps, left = (l0 - lm) / eps;
+          if (std::abs(right - left) > 0.2 * std::abs(numeric) + 2e-3) {
+            ++kinks;
+            continue;
+          }
           INFO(name << ": " << ts.name << "[" << i << "] analytic " << analytic[t][i] << " numeric "
-                      << numeric);
-          CHECK(std::abs(analytic[t][i] - numeric) <= 3e-3 + 3e-2 * std::abs(numeric));
+                    << numeric);
+          CHECK(std::abs(analytic[t][i] - numeric) <= 2e-3 + 3e-2 * std::abs(numeric));
           ++checked;
         }
       }
-      REQUIRE(checked > 0);
+      INFO(name << ": " << checked << " points checked, " << kinks << " skipped at kinks");
+      REQUIRE(checked >= 4 * kinks);
 }
 
 }  // namespace

@@ -17,15 +17,16 @@ TEST_CASE("a short training run on synthetic data lowers the loss", "[worker][tr
   so.train = 640;
   so.test = 200;
   auto data = workloads::make_synthetic(so);
+  workloads::standardize(data);
   const int batch = 32;
   auto net = worker::make_cpu_net(spec, batch, 3);
   std::vector<std::vector<float>> vel;
   for (const auto& t : spec.tensors) vel.emplace_back(t.numel, 0.0f);
-  SgdOptions sgd{0.01f, 0.9f, 0.0f};
+  SgdOptions sgd{0.05f, 0.9f, 0.0f};
   const double acc_before = worker::evaluate_accuracy(*net, data.test);
   std::vector<float> losses;
   const std::int64_t per = spec.input.numel();
-  for (int epoch = 0; epoch < 2; ++epoch)
+  for (int epoch = 0; epoch < 6; ++epoch)
     for (size_t s = 0; s + batch <= data.train.size(); s += batch) {
       net->set_batch(data.train.image(s), data.train.labels.data() + s, batch);
       net->forward_all();
