@@ -1,0 +1,117 @@
+#include "core/trace.hpp"
+
+#include <time.h>
+
+#include <fstream>
+#include <map>
+
+#include "core/error.hpp"
+
+namespace psbed {
+
+double now_us() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return double(ts.tv_sec) * 1e6 + double(ts.tv_nsec) / 1e3;
+}
+
+void TraceRecorder::record(TraceEvent e) {
+  if (!enabled_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.push_back(std::move(e));
+}
+
+void TraceRecorder::complete(const std::string& name, const std::string& lane, double start_us,
+                             std::int64_t step, std::int64_t bytes, std::int64_t key, std::int64_t part) {
+  if (!enabled_) return;
+  TraceEvent e;
+  e.name = name, e.lane = lane, e.ts_us = start_us, e.dur_us = now_us() - start_us;
+  e.step = step, e.bytes = bytes, e.key = key, e.part = part;
+  record(std::move(e));
+}
+
+void TraceRecorder::set_metadata(const std::string& key, nlohmann::json value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  metadata_[key] = std::move(value);
+}
+
+std::size_t TraceRecorder::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_.size();
+}
+
+std::vector<TraceEvent> TraceRecorder::events() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_;
+}
+
+void TraceRecorder::write(const std::string& path) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  // pid 1 is this node; lanes get tids in order of first use, named by metadata events.
+  std::map<std::string, int> tids;
+  nlohmann::json evs = nlohmann::json::array();
+  evs.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", 1}, {"tid", 0}, {"args", {{"name", node_}}}});
+  for (const auto& e : events_) {
+    auto [it, added] = tids.emplace(e.lane, int(tids.size()) + 1);
+    if (added)
+      evs.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 1}, {"tid", it->second}, {"args", {{"name", e.lane}}}});
+    nlohmann::json args = nlohmann::json::object();
+    if (e.step >= 0) args["step"] = e.step;
+    if (e.bytes >= 0) args["bytes"] = e.bytes;
+    if (e.key >= 0) args["key"] = e.key;
+    if (e.part >= 0) args["part"] = e.part;
+    if (e.has_priority) args["priority"] = e.priority;
+    if (!e.note.empty()) args["note"] = e.note;
+    evs.push_back({{"name", e.name}, {"ph", "X"}, {"pid", 1}, {"tid", it->second}, {"ts", e.ts_us},
+                   {"dur", e.dur_us}, {"args", std::move(args)}});
+  }
+  nlohmann::json meta = metadata_;
+  meta["node"] = node_;
+  meta["clock"] = "CLOCK_MONOTONIC microseconds";
+  nlohmann::json doc = {{"traceEvents", std::move(evs)}, {"displayTimeUnit", "ms"}, {"metadata", std::move(meta)}};
+  std::ofstream out(path);
+  if (!out) throw Error("cannot write trace file '" + path + "'");
+  out << doc.dump() << "\n";
+  if (!out) throw Error("writing trace file '" + path + "' failed");
+}
+
+LoadedTrace read_trace(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("trace file '" + path + "' cannot be read");
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("trace file '" + path + "' is not JSON: " + e.what());
+  }
+  if (!doc.contains("traceEvents") || !doc["traceEvents"].is_array())
+    throw Error("trace file '" + path + "' has no traceEvents array");
+  LoadedTrace t;
+  t.metadata = doc.value("metadata", nlohmann::json::object());
+  t.node = t.metadata.value("node", std::string());
+  std::map<int, std::string> lanes;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e.value("ph", "") != "M") continue;
+    if (e.value("name", "") == "thread_name") lanes[e.value("tid", 0)] = e["args"].value("name", "");
+    if (e.value("name", "") == "process_name" && t.node.empty()) t.node = e["args"].value("name", "");
+  }
+  for (const auto& e : doc["traceEvents"]) {
+    if (e.value("ph", "") != "X") continue;
+    TraceEvent ev;
+    ev.name = e.value("name", "");
+    ev.lane = lanes[e.value("tid", 0)];
+    ev.ts_us = e.value("ts", 0.0);
+    ev.dur_us = e.value("dur", 0.0);
+    const auto& a = e.contains("args") ? e["args"] : nlohmann::json::object();
+    ev.step = a.value("step", std::int64_t(-1));
+    ev.bytes = a.value("bytes", std::int64_t(-1));
+    ev.key = a.value("key", std::int64_t(-1));
+    ev.part = a.value("part", std::int64_t(-1));
+    if (a.contains("priority")) ev.priority = a["priority"].get<int>(), ev.has_priority = true;
+    ev.note = a.value("note", std::string());
+    t.events.push_back(std::move(ev));
+  }
+  return t;
+}
+
+}  // namespace psbed

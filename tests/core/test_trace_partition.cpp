@@ -1,0 +1,71 @@
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "core/model_spec.hpp"
+#include "core/partition.hpp"
+#include "core/trace.hpp"
+
+using namespace psbed;
+
+TEST_CASE("a trace round-trips through the Chrome trace format", "[core][trace]") {
+  TraceRecorder rec("worker-3");
+  TraceEvent e;
+  e.name = "push:conv1.weight#2", e.lane = "push", e.ts_us = 100, e.dur_us = 50;
+  e.step = 7, e.bytes = 4096, e.key = 0, e.part = 2, e.priority = 1, e.has_priority = true;
+  rec.record(e);
+  double t0 = now_us();
+  rec.complete("fwd:conv1", "compute", t0, 7);
+  rec.set_metadata("policy", "wfbp");
+  auto path = (std::filesystem::temp_directory_path() / "psbed-trace-test.json").string();
+  rec.write(path);
+  LoadedTrace t = read_trace(path);
+  std::remove(path.c_str());
+  CHECK(t.node == "worker-3");
+  CHECK(t.metadata["policy"] == "wfbp");
+  REQUIRE(t.events.size() == 2);
+  CHECK(t.events[0].name == "push:conv1.weight#2");
+  CHECK(t.events[0].lane == "push");
+  CHECK(t.events[0].bytes == 4096);
+  CHECK(t.events[0].part == 2);
+  CHECK(t.events[0].priority == 1);
+  CHECK(t.events[1].lane == "compute");
+  CHECK(t.events[1].step == 7);
+  CHECK(t.events[1].dur_us >= 0);
+}
+
+TEST_CASE("a disabled recorder records nothing", "[core][trace]") {
+  TraceRecorder rec("server-0", false);
+  rec.complete("apply:x", "apply", now_us());
+  CHECK(rec.size() == 0);
+}
+
+TEST_CASE("tensors are cut into bounded parts balanced across shards", "[core][partition]") {
+  ModelSpec m = load_model("vgg-mini");
+  const std::int64_t max_bytes = 4 << 20;
+  for (int shards : {1, 2, 3}) {
+    PartitionPlan p = make_partition(m, max_bytes, shards);
+    std::int64_t total = 0;
+    for (int k = 0; k < int(m.tensors.size()); ++k) {
+      std::int64_t covered = 0;
+      for (int idx : p.parts_of_key[k]) {
+        const Part& part = p.parts[idx];
+        CHECK(part.bytes() <= max_bytes);
+        CHECK(part.offset == covered);  // contiguous, in order
+        covered += part.numel;
+        CHECK(part.shard >= 0);
+        CHECK(part.shard < shards);
+      }
+      CHECK(covered == m.tensors[k].numel);
+      total += covered * 4;
+    }
+    std::int64_t sum = 0;
+    for (auto b : p.shard_bytes) sum += b;
+    CHECK(sum == total);
+    // fc1.weight (16 MiB) alone is 4 parts of 4 MiB: two shards can split the model evenly.
+    if (shards == 2) CHECK(p.imbalance() < 1.05);
+  }
+  PartitionPlan one = make_partition(m, max_bytes, 1);
+  CHECK(one.parts_of_key[12].size() == 4);  // fc1.weight: 4096 x 1024 floats = 16 MiB
+}
