@@ -11,7 +11,11 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/units.hpp"
+#include "cluster/launch.hpp"
+#include "ps/coordinator.hpp"
+#include "ps/server.hpp"
 #include "worker/bench_compute.hpp"
+#include "worker/ps_worker.hpp"
 #include "worker/train.hpp"
 
 namespace {
@@ -47,6 +51,7 @@ void add_train(CLI::App& root, worker::TrainOptions& o, std::string& log_level) 
   app->add_flag("!--no-standardize", o.standardize, "feed raw [0, 1] pixels instead of standardised ones");
   app->add_option("--progress-every", o.progress_every_s, "seconds between progress lines")->capture_default_str();
   app->add_option("--json", o.json_out, "write results as JSON to this file");
+  app->add_option("--save-params", o.save_params, "final parameters to this file (raw float32)");
 }
 
 void add_bench(CLI::App& root, worker::BenchComputeOptions& o, std::string& log_level) {
@@ -68,6 +73,97 @@ void add_bench(CLI::App& root, worker::BenchComputeOptions& o, std::string& log_
   app->add_option("--json", o.json_out, "write results as JSON to this file");
 }
 
+void add_coordinator(CLI::App& root, ps::CoordinatorOptions& o, std::string& partition, std::string& log_level) {
+  auto* app = root.add_subcommand("coordinator", "Rendezvous, cluster map, heartbeats, barriers, progress, summary");
+  app->footer("Example: psbed coordinator --bind tcp://0.0.0.0:7000 --servers 2 --workers 4 --model lenet5 --mode bsp");
+  add_common(app, log_level);
+  app->add_option("--bind", o.bind, "ZeroMQ endpoint to listen on")->capture_default_str();
+  app->add_option("--servers", o.servers, "server shards to wait for")->capture_default_str();
+  app->add_option("--workers", o.workers, "workers to wait for")->capture_default_str();
+  app->add_option("--model", o.model, "model name or .toml path (sent to every node)")->capture_default_str();
+  app->add_option("--mode", o.mode, "consistency: async, bsp or ssp:K")->capture_default_str();
+  app->add_option("--policy", o.policy, "transmission policy")->capture_default_str();
+  app->add_option("--lr", o.sgd.lr, "learning rate")->capture_default_str();
+  app->add_option("--momentum", o.sgd.momentum, "SGD momentum")->capture_default_str();
+  app->add_option("--weight-decay", o.sgd.weight_decay, "L2 weight decay")->capture_default_str();
+  app->add_option("--lr-schedule", o.lr_schedule, "constant or cosine")->capture_default_str();
+  app->add_option("--epochs", o.epochs, "passes over the training set, all workers together")->capture_default_str();
+  app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")->capture_default_str();
+  app->add_option("--batch", o.batch, "batch per worker")->capture_default_str();
+  app->add_option("--seed", o.seed, "seed for initial parameters and data order")->capture_default_str();
+  app->add_option("--partition-bytes", partition, "largest part a tensor is cut into")->capture_default_str();
+  app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str();
+  app->add_option("--heartbeat-timeout", o.heartbeat_timeout_s, "seconds of silence before a node is dead")->capture_default_str();
+  app->add_option("--progress-every", o.progress_every_s, "seconds between progress lines")->capture_default_str();
+  app->add_option("--register-timeout", o.register_timeout_s, "seconds for every node to register")->capture_default_str();
+  app->add_option("--summary", o.summary_path, "write summary.json here at the end");
+  app->add_option("--compute", o.compute, "compute mode recorded in the summary")->capture_default_str();
+}
+
+void add_server(CLI::App& root, ps::ServerOptions& o, std::string& log_level) {
+  auto* app = root.add_subcommand("server", "One parameter-server shard");
+  app->footer("Example: psbed server --coordinator tcp://HOST:7000 --bind tcp://0.0.0.0:7100 --advertise tcp://HOST:7100");
+  add_common(app, log_level);
+  app->add_option("--coordinator", o.coordinator, "coordinator endpoint")->capture_default_str();
+  app->add_option("--bind", o.bind, "endpoint workers connect to (':*' = any free port)")->capture_default_str();
+  app->add_option("--advertise", o.advertise, "address given to workers (default: the bound endpoint)");
+  app->add_option("--name", o.name, "node name (default server-<pid>)");
+  app->add_option("--connect-timeout", o.connect_timeout_s, "seconds to reach the coordinator")->capture_default_str();
+  app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str();
+  app->add_option("--trace-dir", o.trace_dir, "write <name>.trace.json here");
+  app->add_option("--max-message-bytes", o.max_message_bytes, "larger messages are dropped")->capture_default_str();
+}
+
+void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level) {
+  auto* app = root.add_subcommand("worker", "A worker training through the parameter server");
+  app->footer("Example: psbed worker --coordinator tcp://HOST:7000 --model lenet5 --data mnist");
+  add_common(app, log_level);
+  app->add_option("--coordinator", o.coordinator, "coordinator endpoint")->capture_default_str();
+  app->add_option("--name", o.name, "node name (default worker-<pid>)");
+  app->add_option("--model", o.model, "the cluster's model (its input shape is needed to load data)")->capture_default_str();
+  app->add_option("--data", o.data, "mnist or synthetic")->capture_default_str();
+  app->add_option("--data-dir", o.data_dir, "directory with IDX files");
+  app->add_option("--device", o.device, "cpu or gpu")->capture_default_str();
+  app->add_option("--threads", o.threads, "compute threads")->capture_default_str();
+  app->add_option("--connect-timeout", o.connect_timeout_s, "seconds to reach the coordinator")->capture_default_str();
+  app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str();
+  app->add_option("--progress-every", o.progress_every_s, "seconds between progress reports")->capture_default_str();
+  app->add_option("--trace-dir", o.trace_dir, "write <name>.trace.json here");
+  app->add_option("--save-params", o.save_params, "the evaluating worker writes final parameters here (raw float32)");
+}
+
+void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_level) {
+  auto* app = root.add_subcommand("launch", "Start a whole cluster on this host and collect its results");
+  app->footer(
+      "Example: psbed launch --servers 2 --workers 4 --model lenet5 --data mnist --epochs 2 --mode async --out runs/NAME\n"
+      "Writes OUT/summary.json, OUT/traces/*.trace.json (open in Perfetto) and OUT/logs/*.log.");
+  add_common(app, log_level);
+  app->add_option("--servers", o.servers, "server shards")->capture_default_str();
+  app->add_option("--workers", o.workers, "workers")->capture_default_str();
+  app->add_option("--model", o.model, "model name or .toml path")->capture_default_str();
+  app->add_option("--data", o.data, "mnist or synthetic")->capture_default_str();
+  app->add_option("--data-dir", o.data_dir, "directory with IDX files");
+  app->add_option("--mode", o.mode, "async, bsp or ssp:K")->capture_default_str();
+  app->add_option("--policy", o.policy, "transmission policy")->capture_default_str();
+  app->add_option("--epochs", o.epochs, "passes over the training set, all workers together")->capture_default_str();
+  app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")->capture_default_str();
+  app->add_option("--batch", o.batch, "batch per worker")->capture_default_str();
+  app->add_option("--lr", o.lr, "learning rate")->capture_default_str();
+  app->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
+  app->add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str();
+  app->add_option("--lr-schedule", o.lr_schedule, "constant or cosine")->capture_default_str();
+  app->add_option("--seed", o.seed, "seed")->capture_default_str();
+  app->add_option("--partition-bytes", o.partition_bytes, "largest part a tensor is cut into")->capture_default_str();
+  app->add_option("--threads", o.threads, "compute threads per worker")->capture_default_str();
+  app->add_option("--device", o.device, "cpu or gpu")->capture_default_str();
+  app->add_option("--out", o.out, "run folder (default runs/<model>-<mode>-<N>w<S>s-<time>)");
+  app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str();
+  app->add_option("--heartbeat-timeout", o.heartbeat_timeout_s, "seconds of silence before a node is dead")->capture_default_str();
+  app->add_option("--timeout", o.timeout_s, "stop the run after this many seconds")->capture_default_str();
+  app->add_flag("!--no-trace", o.trace, "do not write traces");
+  app->add_option("--save-params", o.save_params, "final parameters to this file (raw float32)");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -79,6 +175,15 @@ int main(int argc, char** argv) {
   worker::BenchComputeOptions bench;
   add_train(root, train, log_level);
   add_bench(root, bench, log_level);
+  ps::CoordinatorOptions coord;
+  std::string partition = "4MiB";
+  ps::ServerOptions server;
+  worker::WorkerOptions wopt;
+  cluster::LaunchOptions launch;
+  add_coordinator(root, coord, partition, log_level);
+  add_server(root, server, log_level);
+  add_worker(root, wopt, log_level);
+  add_launch(root, launch, log_level);
   try {
     root.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -89,6 +194,23 @@ int main(int argc, char** argv) {
       setup_logging("train", log_level);
       worker::run_train(train);
       return 0;
+    }
+    if (root.got_subcommand("coordinator")) {
+      setup_logging("coordinator", log_level);
+      coord.partition_bytes = std::int64_t(parse_bytes(partition));
+      return ps::run_coordinator(coord);
+    }
+    if (root.got_subcommand("server")) {
+      setup_logging(server.name.empty() ? "server" : server.name, log_level);
+      return ps::run_server(server);
+    }
+    if (root.got_subcommand("worker")) {
+      setup_logging(wopt.name.empty() ? "worker" : wopt.name, log_level);
+      return worker::run_worker(wopt);
+    }
+    if (root.got_subcommand("launch")) {
+      setup_logging("launch", log_level);
+      return cluster::run_launch(launch);
     }
     if (auto* b = root.get_subcommand("bench"); b->parsed()) {
       setup_logging("bench", log_level);

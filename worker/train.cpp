@@ -12,8 +12,10 @@
 
 #include "core/error.hpp"
 #include "workloads/dataset.hpp"
+#include "worker/batcher.hpp"
 #include "worker/evaluate.hpp"
 #include "worker/net.hpp"
+#include "worker/ps_worker.hpp"
 
 namespace psbed::worker {
 
@@ -37,7 +39,7 @@ TrainResult run_train(const TrainOptions& opt) {
   std::vector<std::vector<float>> velocity;
   for (const auto& t : spec.tensors) velocity.emplace_back(t.numel, 0.0f);
 
-  const std::int64_t steps_per_epoch = std::int64_t(train.size()) / opt.batch;
+  const std::int64_t steps_per_epoch = std::int64_t(train.size()) / opt.batch;  // = batcher's
   const std::int64_t total = opt.steps > 0 ? opt.steps : steps_per_epoch * opt.epochs;
   if (total < 1) throw Error("nothing to train: give --epochs >= 1 or --steps >= 1");
   scheduled_lr(opt.lr_schedule, opt.sgd.lr, 0, total);  // rejects an unknown schedule up front
@@ -46,9 +48,7 @@ TrainResult run_train(const TrainOptions& opt) {
                spec.name, spec.parameter_count(), spec.source, data.description, opt.device,
                opt.threads, total, opt.batch);
 
-  std::vector<std::size_t> order(train.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::mt19937_64 rng(opt.seed * 7919 + 17);
+  Batcher batcher(train, 0, 1, opt.batch, opt.seed);
   const std::int64_t per = spec.input.numel();
   std::vector<float> images(std::size_t(per) * opt.batch);
   std::vector<std::int32_t> labels(opt.batch);
@@ -64,13 +64,8 @@ TrainResult run_train(const TrainOptions& opt) {
 
   for (std::int64_t step = 0; step < total; ++step) {
     const std::int64_t in_epoch = step % steps_per_epoch;
-    if (in_epoch == 0) std::shuffle(order.begin(), order.end(), rng);
     auto t0 = Clock::now();
-    for (int i = 0; i < opt.batch; ++i) {
-      std::size_t idx = order[std::size_t(in_epoch) * opt.batch + i];
-      std::copy(train.image(idx), train.image(idx) + per, images.begin() + std::int64_t(i) * per);
-      labels[i] = train.labels[idx];
-    }
+    batcher.next(images.data(), labels.data());
     net->set_batch(images.data(), labels.data(), opt.batch);
     net->forward_all();
     LossResult lr = net->compute_loss();
@@ -111,6 +106,12 @@ TrainResult run_train(const TrainOptions& opt) {
                res.images_per_sec, res.ms_per_step, res.final_loss,
                res.test_accuracy >= 0 ? fmt::format(", test accuracy {:.2f}%", 100 * res.test_accuracy) : "");
 
+  if (!opt.save_params.empty()) {
+    std::vector<std::vector<float>> tensors;
+    for (int t = 0; t < int(spec.tensors.size()); ++t)
+      tensors.emplace_back(net->param(t), net->param(t) + spec.tensors[t].numel);
+    save_params(opt.save_params, tensors);
+  }
   if (!opt.json_out.empty()) {
     nlohmann::json j = {{"model", spec.name},
                         {"model_source", spec.source},

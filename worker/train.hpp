@@ -24,6 +24,7 @@ struct TrainOptions {
   bool evaluate = true;             // test accuracy after each epoch (or at the end with --steps)
   double progress_every_s = 2.0;
   std::string json_out;             // results file, empty = none
+  std::string save_params;          // final parameters, raw float32 in tensor order
 };
 
 struct TrainResult {

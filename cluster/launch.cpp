@@ -1,0 +1,341 @@
+#include "cluster/launch.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "core/trace.hpp"
+
+namespace psbed::cluster {
+namespace fs = std::filesystem;
+namespace {
+
+struct Child {
+  std::string name, role, log;
+  pid_t pid = -1;
+  bool running = true;
+  int status = 0;
+};
+
+int free_tcp_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw Error("cannot find a free TCP port on 127.0.0.1");
+  }
+  int port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+                                  strsignal(WTERMSIG(status)) + ")";
+  return "stopped";
+}
+
+std::string tail_of(const std::string& path, int lines) {
+  std::ifstream in(path);
+  std::deque<std::string> last;
+  for (std::string l; std::getline(in, l);) {
+    last.push_back(l);
+    if (int(last.size()) > lines) last.pop_front();
+  }
+  std::string out;
+  for (const auto& l : last) out += "    " + l + "\n";
+  return out;
+}
+
+class Launcher {
+ public:
+  explicit Launcher(const LaunchOptions& opt) : opt_(opt) {}
+
+  int run() {
+    if (opt_.servers < 1 || opt_.workers < 1) throw Error("need at least 1 server and 1 worker");
+    out_ = opt_.out.empty() ? default_out() : opt_.out;
+    fs::create_directories(out_ + "/logs");
+    if (opt_.trace) fs::create_directories(out_ + "/traces");
+    const int port = free_tcp_port();
+    const std::string coord = "tcp://127.0.0.1:" + std::to_string(port);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigprocmask(SIG_BLOCK, &set, &old_mask_);
+
+    spdlog::info("launching {} server(s) + {} worker(s) of {} ({}) into {}", opt_.servers, opt_.workers, opt_.model,
+                 opt_.mode, out_);
+    spawn("coordinator", "coordinator", coordinator_args(coord), false);
+    for (int i = 0; i < opt_.servers; ++i) spawn("server-" + std::to_string(i), "server", server_args(coord, i), true);
+    for (int i = 0; i < opt_.workers; ++i) spawn("worker-" + std::to_string(i), "worker", worker_args(coord, i), true);
+
+    int rc = supervise(set);
+    sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+    return finish(rc);
+  }
+
+ private:
+  std::string default_out() const {
+    char buf[32];
+    std::time_t t = std::time(nullptr);
+    std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::localtime(&t));
+    return "runs/" + opt_.model + "-" + opt_.mode + "-" + std::to_string(opt_.workers) + "w" +
+           std::to_string(opt_.servers) + "s-" + buf;
+  }
+
+  std::vector<std::string> common(const std::string& coord, const std::string& name) const {
+    std::vector<std::string> a = {"--coordinator", coord, "--name", name, "--heartbeat", std::to_string(opt_.heartbeat_s)};
+    if (opt_.trace) a.insert(a.end(), {"--trace-dir", out_ + "/traces"});
+    return a;
+  }
+
+  std::vector<std::string> coordinator_args(const std::string& coord) const {
+    std::vector<std::string> a = {"coordinator", "--bind", coord, "--servers", std::to_string(opt_.servers),
+                                  "--workers", std::to_string(opt_.workers), "--model", opt_.model,
+                                  "--mode", opt_.mode, "--policy", opt_.policy, "--epochs", std::to_string(opt_.epochs),
+                                  "--steps", std::to_string(opt_.steps), "--batch", std::to_string(opt_.batch),
+                                  "--lr", std::to_string(opt_.lr), "--momentum", std::to_string(opt_.momentum),
+                                  "--weight-decay", std::to_string(opt_.weight_decay), "--lr-schedule", opt_.lr_schedule,
+                                  "--seed", std::to_string(opt_.seed), "--partition-bytes", opt_.partition_bytes,
+                                  "--heartbeat", std::to_string(opt_.heartbeat_s),
+                                  "--heartbeat-timeout", std::to_string(opt_.heartbeat_timeout_s),
+                                  "--summary", out_ + "/summary.json"};
+    return a;
+  }
+
+  std::vector<std::string> server_args(const std::string& coord, int i) const {
+    auto a = common(coord, "server-" + std::to_string(i));
+    a.insert(a.begin(), "server");
+    a.insert(a.end(), {"--bind", "tcp://127.0.0.1:*"});
+    return a;
+  }
+
+  std::vector<std::string> worker_args(const std::string& coord, int i) const {
+    auto a = common(coord, "worker-" + std::to_string(i));
+    a.insert(a.begin(), "worker");
+    a.insert(a.end(), {"--model", opt_.model, "--data", opt_.data, "--threads", std::to_string(opt_.threads),
+                       "--device", opt_.device});
+    if (!opt_.data_dir.empty()) a.insert(a.end(), {"--data-dir", opt_.data_dir});
+    if (!opt_.save_params.empty()) a.insert(a.end(), {"--save-params", opt_.save_params});
+    a.insert(a.end(), opt_.worker_args.begin(), opt_.worker_args.end());
+    return a;
+  }
+
+  void spawn(const std::string& name, const std::string& role, const std::vector<std::string>& args, bool to_log) {
+    Child c;
+    c.name = name, c.role = role, c.log = out_ + "/logs/" + name + ".log";
+    std::vector<std::string> argv = {"/proc/self/exe"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const pid_t parent = ::getpid();
+    pid_t pid = ::fork();
+    if (pid < 0) throw Error("fork failed starting " + name);
+    if (pid == 0) {
+      // Child: die with the launcher, restore signals, send stderr to the log (the
+      // coordinator's live progress stays on the terminal and is copied by tee-like logging).
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != parent) ::_exit(1);
+      ::setpgid(0, 0);
+      sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+      int fd = ::open(c.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) {
+        ::dup2(fd, STDOUT_FILENO);
+        if (to_log) ::dup2(fd, STDERR_FILENO);
+        ::close(fd);
+      }
+      std::vector<char*> cargv;
+      for (auto& s : argv) cargv.push_back(const_cast<char*>(s.c_str()));
+      cargv.push_back(nullptr);
+      if (role == "worker") ::setenv("OMP_WAIT_POLICY", "passive", 0);
+      ::execv("/proc/self/exe", cargv.data());
+      ::_exit(127);
+    }
+    c.pid = pid;
+    children_.push_back(c);
+  }
+
+  Child* find(pid_t pid) {
+    for (auto& c : children_)
+      if (c.pid == pid) return &c;
+    return nullptr;
+  }
+
+  int running() const {
+    int n = 0;
+    for (const auto& c : children_) n += c.running;
+    return n;
+  }
+
+  void signal_all(int sig) {
+    for (auto& c : children_)
+      if (c.running) ::kill(c.pid, sig);
+  }
+
+  // Reaps whatever exited; returns false if the run must stop.
+  bool reap(std::string& failure) {
+    bool ok = true;
+    for (;;) {
+      int status = 0;
+      pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) break;
+      Child* c = find(pid);
+      if (!c) continue;
+      c->running = false;
+      c->status = status;
+      const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (c->role == "coordinator") {
+        coordinator_done_ = true;
+        if (!clean) {
+          failure = "coordinator " + describe_status(status);
+          ok = false;
+        }
+      } else if (!clean && !coordinator_done_) {
+        const std::string why = c->name + " " + describe_status(status);
+        failed_.push_back({{"name", c->name}, {"role", c->role}, {"reason", describe_status(status)}});
+        spdlog::error("{}; last lines of {}:\n{}", why, c->log, tail_of(c->log, 5));
+        if (c->role == "server") {
+          failure = why;
+          ok = false;
+        }
+      }
+    }
+    return ok;
+  }
+
+  void stop_all(double grace_s) {
+    signal_all(SIGTERM);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
+    std::string ignored;
+    while (running() > 0 && std::chrono::steady_clock::now() < deadline) {
+      reap(ignored);
+      if (running() > 0) ::usleep(20000);
+    }
+    if (running() > 0) {
+      signal_all(SIGKILL);
+      while (running() > 0) {
+        int status;
+        pid_t pid = ::waitpid(-1, &status, 0);
+        if (pid <= 0) break;
+        if (Child* c = find(pid)) c->running = false, c->status = status;
+      }
+    }
+  }
+
+  int supervise(const sigset_t& set) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(opt_.timeout_s);
+    std::string failure;
+    while (running() > 0) {
+      timespec ts{1, 0};
+      siginfo_t info;
+      int sig = sigtimedwait(&set, &info, &ts);
+      if (sig == SIGINT || sig == SIGTERM) {
+        spdlog::warn("interrupted: stopping {} process(es)", running());
+        stop_all(3);
+        failure_ = "interrupted";
+        return 130;
+      }
+      if (!reap(failure)) {
+        spdlog::error("stopping the run: {}", failure);
+        stop_all(3);
+        failure_ = failure;
+        return 1;
+      }
+      if (coordinator_done_ && running() > 0) {
+        // The coordinator told everyone to shut down: give them time to write their traces.
+        if (coordinator_done_at_ == std::chrono::steady_clock::time_point{}) coordinator_done_at_ = std::chrono::steady_clock::now();
+        if (std::chrono::steady_clock::now() - coordinator_done_at_ > std::chrono::seconds(15)) {
+          spdlog::warn("{} process(es) still running 15 s after the coordinator ended: stopping them", running());
+          stop_all(3);
+        }
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        failure_ = "the run took longer than --timeout " + std::to_string(int(opt_.timeout_s)) + " s";
+        spdlog::error("{}: stopping it", failure_);
+        stop_all(3);
+        return 1;
+      }
+    }
+    for (const auto& c : children_)
+      if (c.role == "coordinator") return WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 1;
+    return 1;
+  }
+
+  int finish(int rc) {
+    const std::string path = out_ + "/summary.json";
+    nlohmann::json s;
+    if (std::ifstream in(path); in) {
+      try {
+        s = nlohmann::json::parse(in);
+      } catch (const std::exception&) {
+      }
+    }
+    if (s.is_null()) s = {{"model", opt_.model}, {"workers", opt_.workers}, {"servers", opt_.servers}, {"mode", opt_.mode},
+                          {"policy", opt_.policy}, {"ok", false}};
+    nlohmann::json procs = nlohmann::json::array();
+    for (const auto& c : children_)
+      procs.push_back({{"name", c.name}, {"role", c.role}, {"pid", c.pid}, {"status", describe_status(c.status)},
+                       {"log", c.log}});
+    s["launch"] = {{"processes", procs}, {"failed_processes", failed_}, {"out", out_}};
+    if (!failure_.empty()) s["ok"] = false, s["failure"] = failure_;
+    std::ofstream(path) << s.dump(2) << "\n";
+    std::printf("\n== summary (%s) ==\n", path.c_str());
+    std::printf("model %s, %d worker(s), %d server(s), mode %s, policy %s\n", opt_.model.c_str(), opt_.workers,
+                opt_.servers, opt_.mode.c_str(), opt_.policy.c_str());
+    if (s.contains("images_per_sec"))
+      std::printf("throughput: %.2f steps/s, %.0f images/s (aggregate, steady state)\n",
+                  s.value("steps_per_sec", 0.0), s.value("images_per_sec", 0.0));
+    if (s.contains("test_accuracy") && !s["test_accuracy"].is_null())
+      std::printf("test accuracy: %.2f%%\n", 100 * s["test_accuracy"].get<double>());
+    for (const auto& f : s.value("failed_nodes", nlohmann::json::array()))
+      std::printf("failed: %s (%s)\n", f.value("name", "?").c_str(), f.value("reason", "?").c_str());
+    for (const auto& f : failed_) std::printf("process %s %s\n", f["name"].get<std::string>().c_str(),
+                                              f["reason"].get<std::string>().c_str());
+    if (!failure_.empty()) std::printf("run failed: %s\n", failure_.c_str());
+    if (opt_.trace)
+      std::printf("traces: %s/traces/ (open them together in Perfetto, ui.perfetto.dev, or chrome://tracing)\n",
+                  out_.c_str());
+    std::printf("logs: %s/logs/\n", out_.c_str());
+    std::fflush(stdout);
+    return rc;
+  }
+
+  LaunchOptions opt_;
+  std::string out_;
+  sigset_t old_mask_;
+  std::vector<Child> children_;
+  nlohmann::json failed_ = nlohmann::json::array();
+  bool coordinator_done_ = false;
+  std::chrono::steady_clock::time_point coordinator_done_at_{};
+  std::string failure_;
+};
+
+}  // namespace
+
+int run_launch(const LaunchOptions& opt) {
+  Launcher l(opt);
+  return l.run();
+}
+
+}  // namespace psbed::cluster

@@ -1,0 +1,43 @@
+// `psbed launch`: a whole cluster on this host as plain processes on loopback: the
+// coordinator, S server shards and N workers, each a child running this same executable. It
+// shows the coordinator's live progress, collects every trace into OUT/traces/ and the logs
+// into OUT/logs/, and ends with OUT/summary.json.
+//
+// Failure policy: Ctrl-C, or a server or the coordinator dying, stops every process (a
+// shard's parameters cannot be recovered). A dying worker is reported, and the others carry on:
+// the coordinator declares it dead and the servers stop waiting for it.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace psbed::cluster {
+
+struct LaunchOptions {
+  int servers = 1;
+  int workers = 2;
+  std::string model = "lenet5";
+  std::string data = "mnist";
+  std::string data_dir;
+  std::string mode = "async";
+  std::string policy = "fifo";
+  int epochs = 1;
+  std::int64_t steps = 0;
+  int batch = 64;
+  float lr = 0.03f, momentum = 0.9f, weight_decay = 0.0f;
+  std::string lr_schedule = "cosine";
+  std::uint64_t seed = 1;
+  std::string partition_bytes = "4MiB";
+  int threads = 1;                 // compute threads per worker
+  std::string device = "cpu";
+  std::string out;                 // default runs/<model>-<mode>-<N>w<S>s-<time>
+  double heartbeat_s = 0.5, heartbeat_timeout_s = 3.0;
+  double timeout_s = 3600;         // the whole run
+  bool trace = true;
+  std::string save_params;         // evaluating worker writes the final parameters here
+  std::vector<std::string> worker_args;  // extra flags passed to every worker
+};
+
+int run_launch(const LaunchOptions& opt);
+
+}  // namespace psbed::cluster

@@ -1,0 +1,62 @@
+// The worker's view of the parameter server (after ps-lite's KVWorker): asynchronous push and
+// pull of one part (or a slice of one) with a completion callback. The training loop and,
+// between them, the transmission scheduler decide what to send when; the client only moves
+// bytes and matches replies to requests.
+//
+// Callbacks run on a transport thread: they must be short and must not block.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ps/cluster_map.hpp"
+#include "ps/zmq_transport.hpp"
+
+namespace psbed::ps {
+
+class PsClient {
+ public:
+  using Callback = std::function<void()>;
+
+  // Connects one DEALER per server shard, with identity `name`.
+  PsClient(const ClusterMap& map, int worker_id, const std::string& name);
+  ~PsClient();
+  PsClient(const PsClient&) = delete;
+  PsClient& operator=(const PsClient&) = delete;
+
+  // Pushes floats [offset, offset + count) of plan part `part_index` (offset within the part);
+  // `data` points at the first of them and must stay unchanged until on_ack runs (zero copy).
+  void push(int part_index, const float* data, std::int64_t offset, std::int64_t count, std::uint64_t clock,
+            int priority, Callback on_ack);
+  // Pulls floats [offset, offset + count) of the part into dst (the first of them), then calls
+  // on_arrival. Under bsp/ssp the shard answers when the clock allows.
+  void pull(int part_index, float* dst, std::int64_t offset, std::int64_t count, std::uint64_t clock, int priority,
+            Callback on_arrival);
+
+  void stop();
+  std::uint64_t bytes_pushed() const { return pushed_; }
+  std::uint64_t bytes_pulled() const { return pulled_; }
+  const ClusterMap& map() const { return map_; }
+
+ private:
+  struct Pending {
+    float* dst = nullptr;  // pulls
+    std::uint64_t bytes = 0;
+    Callback done;
+  };
+  void receive(int shard, Message&& m);
+
+  const ClusterMap& map_;
+  int worker_;
+  std::vector<std::unique_ptr<ZmqTransport>> shards_;
+  std::mutex mu_;
+  std::unordered_map<std::uint64_t, Pending> pending_;
+  std::atomic<std::uint64_t> seq_{0}, pushed_{0}, pulled_{0};
+};
+
+}  // namespace psbed::ps

@@ -1,0 +1,96 @@
+#include "ps/cluster_map.hpp"
+
+#include "core/error.hpp"
+
+namespace psbed::ps {
+
+Consistency Consistency::parse(const std::string& text) {
+  Consistency c;
+  if (text == "async") return c;
+  if (text == "bsp") {
+    c.kind = Kind::kBsp;
+    return c;
+  }
+  if (text.rfind("ssp:", 0) == 0) {
+    c.kind = Kind::kSsp;
+    try {
+      std::size_t used = 0;
+      c.staleness = std::stoi(text.substr(4), &used);
+      if (used == text.size() - 4 && c.staleness >= 0) return c;
+    } catch (const std::exception&) {
+    }
+  }
+  throw Error("unknown consistency mode '" + text + "', expected async, bsp or ssp:K (K >= 0)");
+}
+
+std::string Consistency::str() const {
+  switch (kind) {
+    case Kind::kAsync: return "async";
+    case Kind::kBsp: return "bsp";
+    case Kind::kSsp: return "ssp:" + std::to_string(staleness);
+  }
+  return "?";
+}
+
+nlohmann::json ClusterMap::to_json() const {
+  nlohmann::json j;
+  j["experiment"] = {{"model", exp.model_name}, {"model_toml", exp.model_toml}, {"mode", exp.mode.str()},
+                     {"lr", exp.sgd.lr}, {"momentum", exp.sgd.momentum}, {"weight_decay", exp.sgd.weight_decay},
+                     {"lr_schedule", exp.lr_schedule}, {"steps", exp.steps}, {"batch", exp.batch},
+                     {"seed", exp.seed}, {"partition_bytes", exp.partition_bytes}, {"policy", exp.policy}};
+  auto nodes = [](const std::vector<NodeInfo>& v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& n : v) a.push_back({{"role", n.role}, {"id", n.id}, {"name", n.name}, {"address", n.address}});
+    return a;
+  };
+  j["servers"] = nodes(servers);
+  j["workers"] = nodes(workers);
+  nlohmann::json parts = nlohmann::json::array();
+  for (const auto& p : plan.parts) parts.push_back({p.key, p.part, p.offset, p.numel, p.shard});
+  j["parts"] = parts;
+  return j;
+}
+
+ClusterMap ClusterMap::from_json(const nlohmann::json& j) {
+  ClusterMap m;
+  try {
+    const auto& e = j.at("experiment");
+    m.exp.model_name = e.at("model");
+    m.exp.model_toml = e.at("model_toml");
+    m.exp.mode = Consistency::parse(e.at("mode"));
+    m.exp.sgd.lr = e.at("lr");
+    m.exp.sgd.momentum = e.at("momentum");
+    m.exp.sgd.weight_decay = e.at("weight_decay");
+    m.exp.lr_schedule = e.at("lr_schedule");
+    m.exp.steps = e.at("steps");
+    m.exp.batch = e.at("batch");
+    m.exp.seed = e.at("seed");
+    m.exp.partition_bytes = e.at("partition_bytes");
+    m.exp.policy = e.value("policy", "fifo");
+    auto nodes = [](const nlohmann::json& a) {
+      std::vector<NodeInfo> v;
+      for (const auto& n : a) v.push_back({n.at("role"), n.at("id"), n.at("name"), n.at("address")});
+      return v;
+    };
+    m.servers = nodes(j.at("servers"));
+    m.workers = nodes(j.at("workers"));
+    m.spec = parse_model_spec(m.exp.model_toml, m.exp.model_name + " (from the cluster map)");
+    m.plan.shards = int(m.servers.size());
+    m.plan.parts_of_key.resize(m.spec.tensors.size());
+    m.plan.shard_bytes.assign(m.servers.size(), 0);
+    for (const auto& p : j.at("parts")) {
+      Part part{p.at(0), p.at(1), p.at(2), p.at(3), p.at(4)};
+      if (part.key < 0 || part.key >= int(m.spec.tensors.size()) || part.shard < 0 || part.shard >= m.plan.shards)
+        throw Error("cluster map part (" + std::to_string(part.key) + ", " + std::to_string(part.part) +
+                    ") names a tensor or shard that does not exist");
+      m.plan.parts_of_key[part.key].push_back(int(m.plan.parts.size()));
+      m.plan.shard_bytes[part.shard] += part.bytes();
+      m.plan.parts.push_back(part);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("malformed cluster map: ") + e.what());
+  }
+  return m;
+}
+
+}  // namespace psbed::ps

@@ -1,0 +1,75 @@
+// What every node of a live cluster must agree on, decided once by the coordinator and
+// broadcast as JSON: the experiment (model spec text, optimizer, consistency, length), the
+// nodes with their ids and addresses, and the partition of every tensor onto server shards.
+// Servers need no model files: the spec travels as TOML text inside the map.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/model_spec.hpp"
+#include "core/optimizer.hpp"
+#include "core/partition.hpp"
+#include "ps/part_sizes.hpp"
+
+namespace psbed::ps {
+
+// async: apply each gradient on arrival. bsp: average one gradient per worker per clock, apply,
+// then answer pulls of the next clock. ssp:K: apply on arrival; a pull for clock c waits until
+// every worker completed clock c - K (the fastest runs at most K clocks ahead).
+struct Consistency {
+  enum class Kind { kAsync, kBsp, kSsp } kind = Kind::kAsync;
+  int staleness = 0;  // K for ssp
+  static Consistency parse(const std::string& text);  // "async", "bsp", "ssp:2"
+  std::string str() const;
+};
+
+struct Experiment {
+  std::string model_name;
+  std::string model_toml;  // the spec's full text
+  Consistency mode;
+  SgdOptions sgd;
+  std::string lr_schedule = "constant";
+  std::int64_t steps = 0;  // steps per worker
+  int batch = 64;
+  std::uint64_t seed = 1;
+  std::int64_t partition_bytes = 4 << 20;
+  std::string policy = "fifo";
+};
+
+struct NodeInfo {
+  std::string role;     // "server" or "worker"
+  int id = 0;           // 0-based within its role
+  std::string name;     // "server-0", "worker-3"
+  std::string address;  // servers: the endpoint workers connect to
+};
+
+struct ClusterMap {
+  Experiment exp;
+  std::vector<NodeInfo> servers, workers;
+  PartitionPlan plan;
+  ModelSpec spec;  // parsed from exp.model_toml (not serialised)
+
+  nlohmann::json to_json() const;
+  static ClusterMap from_json(const nlohmann::json& j);  // throws Error naming the bad field
+};
+
+// The (key, part) -> bytes table the validator checks ranges against.
+class PlanPartSizes final : public PartSizes {
+ public:
+  explicit PlanPartSizes(const PartitionPlan& plan) : plan_(plan) {}
+  std::uint32_t tensor_count() const override { return std::uint32_t(plan_.parts_of_key.size()); }
+  std::uint32_t part_count(std::uint32_t key) const override {
+    return std::uint32_t(plan_.parts_of_key[key].size());
+  }
+  std::uint64_t part_bytes(std::uint32_t key, std::uint32_t part) const override {
+    return std::uint64_t(plan_.at(int(key), int(part)).bytes());
+  }
+
+ private:
+  const PartitionPlan& plan_;
+};
+
+}  // namespace psbed::ps

@@ -1,0 +1,396 @@
+#include "ps/coordinator.hpp"
+
+#include <pthread.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/model_spec.hpp"
+#include "core/partition.hpp"
+#include "core/trace.hpp"
+#include "ps/cluster_map.hpp"
+#include "ps/zmq_transport.hpp"
+
+namespace psbed::ps {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct Node {
+  std::string role, name, address;
+  PeerId peer;
+  int id = 0;
+  Clock::time_point last_seen;
+  bool alive = true;
+  std::string failure;
+  json extra;
+  // Workers: latest progress and the final report.
+  json progress, report;
+};
+
+class Coordinator {
+ public:
+  explicit Coordinator(const CoordinatorOptions& opt) : opt_(opt) {
+    spec_text_ = read_spec_text();
+    ZmqOptions z;
+    z.role = ZmqOptions::Role::kServer;
+    z.endpoint = opt_.bind;
+    z.thread_name = "coord-router";
+    transport_ = std::make_unique<ZmqTransport>(z);
+  }
+
+  int run() {
+    started_ = Clock::now();
+    started_us_ = now_us();
+    transport_->start([this](Message&& m) { receive(std::move(m)); });
+    spdlog::info("coordinator on {}: waiting for {} server(s) and {} worker(s); model {}, mode {}, policy {}",
+                 transport_->endpoint(), opt_.servers, opt_.workers, spec_.name, mode_.str(), opt_.policy);
+    std::unique_lock<std::mutex> lock(mu_);
+    auto next_progress = Clock::now() + dsec(opt_.progress_every_s);
+    const auto register_deadline = Clock::now() + dsec(opt_.register_timeout_s);
+    while (!finished_) {
+      cv_.wait_for(lock, dsec(std::min(opt_.heartbeat_s / 2, 0.25)));
+      const auto now = Clock::now();
+      if (!map_sent_ && now > register_deadline) {
+        fail_locked("not every node registered within " + std::to_string(int(opt_.register_timeout_s)) +
+                    " s: have " + std::to_string(count("server")) + "/" + std::to_string(opt_.servers) +
+                    " servers and " + std::to_string(count("worker")) + "/" + std::to_string(opt_.workers) + " workers");
+        break;
+      }
+      check_heartbeats_locked(now);
+      if (map_sent_ && now >= next_progress) {
+        print_progress_locked();
+        next_progress = now + dsec(opt_.progress_every_s);
+      }
+    }
+    write_summary_locked();
+    broadcast_locked(Op::kShutdown, json());
+    lock.unlock();
+    // Give the shutdown messages time to leave before the socket closes.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    transport_->stop();
+    spdlog::info("coordinator done{}", exit_code_ == 0 ? "" : " (the run failed)");
+    return exit_code_;
+  }
+
+ private:
+  static std::chrono::duration<double> dsec(double s) { return std::chrono::duration<double>(s); }
+
+  std::string read_spec_text() {
+    spec_ = load_model(opt_.model);
+    std::ifstream in(spec_.source);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    mode_ = Consistency::parse(opt_.mode);
+    return ss.str();
+  }
+
+  int count(const std::string& role) const {
+    int n = 0;
+    for (const auto& [_, node] : nodes_) n += node.role == role;
+    return n;
+  }
+
+  void send_to(const PeerId& peer, Op op, const json& j, std::uint64_t clock = 0) {
+    Message m;
+    m.peer = peer;
+    m.header.op = op;
+    m.header.clock = clock;
+    if (!j.is_null()) {
+      std::string text = j.dump();
+      m.header.length = text.size();
+      m.payload = Payload::copy(text);
+    }
+    transport_->send(std::move(m));
+  }
+
+  void broadcast_locked(Op op, const json& j) {
+    for (const auto& [_, n] : nodes_)
+      if (n.alive) send_to(n.peer, op, j);
+  }
+
+  void receive(Message&& m) {
+    json j;
+    if (!m.payload.empty()) {
+      try {
+        j = json::parse(m.payload.view());
+      } catch (const json::exception& e) {
+        spdlog::warn("{}: unreadable JSON in a {} message ({}), dropped", peer_name(m.peer), op_name(m.header.op), e.what());
+        return;
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (m.header.op == Op::kRegister) return on_register(m.peer, j);
+    auto it = nodes_.find(m.peer);
+    if (it == nodes_.end()) {
+      spdlog::warn("{} message from unregistered peer {}, dropped", op_name(m.header.op), peer_name(m.peer));
+      return;
+    }
+    Node& n = it->second;
+    n.last_seen = Clock::now();
+    if (!n.alive) return;  // declared dead: too late to come back
+    switch (m.header.op) {
+      case Op::kHeartbeat: break;
+      case Op::kBarrier: on_barrier(n, j.value("name", "")); break;
+      case Op::kControl: on_control(n, j); break;
+      default: spdlog::warn("{}: unexpected {} message, dropped", n.name, op_name(m.header.op));
+    }
+  }
+
+  void on_register(const PeerId& peer, const json& j) {
+    std::string role = j.value("role", ""), name = j.value("name", "");
+    if (auto it = nodes_.find(peer); it != nodes_.end()) {  // a retry: answer again
+      send_to(peer, Op::kControl, {{"event", "registered"}, {"id", it->second.id}});
+      return;
+    }
+    auto reject = [&](const std::string& why) {
+      spdlog::warn("registration of '{}' refused: {}", name, why);
+      send_to(peer, Op::kError, {{"error", "registration refused: " + why}});
+    };
+    if (role != "server" && role != "worker") return reject("unknown role '" + role + "', expected server or worker");
+    if (map_sent_) return reject("the cluster has already started");
+    const int want = role == "server" ? opt_.servers : opt_.workers;
+    if (count(role) >= want) return reject("all " + std::to_string(want) + " " + role + "s have registered already");
+    if (role == "server" && j.value("address", "").empty()) return reject("a server must give its address");
+    Node n;
+    n.role = role, n.name = name.empty() ? peer_name(peer) : name, n.address = j.value("address", "");
+    n.peer = peer, n.id = count(role), n.last_seen = Clock::now(), n.extra = j;
+    spdlog::info("{} registered as {} {} {}", n.name, role, n.id, n.address);
+    send_to(peer, Op::kControl, {{"event", "registered"}, {"id", n.id}});
+    nodes_.emplace(peer, std::move(n));
+    if (count("server") == opt_.servers && count("worker") == opt_.workers) send_map_locked();
+  }
+
+  void send_map_locked() {
+    ClusterMap map;
+    map.exp.model_name = spec_.name;
+    map.exp.model_toml = spec_text_;
+    map.exp.mode = mode_;
+    map.exp.sgd = opt_.sgd;
+    map.exp.lr_schedule = opt_.lr_schedule;
+    map.exp.batch = opt_.batch;
+    map.exp.seed = opt_.seed;
+    map.exp.partition_bytes = opt_.partition_bytes;
+    map.exp.policy = opt_.policy;
+    std::int64_t train_size = -1;
+    for (const auto& [_, n] : nodes_) {
+      NodeInfo info{n.role, n.id, n.name, n.address};
+      (n.role == "server" ? map.servers : map.workers).push_back(info);
+      if (n.role == "worker") train_size = n.extra.value("train_size", std::int64_t(-1));
+    }
+    auto by_id = [](const NodeInfo& a, const NodeInfo& b) { return a.id < b.id; };
+    std::sort(map.servers.begin(), map.servers.end(), by_id);
+    std::sort(map.workers.begin(), map.workers.end(), by_id);
+    if (opt_.steps > 0) {
+      map.exp.steps = opt_.steps;
+    } else {
+      if (train_size <= 0) return fail_locked("workers did not report their training-set size; give --steps");
+      map.exp.steps = std::int64_t(opt_.epochs) * (train_size / opt_.workers / opt_.batch);
+      if (map.exp.steps < 1)
+        return fail_locked("a training set of " + std::to_string(train_size) + " samples gives less than one step of " +
+                           std::to_string(opt_.batch) + " per worker");
+    }
+    map.plan = make_partition(spec_, opt_.partition_bytes, opt_.servers);
+    steps_ = map.exp.steps;
+    map_json_ = map.to_json();
+    broadcast_locked(Op::kClusterMap, map_json_);
+    map_sent_ = true;
+    training_started_ = Clock::now();
+    spdlog::info("cluster complete: {} parts of at most {} bytes over {} shard(s) (imbalance {:.3f}); {} steps per worker",
+                 map.plan.parts.size(), opt_.partition_bytes, opt_.servers, map.plan.imbalance(), steps_);
+  }
+
+  std::vector<Node*> live(const std::string& role) {
+    std::vector<Node*> v;
+    for (auto& [_, n] : nodes_)
+      if (n.alive && (role == "all" || n.role == role)) v.push_back(&n);
+    return v;
+  }
+
+  void on_barrier(Node& n, const std::string& name) {
+    barriers_[name].insert(n.name);
+    release_barriers_locked();
+  }
+
+  void release_barriers_locked() {
+    for (auto it = barriers_.begin(); it != barriers_.end();) {
+      bool all = true;
+      for (Node* w : live("worker")) all = all && it->second.count(w->name);
+      if (!all) {
+        ++it;
+        continue;
+      }
+      json rel = {{"name", it->first}};
+      if (it->first == "trained") {
+        auto ws = live("worker");
+        int evaluator = -1;
+        for (Node* w : ws) evaluator = evaluator < 0 ? w->id : std::min(evaluator, w->id);
+        rel["evaluator"] = evaluator;
+        evaluator_ = evaluator;
+        spdlog::info("all live workers finished training; worker-{} evaluates the final parameters", evaluator);
+      }
+      for (Node* w : live("worker")) send_to(w->peer, Op::kBarrierRelease, rel);
+      it = barriers_.erase(it);
+    }
+  }
+
+  void on_control(Node& n, const json& j) {
+    const std::string ev = j.value("event", "");
+    if (ev == "progress") {
+      n.progress = j;
+    } else if (ev == "report") {
+      n.report = j;
+    } else if (ev == "evaluated") {
+      test_accuracy_ = j.value("test_accuracy", -1.0);
+      spdlog::info("test accuracy of the final parameters: {:.2f}%", 100 * test_accuracy_);
+      finished_ = true;
+      cv_.notify_all();
+    } else if (ev == "failed") {
+      fail_node_locked(n, j.value("reason", std::string("reported a failure")));
+    } else {
+      spdlog::warn("{}: unknown control event '{}', dropped", n.name, ev);
+    }
+  }
+
+  void check_heartbeats_locked(Clock::time_point now) {
+    for (auto& [_, n] : nodes_) {
+      if (!n.alive) continue;
+      double silent = std::chrono::duration<double>(now - n.last_seen).count();
+      if (silent > opt_.heartbeat_timeout_s) {
+        char buf[128];
+        std::snprintf(buf, sizeof buf, "no heartbeat for %.1f s (timeout %.1f s)", silent, opt_.heartbeat_timeout_s);
+        fail_node_locked(n, buf);
+      }
+    }
+  }
+
+  void fail_node_locked(Node& n, const std::string& reason) {
+    n.alive = false;
+    n.failure = reason;
+    spdlog::error("{} ({} {}) is dead: {}", n.name, n.role, n.id, reason);
+    failed_.push_back({{"name", n.name}, {"role", n.role}, {"id", n.id}, {"reason", reason}});
+    if (n.role == "server") return fail_locked("server " + n.name + " died: its parameters are lost");
+    if (live("worker").empty()) return fail_locked("every worker died");
+    // Servers stop waiting for it (bsp/ssp), barriers stop counting it.
+    for (Node* s : live("server")) send_to(s->peer, Op::kControl, {{"event", "worker_dead"}, {"worker", n.id}});
+    release_barriers_locked();
+    if (evaluator_ == n.id) return fail_locked("the evaluating worker died");
+  }
+
+  void fail_locked(const std::string& why) {
+    spdlog::error("run failed: {}", why);
+    failure_ = why;
+    exit_code_ = 1;
+    finished_ = true;
+    cv_.notify_all();
+  }
+
+  void print_progress_locked() {
+    double ips = 0, sps = 0;
+    std::int64_t min_step = -1, max_step = 0;
+    std::string losses;
+    for (Node* w : live("worker")) {
+      if (w->progress.is_null()) continue;
+      std::int64_t s = w->progress.value("step", std::int64_t(0));
+      min_step = min_step < 0 ? s : std::min(min_step, s);
+      max_step = std::max(max_step, s);
+      ips += w->progress.value("images_per_sec", 0.0);
+      sps += w->progress.value("steps_per_sec", 0.0);
+      char buf[48];
+      std::snprintf(buf, sizeof buf, " w%d %.3f", w->id, w->progress.value("loss", 0.0));
+      losses += buf;
+    }
+    if (min_step < 0) return;
+    spdlog::info("step {}..{}/{}  {:.1f} steps/s  {:.0f} images/s  loss{}", min_step, max_step, steps_, sps, ips, losses);
+  }
+
+  void write_summary_locked() {
+    json per = json::array();
+    double ips = 0, sps = 0;
+    for (const auto& [_, n] : nodes_) {
+      if (n.role != "worker") continue;
+      json w = {{"name", n.name}, {"id", n.id}, {"alive", n.alive}};
+      if (!n.report.is_null()) {
+        for (const char* k : {"steps", "images_per_sec", "steps_per_sec", "final_loss", "steady_steps"})
+          if (n.report.contains(k)) w[k] = n.report[k];
+        ips += n.report.value("images_per_sec", 0.0);
+        sps += n.report.value("steps_per_sec", 0.0);
+      } else if (!n.alive) {
+        w["failure"] = n.failure;
+      }
+      per.push_back(w);
+    }
+    std::sort(per.begin(), per.end(), [](const json& a, const json& b) { return a["id"] < b["id"]; });
+    json s = {{"model", spec_.name},
+              {"parameters", spec_.parameter_count()},
+              {"workers", opt_.workers},
+              {"servers", opt_.servers},
+              {"mode", mode_.str()},
+              {"policy", opt_.policy},
+              {"compute", opt_.compute},
+              {"batch", opt_.batch},
+              {"steps", steps_},
+              {"lr", opt_.sgd.lr},
+              {"momentum", opt_.sgd.momentum},
+              {"lr_schedule", opt_.lr_schedule},
+              {"partition_bytes", opt_.partition_bytes},
+              {"steps_per_sec", sps},
+              {"images_per_sec", ips},
+              {"per_worker", per},
+              {"failed_nodes", failed_},
+              {"test_accuracy", test_accuracy_ >= 0 ? json(test_accuracy_) : json(nullptr)},
+              {"ok", exit_code_ == 0},
+              {"duration_s", std::chrono::duration<double>(Clock::now() - started_).count()}};
+    if (!failure_.empty()) s["failure"] = failure_;
+    if (!map_json_.is_null()) s["cluster"] = {{"servers", map_json_["servers"]}, {"workers", map_json_["workers"]},
+                                              {"parts", map_json_["parts"].size()}};
+    if (opt_.summary_path.empty()) return;
+    std::ofstream out(opt_.summary_path);
+    if (!out) {
+      spdlog::error("cannot write the summary to '{}'", opt_.summary_path);
+      exit_code_ = exit_code_ ? exit_code_ : 1;
+      return;
+    }
+    out << s.dump(2) << "\n";
+    spdlog::info("summary written to {}: {:.1f} steps/s, {:.0f} images/s in all", opt_.summary_path, sps, ips);
+  }
+
+  CoordinatorOptions opt_;
+  ModelSpec spec_;
+  std::string spec_text_;
+  Consistency mode_;
+  std::unique_ptr<ZmqTransport> transport_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<PeerId, Node> nodes_;
+  std::map<std::string, std::set<std::string>> barriers_;
+  json map_json_;
+  json failed_ = json::array();
+  bool map_sent_ = false, finished_ = false;
+  int exit_code_ = 0, evaluator_ = -1;
+  std::string failure_;
+  double test_accuracy_ = -1;
+  std::int64_t steps_ = 0;
+  Clock::time_point started_, training_started_;
+  double started_us_ = 0;
+};
+
+}  // namespace
+
+int run_coordinator(const CoordinatorOptions& opt) {
+  if (opt.servers < 1 || opt.workers < 1) throw Error("need at least 1 server and 1 worker");
+  Coordinator c(opt);
+  return c.run();
+}
+
+}  // namespace psbed::ps

@@ -1,0 +1,37 @@
+// `psbed coordinator`: rendezvous, cluster map, heartbeats, barriers, live progress and the
+// run's summary. It holds no parameters; it decides who is who and how tensors are split.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "core/optimizer.hpp"
+
+namespace psbed::ps {
+
+struct CoordinatorOptions {
+  std::string bind = "tcp://0.0.0.0:7000";
+  int servers = 1;
+  int workers = 1;
+  std::string model = "lenet5";
+  std::string mode = "async";         // async | bsp | ssp:K
+  std::string policy = "fifo";
+  SgdOptions sgd;
+  std::string lr_schedule = "constant";
+  int epochs = 1;                     // passes over the training set, all workers together
+  std::int64_t steps = 0;             // > 0: steps per worker instead of epochs
+  int batch = 64;                     // per worker
+  std::uint64_t seed = 1;
+  std::int64_t partition_bytes = 4 << 20;
+  double heartbeat_s = 0.5;
+  double heartbeat_timeout_s = 3.0;
+  double progress_every_s = 2.0;
+  double register_timeout_s = 120;    // all nodes must have registered by then
+  std::string summary_path;           // summary.json, written at the end
+  std::string compute = "real";       // recorded in the summary: real | replay:<profile>
+};
+
+// Runs until the workers finish (0) or the run cannot go on (non-zero), then tells every node
+// to shut down.
+int run_coordinator(const CoordinatorOptions& opt);
+
+}  // namespace psbed::ps

@@ -1,0 +1,149 @@
+#include "ps/node_link.hpp"
+
+#include <pthread.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "core/error.hpp"
+
+namespace psbed::ps {
+
+using namespace std::chrono;
+
+NodeLink::NodeLink(NodeLinkOptions opt) : opt_(std::move(opt)) {
+  ZmqOptions z;
+  z.role = ZmqOptions::Role::kClient;
+  z.endpoint = opt_.coordinator;
+  z.identity = opt_.name;
+  z.thread_name = "ps-coordlink";
+  try {
+    transport_ = std::make_unique<ZmqTransport>(z);
+  } catch (const Error& e) {
+    throw Error("cannot connect to the coordinator at '" + opt_.coordinator + "': " + e.what());
+  }
+  transport_->start([this](Message&& m) { receive(std::move(m)); });
+}
+
+NodeLink::~NodeLink() {
+  stop_heartbeats_ = true;
+  cv_.notify_all();
+  if (heartbeats_.joinable()) heartbeats_.join();
+  transport_->stop();
+}
+
+void NodeLink::send(Op op, const std::string& json_text, std::uint64_t clock) {
+  Message m;
+  m.header.op = op;
+  m.header.sender = id_ < 0 ? 0 : std::uint32_t(id_);
+  m.header.clock = clock;
+  m.header.sequence = ++seq_;
+  if (!json_text.empty()) {
+    m.payload = Payload::copy(json_text);
+    m.header.length = json_text.size();
+  }
+  transport_->send(std::move(m));
+}
+
+void NodeLink::receive(Message&& m) {
+  nlohmann::json j;
+  if (!m.payload.empty()) {
+    try {
+      j = nlohmann::json::parse(m.payload.view());
+    } catch (const nlohmann::json::exception& e) {
+      spdlog::warn("coordinator sent unreadable JSON in a {} message: {}", op_name(m.header.op), e.what());
+      return;
+    }
+  }
+  std::function<void(const nlohmann::json&)> fn;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    switch (m.header.op) {
+      case Op::kControl:
+        if (j.value("event", "") == "registered") {
+          registered_ = true;
+          id_ = j.value("id", -1);
+        } else {
+          fn = on_control_;
+        }
+        break;
+      case Op::kClusterMap: map_ = std::move(j); break;
+      case Op::kBarrierRelease:
+        released_barrier_ = j.value("name", "");
+        if (j.contains("evaluator")) evaluator_ = j["evaluator"].get<int>();
+        ++barrier_generation_;
+        break;
+      case Op::kShutdown: shutdown_ = true; break;
+      case Op::kError: spdlog::error("coordinator: {}", j.value("error", std::string("?"))); break;
+      default: spdlog::warn("unexpected {} message from the coordinator, dropped", op_name(m.header.op));
+    }
+  }
+  cv_.notify_all();
+  if (fn) fn(j);
+}
+
+ClusterMap NodeLink::join(nlohmann::json extra) {
+  nlohmann::json reg = {{"role", opt_.role}, {"name", opt_.name}, {"address", opt_.address}};
+  for (auto& [k, v] : extra.items()) reg[k] = v;
+  const std::string text = reg.dump();
+  const steady_clock::time_point deadline =
+      steady_clock::now() + duration_cast<steady_clock::duration>(duration<double>(opt_.connect_timeout_s));
+  double backoff = 0.1;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!registered_) {
+    lock.unlock();
+    send(Op::kRegister, text);
+    lock.lock();
+    auto wake = std::min(steady_clock::now() + duration_cast<steady_clock::duration>(duration<double>(backoff)), deadline);
+    cv_.wait_until(lock, wake, [&] { return registered_; });
+    if (registered_) break;
+    if (steady_clock::now() >= deadline)
+      throw Error("cannot reach the coordinator at " + opt_.coordinator + ": no answer to registration within " +
+                  std::to_string(int(opt_.connect_timeout_s)) + " s (--connect-timeout)");
+    backoff = std::min(backoff * 2, 2.0);
+  }
+  spdlog::info("registered with the coordinator at {} as {} (id {})", opt_.coordinator, opt_.name, id_);
+  heartbeats_ = std::thread([this] { heartbeat_loop(); });
+  cv_.wait(lock, [&] { return map_.has_value() || shutdown_.load(); });
+  if (!map_) throw Error("the coordinator shut the cluster down before it started");
+  return ClusterMap::from_json(*map_);
+}
+
+void NodeLink::heartbeat_loop() {
+  pthread_setname_np(pthread_self(), "ps-heartbeat");
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_heartbeats_) {
+    lock.unlock();
+    send(Op::kHeartbeat);
+    lock.lock();
+    cv_.wait_for(lock, duration<double>(opt_.heartbeat_s), [&] { return stop_heartbeats_.load(); });
+  }
+}
+
+void NodeLink::barrier(const std::string& name) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const std::uint64_t gen = barrier_generation_;
+  lock.unlock();
+  send(Op::kBarrier, nlohmann::json({{"name", name}, {"role", opt_.role}}).dump());
+  lock.lock();
+  cv_.wait(lock, [&] { return (barrier_generation_ != gen && released_barrier_ == name) || shutdown_.load(); });
+}
+
+int NodeLink::evaluator() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return evaluator_;
+}
+
+void NodeLink::send_control(const nlohmann::json& j) { send(Op::kControl, j.dump()); }
+
+void NodeLink::on_control(std::function<void(const nlohmann::json&)> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_control_ = std::move(fn);
+}
+
+bool NodeLink::wait_shutdown(double timeout_s) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, duration<double>(timeout_s), [&] { return shutdown_.load(); });
+}
+
+}  // namespace psbed::ps

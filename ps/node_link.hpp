@@ -1,0 +1,75 @@
+// A node's line to the coordinator: registration (retried with backoff until
+// --connect-timeout), the cluster map, heartbeats on a timer thread, barriers, progress and
+// final reports, and the coordinator's control messages (shutdown, a peer declared dead).
+// Servers and workers both hold one.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "ps/cluster_map.hpp"
+#include "ps/zmq_transport.hpp"
+
+namespace psbed::ps {
+
+struct NodeLinkOptions {
+  std::string coordinator = "tcp://127.0.0.1:7000";
+  std::string role;     // "server" or "worker"
+  std::string name;     // unique; the coordinator logs the node by it
+  std::string address;  // servers: endpoint workers connect to
+  double connect_timeout_s = 30;
+  double heartbeat_s = 0.5;
+};
+
+class NodeLink {
+ public:
+  explicit NodeLink(NodeLinkOptions opt);
+  ~NodeLink();
+
+  // Registers and blocks until the coordinator broadcasts the cluster map. Throws Error if the
+  // coordinator does not answer the registration within connect_timeout_s.
+  ClusterMap join(nlohmann::json extra = {});
+  int id() const { return id_; }
+
+  // Blocks until every live node of the role ("worker", "all") reached barrier `name`.
+  void barrier(const std::string& name);
+  // After barrier("trained"): the id of the worker that evaluates the final parameters.
+  int evaluator();
+  // Fire-and-forget JSON to the coordinator (progress, final report, ...).
+  void send_control(const nlohmann::json& j);
+  // Control messages from the coordinator other than those NodeLink handles itself.
+  void on_control(std::function<void(const nlohmann::json&)> fn);
+  // Blocks until the coordinator says shut down (or `timeout_s` passes: returns false).
+  bool wait_shutdown(double timeout_s);
+  bool shutdown_requested() const { return shutdown_.load(); }
+
+ private:
+  void receive(Message&& m);
+  void heartbeat_loop();
+  void send(Op op, const std::string& json_text = "", std::uint64_t clock = 0);
+
+  NodeLinkOptions opt_;
+  std::unique_ptr<ZmqTransport> transport_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool registered_ = false;
+  std::optional<nlohmann::json> map_;
+  std::string released_barrier_;
+  int evaluator_ = -1;
+  std::uint64_t barrier_generation_ = 0;
+  std::atomic<bool> shutdown_{false};
+  std::atomic<bool> stop_heartbeats_{false};
+  std::function<void(const nlohmann::json&)> on_control_;
+  std::thread heartbeats_;
+  int id_ = -1;
+  std::atomic<std::uint64_t> seq_{0};
+};
+
+}  // namespace psbed::ps

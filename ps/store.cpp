@@ -1,0 +1,148 @@
+#include "ps/store.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "core/param_init.hpp"
+
+namespace psbed::ps {
+
+Store::Store(const ClusterMap& map, int shard)
+    : mode_(map.exp.mode), sgd_(map.exp.sgd), schedule_(map.exp.lr_schedule), steps_(map.exp.steps),
+      workers_(int(map.workers.size())), alive_(map.workers.size(), true) {
+  std::map<int, std::vector<float>> full;  // whole-tensor initial values, computed once per key
+  for (const Part& p : map.plan.parts) {
+    if (p.shard != shard) continue;
+    auto it = full.find(p.key);
+    if (it == full.end()) {
+      std::vector<float> v(map.spec.tensors[p.key].numel);
+      init_tensor(map.spec, p.key, map.exp.seed, v.data());
+      it = full.emplace(p.key, std::move(v)).first;
+    }
+    PartState s;
+    s.part = p;
+    s.current = std::make_shared<std::vector<float>>(it->second.begin() + p.offset,
+                                                     it->second.begin() + p.offset + p.numel);
+    s.velocity.assign(p.numel, 0.0f);
+    s.completed.assign(workers_, 0);
+    owned_.emplace(std::make_pair(p.key, p.part), std::move(s));
+  }
+}
+
+bool Store::owns(int key, int part) const { return owned_.count({key, part}) > 0; }
+
+PartState& Store::state(int key, int part) { return owned_.at({key, part}); }
+
+std::uint64_t Store::bytes_owned() const {
+  std::uint64_t b = 0;
+  for (const auto& [_, s] : owned_) b += s.part.bytes();
+  return b;
+}
+
+int Store::live_workers() const { return int(std::count(alive_.begin(), alive_.end(), true)); }
+
+std::vector<float>& Store::writable(PartState& s) {
+  if (s.current.use_count() == 1) return *s.current;
+  // A reply still holds this version: write the next one elsewhere.
+  Buffer next;
+  for (auto& b : s.spares)
+    if (b.use_count() == 1) {
+      next = b;
+      break;
+    }
+  if (!next) {
+    next = std::make_shared<std::vector<float>>(s.current->size());
+    if (s.spares.size() < 4) s.spares.push_back(next);
+  }
+  std::memcpy(next->data(), s.current->data(), s.current->size() * sizeof(float));
+  // Keep the old version as a spare once its readers are done with it.
+  if (std::find(s.spares.begin(), s.spares.end(), s.current) == s.spares.end() && s.spares.size() < 4)
+    s.spares.push_back(s.current);
+  s.current = next;
+  return *s.current;
+}
+
+void Store::apply(PartState& s, std::uint64_t clock, std::uint64_t off, const float* grad, std::uint64_t n,
+                  float scale) {
+  SgdOptions o = sgd_;
+  o.lr = scheduled_lr(schedule_, sgd_.lr, std::int64_t(clock), steps_);
+  std::vector<float>& w = writable(s);
+  sgd_apply(o, w.data() + off, grad, s.velocity.data() + off, n, scale);
+}
+
+void Store::push(int worker, std::uint64_t clock, int key, int part, std::uint64_t offset_bytes, const float* grad,
+                 std::uint64_t bytes) {
+  PartState& s = state(key, part);
+  const std::uint64_t off = offset_bytes / 4, n = bytes / 4;
+  const std::uint64_t part_bytes = std::uint64_t(s.part.bytes());
+  if (mode_.kind == Consistency::Kind::kBsp) {
+    auto& sum = s.pending_sum[clock];
+    auto& got = s.pending_bytes[clock];
+    if (sum.empty()) sum.assign(s.part.numel, 0.0f), got.assign(workers_, 0);
+    for (std::uint64_t i = 0; i < n; ++i) sum[off + i] += grad[i];
+    got[worker] += bytes;
+    drain_bsp(s);
+    if (got[worker] == part_bytes) s.completed[worker] = std::max<std::uint64_t>(s.completed[worker], clock + 1);
+    return;
+  }
+  apply(s, clock, off, grad, n, 1.0f);
+  auto& got = s.partial[clock];
+  if (got.empty()) got.assign(workers_, 0);
+  got[worker] += bytes;
+  if (got[worker] == part_bytes) {
+    s.completed[worker] = std::max<std::uint64_t>(s.completed[worker], clock + 1);
+    bool all = true;
+    for (int w = 0; w < workers_; ++w) all = all && (!alive_[w] || got[w] == part_bytes);
+    if (all) s.partial.erase(clock);
+  }
+}
+
+std::uint64_t Store::min_completed(const PartState& s) const {
+  std::uint64_t m = UINT64_MAX;
+  for (int w = 0; w < workers_; ++w)
+    if (alive_[w]) m = std::min(m, s.completed[w]);
+  return m == UINT64_MAX ? 0 : m;
+}
+
+bool Store::pull_ready(int key, int part, std::uint64_t clock) const {
+  const PartState& s = owned_.at({key, part});
+  switch (mode_.kind) {
+    case Consistency::Kind::kAsync: return true;
+    case Consistency::Kind::kBsp: return s.applied_clocks >= clock;
+    case Consistency::Kind::kSsp: return min_completed(s) + std::uint64_t(mode_.staleness) >= clock;
+  }
+  return true;
+}
+
+Buffer Store::snapshot(int key, int part) const { return owned_.at({key, part}).current; }
+
+void Store::worker_dead(int worker) {
+  if (worker < 0 || worker >= workers_) return;
+  alive_[worker] = false;
+  // bsp: clocks that were waiting only for it can now be applied.
+  if (mode_.kind != Consistency::Kind::kBsp) return;
+  for (auto& [_, s] : owned_) drain_bsp(s);
+}
+
+// Applies pending bsp clocks in order, each once every live worker's whole part has arrived.
+void Store::drain_bsp(PartState& s) {
+  const std::uint64_t part_bytes = std::uint64_t(s.part.bytes());
+  while (!s.pending_bytes.empty()) {
+    auto first = s.pending_bytes.begin();
+    if (first->first != s.applied_clocks) break;
+    int contributors = 0;
+    bool complete = true;
+    for (int w = 0; w < workers_; ++w) {
+      if (first->second[w] == part_bytes) ++contributors;
+      else if (alive_[w]) complete = false;
+    }
+    if (!complete || contributors == 0) break;
+    apply(s, first->first, 0, s.pending_sum[first->first].data(), s.part.numel, 1.0f / float(contributors));
+    s.pending_sum.erase(first->first);
+    s.pending_bytes.erase(first);
+    ++s.applied_clocks;
+  }
+}
+
+}  // namespace psbed::ps

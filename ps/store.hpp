@@ -1,0 +1,70 @@
+// A shard's parameters: one PartState per owned part, and the consistency rules that decide
+// when a pushed gradient is applied and when a pull may be answered.
+//
+// Versions are copy-on-write: a pull reply shares the part's current buffer with ZeroMQ (no
+// copy); an update that finds the buffer still shared writes a fresh one (from a small pool of
+// spares), so a reply in flight never sees a half-applied update.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "core/optimizer.hpp"
+#include "core/partition.hpp"
+#include "ps/cluster_map.hpp"
+
+namespace psbed::ps {
+
+using Buffer = std::shared_ptr<std::vector<float>>;
+
+struct PartState {
+  Part part;
+  Buffer current;
+  std::vector<Buffer> spares;
+  std::vector<float> velocity;
+  // bsp: summed gradients per clock and how many bytes each worker contributed.
+  std::map<std::uint64_t, std::vector<float>> pending_sum;
+  std::map<std::uint64_t, std::vector<std::uint64_t>> pending_bytes;
+  std::uint64_t applied_clocks = 0;            // bsp: clocks fully aggregated and applied
+  std::vector<std::uint64_t> completed;        // per worker: clocks whose whole part arrived
+  std::map<std::uint64_t, std::vector<std::uint64_t>> partial;  // clock -> per worker bytes (ssp/async)
+};
+
+class Store {
+ public:
+  Store(const ClusterMap& map, int shard);
+
+  bool owns(int key, int part) const;
+  PartState& state(int key, int part);
+  // Applies or accumulates a gradient range; returns the bytes it covered.
+  void push(int worker, std::uint64_t clock, int key, int part, std::uint64_t offset_bytes,
+            const float* grad, std::uint64_t bytes);
+  // Whether a pull of (key, part) for `clock` may be answered now.
+  bool pull_ready(int key, int part, std::uint64_t clock) const;
+  // The current version to reply with (shared, read-only while shared).
+  Buffer snapshot(int key, int part) const;
+  void worker_dead(int worker);
+  std::size_t parts_owned() const { return owned_.size(); }
+  std::uint64_t bytes_owned() const;
+  const Consistency& mode() const { return mode_; }
+
+ private:
+  void apply(PartState& s, std::uint64_t clock, std::uint64_t offset_floats, const float* grad,
+             std::uint64_t n, float scale);
+  std::vector<float>& writable(PartState& s);
+  void drain_bsp(PartState& s);
+  std::uint64_t min_completed(const PartState& s) const;
+  int live_workers() const;
+
+  Consistency mode_;
+  SgdOptions sgd_;
+  std::string schedule_;
+  std::int64_t steps_;
+  int workers_;
+  std::vector<bool> alive_;
+  std::map<std::pair<int, int>, PartState> owned_;
+};
+
+}  // namespace psbed::ps

@@ -1,0 +1,58 @@
+// The transport: moves messages (header + payload) between this node and its peers. An
+// interface, as ps-lite's Van and gloo's transport are, because there are two real ones: the
+// plain ZeroMQ transport and the same transport behind link emulation (bandwidth, latency).
+//
+// Threading contract, for every implementation:
+// - One owner thread per endpoint does all socket work; received messages are delivered to the
+//   ReceiveFn on that thread, in arrival order. The callback must not block (no waiting on other
+//   messages, no long compute): the owner thread can neither receive nor send while it runs.
+//   Hand heavy work to another thread.
+// - send() may be called from any thread, including from inside the callback (a server replies
+//   there). It may block when the link is full, except from the callback, where it never does.
+// - Messages to one peer leave in the order send() was called for them (per calling thread).
+#pragma once
+#include <functional>
+#include <string>
+
+#include "ps/bad_message_counter.hpp"
+#include "ps/payload.hpp"
+#include "ps/protocol.hpp"
+
+namespace psbed::ps {
+
+// Who a message came from / goes to. On a server, the peer's routing identity (any bytes; see
+// peer_name); on a client, unused (there is one peer: the server it connected to).
+using PeerId = std::string;
+
+struct Message {
+  Header header;
+  Payload payload;  // empty for ops without one; header.length bytes for Push/PullReply
+  PeerId peer;
+};
+
+// A printable form of a peer id for logs: the id itself if printable, else hex.
+std::string peer_name(const PeerId& peer);
+
+using ReceiveFn = std::function<void(Message&&)>;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // Starts the owner thread. Messages that fail validation (validate.hpp, without the cluster-map
+  // checks) are dropped and counted in bad_messages(); the first from each peer is logged.
+  virtual void start(ReceiveFn on_receive) = 0;
+  // Queues `msg` for msg.peer (server) or the server (client). Returns false if the transport is
+  // stopped (the message is dropped). Throws psbed::Error if the message contradicts itself (a
+  // payload whose size isn't header.length, a payload on an op that has none).
+  virtual bool send(Message msg) = 0;
+  // Stops and joins the owner thread. Messages not yet handed to the network are dropped; callers
+  // that need delivery wait for the protocol's acknowledgments first. Idempotent.
+  virtual void stop() = 0;
+
+  // The endpoint actually bound or connected (a bound "tcp://127.0.0.1:*" resolves the port).
+  virtual std::string endpoint() const = 0;
+  virtual const BadMessageCounter& bad_messages() const = 0;
+};
+
+}  // namespace psbed::ps

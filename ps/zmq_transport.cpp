@@ -1,0 +1,361 @@
+#include "ps/zmq_transport.hpp"
+
+#include <pthread.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+#include <zmq.hpp>
+
+#include "core/error.hpp"
+#include "ps/zmq_frames.hpp"
+
+namespace psbed::ps {
+namespace {
+
+constexpr const char* kOutbox = "inproc://psbed-outbox";  // one context per transport: no clash
+constexpr int kReceiveBatch = 64;  // then look at the outgoing side, so neither starves the other
+constexpr std::chrono::milliseconds kFirstRetry{1}, kLastRetry{64};
+
+// A message on its way out, as frames ready for the network socket.
+struct Outgoing {
+  zmq::message_t header;
+  zmq::message_t payload;
+  bool has_payload = false;
+};
+
+enum class SendResult { kSent, kBlocked, kUnreachable };
+
+}  // namespace
+
+struct ZmqTransport::Impl {
+  explicit Impl(ZmqOptions o);
+  void run();  // the owner thread
+  bool receive_one();
+  bool take_from_outbox();
+  void enqueue(PeerId peer, Outgoing out);
+  bool flush();
+  SendResult send_now(const PeerId& peer, Outgoing& out);
+  void drop_bad(const PeerId& peer, const Verdict& v);
+  void fail(const std::string& name, const char* what);
+
+  const ZmqOptions opt;
+  const bool server;
+  zmq::context_t ctx{1};
+  // Owned by the owner thread once started (the thread's creation is the hand-over point).
+  zmq::socket_t net;
+  zmq::socket_t outbox_rx;
+  // Other threads' way in; the mutex makes the PUSH socket usable from any of them.
+  std::mutex outbox_mu;
+  zmq::socket_t outbox_tx;
+
+  std::string endpoint;
+  BadMessageCounter bad;
+  ReceiveFn on_receive;
+  std::thread owner;
+  std::atomic<std::thread::id> owner_id{};
+  std::mutex stop_mu;
+  bool started = false, stopped = false;  // under stop_mu
+  enum class State { kNew, kRunning, kStopped };
+  std::atomic<State> state{State::kNew};  // for send(), which must not wait on stop_mu
+
+  // Owner-thread state: messages ZeroMQ had no room for yet, in order, per peer.
+  std::map<PeerId, std::deque<Outgoing>> pending;
+  std::size_t pending_count = 0;
+  std::unordered_set<PeerId> unreachable_logged;
+};
+
+ZmqTransport::Impl::Impl(ZmqOptions o)
+    : opt(std::move(o)),
+      server(opt.role == ZmqOptions::Role::kServer),
+      net(ctx, server ? zmq::socket_type::router : zmq::socket_type::dealer),
+      outbox_rx(ctx, zmq::socket_type::pull),
+      outbox_tx(ctx, zmq::socket_type::push) {
+  net.set(zmq::sockopt::sndhwm, opt.send_hwm);
+  net.set(zmq::sockopt::rcvhwm, opt.receive_hwm);
+  net.set(zmq::sockopt::linger, static_cast<int>(opt.linger.count()));
+  net.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(std::max<std::uint64_t>(
+                                        opt.limits.max_message_bytes, kHeaderBytes)));
+  // Without this a ROUTER silently drops messages to a full or unknown peer; with it, send
+  // reports EAGAIN (we keep the message and retry) or EHOSTUNREACH (we log and drop).
+  if (server) net.set(zmq::sockopt::router_mandatory, true);
+  if (!server && !opt.identity.empty()) net.set(zmq::sockopt::routing_id, opt.identity);
+  try {
+    if (server) {
+      net.bind(opt.endpoint);
+      endpoint = net.get(zmq::sockopt::last_endpoint);
+    } else {
+      net.connect(opt.endpoint);
+      endpoint = opt.endpoint;
+    }
+  } catch (const zmq::error_t& e) {
+    throw Error(std::string("cannot ") + (server ? "bind " : "connect to ") + "'" + opt.endpoint +
+                "': " + e.what() + " (expected an address like tcp://127.0.0.1:5555)");
+  }
+  // The inproc hop holds one message each side: backpressure reaches the caller promptly.
+  outbox_rx.set(zmq::sockopt::rcvhwm, 1);
+  outbox_tx.set(zmq::sockopt::sndhwm, 1);
+  outbox_tx.set(zmq::sockopt::linger, 0);
+  outbox_rx.bind(kOutbox);
+  outbox_tx.connect(kOutbox);
+}
+
+void ZmqTransport::Impl::fail(const std::string& name, const char* what) {
+  spdlog::error("{} transport on {} failed: {}", name, endpoint, what);
+  ctx.shutdown();  // so callers blocked in send() return false instead of waiting forever
+}
+
+void ZmqTransport::Impl::run() {
+  const std::string name =
+      opt.thread_name.empty() ? (server ? "ps-server" : "ps-client") : opt.thread_name;
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+  owner_id = std::this_thread::get_id();
+  bool stalled = false;  // see below
+  std::chrono::milliseconds retry = kFirstRetry;
+  try {
+    for (;;) {
+      const bool backlog = pending_count > 0;
+      zmq_pollitem_t items[] = {
+          {net.handle(), 0,
+           static_cast<short>(ZMQ_POLLIN | (backlog && !stalled ? ZMQ_POLLOUT : 0)), 0},
+          {outbox_rx.handle(), 0,
+           static_cast<short>(pending_count < opt.max_pending ? ZMQ_POLLIN : 0), 0},
+      };
+      zmq::poll(items, 2, backlog && stalled ? retry : std::chrono::milliseconds(-1));
+      if (items[0].revents & ZMQ_POLLIN)
+        for (int i = 0; i < kReceiveBatch && receive_one(); ++i) {
+        }
+      if (items[1].revents & ZMQ_POLLIN)
+        while (pending_count < opt.max_pending && take_from_outbox()) {
+        }
+      if (pending_count == 0) continue;
+      if (flush()) {
+        stalled = false;
+        retry = kFirstRetry;
+      } else if (pending_count > 0 && (stalled || (items[0].revents & ZMQ_POLLOUT))) {
+        // A ROUTER is writable when *any* peer has room, so POLLOUT can hold while every peer we
+        // have messages for is full. Polling for it again would spin; retry on a short, growing
+        // timer instead (any other wake-up retries too). A DEALER's POLLOUT is exact: never here.
+        retry = stalled ? std::min(retry * 2, kLastRetry) : kFirstRetry;
+        stalled = true;
+      }
+    }
+  } catch (const zmq::error_t& e) {
+    if (e.num() != ETERM) fail(name, e.what());
+  } catch (const std::exception& e) {
+    fail(name, e.what());
+  }
+  owner_id = std::thread::id();  // ids are reused: a later thread must not pass for this one
+  pending.clear();               // drops the payload references held here
+  net.close();
+  outbox_rx.close();
+}
+
+bool ZmqTransport::Impl::receive_one() {
+  zmq::message_t first;
+  if (!net.recv(first, zmq::recv_flags::dontwait)) return false;
+  PeerId peer = server ? first.to_string() : PeerId();  // a client has one peer: the server
+  zmq::message_t parts[2];
+  std::size_t frames = 0;
+  bool more = first.more();
+  if (!server) {
+    parts[frames++] = std::move(first);
+  }
+  // A multipart message arrives whole, so these receives never wait. Frames past the second are
+  // only counted: the message is malformed anyway.
+  while (more) {
+    zmq::message_t m;
+    (void)net.recv(m);
+    more = m.more();
+    if (frames < 2) parts[frames] = std::move(m);
+    ++frames;
+  }
+  const FrameSizes sizes{frames, frames >= 1 ? parts[0].size() : 0,
+                         frames >= 2 ? parts[1].size() : 0};
+  Message msg;
+  const Verdict v =
+      check_message(parts[0].data<std::uint8_t>(), sizes, opt.limits, nullptr, &msg.header);
+  if (!v.ok()) {
+    drop_bad(server ? peer : endpoint, v);
+    return true;
+  }
+  if (frames == 2) msg.payload = adopt_frame(std::move(parts[1]));
+  msg.peer = peer;
+  const Op op = msg.header.op;
+  try {
+    on_receive(std::move(msg));
+  } catch (const std::exception& e) {
+    // One message's failure must not take the endpoint down: log it and keep serving.
+    spdlog::error("handling {} from {} failed: {}", op_name(op),
+                  server ? peer_name(peer) : endpoint, e.what());
+  }
+  return true;
+}
+
+void ZmqTransport::Impl::drop_bad(const PeerId& peer, const Verdict& v) {
+  if (bad.record(peer, v.problem))
+    spdlog::warn(
+        "dropping a bad message from {}: {} (further bad messages from this peer are "
+        "counted, not logged)",
+        peer_name(peer), v.reason);
+}
+
+bool ZmqTransport::Impl::take_from_outbox() {
+  zmq::message_t peer;
+  if (!outbox_rx.recv(peer, zmq::recv_flags::dontwait)) return false;
+  Outgoing out;
+  (void)outbox_rx.recv(out.header);
+  out.has_payload = out.header.more();
+  if (out.has_payload) (void)outbox_rx.recv(out.payload);
+  enqueue(peer.to_string(), std::move(out));
+  return true;
+}
+
+void ZmqTransport::Impl::enqueue(PeerId peer, Outgoing out) {
+  pending[std::move(peer)].push_back(std::move(out));
+  ++pending_count;
+}
+
+bool ZmqTransport::Impl::flush() {
+  bool progress = false;
+  for (auto it = pending.begin(); it != pending.end();) {
+    auto& queue = it->second;
+    while (!queue.empty()) {
+      if (send_now(it->first, queue.front()) == SendResult::kBlocked) break;
+      queue.pop_front();
+      --pending_count;
+      progress = true;
+    }
+    it = queue.empty() ? pending.erase(it) : std::next(it);
+  }
+  return progress;
+}
+
+SendResult ZmqTransport::Impl::send_now(const PeerId& peer, Outgoing& out) {
+  const auto more = zmq::send_flags::sndmore | zmq::send_flags::dontwait;
+  const auto last = zmq::send_flags::dontwait;
+  if (server) {
+    // Only the first frame can be refused: once it is in, the peer's queue takes the rest.
+    zmq::message_t id(peer.data(), peer.size());
+    try {
+      if (!net.send(id, more)) return SendResult::kBlocked;
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EHOSTUNREACH) throw;
+      if (unreachable_logged.size() < BadMessageCounter::kMaxPeers &&
+          unreachable_logged.insert(peer).second)
+        spdlog::warn("dropping messages to {}: not connected", peer_name(peer));
+      return SendResult::kUnreachable;
+    }
+    (void)net.send(out.header, out.has_payload ? more : last);
+  } else if (!net.send(out.header, out.has_payload ? more : last)) {
+    return SendResult::kBlocked;
+  }
+  if (out.has_payload) (void)net.send(out.payload, last);
+  return SendResult::kSent;
+}
+
+// --- the public face --------------------------------------------------------------------------
+
+ZmqTransport::ZmqTransport(ZmqOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+ZmqTransport::~ZmqTransport() {
+  try {
+    stop();
+  } catch (const std::exception& e) {
+    // Only stop() from the receive callback throws; destroying the transport there is a bug that
+    // the still-joinable owner thread then turns into std::terminate.
+    spdlog::error("destroying the transport on {}: {}", impl_->endpoint, e.what());
+  }
+}
+
+void ZmqTransport::start(ReceiveFn on_receive) {
+  std::lock_guard<std::mutex> lock(impl_->stop_mu);
+  if (impl_->started || impl_->stopped)
+    throw Error("transport on " + impl_->endpoint + " was already started");
+  impl_->started = true;
+  impl_->state = Impl::State::kRunning;
+  impl_->on_receive = std::move(on_receive);
+  // The owner thread names itself ("ps-server"/"ps-client" or ZmqOptions::thread_name) in run().
+  impl_->owner = std::thread([impl = impl_.get()] { impl->run(); });
+}
+
+bool ZmqTransport::send(Message msg) {
+  const Header& h = msg.header;
+  const bool carries = payload_kind(h.op) != PayloadKind::kNone;
+  if (!carries && !msg.payload.empty())
+    throw Error(std::string("send: ") + op_name(h.op) + " carries no payload, but one of " +
+                std::to_string(msg.payload.size()) + " bytes was given");
+  if (carries && msg.payload.size() != h.length)
+    throw Error(std::string("send: ") + op_name(h.op) + " payload is " +
+                std::to_string(msg.payload.size()) + " bytes but the header says " +
+                std::to_string(h.length));
+  if (h.length > impl_->opt.limits.max_message_bytes)
+    throw Error("send: length " + std::to_string(h.length) + " exceeds the maximum message size " +
+                std::to_string(impl_->opt.limits.max_message_bytes));
+  if (impl_->server && msg.peer.empty())
+    throw Error("send: a server must name the peer (Message::peer)");
+  // Before start() nothing drains the hand-over socket: a send would wait forever.
+  const Impl::State state = impl_->state.load();
+  if (state == Impl::State::kNew) throw Error("send on " + impl_->endpoint + " before start()");
+  if (state == Impl::State::kStopped) return false;
+
+  const HeaderBytes bytes = encode_header(h);
+  Outgoing out{zmq::message_t(bytes.data(), bytes.size()), zero_copy_frame(msg.payload),
+               !msg.payload.empty()};
+  if (std::this_thread::get_id() == impl_->owner_id.load()) {
+    // From inside the callback: the owner thread can't wait on itself, so queue directly.
+    impl_->enqueue(std::move(msg.peer), std::move(out));
+    return true;
+  }
+  std::lock_guard<std::mutex> lock(impl_->outbox_mu);
+  if (impl_->outbox_tx.handle() == nullptr) return false;  // stopped
+  try {
+    zmq::message_t peer(msg.peer.data(), msg.peer.size());
+    // Blocking sends: this is where a full link pushes back on the caller.
+    (void)impl_->outbox_tx.send(peer, zmq::send_flags::sndmore);
+    (void)impl_->outbox_tx.send(out.header,
+                                out.has_payload ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    if (out.has_payload) (void)impl_->outbox_tx.send(out.payload, zmq::send_flags::none);
+  } catch (const zmq::error_t& e) {
+    if (e.num() == ETERM) return false;
+    throw Error(std::string("send to ") + impl_->endpoint + " failed: " + e.what());
+  }
+  return true;
+}
+
+void ZmqTransport::stop() {
+  if (std::this_thread::get_id() == impl_->owner_id.load())
+    throw Error("stop() called from the receive callback: it would join its own thread");
+  std::lock_guard<std::mutex> lock(impl_->stop_mu);
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  impl_->state = Impl::State::kStopped;
+  // Shutting the context down wakes the owner thread's poll and any caller blocked in send().
+  impl_->ctx.shutdown();
+  if (impl_->owner.joinable()) impl_->owner.join();
+  {
+    std::lock_guard<std::mutex> outbox_lock(impl_->outbox_mu);
+    impl_->outbox_tx.close();
+  }
+  if (!impl_->started) {
+    impl_->net.close();
+    impl_->outbox_rx.close();
+  }
+  impl_->ctx.close();  // waits up to `linger` for frames already inside ZeroMQ
+}
+
+std::string ZmqTransport::endpoint() const { return impl_->endpoint; }
+
+const BadMessageCounter& ZmqTransport::bad_messages() const { return impl_->bad; }
+
+const zmq::message_t& ZmqTransport::frame_of(const Payload& received) {
+  return *static_cast<const zmq::message_t*>(received.owner().get());
+}
+
+}  // namespace psbed::ps

@@ -1,0 +1,73 @@
+// The ZeroMQ transport: a server binds a ROUTER, a client connects a DEALER with an identity.
+//
+// Why it looks the way it does:
+// - Zero copies. Outgoing payloads become frames that reference the tensor's buffer (freed by
+//   ZeroMQ's free function when written); received payload frames are handed up as they are.
+// - Small high-water marks. The transmission scheduler above decides which part goes next; a
+//   socket queue of hundreds of messages would undo that order, so ZeroMQ holds only a few per
+//   peer and send() blocks (backpressure) when they are full.
+// - One owner thread per socket, because ZeroMQ sockets aren't thread-safe. Other threads pass
+//   messages to it over an inproc socket; it blocks in zmq::poll on both sockets.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "ps/transport.hpp"
+#include "ps/validate.hpp"
+
+namespace zmq {
+class message_t;
+}
+
+namespace psbed::ps {
+
+struct ZmqOptions {
+  enum class Role { kServer, kClient };
+  Role role = Role::kClient;
+  // Server: where to bind ("tcp://127.0.0.1:*" picks a free port; see endpoint()).
+  // Client: the server's endpoint to connect to.
+  std::string endpoint;
+  // Client: the routing identity the server sees as Message::peer ("worker-3"). Empty: ZeroMQ
+  // makes one up. Unique per server; ignored for servers.
+  std::string identity;
+  // Messages ZeroMQ queues per peer before send() blocks (ZMQ_SNDHWM / ZMQ_RCVHWM). Kept small
+  // so the scheduler's order holds; loopback TCP buffers add a few MiB on top anyway.
+  int send_hwm = 4;
+  int receive_hwm = 8;
+  // Messages the owner thread holds for peers whose socket queue is full before it stops taking
+  // new ones from other threads (their send() then blocks).
+  std::size_t max_pending = 16;
+  // Received messages are checked against these (and bigger frames make ZeroMQ drop the peer).
+  Limits limits;
+  // How long stop() lets messages already inside ZeroMQ drain to the network.
+  std::chrono::milliseconds linger{200};
+  // The owner thread's name in ps/top/gdb (15 characters at most). Empty: "ps-server"/"ps-client".
+  std::string thread_name;
+};
+
+class ZmqTransport final : public Transport {
+ public:
+  // Binds or connects right away, so a bad endpoint fails here: throws psbed::Error naming it.
+  explicit ZmqTransport(ZmqOptions options);
+  ~ZmqTransport() override;  // stop()s
+  ZmqTransport(const ZmqTransport&) = delete;
+  ZmqTransport& operator=(const ZmqTransport&) = delete;
+
+  void start(ReceiveFn on_receive) override;
+  bool send(Message msg) override;
+  void stop() override;
+  std::string endpoint() const override;
+  const BadMessageCounter& bad_messages() const override;
+
+  // The ZeroMQ frame that owns a payload this transport delivered: its data() is the payload's
+  // data(), which shows the receive path made no copy. Precondition: `received` came from a
+  // ZmqTransport's ReceiveFn and is not empty.
+  static const zmq::message_t& frame_of(const Payload& received);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace psbed::ps

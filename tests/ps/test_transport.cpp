@@ -1,0 +1,389 @@
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "core/error.hpp"
+#include "ps/bench_raw.hpp"
+#include "ps/zmq_transport.hpp"
+
+using namespace psbed::ps;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Every wait in these tests is bounded: a broken transport fails a check, it never hangs.
+constexpr auto kWait = 10s;
+
+// Collects what a transport delivers; the tests wait on it with a timeout.
+class Inbox {
+ public:
+  ReceiveFn fn() {
+    return [this](Message&& m) {
+      std::lock_guard<std::mutex> lock(mu_);
+      messages_.push_back(std::move(m));
+      cv_.notify_all();
+    };
+  }
+  bool wait_for(std::size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kWait, [&] { return messages_.size() >= n; });
+  }
+  std::vector<Message> messages() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return messages_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Message> messages_;
+};
+
+ZmqOptions server_options() {
+  ZmqOptions o;
+  o.role = ZmqOptions::Role::kServer;
+  o.endpoint = "tcp://127.0.0.1:*";
+  return o;
+}
+
+ZmqOptions client_options(const std::string& endpoint, const std::string& identity) {
+  ZmqOptions o;
+  o.role = ZmqOptions::Role::kClient;
+  o.endpoint = endpoint;
+  o.identity = identity;
+  return o;
+}
+
+std::shared_ptr<std::vector<std::uint8_t>> pattern(std::size_t bytes, std::uint8_t seed) {
+  auto v = std::make_shared<std::vector<std::uint8_t>>(bytes);
+  for (std::size_t i = 0; i < bytes; ++i)
+    (*v)[i] = static_cast<std::uint8_t>(i * 31 + seed + (i >> 12));
+  return v;
+}
+
+Message push_message(const Payload& payload, std::uint32_t key, std::uint64_t sequence) {
+  Message m;
+  m.header.op = Op::kPush;
+  m.header.key = key;
+  m.header.length = payload.size();
+  m.header.sequence = sequence;
+  m.payload = payload;
+  return m;
+}
+
+// A server that answers every Push with a PullReply carrying the very payload it received
+// (sent from its receive callback, as a real server replies).
+void start_echo(ZmqTransport& server) {
+  server.start([&server](Message&& m) {
+    Message reply;
+    reply.header = m.header;
+    reply.header.op = Op::kPullReply;
+    reply.payload = std::move(m.payload);
+    reply.peer = std::move(m.peer);
+    server.send(std::move(reply));
+  });
+}
+
+}  // namespace
+
+TEST_CASE("small and 16 MiB payloads round-trip byte for byte", "[ps][transport]") {
+  Inbox inbox;
+  ZmqTransport server(server_options());
+  start_echo(server);
+  ZmqTransport client(client_options(server.endpoint(), "worker-0"));
+  client.start(inbox.fn());
+  REQUIRE(server.endpoint().rfind("tcp://127.0.0.1:", 0) == 0);
+  REQUIRE(server.endpoint() != "tcp://127.0.0.1:*");
+
+  const std::vector<std::size_t> sizes = {0, 1, 100, 4096, 16u << 20};
+  std::vector<std::shared_ptr<std::vector<std::uint8_t>>> sent;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    sent.push_back(pattern(sizes[i], static_cast<std::uint8_t>(i)));
+    Payload p = Payload::share(std::shared_ptr<const std::vector<std::uint8_t>>(sent.back()));
+    REQUIRE(client.send(push_message(p, static_cast<std::uint32_t>(i), 100 + i)));
+  }
+  REQUIRE(inbox.wait_for(sizes.size()));
+  const auto replies = inbox.messages();
+  REQUIRE(replies.size() == sizes.size());
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    INFO("message " << i << " of " << sizes[i] << " bytes");
+    const Message& r = replies[i];  // one client, one server: order holds
+    CHECK(r.header.op == Op::kPullReply);
+    CHECK(r.header.key == i);
+    CHECK(r.header.sequence == 100 + i);
+    CHECK(r.header.length == sizes[i]);
+    REQUIRE(r.payload.size() == sizes[i]);
+    CHECK(std::equal(sent[i]->begin(), sent[i]->end(), r.payload.data()));
+  }
+  CHECK(server.bad_messages().total() == 0);
+  CHECK(client.bad_messages().total() == 0);
+}
+
+TEST_CASE("payloads cross without copies on send and on receive", "[ps][transport]") {
+  // The sender's buffer reports when it is freed and on which thread.
+  struct Freed {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::thread::id on;
+  } freed;
+  struct Tracked {
+    Tracked(std::vector<std::uint8_t> b, Freed* f) : bytes(std::move(b)), freed(f) {}
+    ~Tracked() {
+      std::lock_guard<std::mutex> lock(freed->mu);
+      freed->done = true;
+      freed->on = std::this_thread::get_id();
+      freed->cv.notify_all();
+    }
+    std::vector<std::uint8_t> bytes;
+    Freed* freed;
+  };
+  std::mutex mu;
+  std::thread::id client_thread, server_thread;
+  bool server_saw_own_frame = false;
+  bool bytes_match = false;
+  constexpr std::size_t kBytes = 4u << 20;
+  const auto expected = pattern(kBytes, 9);
+
+  // The server comes up only after the send, at an endpoint reserved here, so the message is
+  // still inside the client's transport when the caller lets go of the buffer.
+  std::string endpoint;
+  {
+    ZmqTransport probe(server_options());
+    endpoint = probe.endpoint();
+  }
+  Inbox inbox;
+  ZmqTransport client(client_options(endpoint, "worker-0"));
+  client.start([&](Message&& m) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      client_thread = std::this_thread::get_id();
+    }
+    inbox.fn()(std::move(m));
+  });
+  std::weak_ptr<Tracked> watch;
+  {
+    auto buffer = std::make_shared<Tracked>(*expected, &freed);
+    watch = buffer;
+    const Payload p(buffer, buffer->bytes.data(), buffer->bytes.size());
+    REQUIRE(client.send(push_message(p, 0, 1)));
+  }
+  // The caller's references are gone, yet the buffer lives: the queued frame refers to it.
+  CHECK_FALSE(watch.expired());
+
+  ZmqOptions so = server_options();
+  so.endpoint = endpoint;
+  ZmqTransport server(so);
+  server.start([&](Message&& m) {
+    std::lock_guard<std::mutex> lock(mu);
+    server_thread = std::this_thread::get_id();
+    // The payload's bytes are the received frame's own bytes, not a copy of them.
+    const zmq::message_t& frame = ZmqTransport::frame_of(m.payload);
+    server_saw_own_frame = frame.data() == m.payload.data() && frame.size() == m.payload.size();
+    bytes_match = std::equal(expected->begin(), expected->end(), m.payload.data());
+    Message ack;
+    ack.header = m.header;
+    ack.header.op = Op::kPushAck;
+    ack.peer = m.peer;
+    server.send(std::move(ack));
+  });
+  REQUIRE(inbox.wait_for(1));
+  {
+    std::unique_lock<std::mutex> lock(freed.mu);
+    REQUIRE(freed.cv.wait_for(lock, kWait, [&] { return freed.done; }));
+    CHECK(watch.expired());
+  }
+  // Freed by ZeroMQ's free function on its I/O thread once the bytes were written: not by the
+  // caller, and not by either transport's owner thread.
+  std::lock_guard<std::mutex> lock(mu);
+  CHECK(freed.on != std::this_thread::get_id());
+  CHECK(freed.on != client_thread);
+  CHECK(freed.on != server_thread);
+  CHECK(server_saw_own_frame);
+  CHECK(bytes_match);
+}
+
+TEST_CASE("several clients share one server, each in its own order", "[ps][transport]") {
+  constexpr int kClients = 4, kMessages = 50;
+  std::mutex mu;
+  std::map<PeerId, std::vector<std::uint64_t>> seen;  // sequences per peer, in arrival order
+  ZmqTransport server(server_options());
+  server.start([&](Message&& m) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      seen[m.peer].push_back(m.header.sequence);
+    }
+    Message ack;
+    ack.header = m.header;
+    ack.header.op = Op::kPushAck;
+    ack.peer = m.peer;
+    server.send(std::move(ack));
+  });
+
+  std::vector<std::unique_ptr<Inbox>> inboxes;
+  std::vector<std::unique_ptr<ZmqTransport>> clients;
+  for (int c = 0; c < kClients; ++c) {
+    inboxes.push_back(std::make_unique<Inbox>());
+    clients.push_back(std::make_unique<ZmqTransport>(
+        client_options(server.endpoint(), "worker-" + std::to_string(c))));
+    clients.back()->start(inboxes.back()->fn());
+  }
+  // All clients send at once, each from its own thread.
+  std::vector<std::thread> senders;
+  for (int c = 0; c < kClients; ++c)
+    senders.emplace_back([&, c] {
+      auto bytes = std::make_shared<const std::vector<std::uint8_t>>(64u << 10, std::uint8_t(c));
+      for (int i = 0; i < kMessages; ++i)
+        clients[c]->send(push_message(Payload::share(bytes), static_cast<std::uint32_t>(c), i));
+    });
+  for (auto& t : senders) t.join();
+
+  for (int c = 0; c < kClients; ++c) {
+    INFO("client " << c);
+    REQUIRE(inboxes[c]->wait_for(kMessages));
+    const auto acks = inboxes[c]->messages();
+    for (int i = 0; i < kMessages; ++i) {
+      CHECK(acks[i].header.op == Op::kPushAck);
+      CHECK(acks[i].header.key == static_cast<std::uint32_t>(c));  // only its own acks
+      CHECK(acks[i].header.sequence == static_cast<std::uint64_t>(i));
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  REQUIRE(seen.size() == kClients);
+  for (int c = 0; c < kClients; ++c) {
+    const auto& seq = seen["worker-" + std::to_string(c)];
+    REQUIRE(seq.size() == kMessages);
+    for (int i = 0; i < kMessages; ++i) CHECK(seq[i] == static_cast<std::uint64_t>(i));
+  }
+}
+
+TEST_CASE("malformed frames are dropped and counted; the server keeps serving", "[ps][transport]") {
+  Inbox inbox;
+  ZmqOptions opt = server_options();
+  opt.limits.max_message_bytes = 1u << 20;
+  ZmqTransport server(opt);
+  server.start(inbox.fn());
+
+  zmq::context_t ctx;
+  zmq::socket_t raw(ctx, zmq::socket_type::dealer);
+  raw.set(zmq::sockopt::routing_id, "raw");
+  raw.set(zmq::sockopt::linger, 0);
+  raw.connect(server.endpoint());
+  auto send_frames = [&](std::vector<std::string> frames) {
+    for (std::size_t i = 0; i < frames.size(); ++i)
+      raw.send(zmq::buffer(frames[i]),
+               i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  };
+  auto header = [](Header h) {
+    const HeaderBytes b = encode_header(h);
+    return std::string(b.begin(), b.end());
+  };
+  Header good;
+  good.op = Op::kPush;
+  good.length = 16;
+  Header bad_magic = good;
+  bad_magic.magic = 0x12345678;
+  Header bad_op = good;
+  bad_op.op = static_cast<Op>(77);
+
+  send_frames({"short"});
+  send_frames({header(bad_magic), std::string(16, 'x')});
+  send_frames({header(good), std::string(12, 'x')});
+  send_frames({header(good), std::string(16, 'x'), "extra"});
+  send_frames({header(bad_op), std::string(16, 'x')});
+  send_frames({header(good), std::string(16, 'y')});  // and then a good one
+
+  REQUIRE(inbox.wait_for(1));
+  auto got = inbox.messages();
+  CHECK(got[0].peer == "raw");
+  CHECK(got[0].payload.view() == std::string(16, 'y'));
+  const BadMessageCounter& bad = server.bad_messages();
+  CHECK(bad.total() == 5);
+  CHECK(bad.count_from("raw") == 5);
+  CHECK(bad.count(Problem::kHeaderSize) == 1);
+  CHECK(bad.count(Problem::kMagic) == 1);
+  CHECK(bad.count(Problem::kPayloadSize) == 1);
+  CHECK(bad.count(Problem::kFrames) == 1);
+  CHECK(bad.count(Problem::kOp) == 1);
+
+  // A frame over the size limit makes ZeroMQ drop that connection; others are unaffected.
+  zmq::socket_t big(ctx, zmq::socket_type::dealer);
+  big.set(zmq::sockopt::linger, 0);
+  big.connect(server.endpoint());
+  Header huge = good;
+  huge.length = 2u << 20;
+  const std::string huge_payload(huge.length, 'z');
+  big.send(zmq::buffer(header(huge)), zmq::send_flags::sndmore);
+  big.send(zmq::buffer(huge_payload), zmq::send_flags::none);
+  ZmqTransport client(client_options(server.endpoint(), "worker-0"));
+  client.start([](Message&&) {});
+  Header beat;
+  beat.op = Op::kHeartbeat;
+  REQUIRE(client.send(Message{beat, {}, {}}));
+  REQUIRE(inbox.wait_for(2));
+  got = inbox.messages();
+  CHECK(got.back().peer == "worker-0");
+  CHECK(got.back().header.op == Op::kHeartbeat);
+}
+
+TEST_CASE("send() rejects messages that contradict themselves", "[ps][transport]") {
+  ZmqTransport server(server_options());
+  Header beat;
+  beat.op = Op::kHeartbeat;
+  CHECK_THROWS_AS(server.send(Message{beat, {}, {}}), psbed::Error);  // no peer named
+  ZmqTransport client(client_options(server.endpoint(), "w"));
+  CHECK_THROWS_WITH(client.send(Message{beat, Payload::copy("{}"), {}}),
+                    Catch::Contains("Heartbeat carries no payload"));
+  Header push;
+  push.op = Op::kPush;
+  push.length = 16;
+  CHECK_THROWS_WITH(client.send(Message{push, Payload::copy("12 bytes....."), {}}),
+                    Catch::Contains("the header says 16"));
+  CHECK_THROWS_WITH(ZmqTransport(client_options("nonsense", "w")), Catch::Contains("'nonsense'"));
+}
+
+TEST_CASE("stop() releases a sender blocked on a link nobody reads", "[ps][transport]") {
+  // A server that is bound but never started: its socket accepts the connection, nothing reads,
+  // so ZeroMQ's queues and the client's pending slots fill and send() blocks.
+  ZmqOptions so = server_options();
+  so.receive_hwm = 1;
+  ZmqTransport silent(so);
+  ZmqTransport client(client_options(silent.endpoint(), "w"));
+  client.start([](Message&&) {});
+  auto bytes = std::make_shared<const std::vector<std::uint8_t>>(1u << 20, std::uint8_t(1));
+  std::atomic<int> accepted{0};
+  auto sender = std::async(std::launch::async, [&] {
+    for (int i = 0; i < 1000; ++i) {
+      if (!client.send(push_message(Payload::share(bytes), 0, i))) return false;
+      ++accepted;
+    }
+    return true;
+  });
+  // 1000 MiB can't fit in a few queue slots plus the socket buffers: the sender must be blocked.
+  CHECK(sender.wait_for(500ms) == std::future_status::timeout);
+  client.stop();
+  REQUIRE(sender.wait_for(kWait) == std::future_status::ready);
+  CHECK_FALSE(sender.get());
+  CHECK(accepted < 1000);
+  CHECK_FALSE(client.send(push_message(Payload::share(bytes), 0, 0)));  // stopped: dropped
+}
+
+TEST_CASE("the raw round-trip benchmark measures and checks an echo", "[ps][transport]") {
+  RawBenchOptions o;
+  o.bytes = 256u << 10;
+  o.min_seconds = 0.05;
+  o.min_round_trips = 5;
+  const RawBenchResult r = bench_raw_round_trip(o);
+  CHECK(r.bytes == o.bytes);
+  CHECK(r.round_trips >= 5);
+  CHECK(r.seconds > 0);
+  CHECK(r.gb_per_s > 0);
+}

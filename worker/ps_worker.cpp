@@ -1,0 +1,228 @@
+#include "worker/ps_worker.hpp"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include "core/error.hpp"
+#include "core/trace.hpp"
+#include "ps/client.hpp"
+#include "ps/node_link.hpp"
+#include "worker/batcher.hpp"
+#include "worker/evaluate.hpp"
+#include "worker/net.hpp"
+#include "worker/train.hpp"
+#include "workloads/dataset.hpp"
+
+namespace psbed::worker {
+
+void save_params(const std::string& path, const std::vector<std::vector<float>>& tensors) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw Error("cannot write parameters to '" + path + "'");
+  for (const auto& t : tensors) out.write(reinterpret_cast<const char*>(t.data()), std::streamsize(t.size() * 4));
+  if (!out) throw Error("writing parameters to '" + path + "' failed");
+}
+
+namespace {
+
+// Counts outstanding transfers per layer and lets the compute thread wait for one layer.
+class Arrivals {
+ public:
+  void reset(const std::vector<int>& per_layer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    remaining_ = per_layer;
+    total_ = 0;
+    for (int r : per_layer) total_ += r;
+  }
+  void done(int layer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    --remaining_[layer];
+    --total_;
+    cv_.notify_all();
+  }
+  void wait_layer(int layer) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return remaining_[layer] == 0; });
+  }
+  void wait_all() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return total_ == 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<int> remaining_;
+  int total_ = 0;
+};
+
+class PsWorker {
+ public:
+  explicit PsWorker(const WorkerOptions& opt) : opt_(opt), trace_(opt.name, !opt.trace_dir.empty()) {}
+
+  int run() {
+    set_compute_threads(opt_.threads);
+    // Data first: the coordinator needs the training-set size to turn epochs into steps.
+    const ModelSpec local = load_model(opt_.model);
+    ps::NodeLink link({opt_.coordinator, "worker", opt_.name, "", opt_.connect_timeout_s, opt_.heartbeat_s});
+    auto data = std::make_unique<workloads::Split>(workloads::load_dataset(opt_.data, opt_.data_dir, local.input, 1));
+    workloads::standardize(*data);
+    map_ = link.join({{"train_size", data->train.size()}, {"data", data->description}});
+    const ModelSpec& spec = map_.spec;
+    if (local.parameter_count() != spec.parameter_count() || local.layers.size() != spec.layers.size())
+      throw Error("this worker's model '" + opt_.model + "' (" + std::to_string(local.parameter_count()) +
+                  " parameters) is not the cluster's '" + spec.name + "' (" + std::to_string(spec.parameter_count()) + ")");
+    if (!(data->train.shape.c == spec.input.c && data->train.shape.h == spec.input.h && data->train.shape.w == spec.input.w))
+      throw Error("data " + data->description + " has samples of " + data->train.shape.str() + " but the model " +
+                  spec.name + " takes " + spec.input.str());
+    id_ = link.id();
+    const int workers = int(map_.workers.size());
+    const auto& exp = map_.exp;
+    trace_.set_metadata("role", "worker");
+    trace_.set_metadata("cluster", map_.to_json()["experiment"]);
+    trace_.set_metadata("compute", "real");
+    trace_.set_metadata("threads", opt_.threads);
+
+    net_ = make_net(opt_.device, spec, exp.batch, exp.seed);
+    ps::PsClient client(map_, id_, opt_.name);
+    Batcher batcher(data->train, id_, workers, exp.batch, exp.seed);
+    spdlog::info("{} (worker {} of {}): {} on {}, {} steps of batch {} from a shard of {} samples, mode {}",
+                 opt_.name, id_, workers, spec.name, opt_.device, exp.steps, exp.batch, batcher.shard_size(),
+                 exp.mode.str());
+
+    layer_parts_.assign(spec.layers.size(), 0);
+    for (const auto& p : map_.plan.parts) layer_parts_[spec.tensors[p.key].layer]++;
+    std::vector<float> images(std::size_t(spec.input.numel()) * exp.batch);
+    std::vector<std::int32_t> labels(exp.batch);
+    const std::int64_t warmup = std::min<std::int64_t>(std::max<std::int64_t>(3, exp.steps / 20), exp.steps / 2);
+    double steady_start = 0, last_report = now_us();
+    double loss = 0;
+    std::int64_t report_steps = 0;
+    for (std::int64_t s = 0; s < exp.steps && !link.shutdown_requested(); ++s) {
+      if (s == warmup) steady_start = now_us();
+      const double step_t0 = now_us();
+      pull_all(client, std::uint64_t(s));
+      batcher.next(images.data(), labels.data());
+      net_->set_batch(images.data(), labels.data(), exp.batch);
+      for (int l = 0; l < net_->num_layers(); ++l) {
+        pulls_.wait_layer(l);
+        for (int t : spec.layers[l].tensors) net_->params_updated(t);
+        const double t0 = now_us();
+        net_->forward(l);
+        trace_.complete("fwd:" + spec.layers[l].name, "compute", t0, s);
+      }
+      loss = net_->compute_loss().loss;
+      pushes_.reset(layer_parts_);
+      for (int l = net_->num_layers() - 1; l >= 0; --l) {
+        const double t0 = now_us();
+        net_->backward(l);
+        trace_.complete("bwd:" + spec.layers[l].name, "compute", t0, s);
+        push_layer(client, l, std::uint64_t(s));
+      }
+      pushes_.wait_all();
+      trace_.complete("step", "step", step_t0, s);
+      ++report_steps;
+      if (now_us() - last_report >= opt_.progress_every_s * 1e6 || s + 1 == exp.steps) {
+        const double dt = (now_us() - last_report) / 1e6;
+        link.send_control({{"event", "progress"}, {"step", s + 1}, {"loss", loss},
+                           {"steps_per_sec", report_steps / dt}, {"images_per_sec", report_steps * exp.batch / dt}});
+        last_report = now_us();
+        report_steps = 0;
+      }
+    }
+    const double end = now_us();
+    const std::int64_t steady_steps = exp.steps - warmup;
+    const double steady_s = (end - steady_start) / 1e6;
+    nlohmann::json report = {{"event", "report"}, {"steps", exp.steps}, {"final_loss", loss}, {"steady_steps", steady_steps},
+                             {"steps_per_sec", steady_s > 0 ? steady_steps / steady_s : 0.0},
+                             {"images_per_sec", steady_s > 0 ? steady_steps * exp.batch / steady_s : 0.0},
+                             {"bytes_pushed", client.bytes_pushed()}, {"bytes_pulled", client.bytes_pulled()}};
+    link.send_control(report);
+    spdlog::info("{} trained {} steps: {:.1f} steps/s, {:.0f} images/s steady", opt_.name, exp.steps,
+                 report["steps_per_sec"].get<double>(), report["images_per_sec"].get<double>());
+    link.barrier("trained");
+    if (link.evaluator() == id_) evaluate(client, link, data->test);
+    link.wait_shutdown(600);
+    client.stop();
+    if (!opt_.trace_dir.empty()) {
+      std::filesystem::create_directories(opt_.trace_dir);
+      trace_.write(opt_.trace_dir + "/" + opt_.name + ".trace.json");
+    }
+    return 0;
+  }
+
+ private:
+  void pull_all(ps::PsClient& client, std::uint64_t clock) {
+    pulls_.reset(layer_parts_);
+    for (int i = 0; i < int(map_.plan.parts.size()); ++i) {
+      const Part& p = map_.plan.parts[i];
+      const int layer = map_.spec.tensors[p.key].layer;
+      const double t0 = now_us();
+      client.pull(i, net_->param(p.key) + p.offset, 0, p.numel, clock, layer, [this, i, layer, t0, clock] {
+        const Part& part = map_.plan.parts[i];
+        TraceEvent e;
+        e.name = "pull:" + map_.spec.tensors[part.key].name + "#" + std::to_string(part.part);
+        e.lane = "pull", e.ts_us = t0, e.dur_us = now_us() - t0, e.step = std::int64_t(clock);
+        e.bytes = part.bytes(), e.key = part.key, e.part = part.part, e.priority = layer, e.has_priority = true;
+        trace_.record(std::move(e));
+        pulls_.done(layer);
+      });
+    }
+  }
+
+  void push_layer(ps::PsClient& client, int layer, std::uint64_t clock) {
+    for (int t : map_.spec.layers[layer].tensors)
+      for (int i : map_.plan.parts_of_key[t]) {
+        const Part& p = map_.plan.parts[i];
+        const double t0 = now_us();
+        client.push(i, net_->grad(t) + p.offset, 0, p.numel, clock, layer, [this, i, layer, t0, clock] {
+          const Part& part = map_.plan.parts[i];
+          TraceEvent e;
+          e.name = "push:" + map_.spec.tensors[part.key].name + "#" + std::to_string(part.part);
+          e.lane = "push", e.ts_us = t0, e.dur_us = now_us() - t0, e.step = std::int64_t(clock);
+          e.bytes = part.bytes(), e.key = part.key, e.part = part.part, e.priority = layer, e.has_priority = true;
+          trace_.record(std::move(e));
+          pushes_.done(layer);
+        });
+      }
+  }
+
+  void evaluate(ps::PsClient& client, ps::NodeLink& link, const workloads::Dataset& test) {
+    pull_all(client, std::uint64_t(map_.exp.steps));
+    pulls_.wait_all();
+    net_->all_params_updated();
+    const double acc = evaluate_accuracy(*net_, test);
+    spdlog::info("{}: test accuracy of the final parameters {:.2f}% on {} samples", opt_.name, 100 * acc, test.size());
+    if (!opt_.save_params.empty()) {
+      std::vector<std::vector<float>> tensors;
+      for (int t = 0; t < int(map_.spec.tensors.size()); ++t)
+        tensors.emplace_back(net_->param(t), net_->param(t) + map_.spec.tensors[t].numel);
+      save_params(opt_.save_params, tensors);
+    }
+    link.send_control({{"event", "evaluated"}, {"test_accuracy", acc}});
+  }
+
+  WorkerOptions opt_;
+  TraceRecorder trace_;
+  ps::ClusterMap map_;
+  std::unique_ptr<Net> net_;
+  int id_ = 0;
+  std::vector<int> layer_parts_;
+  Arrivals pulls_, pushes_;
+};
+
+}  // namespace
+
+int run_worker(const WorkerOptions& in) {
+  WorkerOptions opt = in;
+  if (opt.name.empty()) opt.name = "worker-" + std::to_string(::getpid());
+  PsWorker w(opt);
+  return w.run();
+}
+
+}  // namespace psbed::worker

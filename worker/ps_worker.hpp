@@ -1,0 +1,32 @@
+// `psbed worker`: trains through the parameter server. Each step pulls every part, runs the
+// forward of a layer as soon as that layer's parts have arrived (dataflow), and pushes a
+// layer's gradient parts as soon as its backward ends (wait-free backprop). Parts go out in
+// the order they are handed over (FIFO); the transmission policies sit between this loop and
+// the client without changing either.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace psbed::worker {
+
+struct WorkerOptions {
+  std::string coordinator = "tcp://127.0.0.1:7000";
+  std::string name;           // default worker-<pid>
+  std::string model = "lenet5";  // must be the cluster's model (its data shape is read first)
+  std::string data = "mnist";
+  std::string data_dir;
+  std::string device = "cpu";
+  int threads = 1;
+  double connect_timeout_s = 30;
+  double heartbeat_s = 0.5;
+  double progress_every_s = 1.0;
+  std::string trace_dir;      // write <name>.trace.json here at the end
+  std::string save_params;    // evaluating worker: write the final parameters here (raw float32)
+};
+
+int run_worker(const WorkerOptions& opt);
+
+// Raw little-endian float32 of every tensor in spec order: the format of --save-params.
+void save_params(const std::string& path, const std::vector<std::vector<float>>& tensors);
+
+}  // namespace psbed::worker
