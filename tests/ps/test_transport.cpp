@@ -265,6 +265,73 @@ TEST_CASE("several clients share one server, each in its own order", "[ps][trans
   }
 }
 
+TEST_CASE("a peer that stops reading doesn't hold up the others", "[ps][transport]") {
+  constexpr int kToSlow = 100, kRoundTrips = 20;
+  ZmqTransport server(server_options());
+  Inbox server_inbox;
+  server.start([&](Message&& m) {
+    if (m.header.op == Op::kPush) {  // the healthy client: ack from the callback
+      Message ack{m.header, {}, m.peer};
+      ack.header.op = Op::kPushAck;
+      ack.header.length = 0;
+      server.send(std::move(ack));
+    }
+    server_inbox.fn()(std::move(m));
+  });
+
+  // The slow client's callback waits (bounded) until the test lets it go: it stops reading, so
+  // ZeroMQ's queues and the socket buffers towards it fill up.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false;
+  Inbox slow_inbox;
+  ZmqTransport slow(client_options(server.endpoint(), "slow"));
+  slow.start([&](Message&& m) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait_for(lock, kWait, [&] { return released; });
+    }
+    slow_inbox.fn()(std::move(m));
+  });
+  Header hello;
+  hello.op = Op::kHeartbeat;
+  REQUIRE(slow.send(Message{hello, {}, {}}));
+  REQUIRE(server_inbox.wait_for(1));  // the server knows the slow peer now
+
+  auto bytes = std::make_shared<const std::vector<std::uint8_t>>(1u << 20, std::uint8_t(5));
+  auto flood = std::async(std::launch::async, [&] {
+    for (int i = 0; i < kToSlow; ++i) {
+      Message m{Header{}, Payload::share(bytes), "slow"};
+      m.header.op = Op::kPullReply;
+      m.header.length = bytes->size();
+      m.header.sequence = i;
+      if (!server.send(std::move(m))) return false;
+    }
+    return true;
+  });
+
+  Inbox fast_inbox;
+  ZmqTransport fast(client_options(server.endpoint(), "fast"));
+  fast.start(fast_inbox.fn());
+  auto small = std::make_shared<const std::vector<std::uint8_t>>(1024, std::uint8_t(6));
+  for (int i = 0; i < kRoundTrips; ++i) {
+    REQUIRE(fast.send(push_message(Payload::share(small), 0, i)));
+    REQUIRE(fast_inbox.wait_for(i + 1));  // answered while the slow peer's queue is full
+  }
+  CHECK(flood.wait_for(0s) == std::future_status::timeout);  // still held up by the slow peer
+
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    released = true;
+  }
+  cv.notify_all();
+  REQUIRE(flood.wait_for(kWait) == std::future_status::ready);
+  CHECK(flood.get());
+  REQUIRE(slow_inbox.wait_for(kToSlow));
+  const auto got = slow_inbox.messages();
+  for (int i = 0; i < kToSlow; ++i) CHECK(got[i].header.sequence == static_cast<std::uint64_t>(i));
+}
+
 TEST_CASE("malformed frames are dropped and counted; the server keeps serving", "[ps][transport]") {
   Inbox inbox;
   ZmqOptions opt = server_options();

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# 2 servers + 3 workers train lenet5 on the digits to >= 95% test accuracy, in async and in bsp.
+source "$(dirname "$0")/lib.sh"
+need_data
+# Async applies every worker's gradient with the server's momentum: a smaller step and one more
+# epoch than bsp, which averages the three gradients of a clock into one update.
+for cfg in "async 0.01 4" "bsp 0.05 3"; do
+  set -- $cfg
+  timeout 300 "$PSBED" launch --servers 2 --workers 3 --model lenet5 --data mnist --epochs "$3" --batch 32 \
+    --lr "$2" --mode "$1" --out "$WORK/$1" >"$WORK/$1.out" 2>&1 || { cat "$WORK/$1.out"; fail "launch $1 failed"; }
+  acc=$(json "$WORK/$1/summary.json" 's["test_accuracy"]')
+  echo "$1: test accuracy $acc, $(json "$WORK/$1/summary.json" 's["images_per_sec"]') images/s"
+  python3 -c "import sys; sys.exit(0 if float('$acc') >= 0.95 else 1)" || fail "$1: test accuracy $acc < 0.95"
+  n=$(ls "$WORK/$1/traces" | wc -l)
+  [ "$n" -eq 5 ] || fail "$1: expected 5 traces (2 servers + 3 workers), found $n"
+  json "$WORK/$1/summary.json" '"ok" if s["ok"] and len(s["per_worker"]) == 3 and s["mode"] == "'$1'" else sys.exit(1)' >/dev/null \
+    || fail "$1: summary incomplete"
+done
+echo "PASS"

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# SIGKILL one worker during an async run: the others finish, the coordinator names the dead
+# worker, and the summary reports it.
+source "$(dirname "$0")/lib.sh"
+need_data
+timeout 300 "$PSBED" launch --servers 1 --workers 3 --model lenet5 --data mnist --steps 2000 --batch 32 \
+  --lr 0.01 --mode async --heartbeat-timeout 2 --out "$WORK/run" >"$WORK/run.out" 2>&1 &
+PIDS+=($!)
+victim=""
+for _ in $(seq 1 100); do
+  victim=$(pgrep -f -- "--name worker-1 .*$WORK" | head -1 || true)
+  [ -n "$victim" ] && grep -q "step" "$WORK/run/logs/worker-1.log" 2>/dev/null && break
+  sleep 0.1
+done
+[ -n "$victim" ] || fail "worker-1 never started"
+sleep 1
+kill -KILL "$victim"
+wait "${PIDS[0]}" || true
+cat "$WORK/run.out" | tail -15
+grep -q "worker-1 (worker .*) is dead" "$WORK/run.out" || fail "the coordinator did not name the dead worker"
+json "$WORK/run/summary.json" '[f["name"] for f in s["failed_nodes"]]' | grep -q "worker-1" || fail "summary lacks the dead worker"
+json "$WORK/run/summary.json" 'sys.exit(0 if s["ok"] else 1)' || fail "the run did not finish"
+alive=$(json "$WORK/run/summary.json" 'sum(1 for w in s["per_worker"] if w["alive"] and w.get("steps") == 2000)')
+[ "$alive" -eq 2 ] || fail "expected the 2 other workers to finish all steps, got $alive"
+echo "PASS"
