@@ -130,6 +130,7 @@ void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level
   app->add_option("--progress-every", o.progress_every_s, "seconds between progress reports")->capture_default_str();
   app->add_option("--trace-dir", o.trace_dir, "write <name>.trace.json here");
   app->add_option("--save-params", o.save_params, "the evaluating worker writes final parameters here (raw float32)");
+  app->add_option("--straggle-ms", o.straggle_ms, "sleep this long every step (a deliberate straggler)");
 }
 
 void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_level) {
@@ -162,6 +163,7 @@ void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_leve
   app->add_option("--timeout", o.timeout_s, "stop the run after this many seconds")->capture_default_str();
   app->add_flag("!--no-trace", o.trace, "do not write traces");
   app->add_option("--save-params", o.save_params, "final parameters to this file (raw float32)");
+  app->add_option("--straggler-ms", o.straggler_ms, "make worker-0 a straggler: it sleeps this long every step");
 }
 
 }  // namespace

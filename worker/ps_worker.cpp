@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/trace.hpp"
@@ -87,6 +88,7 @@ class PsWorker {
     trace_.set_metadata("cluster", map_.to_json()["experiment"]);
     trace_.set_metadata("compute", "real");
     trace_.set_metadata("threads", opt_.threads);
+    trace_.set_metadata("straggle_ms", opt_.straggle_ms);
 
     net_ = make_net(opt_.device, spec, exp.batch, exp.seed);
     ps::PsClient client(map_, id_, opt_.name);
@@ -123,6 +125,11 @@ class PsWorker {
         net_->backward(l);
         trace_.complete("bwd:" + spec.layers[l].name, "compute", t0, s);
         push_layer(client, l, std::uint64_t(s));
+      }
+      if (opt_.straggle_ms > 0) {
+        const double t0 = now_us();
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opt_.straggle_ms));
+        trace_.complete("straggle", "compute", t0, s);
       }
       pushes_.wait_all();
       trace_.complete("step", "step", step_t0, s);
