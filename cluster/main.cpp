@@ -13,6 +13,7 @@
 #include "core/units.hpp"
 #include "cluster/launch.hpp"
 #include "ps/coordinator.hpp"
+#include "ps/probe.hpp"
 #include "ps/server.hpp"
 #include "worker/bench_compute.hpp"
 #include "worker/ps_worker.hpp"
@@ -186,6 +187,15 @@ int main(int argc, char** argv) {
   add_server(root, server, log_level);
   add_worker(root, wopt, log_level);
   add_launch(root, launch, log_level);
+  std::string probe_endpoint;
+  int probe_sender = 0;
+  {
+    auto* app = root.add_subcommand("probe", "Send a server shard one malformed message of each kind");
+    app->footer("The shard should log a reason for each, count it, and keep serving its workers.");
+    add_common(app, log_level);
+    app->add_option("--endpoint", probe_endpoint, "the shard's endpoint (from its log: 'serving on ...')")->required();
+    app->add_option("--sender", probe_sender, "worker id to claim in otherwise well-formed headers")->capture_default_str();
+  }
   try {
     root.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -209,6 +219,11 @@ int main(int argc, char** argv) {
     if (root.got_subcommand("worker")) {
       setup_logging(wopt.name.empty() ? "worker" : wopt.name, log_level);
       return worker::run_worker(wopt);
+    }
+    if (root.got_subcommand("probe")) {
+      setup_logging("probe", log_level);
+      std::printf("%d malformed messages sent\n", ps::run_probe(probe_endpoint, probe_sender));
+      return 0;
     }
     if (root.got_subcommand("launch")) {
       setup_logging("launch", log_level);

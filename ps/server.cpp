@@ -216,8 +216,17 @@ int run_server(const ServerOptions& in) {
   const auto& tbad = transport.bad_messages();
   spdlog::info("{} shutting down: {} pushes, {} pulls, {} bad messages dropped", opt.name, shard.pushes(), shard.pulls(),
                bad.total() + tbad.total());
+  nlohmann::json by_kind = nlohmann::json::object();
+  for (int k = 1; k < kProblemKinds; ++k) {
+    const auto p = static_cast<Problem>(k);
+    if (auto n = bad.count(p) + tbad.count(p)) {
+      by_kind[problem_name(p)] = n;
+      spdlog::info("  bad messages, {}: {}", problem_name(p), n);
+    }
+  }
   if (!opt.trace_dir.empty()) {
     trace.set_metadata("bad_messages", bad.total() + tbad.total());
+    trace.set_metadata("bad_messages_by_kind", by_kind);
     std::filesystem::create_directories(opt.trace_dir);
     trace.write(opt.trace_dir + "/" + opt.name + ".trace.json");
   }

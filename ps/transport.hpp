@@ -8,7 +8,8 @@
 //   messages, no long compute): the owner thread can neither receive nor send while it runs.
 //   Hand heavy work to another thread.
 // - send() may be called from any thread, including from inside the callback (a server replies
-//   there). It may block when the link is full, except from the callback, where it never does.
+//   there). It may block when the link is full, except from the callback, where it never does;
+//   so never call send() holding a lock that the callback takes.
 // - Messages to one peer leave in the order send() was called for them (per calling thread).
 #pragma once
 #include <functional>
@@ -43,8 +44,9 @@ class Transport {
   // checks) are dropped and counted in bad_messages(); the first from each peer is logged.
   virtual void start(ReceiveFn on_receive) = 0;
   // Queues `msg` for msg.peer (server) or the server (client). Returns false if the transport is
-  // stopped (the message is dropped). Throws psbed::Error if the message contradicts itself (a
-  // payload whose size isn't header.length, a payload on an op that has none).
+  // stopped (the message is dropped). Throws psbed::Error before start(), or if the message
+  // contradicts itself (a payload whose size isn't header.length, a payload on an op that has
+  // none, a server message naming no peer).
   virtual bool send(Message msg) = 0;
   // Stops and joins the owner thread. Messages not yet handed to the network are dropped; callers
   // that need delivery wait for the protocol's acknowledgments first. Idempotent.
