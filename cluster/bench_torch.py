@@ -68,10 +68,10 @@ def parse_args():
     p.add_argument("--json", metavar="PATH", help="write results as JSON to PATH")
     p.add_argument("--blas-threads", default="1",
                    help="OpenBLAS threads: an integer, or 'match' to use each --threads value (default: %(default)s)")
-    p.add_argument("--wait-quiet", type=float, default=30.0, metavar="S",
+    p.add_argument("--wait-quiet", type=float, default=15.0, metavar="S",
                    help="wait up to S seconds for other processes to go idle before each configuration "
                         "(0: don't; default: %(default)s)")
-    p.add_argument("--retries", type=int, default=2,
+    p.add_argument("--retries", type=int, default=1,
                    help="re-run a configuration up to this many times when other processes loaded the CPU "
                         "during it (default: %(default)s)")
     p.add_argument("--no-blas-fix", action="store_true",

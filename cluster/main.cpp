@@ -12,6 +12,7 @@
 #include "core/log.hpp"
 #include "core/units.hpp"
 #include "cluster/launch.hpp"
+#include "ps/bench_ps.hpp"
 #include "ps/coordinator.hpp"
 #include "ps/probe.hpp"
 #include "ps/server.hpp"
@@ -53,6 +54,20 @@ void add_train(CLI::App& root, worker::TrainOptions& o, std::string& log_level) 
   app->add_option("--progress-every", o.progress_every_s, "seconds between progress lines")->capture_default_str();
   app->add_option("--json", o.json_out, "write results as JSON to this file");
   app->add_option("--save-params", o.save_params, "final parameters to this file (raw float32)");
+}
+
+void add_bench_ps(CLI::App* bench, ps::BenchPsOptions& o, std::string& log_level) {
+  auto* app = bench->add_subcommand("ps", "Push+pull throughput through the parameter server, beside raw ZeroMQ");
+  app->footer("Rows: 1 worker x 1 shard per model size (ratio to a raw cppzmq round trip of the same bytes),\n"
+              "then aggregate throughput for workers x servers. Everything runs in this process on loopback.");
+  add_common(app, log_level);
+  app->add_option("--models", o.model_mib, "model sizes in MiB")->delimiter(',')->capture_default_str();
+  app->add_option("--aggregate-model", o.aggregate_mib, "model size (MiB) of the workers x servers grid")->capture_default_str();
+  app->add_option("--workers", o.workers, "worker counts")->delimiter(',')->capture_default_str();
+  app->add_option("--servers", o.servers, "server counts")->delimiter(',')->capture_default_str();
+  app->add_option("--partition-bytes", o.partition, "largest part")->capture_default_str();
+  app->add_option("--min-seconds", o.min_seconds, "seconds per row")->capture_default_str();
+  app->add_option("--json", o.json_out, "write results as JSON to this file");
 }
 
 void add_bench(CLI::App& root, worker::BenchComputeOptions& o, std::string& log_level) {
@@ -178,6 +193,8 @@ int main(int argc, char** argv) {
   worker::BenchComputeOptions bench;
   add_train(root, train, log_level);
   add_bench(root, bench, log_level);
+  ps::BenchPsOptions bench_ps;
+  add_bench_ps(root.get_subcommand("bench"), bench_ps, log_level);
   ps::CoordinatorOptions coord;
   std::string partition = "4MiB";
   ps::ServerOptions server;
@@ -231,6 +248,7 @@ int main(int argc, char** argv) {
     }
     if (auto* b = root.get_subcommand("bench"); b->parsed()) {
       setup_logging("bench", log_level);
+      if (b->got_subcommand("ps")) return ps::run_bench_ps(bench_ps);
       return worker::run_bench_compute(bench);
     }
   } catch (const std::exception& e) {

@@ -1,0 +1,199 @@
+#include "ps/bench_ps.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/units.hpp"
+#include "ps/bench_raw.hpp"
+#include "ps/client.hpp"
+#include "ps/shard.hpp"
+
+namespace psbed::ps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A model of `mib` MiB: one fully-connected layer whose weight is mib x 256K floats.
+ClusterMap synthetic_map(int mib, int workers, int servers, std::int64_t partition) {
+  const int in = mib * 256;
+  std::string toml = "name = \"bench-" + std::to_string(mib) + "mib\"\ninput = [1, 1, " + std::to_string(in) +
+                     "]\nclasses = 1024\n[[layer]]\ntype = \"fc\"\nout = 1024\n";
+  ClusterMap m;
+  m.exp.model_name = "bench-" + std::to_string(mib) + "mib";
+  m.exp.model_toml = toml;
+  m.exp.sgd = {0.001f, 0.9f, 0.0f};
+  m.exp.steps = 1 << 30;
+  m.spec = parse_model_spec(toml, m.exp.model_name);
+  m.plan = make_partition(m.spec, partition, servers);
+  for (int s = 0; s < servers; ++s) m.servers.push_back({"server", s, "server-" + std::to_string(s), ""});
+  for (int w = 0; w < workers; ++w) m.workers.push_back({"worker", w, "worker-" + std::to_string(w), ""});
+  return m;
+}
+
+class Waiter {
+ public:
+  void add(int n) {
+    std::lock_guard<std::mutex> l(mu_);
+    left_ += n;
+  }
+  void done() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (--left_ == 0) cv_.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return left_ == 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int left_ = 0;
+};
+
+struct Result {
+  double gb_per_s = 0;
+  double seconds = 0;
+  std::uint64_t bytes = 0;
+};
+
+// Every worker repeatedly pushes its whole gradient, then pulls the whole model.
+Result measure(int mib, int workers, int servers, std::int64_t partition, double min_seconds) {
+  ClusterMap map = synthetic_map(mib, workers, servers, partition);
+  std::vector<std::unique_ptr<ZmqTransport>> transports;
+  std::vector<std::unique_ptr<TraceRecorder>> traces;
+  std::vector<std::unique_ptr<Shard>> shards;
+  for (int s = 0; s < servers; ++s) {
+    ZmqOptions z;
+    z.role = ZmqOptions::Role::kServer;
+    z.endpoint = "tcp://127.0.0.1:*";
+    z.thread_name = "bench-router";
+    transports.push_back(std::make_unique<ZmqTransport>(z));
+    traces.push_back(std::make_unique<TraceRecorder>("server-" + std::to_string(s), false));
+    shards.push_back(std::make_unique<Shard>(1ull << 30, *transports.back(), *traces.back()));
+    Shard* shard = shards.back().get();
+    transports.back()->start([shard](Message&& m) { shard->enqueue(std::move(m)); });
+    map.servers[s].address = transports.back()->endpoint();
+  }
+  for (int s = 0; s < servers; ++s) shards[s]->start(map, s);
+
+  std::atomic<std::uint64_t> bytes{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  const std::uint64_t model_bytes = std::uint64_t(map.spec.parameter_bytes());
+  auto start = Clock::now();
+  std::atomic<int> warm{0};
+  std::mutex start_mu;
+  std::condition_variable start_cv;
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      PsClient client(map, w, "worker-" + std::to_string(w));
+      std::vector<std::vector<float>> params, grads;
+      for (const auto& t : map.spec.tensors) params.emplace_back(t.numel), grads.emplace_back(t.numel, 1e-6f);
+      // A training step's traffic: push the whole gradient, then pull the whole model.
+      auto round = [&](std::uint64_t clock) {
+        Waiter pushes;
+        pushes.add(int(map.plan.parts.size()));
+        for (int i = 0; i < int(map.plan.parts.size()); ++i) {
+          const Part& p = map.plan.parts[i];
+          client.push(i, grads[p.key].data() + p.offset, 0, p.numel, clock, 0, [&] { pushes.done(); });
+        }
+        pushes.wait();
+        Waiter pulls;
+        pulls.add(int(map.plan.parts.size()));
+        for (int i = 0; i < int(map.plan.parts.size()); ++i) {
+          const Part& p = map.plan.parts[i];
+          client.pull(i, params[p.key].data() + p.offset, 0, p.numel, clock, 0, [&] { pulls.done(); });
+        }
+        pulls.wait();
+      };
+      std::uint64_t clock = 0;
+      for (int i = 0; i < 2; ++i) round(clock++);  // warm-up: connections, first-touch faults
+      {
+        std::unique_lock<std::mutex> l(start_mu);
+        if (++warm == workers) {
+          start = Clock::now();
+          start_cv.notify_all();
+        } else {
+          start_cv.wait(l, [&] { return warm == workers; });
+        }
+      }
+      while (!stop) {
+        round(clock++);
+        bytes += 2 * model_bytes;
+      }
+      client.stop();
+    });
+  }
+  {
+    std::unique_lock<std::mutex> l(start_mu);
+    start_cv.wait(l, [&] { return warm == workers; });
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(min_seconds));
+  stop = true;
+  for (auto& t : threads) t.join();
+  Result r;
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  r.bytes = bytes;
+  r.gb_per_s = double(r.bytes) / r.seconds / 1e9;
+  for (auto& s : shards) s->stop();
+  for (auto& t : transports) t->stop();
+  return r;
+}
+
+double raw(int mib, double min_seconds) {
+  RawBenchOptions o;
+  o.bytes = std::uint64_t(mib) << 20;
+  o.min_seconds = min_seconds;
+  return bench_raw_round_trip(o).gb_per_s;
+}
+
+}  // namespace
+
+int run_bench_ps(const BenchPsOptions& opt) {
+  const std::int64_t partition = std::int64_t(parse_bytes(opt.partition));
+  nlohmann::json rows = nlohmann::json::array();
+  std::printf("\nsingle worker, single shard: push + pull of the whole model (parts of %s)\n", opt.partition.c_str());
+  std::printf("%8s %12s %12s %8s\n", "model", "psbed GB/s", "raw GB/s", "ratio");
+  for (int mib : opt.model_mib) {
+    // Raw, psbed, raw again: the ratio is taken against the mean of the two raw runs, so a
+    // drift of the machine's speed during the row does not favour either side.
+    spdlog::info("{} MiB: raw, psbed, raw ...", mib);
+    const double r1 = raw(mib, opt.min_seconds / 2);
+    const Result p = measure(mib, 1, 1, partition, opt.min_seconds);
+    const double r2 = raw(mib, opt.min_seconds / 2);
+    const double r = (r1 + r2) / 2;
+    std::printf("%5d MiB %12.2f %12.2f %7.2fx\n", mib, p.gb_per_s, r, p.gb_per_s / r);
+    std::fflush(stdout);
+    rows.push_back({{"kind", "single"}, {"model_mib", mib}, {"workers", 1}, {"servers", 1}, {"psbed_gb_per_s", p.gb_per_s},
+                    {"raw_gb_per_s", r}, {"raw_runs", {r1, r2}}, {"ratio", p.gb_per_s / r}});
+  }
+  std::printf("\naggregate push + pull, %d MiB model\n%8s %8s %12s\n", opt.aggregate_mib, "workers", "servers", "GB/s");
+  for (int s : opt.servers)
+    for (int w : opt.workers) {
+      spdlog::info("{} worker(s) x {} server(s) ...", w, s);
+      const Result p = measure(opt.aggregate_mib, w, s, partition, opt.min_seconds);
+      std::printf("%8d %8d %12.2f\n", w, s, p.gb_per_s);
+      std::fflush(stdout);
+      rows.push_back({{"kind", "aggregate"}, {"model_mib", opt.aggregate_mib}, {"workers", w}, {"servers", s},
+                      {"psbed_gb_per_s", p.gb_per_s}});
+    }
+  std::printf("(GB/s = pushed + pulled bytes / s; raw = cppzmq DEALER/ROUTER echo of the same bytes, zero-copy)\n");
+  if (!opt.json_out.empty()) {
+    std::ofstream out(opt.json_out);
+    if (!out) throw Error("cannot write results file '" + opt.json_out + "'");
+    out << nlohmann::json({{"partition", opt.partition}, {"rows", rows}}).dump(2) << "\n";
+    spdlog::info("results written to {}", opt.json_out);
+  }
+  return 0;
+}
+
+}  // namespace psbed::ps

@@ -1,0 +1,22 @@
+// `psbed bench ps`: push+pull throughput through the real parameter-server code (client,
+// transport, shard, store with the optimizer) on loopback, beside a raw cppzmq round trip of
+// the same bytes measured in the same run: the transport's limit on this machine.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace psbed::ps {
+
+struct BenchPsOptions {
+  std::vector<int> model_mib = {4, 25, 64};  // single worker, single shard rows
+  int aggregate_mib = 25;                    // model for the workers x servers grid
+  std::vector<int> workers = {1, 2, 4};
+  std::vector<int> servers = {1, 2};
+  std::string partition = "4MiB";
+  double min_seconds = 2.0;
+  std::string json_out;
+};
+
+int run_bench_ps(const BenchPsOptions& opt);
+
+}  // namespace psbed::ps
