@@ -22,11 +22,13 @@ build-asan: deps
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan -j $(JOBS) --target psbed_unit_tests
 
-# The main job on a local default cluster.
+# The main job on a local default cluster: single-process training as the reference, then a
+# coordinator + 2 server shards + 4 workers training the same model through the parameter server.
 demo: build data
 	@mkdir -p runs/demo
 	$(PSBED) train --model lenet5 --data mnist --epochs 3 --batch 32 --lr 0.03 --threads 2 --json runs/demo/train.json
-	@echo "results: runs/demo/train.json"
+	$(PSBED) launch --servers 2 --workers 4 --model lenet5 --data mnist --epochs 3 --batch 32 --lr 0.01 \
+	  --mode async --out runs/demo/cluster
 
 # Every test: unit + integration on the release build, then the unit tests under ASan+UBSan.
 test: build data build-asan

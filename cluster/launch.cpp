@@ -19,7 +19,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/model_spec.hpp"
+#include "core/optimizer.hpp"
 #include "core/trace.hpp"
+#include "core/units.hpp"
+#include "ps/cluster_map.hpp"
 
 namespace psbed::cluster {
 namespace fs = std::filesystem;
@@ -74,6 +78,11 @@ class Launcher {
 
   int run() {
     if (opt_.servers < 1 || opt_.workers < 1) throw Error("need at least 1 server and 1 worker");
+    // Refuse bad settings here, in one line, rather than through a child's log.
+    ps::Consistency::parse(opt_.mode);
+    load_model(opt_.model);
+    parse_bytes(opt_.partition_bytes);
+    scheduled_lr(opt_.lr_schedule, opt_.lr, 0, 1);
     out_ = opt_.out.empty() ? default_out() : opt_.out;
     fs::create_directories(out_ + "/logs");
     if (opt_.trace) fs::create_directories(out_ + "/traces");

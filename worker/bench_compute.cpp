@@ -100,7 +100,8 @@ std::map<int, nlohmann::json> bench_torch(const BenchComputeOptions& opt, const 
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.2f", opt.min_seconds);
   std::string cmd = shell_quote(opt.python) + " " + shell_quote(script) + " --models " + shell_quote(model) +
-                    " --threads " + threads + " --batch " + std::to_string(batch) + " --min-seconds " + secs +
+                    " --threads " + threads + (opt.batch > 0 ? " --batch " + std::to_string(batch) : std::string()) +
+                    " --min-seconds " + secs +
                     " --min-steps " + std::to_string(opt.min_steps) + " --warmup " + std::to_string(opt.warmup) +
                     " --json " + shell_quote(tmp.string()) + " >&2";
   int rc = std::system(cmd.c_str());
