@@ -44,22 +44,20 @@ int Store::live_workers() const { return int(std::count(alive_.begin(), alive_.e
 
 std::vector<float>& Store::writable(PartState& s) {
   if (s.current.use_count() == 1) return *s.current;
-  // A reply still holds this version: write the next one elsewhere.
+  // A reply still holds this version: write the next one into a free spare (or a new buffer),
+  // and keep the old one as a spare for when its readers are done. `current` is never in
+  // `spares`, so use_count() == 1 means "nobody else reads it".
   Buffer next;
-  for (auto& b : s.spares)
-    if (b.use_count() == 1) {
-      next = b;
+  for (auto it = s.spares.begin(); it != s.spares.end(); ++it)
+    if (it->use_count() == 1) {
+      next = std::move(*it);
+      s.spares.erase(it);
       break;
     }
-  if (!next) {
-    next = std::make_shared<std::vector<float>>(s.current->size());
-    if (s.spares.size() < 4) s.spares.push_back(next);
-  }
+  if (!next) next = std::make_shared<std::vector<float>>(s.current->size());
   std::memcpy(next->data(), s.current->data(), s.current->size() * sizeof(float));
-  // Keep the old version as a spare once its readers are done with it.
-  if (std::find(s.spares.begin(), s.spares.end(), s.current) == s.spares.end() && s.spares.size() < 4)
-    s.spares.push_back(s.current);
-  s.current = next;
+  if (s.spares.size() < 4) s.spares.push_back(s.current);
+  s.current = std::move(next);
   return *s.current;
 }
 
