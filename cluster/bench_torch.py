@@ -375,6 +375,7 @@ def main():
     if kind == "reference":
         warn_reference_blas()
 
+    default_threads = torch.get_num_threads()
     try:
         torch.set_num_interop_threads(1)
     except RuntimeError:
@@ -387,7 +388,10 @@ def main():
     if ob.config():
         print("OpenBLAS config:            %s" % ob.config())
     print("oneDNN/mkldnn available:    %s (convolutions use it; linear layers use the BLAS)" % mkldnn)
-    print("interop threads:            %d" % torch.get_num_interop_threads())
+    print("torch default threads:      %d intra-op (each row sets its own), %d inter-op"
+          % (default_threads, torch.get_num_interop_threads()))
+    print("OpenBLAS threads:           %s" % ("same as torch threads" if args.blas_threads == "match"
+                                              else args.blas_threads if ob.lib is not None else "n/a"))
     sys.stdout.flush()
 
     torch.manual_seed(0)
