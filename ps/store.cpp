@@ -80,8 +80,8 @@ void Store::push(int worker, std::uint64_t clock, int key, int part, std::uint64
     if (sum.empty()) sum.assign(s.part.numel, 0.0f), got.assign(workers_, 0);
     for (std::uint64_t i = 0; i < n; ++i) sum[off + i] += grad[i];
     got[worker] += bytes;
-    drain_bsp(s);
     if (got[worker] == part_bytes) s.completed[worker] = std::max<std::uint64_t>(s.completed[worker], clock + 1);
+    drain_bsp(s);  // may erase this clock's entries: `sum` and `got` are dead after it
     return;
   }
   apply(s, clock, off, grad, n, 1.0f);
