@@ -128,6 +128,7 @@ void add_server(CLI::App& root, ps::ServerOptions& o, std::string& log_level) {
   app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str();
   app->add_option("--trace-dir", o.trace_dir, "write <name>.trace.json here");
   app->add_option("--max-message-bytes", o.max_message_bytes, "larger messages are dropped")->capture_default_str();
+  app->add_option("--apply-threads", o.apply_threads, "threads applying updates (each owns a subset of parts)")->capture_default_str();
 }
 
 void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level) {

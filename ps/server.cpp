@@ -31,7 +31,7 @@ int run_server(const ServerOptions& in) {
   z.limits.max_message_bytes = opt.max_message_bytes;
   ZmqTransport transport(z);
   TraceRecorder trace(opt.name, !opt.trace_dir.empty());
-  Shard shard(opt.max_message_bytes, transport, trace);
+  Shard shard(opt.max_message_bytes, transport, trace, opt.apply_threads);
   transport.start([&](Message&& m) { shard.enqueue(std::move(m)); });
   std::string address = opt.advertise.empty() ? transport.endpoint() : opt.advertise;
   spdlog::info("{} serving on {}", opt.name, transport.endpoint());

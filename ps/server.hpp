@@ -16,6 +16,7 @@ struct ServerOptions {
   double heartbeat_s = 0.5;
   std::string trace_dir;                    // write <name>.trace.json here at the end
   std::uint64_t max_message_bytes = 256ull << 20;
+  int apply_threads = 2;                    // parts are applied in parallel across these
 };
 
 int run_server(const ServerOptions& opt);

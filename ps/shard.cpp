@@ -5,55 +5,73 @@
 
 namespace psbed::ps {
 
-Shard::Shard(std::uint64_t max_message_bytes, ZmqTransport& transport, TraceRecorder& trace)
-  : max_message_bytes_(max_message_bytes), transport_(transport), trace_(trace) {}
+Shard::Shard(std::uint64_t max_message_bytes, ZmqTransport& transport, TraceRecorder& trace, int lanes)
+    : max_message_bytes_(max_message_bytes), transport_(transport), trace_(trace) {
+  for (int i = 0; i < std::max(1, lanes); ++i) lanes_.push_back(std::make_unique<Lane>());
+}
+
+Shard::~Shard() { stop(); }
+
+int Shard::lane_of(std::uint32_t key, std::uint32_t part) const {
+  return int((std::uint64_t(key) * 1000003u + part) % lanes_.size());
+}
 
 void Shard::enqueue(Message&& m) {
-  std::lock_guard<std::mutex> lock(mu_);
-  queue_.push_back(std::move(m));
-  cv_.notify_one();
+  Lane& l = *lanes_[lane_of(m.header.key, m.header.part)];
+  std::lock_guard<std::mutex> lock(l.mu);
+  l.queue.push_back(std::move(m));
+  l.cv.notify_one();
 }
+
 void Shard::worker_dead(int w) {
-  std::lock_guard<std::mutex> lock(mu_);
-  dead_.push_back(w);
-  cv_.notify_one();
+  for (auto& l : lanes_) {
+    std::lock_guard<std::mutex> lock(l->mu);
+    l->dead.push_back(w);
+    l->cv.notify_one();
+  }
 }
+
 void Shard::start(const ClusterMap& map, int shard) {
   map_ = map;
   shard_ = shard;
-  thread_ = std::thread([this] { loop(); });
-}
-void Shard::stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_one();
-  if (thread_.joinable()) thread_.join();
-}
-
-void Shard::loop() {
-  pthread_setname_np(pthread_self(), "ps-apply");
   store_ = std::make_unique<Store>(map_, shard_);
   parts_ = std::make_unique<PlanPartSizes>(map_.plan);
-  spdlog::info("shard {} holds {} parts, {:.2f} MiB; mode {}", shard_, store_->parts_owned(),
-               store_->bytes_owned() / 1048576.0, map_.exp.mode.str());
+  spdlog::info("shard {} holds {} parts, {:.2f} MiB; mode {}; {} apply lane(s)", shard_, store_->parts_owned(),
+               store_->bytes_owned() / 1048576.0, map_.exp.mode.str(), lanes_.size());
+  for (int i = 0; i < int(lanes_.size()); ++i) lanes_[i]->thread = std::thread([this, i] { loop(i); });
+}
+
+void Shard::stop() {
+  stopping_ = true;
+  for (auto& l : lanes_) {
+    { std::lock_guard<std::mutex> lock(l->mu); }
+    l->cv.notify_one();
+  }
+  for (auto& l : lanes_)
+    if (l->thread.joinable()) l->thread.join();
+}
+
+void Shard::loop(int index) {
+  pthread_setname_np(pthread_self(), ("ps-apply" + std::to_string(index)).c_str());
+  Lane& lane = *lanes_[index];
   for (;;) {
     std::deque<Message> batch;
     std::vector<int> dead;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !dead_.empty(); });
+      std::unique_lock<std::mutex> lock(lane.mu);
+      lane.cv.wait(lock, [&] { return stopping_ || !lane.queue.empty() || !lane.dead.empty(); });
       if (stopping_) return;
-      batch.swap(queue_);
-      dead.swap(dead_);
+      batch.swap(lane.queue);
+      dead.swap(lane.dead);
     }
     for (int w : dead) {
-      spdlog::warn("worker {} is dead: no longer waiting for its gradients", w);
+      if (index == 0) spdlog::warn("worker {} is dead: no longer waiting for its gradients", w);
       store_->worker_dead(w);
-      retry_pulls();
+      for (const auto& [key, part] : store_->parts())
+        if (lane_of(std::uint32_t(key), std::uint32_t(part)) == index) store_->drain(key, part);
+      retry_pulls(lane);
     }
-    for (auto& m : batch) handle(std::move(m));
+    for (auto& m : batch) handle(lane, std::move(m));
   }
 }
 
@@ -82,7 +100,7 @@ bool Shard::check(const Message& m) {
   return false;
 }
 
-void Shard::handle(Message&& m) {
+void Shard::handle(Lane& lane, Message&& m) {
   if (m.header.op != Op::kPush && m.header.op != Op::kPull) {
     if (bad_.record(m.peer, Problem::kOp))
       spdlog::warn("unexpected {} message from {} (a shard takes Push and Pull), dropped", op_name(m.header.op),
@@ -110,12 +128,12 @@ void Shard::handle(Message&& m) {
     ack.header.op = Op::kPushAck;
     ack.header.length = 0;
     transport_.send(std::move(ack));
-    retry_pulls();
+    retry_pulls(lane);
     return;
   }
   ++pulls_;
   if (store_->pull_ready(int(h.key), int(h.part), h.clock)) reply(m);
-  else waiting_.push_back(std::move(m));
+  else lane.waiting.push_back(std::move(m));
 }
 
 void Shard::reply(const Message& pull) {
@@ -130,17 +148,15 @@ void Shard::reply(const Message& pull) {
   transport_.send(std::move(r));
 }
 
-void Shard::retry_pulls() {
-  for (auto it = waiting_.begin(); it != waiting_.end();) {
+void Shard::retry_pulls(Lane& lane) {
+  for (auto it = lane.waiting.begin(); it != lane.waiting.end();) {
     if (store_->pull_ready(int(it->header.key), int(it->header.part), it->header.clock)) {
       reply(*it);
-      it = waiting_.erase(it);
+      it = lane.waiting.erase(it);
     } else {
       ++it;
     }
   }
 }
-
-Shard::~Shard() { stop(); }
 
 }  // namespace psbed::ps

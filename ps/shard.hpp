@@ -1,7 +1,10 @@
 // A server shard's engine, independent of how the process was started (psbed server, or
-// in-process for `psbed bench ps`): the one thread that owns the Store. Messages from the
-// transport's owner thread (which must not block) and control events queue here, so the store
-// needs no locks and a pull never sees a half-applied update.
+// in-process for `psbed bench ps`). Apply lanes own the parts: a part always goes to the same
+// lane (hash of key and part), so its updates and pulls are ordered and need no locks, and a
+// pull never sees a half-applied update; different parts are applied in parallel, since the
+// optimizer's pass over a part is memory-bound work that a single thread cannot hide behind
+// the network. Messages from the transport's owner thread (which must not block) and control
+// events queue per lane.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -22,7 +25,7 @@ namespace psbed::ps {
 
 class Shard {
  public:
-  Shard(std::uint64_t max_message_bytes, ZmqTransport& transport, TraceRecorder& trace);
+  Shard(std::uint64_t max_message_bytes, ZmqTransport& transport, TraceRecorder& trace, int lanes = 2);
   ~Shard();
   // From the transport's receive callback: queue and return at once.
   void enqueue(Message&& m);
@@ -35,11 +38,20 @@ class Shard {
   std::uint64_t pulls() const { return pulls_; }
 
  private:
-  void loop();
+  struct Lane {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Message> queue;
+    std::vector<int> dead;
+    std::deque<Message> waiting;  // pulls the consistency model holds back
+    std::thread thread;
+  };
+  int lane_of(std::uint32_t key, std::uint32_t part) const;
+  void loop(int lane);
   bool check(const Message& m);
-  void handle(Message&& m);
+  void handle(Lane& lane, Message&& m);
   void reply(const Message& pull);
-  void retry_pulls();
+  void retry_pulls(Lane& lane);
 
   std::uint64_t max_message_bytes_;
   ZmqTransport& transport_;
@@ -48,13 +60,8 @@ class Shard {
   int shard_ = 0;
   std::unique_ptr<Store> store_;
   std::unique_ptr<PlanPartSizes> parts_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Message> queue_;
-  std::vector<int> dead_;
-  std::deque<Message> waiting_;
-  bool stopping_ = false;
-  std::thread thread_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::atomic<bool> stopping_{false};
   BadMessageCounter bad_;
   std::atomic<std::uint64_t> pushes_{0}, pulls_{0};
 };

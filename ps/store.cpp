@@ -10,7 +10,8 @@ namespace psbed::ps {
 
 Store::Store(const ClusterMap& map, int shard)
     : mode_(map.exp.mode), sgd_(map.exp.sgd), schedule_(map.exp.lr_schedule), steps_(map.exp.steps),
-      workers_(int(map.workers.size())), alive_(map.workers.size(), true) {
+      workers_(int(map.workers.size())), alive_(new std::atomic<bool>[map.workers.size()]) {
+  for (int w = 0; w < workers_; ++w) alive_[w] = true;
   std::map<int, std::vector<float>> full;  // whole-tensor initial values, computed once per key
   for (const Part& p : map.plan.parts) {
     if (p.shard != shard) continue;
@@ -40,7 +41,15 @@ std::uint64_t Store::bytes_owned() const {
   return b;
 }
 
-int Store::live_workers() const { return int(std::count(alive_.begin(), alive_.end(), true)); }
+std::vector<std::pair<int, int>> Store::parts() const {
+  std::vector<std::pair<int, int>> v;
+  for (const auto& [kp, _] : owned_) v.push_back(kp);
+  return v;
+}
+
+void Store::drain(int key, int part) {
+  if (mode_.kind == Consistency::Kind::kBsp) drain_bsp(state(key, part));
+}
 
 std::vector<float>& Store::writable(PartState& s) {
   if (s.current.use_count() == 1) return *s.current;
@@ -118,9 +127,6 @@ Buffer Store::snapshot(int key, int part) const { return owned_.at({key, part}).
 void Store::worker_dead(int worker) {
   if (worker < 0 || worker >= workers_) return;
   alive_[worker] = false;
-  // bsp: clocks that were waiting only for it can now be applied.
-  if (mode_.kind != Consistency::Kind::kBsp) return;
-  for (auto& [_, s] : owned_) drain_bsp(s);
 }
 
 // Applies pending bsp clocks in order, each once every live worker's whole part has arrived.

@@ -5,6 +5,7 @@
 // copy); an update that finds the buffer still shared writes a fresh one (from a small pool of
 // spares), so a reply in flight never sees a half-applied update.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -45,7 +46,12 @@ class Store {
   bool pull_ready(int key, int part, std::uint64_t clock) const;
   // The current version to reply with (shared, read-only while shared).
   Buffer snapshot(int key, int part) const;
+  // Marks the worker dead everywhere; then each lane calls drain(key, part) for its parts
+  // (bsp clocks that waited only for it can be applied).
   void worker_dead(int worker);
+  void drain(int key, int part);
+  // Parts are independent: different threads may work on different parts at once.
+  std::vector<std::pair<int, int>> parts() const;
   std::size_t parts_owned() const { return owned_.size(); }
   std::uint64_t bytes_owned() const;
   const Consistency& mode() const { return mode_; }
@@ -56,14 +62,14 @@ class Store {
   std::vector<float>& writable(PartState& s);
   void drain_bsp(PartState& s);
   std::uint64_t min_completed(const PartState& s) const;
-  int live_workers() const;
 
   Consistency mode_;
   SgdOptions sgd_;
   std::string schedule_;
   std::int64_t steps_;
   int workers_;
-  std::vector<bool> alive_;
+  // Written by any apply lane when a worker dies, read by all: atomics, one per worker.
+  std::unique_ptr<std::atomic<bool>[]> alive_;
   std::map<std::pair<int, int>, PartState> owned_;
 };
 

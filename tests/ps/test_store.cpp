@@ -70,6 +70,7 @@ TEST_CASE("bsp averages one gradient per worker per clock before pulls of the ne
   s.push(0, 1, 0, 0, 0, g1.data(), 32);
   CHECK_FALSE(s.pull_ready(0, 0, 2));
   s.worker_dead(1);
+  s.drain(0, 0);
   CHECK(s.pull_ready(0, 0, 2));
 }
 
