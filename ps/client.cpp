@@ -27,16 +27,16 @@ void PsClient::stop() {
   for (auto& s : shards_) s->stop();
 }
 
-void PsClient::push(int part_index, const float* data, std::int64_t offset, std::int64_t count, std::uint64_t clock,
-                    int priority, Callback on_ack) {
+std::uint64_t PsClient::send(Op op, int part_index, const float* data, float* dst, std::int64_t offset,
+                             std::int64_t count, std::uint64_t clock, int priority, Callback done) {
   const Part& p = map_.plan.parts.at(part_index);
   const std::uint64_t seq = ++seq_;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    pending_[seq] = Pending{nullptr, std::uint64_t(count) * 4, std::move(on_ack)};
+    pending_[seq] = Pending{dst, std::uint64_t(count) * 4, std::move(done)};
   }
   Message m;
-  m.header.op = Op::kPush;
+  m.header.op = op;
   m.header.sender = std::uint32_t(worker_);
   m.header.key = std::uint32_t(p.key);
   m.header.part = std::uint32_t(p.part);
@@ -45,31 +45,21 @@ void PsClient::push(int part_index, const float* data, std::int64_t offset, std:
   m.header.clock = clock;
   m.header.priority = priority;
   m.header.sequence = seq;
-  // The caller keeps the bytes alive until the ack: share them without an owner.
-  m.payload = Payload(std::shared_ptr<const void>(), data, std::size_t(count) * 4);
-  pushed_ += m.header.length;
+  // Push: the caller keeps the bytes alive until the ack, so they are shared without an owner.
+  if (data) m.payload = Payload(std::shared_ptr<const void>(), data, std::size_t(count) * 4);
   shards_.at(p.shard)->send(std::move(m));
+  return seq;
+}
+
+void PsClient::push(int part_index, const float* data, std::int64_t offset, std::int64_t count, std::uint64_t clock,
+                    int priority, Callback on_ack) {
+  pushed_ += std::uint64_t(count) * 4;
+  send(Op::kPush, part_index, data, nullptr, offset, count, clock, priority, std::move(on_ack));
 }
 
 void PsClient::pull(int part_index, float* dst, std::int64_t offset, std::int64_t count, std::uint64_t clock,
                     int priority, Callback on_arrival) {
-  const Part& p = map_.plan.parts.at(part_index);
-  const std::uint64_t seq = ++seq_;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    pending_[seq] = Pending{dst, std::uint64_t(count) * 4, std::move(on_arrival)};
-  }
-  Message m;
-  m.header.op = Op::kPull;
-  m.header.sender = std::uint32_t(worker_);
-  m.header.key = std::uint32_t(p.key);
-  m.header.part = std::uint32_t(p.part);
-  m.header.offset = std::uint64_t(offset) * 4;
-  m.header.length = std::uint64_t(count) * 4;
-  m.header.clock = clock;
-  m.header.priority = priority;
-  m.header.sequence = seq;
-  shards_.at(p.shard)->send(std::move(m));
+  send(Op::kPull, part_index, nullptr, dst, offset, count, clock, priority, std::move(on_arrival));
 }
 
 void PsClient::receive(int shard, Message&& m) {

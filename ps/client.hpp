@@ -49,6 +49,8 @@ class PsClient {
     std::uint64_t bytes = 0;
     Callback done;
   };
+  std::uint64_t send(Op op, int part_index, const float* data, float* dst, std::int64_t offset, std::int64_t count,
+                     std::uint64_t clock, int priority, Callback done);
   void receive(int shard, Message&& m);
 
   const ClusterMap& map_;

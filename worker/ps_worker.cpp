@@ -164,6 +164,17 @@ class PsWorker {
   }
 
  private:
+  // "pull:conv1.weight#0" on the pull lane, from request to arrival (push: to acknowledgment).
+  void record_transfer(const char* lane, int part_index, double t0, std::uint64_t clock, int priority) {
+    if (!trace_.enabled()) return;
+    const Part& part = map_.plan.parts[part_index];
+    TraceEvent e;
+    e.name = std::string(lane) + ":" + map_.spec.tensors[part.key].name + "#" + std::to_string(part.part);
+    e.lane = lane, e.ts_us = t0, e.dur_us = now_us() - t0, e.step = std::int64_t(clock);
+    e.bytes = part.bytes(), e.key = part.key, e.part = part.part, e.priority = priority, e.has_priority = true;
+    trace_.record(std::move(e));
+  }
+
   void pull_all(ps::PsClient& client, std::uint64_t clock) {
     pulls_.reset(layer_parts_);
     for (int i = 0; i < int(map_.plan.parts.size()); ++i) {
@@ -171,12 +182,7 @@ class PsWorker {
       const int layer = map_.spec.tensors[p.key].layer;
       const double t0 = now_us();
       client.pull(i, net_->param(p.key) + p.offset, 0, p.numel, clock, layer, [this, i, layer, t0, clock] {
-        const Part& part = map_.plan.parts[i];
-        TraceEvent e;
-        e.name = "pull:" + map_.spec.tensors[part.key].name + "#" + std::to_string(part.part);
-        e.lane = "pull", e.ts_us = t0, e.dur_us = now_us() - t0, e.step = std::int64_t(clock);
-        e.bytes = part.bytes(), e.key = part.key, e.part = part.part, e.priority = layer, e.has_priority = true;
-        trace_.record(std::move(e));
+        record_transfer("pull", i, t0, clock, layer);
         pulls_.done(layer);
       });
     }
@@ -188,12 +194,7 @@ class PsWorker {
         const Part& p = map_.plan.parts[i];
         const double t0 = now_us();
         client.push(i, net_->grad(t) + p.offset, 0, p.numel, clock, layer, [this, i, layer, t0, clock] {
-          const Part& part = map_.plan.parts[i];
-          TraceEvent e;
-          e.name = "push:" + map_.spec.tensors[part.key].name + "#" + std::to_string(part.part);
-          e.lane = "push", e.ts_us = t0, e.dur_us = now_us() - t0, e.step = std::int64_t(clock);
-          e.bytes = part.bytes(), e.key = part.key, e.part = part.part, e.priority = layer, e.has_priority = true;
-          trace_.record(std::move(e));
+          record_transfer("push", i, t0, clock, layer);
           pushes_.done(layer);
         });
       }
