@@ -66,7 +66,8 @@ void add_bench_ps(CLI::App* bench, ps::BenchPsOptions& o, std::string& log_level
   app->add_option("--workers", o.workers, "worker counts")->delimiter(',')->capture_default_str();
   app->add_option("--servers", o.servers, "server counts")->delimiter(',')->capture_default_str();
   app->add_option("--partition-bytes", o.partition, "largest part")->capture_default_str();
-  app->add_option("--min-seconds", o.min_seconds, "seconds per row")->capture_default_str();
+  app->add_option("--min-seconds", o.min_seconds, "seconds per psbed run (raw runs: half)")->capture_default_str();
+  app->add_option("--repeat", o.repeat, "psbed runs per single-worker row, between raw runs")->capture_default_str();
   app->add_option("--json", o.json_out, "write results as JSON to this file");
 }
 

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -164,17 +165,30 @@ int run_bench_ps(const BenchPsOptions& opt) {
   std::printf("\nsingle worker, single shard: push + pull of the whole model (parts of %s)\n", opt.partition.c_str());
   std::printf("%8s %12s %12s %8s\n", "model", "psbed GB/s", "raw GB/s", "ratio");
   for (int mib : opt.model_mib) {
-    // Raw, psbed, raw again: the ratio is taken against the mean of the two raw runs, so a
-    // drift of the machine's speed during the row does not favour either side.
-    spdlog::info("{} MiB: raw, psbed, raw ...", mib);
-    const double r1 = raw(mib, opt.min_seconds / 2);
-    const Result p = measure(mib, 1, 1, partition, opt.min_seconds);
-    const double r2 = raw(mib, opt.min_seconds / 2);
-    const double r = (r1 + r2) / 2;
-    std::printf("%5d MiB %12.2f %12.2f %7.2fx\n", mib, p.gb_per_s, r, p.gb_per_s / r);
+    // raw, psbed, raw, psbed, ..., raw: each psbed run is compared with the mean of the raw
+    // runs on either side of it, and the row reports medians, so a drift of the machine's
+    // speed during the row favours neither side.
+    spdlog::info("{} MiB: {} psbed runs between {} raw runs ...", mib, opt.repeat, opt.repeat + 1);
+    std::vector<double> raws = {raw(mib, opt.min_seconds / 2)}, ps_runs, ratios;
+    for (int i = 0; i < opt.repeat; ++i) {
+      ps_runs.push_back(measure(mib, 1, 1, partition, opt.min_seconds).gb_per_s);
+      raws.push_back(raw(mib, opt.min_seconds / 2));
+      ratios.push_back(ps_runs.back() / ((raws[i] + raws[i + 1]) / 2));
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    };
+    const double p = median(ps_runs), r = median(raws), ratio = median(ratios);
+    std::printf("%5d MiB %12.2f %12.2f %7.2fx   (ratios %s)\n", mib, p, r, ratio, [&] {
+      std::string s;
+      for (double x : ratios) s += (s.empty() ? "" : " ") + std::to_string(x).substr(0, 4);
+      return s;
+    }().c_str());
     std::fflush(stdout);
-    rows.push_back({{"kind", "single"}, {"model_mib", mib}, {"workers", 1}, {"servers", 1}, {"psbed_gb_per_s", p.gb_per_s},
-                    {"raw_gb_per_s", r}, {"raw_runs", {r1, r2}}, {"ratio", p.gb_per_s / r}});
+    rows.push_back({{"kind", "single"}, {"model_mib", mib}, {"workers", 1}, {"servers", 1}, {"psbed_gb_per_s", p},
+                    {"raw_gb_per_s", r}, {"ratio", ratio}, {"psbed_runs", ps_runs}, {"raw_runs", raws},
+                    {"ratios", ratios}});
   }
   std::printf("\naggregate push + pull, %d MiB model\n%8s %8s %12s\n", opt.aggregate_mib, "workers", "servers", "GB/s");
   for (int s : opt.servers)

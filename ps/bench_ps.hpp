@@ -14,6 +14,7 @@ struct BenchPsOptions {
   std::vector<int> servers = {1, 2};
   std::string partition = "4MiB";
   double min_seconds = 2.0;
+  int repeat = 3;  // psbed runs per single-worker row, interleaved with raw runs
   std::string json_out;
 };
 
