@@ -42,6 +42,7 @@ bench: build data
 	@cluster/install-deps.sh bench
 	@mkdir -p runs/bench
 	$(PSBED) bench compute --json runs/bench/compute.json
+	$(PSBED) bench ps --json runs/bench/ps.json
 
 clean:
 	rm -rf build
