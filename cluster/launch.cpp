@@ -301,7 +301,7 @@ class Launcher {
       } catch (const std::exception&) {
       }
     }
-    if (s.is_null()) s = {{"model", opt_.model}, {"workers", opt_.workers}, {"servers", opt_.servers}, {"mode", opt_.mode},
+    if (!s.is_object()) s = {{"model", opt_.model}, {"workers", opt_.workers}, {"servers", opt_.servers}, {"mode", opt_.mode},
                           {"policy", opt_.policy}, {"ok", false}};
     nlohmann::json procs = nlohmann::json::array();
     for (const auto& c : children_)

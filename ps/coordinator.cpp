@@ -24,6 +24,13 @@ namespace psbed::ps {
 namespace {
 
 using json = nlohmann::json;
+
+// Workers' JSON is input like any other: a field of the wrong type reads as the default.
+double num(const json& j, const char* key, double dflt = 0) {
+  if (!j.is_object()) return dflt;
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : dflt;
+}
 using Clock = std::chrono::steady_clock;
 
 struct Node {
@@ -72,10 +79,14 @@ class Coordinator {
         print_progress_locked();
         next_progress = now + dsec(opt_.progress_every_s);
       }
+      lock.unlock();
+      flush_outbox();
+      lock.lock();
     }
     write_summary_locked();
     broadcast_locked(Op::kShutdown, json());
     lock.unlock();
+    flush_outbox();
     // Give the shutdown messages time to leave before the socket closes.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     transport_->stop();
@@ -101,6 +112,9 @@ class Coordinator {
     return n;
   }
 
+  // Called with mu_ held: queue the message; flush_outbox() sends it once mu_ is released.
+  // (A send from a thread other than the transport's owner may block until the owner thread
+  // drains it, and the owner thread may be waiting for mu_ in receive().)
   void send_to(const PeerId& peer, Op op, const json& j, std::uint64_t clock = 0) {
     Message m;
     m.peer = peer;
@@ -111,7 +125,16 @@ class Coordinator {
       m.header.length = text.size();
       m.payload = Payload::copy(text);
     }
-    transport_->send(std::move(m));
+    outbox_.push_back(std::move(m));
+  }
+
+  void flush_outbox() {
+    std::vector<Message> out;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      out.swap(outbox_);
+    }
+    for (auto& m : out) transport_->send(std::move(m));
   }
 
   void broadcast_locked(Op op, const json& j) {
@@ -120,6 +143,11 @@ class Coordinator {
   }
 
   void receive(Message&& m) {
+    handle(std::move(m));
+    flush_outbox();
+  }
+
+  void handle(Message&& m) {
     json j;
     if (!m.payload.empty()) {
       try {
@@ -251,7 +279,11 @@ class Coordinator {
     } else if (ev == "report") {
       n.report = j;
     } else if (ev == "evaluated") {
-      test_accuracy_ = j.value("test_accuracy", -1.0);
+      if (n.id != evaluator_) {
+        spdlog::warn("{}: 'evaluated' from a worker that was not asked to evaluate, dropped", n.name);
+        return;
+      }
+      test_accuracy_ = num(j, "test_accuracy", -1.0);
       spdlog::info("test accuracy of the final parameters: {:.2f}%", 100 * test_accuracy_);
       finished_ = true;
       cv_.notify_all();
@@ -301,13 +333,13 @@ class Coordinator {
     std::string losses;
     for (Node* w : live("worker")) {
       if (w->progress.is_null()) continue;
-      std::int64_t s = w->progress.value("step", std::int64_t(0));
+      std::int64_t s = std::int64_t(num(w->progress, "step"));
       min_step = min_step < 0 ? s : std::min(min_step, s);
       max_step = std::max(max_step, s);
-      ips += w->progress.value("images_per_sec", 0.0);
-      sps += w->progress.value("steps_per_sec", 0.0);
+      ips += num(w->progress, "images_per_sec");
+      sps += num(w->progress, "steps_per_sec");
       char buf[48];
-      std::snprintf(buf, sizeof buf, " w%d %.3f", w->id, w->progress.value("loss", 0.0));
+      std::snprintf(buf, sizeof buf, " w%d %.3f", w->id, num(w->progress, "loss"));
       losses += buf;
     }
     if (min_step < 0) return;
@@ -323,8 +355,8 @@ class Coordinator {
       if (!n.report.is_null()) {
         for (const char* k : {"steps", "images_per_sec", "steps_per_sec", "final_loss", "steady_steps"})
           if (n.report.contains(k)) w[k] = n.report[k];
-        ips += n.report.value("images_per_sec", 0.0);
-        sps += n.report.value("steps_per_sec", 0.0);
+        ips += num(n.report, "images_per_sec");
+        sps += num(n.report, "steps_per_sec");
       } else if (!n.alive) {
         w["failure"] = n.failure;
       }
@@ -373,6 +405,7 @@ class Coordinator {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<PeerId, Node> nodes_;
+  std::vector<Message> outbox_;
   std::map<std::string, std::set<std::string>> barriers_;
   json map_json_;
   json failed_ = json::array();

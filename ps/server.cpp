@@ -46,8 +46,8 @@ int run_server(const ServerOptions& in) {
   shard.start(map, link.id());
   while (!link.wait_shutdown(3600)) {
   }
+  transport.stop();  // first: wakes a lane blocked in send() by a peer that stopped reading
   shard.stop();
-  transport.stop();
   const auto& bad = shard.bad();
   const auto& tbad = transport.bad_messages();
   spdlog::info("{} shutting down: {} pushes, {} pulls, {} bad messages dropped", opt.name, shard.pushes(), shard.pulls(),

@@ -71,7 +71,15 @@ void Shard::loop(int index) {
         if (lane_of(std::uint32_t(key), std::uint32_t(part)) == index) store_->drain(key, part);
       retry_pulls(lane);
     }
-    for (auto& m : batch) handle(lane, std::move(m));
+    for (auto& m : batch) {
+      const PeerId peer = m.peer;
+      try {
+        handle(lane, std::move(m));
+      } catch (const std::exception& e) {
+        // A message must never take the shard down: log, count, go on.
+        if (bad_.record(peer, Problem::kRange)) spdlog::error("message from {} failed: {}", peer_name(peer), e.what());
+      }
+    }
   }
 }
 
@@ -111,8 +119,14 @@ void Shard::handle(Lane& lane, Message&& m) {
   const Header& h = m.header;
   if (h.op == Op::kPush) {
     const double t0 = now_us();
-    store_->push(int(h.sender), h.clock, int(h.key), int(h.part), h.offset,
-                 reinterpret_cast<const float*>(m.payload.data()), h.length);
+    const std::string refused = store_->push(int(h.sender), h.clock, int(h.key), int(h.part), h.offset,
+                                             reinterpret_cast<const float*>(m.payload.data()), h.length);
+    if (!refused.empty()) {
+      if (bad_.record(m.peer, Problem::kRange))
+        spdlog::warn("push from {} refused: {} (further bad messages from it are only counted)", peer_name(m.peer),
+                     refused);
+      return;
+    }
     ++pushes_;
     if (trace_.enabled()) {
       TraceEvent e;

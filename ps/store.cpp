@@ -52,7 +52,11 @@ void Store::drain(int key, int part) {
 }
 
 std::vector<float>& Store::writable(PartState& s) {
-  if (s.current.use_count() == 1) return *s.current;
+  if (s.current.use_count() == 1) {
+    // Pairs with the release of the last reader's reference on ZeroMQ's thread.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return *s.current;
+  }
   // A reply still holds this version: write the next one into a free spare (or a new buffer),
   // and keep the old one as a spare for when its readers are done. `current` is never in
   // `spares`, so use_count() == 1 means "nobody else reads it".
@@ -78,12 +82,21 @@ void Store::apply(PartState& s, std::uint64_t clock, std::uint64_t off, const fl
   sgd_apply(o, w.data() + off, grad, s.velocity.data() + off, n, scale);
 }
 
-void Store::push(int worker, std::uint64_t clock, int key, int part, std::uint64_t offset_bytes, const float* grad,
-                 std::uint64_t bytes) {
+std::string Store::push(int worker, std::uint64_t clock, int key, int part, std::uint64_t offset_bytes,
+                        const float* grad, std::uint64_t bytes) {
   PartState& s = state(key, part);
   const std::uint64_t off = offset_bytes / 4, n = bytes / 4;
   const std::uint64_t part_bytes = std::uint64_t(s.part.bytes());
+  if (!alive_[worker]) return "worker " + std::to_string(worker) + " was declared dead";
   if (mode_.kind == Consistency::Kind::kBsp) {
+    if (clock < s.applied_clocks)
+      return "clock " + std::to_string(clock) + " of this part was already applied (bsp is at " +
+             std::to_string(s.applied_clocks) + ")";
+    if (clock > s.applied_clocks + 64)
+      return "clock " + std::to_string(clock) + " is too far ahead of the part's clock " + std::to_string(s.applied_clocks);
+    auto pb = s.pending_bytes.find(clock);
+    if (pb != s.pending_bytes.end() && pb->second[worker] + bytes > part_bytes)
+      return "more than the part's " + std::to_string(part_bytes) + " bytes for clock " + std::to_string(clock);
     auto& sum = s.pending_sum[clock];
     auto& got = s.pending_bytes[clock];
     if (sum.empty()) sum.assign(s.part.numel, 0.0f), got.assign(workers_, 0);
@@ -91,11 +104,13 @@ void Store::push(int worker, std::uint64_t clock, int key, int part, std::uint64
     got[worker] += bytes;
     if (got[worker] == part_bytes) s.completed[worker] = std::max<std::uint64_t>(s.completed[worker], clock + 1);
     drain_bsp(s);  // may erase this clock's entries: `sum` and `got` are dead after it
-    return;
+    return {};
   }
-  apply(s, clock, off, grad, n, 1.0f);
   auto& got = s.partial[clock];
   if (got.empty()) got.assign(workers_, 0);
+  if (got[worker] + bytes > part_bytes)
+    return "more than the part's " + std::to_string(part_bytes) + " bytes for clock " + std::to_string(clock);
+  apply(s, clock, off, grad, n, 1.0f);
   got[worker] += bytes;
   if (got[worker] == part_bytes) {
     s.completed[worker] = std::max<std::uint64_t>(s.completed[worker], clock + 1);
@@ -103,6 +118,7 @@ void Store::push(int worker, std::uint64_t clock, int key, int part, std::uint64
     for (int w = 0; w < workers_; ++w) all = all && (!alive_[w] || got[w] == part_bytes);
     if (all) s.partial.erase(clock);
   }
+  return {};
 }
 
 std::uint64_t Store::min_completed(const PartState& s) const {
