@@ -24,6 +24,7 @@
 #include "core/trace.hpp"
 #include "core/units.hpp"
 #include "ps/cluster_map.hpp"
+#include "ps/link.hpp"
 
 namespace psbed::cluster {
 namespace fs = std::filesystem;
@@ -83,6 +84,7 @@ class Launcher {
     load_model(opt_.model);
     parse_bytes(opt_.partition_bytes);
     scheduled_lr(opt_.lr_schedule, opt_.lr, 0, 1);
+    ps::parse_link(opt_.bandwidth, opt_.latency);
     out_ = opt_.out.empty() ? default_out() : opt_.out;
     fs::create_directories(out_ + "/logs");
     if (opt_.trace) fs::create_directories(out_ + "/traces");
@@ -117,6 +119,8 @@ class Launcher {
 
   std::vector<std::string> common(const std::string& coord, const std::string& name) const {
     std::vector<std::string> a = {"--coordinator", coord, "--name", name, "--heartbeat", std::to_string(opt_.heartbeat_s)};
+    if (!opt_.bandwidth.empty()) a.insert(a.end(), {"--bandwidth", opt_.bandwidth});
+    if (!opt_.latency.empty()) a.insert(a.end(), {"--latency", opt_.latency});
     if (opt_.trace) a.insert(a.end(), {"--trace-dir", out_ + "/traces"});
     return a;
   }

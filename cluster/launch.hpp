@@ -34,6 +34,8 @@ struct LaunchOptions {
   double heartbeat_s = 0.5, heartbeat_timeout_s = 3.0;
   double timeout_s = 3600;         // the whole run
   bool trace = true;
+  std::string bandwidth;           // link emulation on every server and worker ("" = none)
+  std::string latency;
   double straggler_ms = 0;         // worker-0 sleeps this long every step
   std::string save_params;         // evaluating worker writes the final parameters here
   std::vector<std::string> worker_args;  // extra flags passed to every worker

@@ -130,6 +130,8 @@ void add_server(CLI::App& root, ps::ServerOptions& o, std::string& log_level) {
   app->add_option("--trace-dir", o.trace_dir, "write <name>.trace.json here");
   app->add_option("--max-message-bytes", o.max_message_bytes, "larger messages are dropped")->capture_default_str();
   app->add_option("--apply-threads", o.apply_threads, "threads applying updates (each owns a subset of parts)")->capture_default_str();
+  app->add_option("--bandwidth", o.bandwidth, "emulated link rate per direction, e.g. 1gbit (default: none)");
+  app->add_option("--latency", o.latency, "emulated one-way latency, e.g. 200us");
 }
 
 void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level) {
@@ -149,6 +151,8 @@ void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level
   app->add_option("--trace-dir", o.trace_dir, "write <name>.trace.json here");
   app->add_option("--save-params", o.save_params, "the evaluating worker writes final parameters here (raw float32)");
   app->add_option("--straggle-ms", o.straggle_ms, "sleep this long every step (a deliberate straggler)");
+  app->add_option("--bandwidth", o.bandwidth, "emulated link rate per direction, e.g. 100mbit (default: none)");
+  app->add_option("--latency", o.latency, "emulated one-way latency, e.g. 200us");
 }
 
 void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_level) {
@@ -182,6 +186,8 @@ void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_leve
   app->add_flag("!--no-trace", o.trace, "do not write traces");
   app->add_option("--save-params", o.save_params, "final parameters to this file (raw float32)");
   app->add_option("--straggler-ms", o.straggler_ms, "make worker-0 a straggler: it sleeps this long every step");
+  app->add_option("--bandwidth", o.bandwidth, "emulated link rate of every server and worker, per direction (e.g. 1gbit)");
+  app->add_option("--latency", o.latency, "emulated one-way latency of every link (e.g. 200us)");
 }
 
 }  // namespace

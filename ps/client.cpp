@@ -8,14 +8,17 @@
 
 namespace psbed::ps {
 
-PsClient::PsClient(const ClusterMap& map, int worker_id, const std::string& name) : map_(map), worker_(worker_id) {
+PsClient::PsClient(const ClusterMap& map, int worker_id, const std::string& name, std::shared_ptr<LinkBuckets> link)
+    : map_(map), worker_(worker_id) {
   for (const auto& s : map.servers) {
     ZmqOptions z;
     z.role = ZmqOptions::Role::kClient;
     z.endpoint = s.address;
     z.identity = name;
     z.thread_name = "ps-client" + std::to_string(s.id);
-    shards_.push_back(std::make_unique<ZmqTransport>(z));
+    auto t = std::make_unique<ZmqTransport>(z);
+    if (link && link->options.shaped()) shards_.push_back(std::make_unique<ShapedTransport>(std::move(t), link));
+    else shards_.push_back(std::move(t));
   }
   for (int i = 0; i < int(shards_.size()); ++i)
     shards_[i]->start([this, i](Message&& m) { receive(i, std::move(m)); });

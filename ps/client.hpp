@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ps/cluster_map.hpp"
+#include "ps/link.hpp"
 #include "ps/zmq_transport.hpp"
 
 namespace psbed::ps {
@@ -24,7 +25,9 @@ class PsClient {
   using Callback = std::function<void()>;
 
   // Connects one DEALER per server shard, with identity `name`.
-  PsClient(const ClusterMap& map, int worker_id, const std::string& name);
+  // `link` shapes this worker's traffic to and from all shards together (null: unshaped).
+  PsClient(const ClusterMap& map, int worker_id, const std::string& name,
+           std::shared_ptr<LinkBuckets> link = nullptr);
   ~PsClient();
   PsClient(const PsClient&) = delete;
   PsClient& operator=(const PsClient&) = delete;
@@ -55,7 +58,7 @@ class PsClient {
 
   const ClusterMap& map_;
   int worker_;
-  std::vector<std::unique_ptr<ZmqTransport>> shards_;
+  std::vector<std::unique_ptr<Transport>> shards_;
   std::mutex mu_;
   std::unordered_map<std::uint64_t, Pending> pending_;
   std::atomic<std::uint64_t> seq_{0}, pushed_{0}, pulled_{0};

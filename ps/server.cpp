@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/trace.hpp"
 #include "ps/node_link.hpp"
+#include "ps/link.hpp"
 #include "ps/shard.hpp"
 #include "ps/store.hpp"
 #include "ps/zmq_transport.hpp"
@@ -29,12 +30,15 @@ int run_server(const ServerOptions& in) {
   z.endpoint = opt.bind;
   z.thread_name = "ps-router";
   z.limits.max_message_bytes = opt.max_message_bytes;
-  ZmqTransport transport(z);
+  const LinkOptions shaping = parse_link(opt.bandwidth, opt.latency);
+  std::unique_ptr<Transport> owned = std::make_unique<ZmqTransport>(z);
+  if (shaping.shaped()) owned = std::make_unique<ShapedTransport>(std::move(owned), LinkBuckets::make(shaping));
+  Transport& transport = *owned;
   TraceRecorder trace(opt.name, !opt.trace_dir.empty());
   Shard shard(opt.max_message_bytes, transport, trace, opt.apply_threads);
   transport.start([&](Message&& m) { shard.enqueue(std::move(m)); });
   std::string address = opt.advertise.empty() ? transport.endpoint() : opt.advertise;
-  spdlog::info("{} serving on {}", opt.name, transport.endpoint());
+  spdlog::info("{} serving on {} (link: {})", opt.name, transport.endpoint(), shaping.str());
 
   NodeLink link({opt.coordinator, "server", opt.name, address, opt.connect_timeout_s, opt.heartbeat_s});
   link.on_control([&](const nlohmann::json& j) {

@@ -17,6 +17,8 @@ struct ServerOptions {
   std::string trace_dir;                    // write <name>.trace.json here at the end
   std::uint64_t max_message_bytes = 256ull << 20;
   int apply_threads = 2;                    // parts are applied in parallel across these
+  std::string bandwidth;                    // link emulation: "1gbit" per direction ("" = none)
+  std::string latency;                      // link emulation: one-way latency, "200us"
 };
 
 int run_server(const ServerOptions& opt);

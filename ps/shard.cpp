@@ -5,7 +5,7 @@
 
 namespace psbed::ps {
 
-Shard::Shard(std::uint64_t max_message_bytes, ZmqTransport& transport, TraceRecorder& trace, int lanes)
+Shard::Shard(std::uint64_t max_message_bytes, Transport& transport, TraceRecorder& trace, int lanes)
     : max_message_bytes_(max_message_bytes), transport_(transport), trace_(trace) {
   for (int i = 0; i < std::max(1, lanes); ++i) lanes_.push_back(std::make_unique<Lane>());
 }

@@ -25,7 +25,7 @@ namespace psbed::ps {
 
 class Shard {
  public:
-  Shard(std::uint64_t max_message_bytes, ZmqTransport& transport, TraceRecorder& trace, int lanes = 2);
+  Shard(std::uint64_t max_message_bytes, Transport& transport, TraceRecorder& trace, int lanes = 2);
   ~Shard();
   // From the transport's receive callback: queue and return at once.
   void enqueue(Message&& m);
@@ -54,7 +54,7 @@ class Shard {
   void retry_pulls(Lane& lane);
 
   std::uint64_t max_message_bytes_;
-  ZmqTransport& transport_;
+  Transport& transport_;
   TraceRecorder& trace_;
   ClusterMap map_;
   int shard_ = 0;

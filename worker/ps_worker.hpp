@@ -21,6 +21,8 @@ struct WorkerOptions {
   double heartbeat_s = 0.5;
   double progress_every_s = 1.0;
   std::string trace_dir;      // write <name>.trace.json here at the end
+  std::string bandwidth;       // link emulation: "100mbit" per direction ("" = none)
+  std::string latency;         // link emulation: one-way latency
   double straggle_ms = 0;     // sleep this long every step (a deliberate straggler, for experiments)
   std::string save_params;    // evaluating worker: write the final parameters here (raw float32)
 };

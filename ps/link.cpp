@@ -1,0 +1,104 @@
+#include "ps/link.hpp"
+
+#include <pthread.h>
+
+#include <algorithm>
+
+#include "core/units.hpp"
+
+namespace psbed::ps {
+
+std::string LinkOptions::str() const {
+  if (!shaped()) return "unshaped";
+  return (bandwidth_bps > 0 ? format_bandwidth(bandwidth_bps) : std::string("unlimited")) + ", " +
+         std::to_string(latency_s * 1e6).substr(0, std::to_string(latency_s * 1e6).find('.')) + " us one way";
+}
+
+LinkOptions parse_link(const std::string& bandwidth, const std::string& latency) {
+  LinkOptions o;
+  if (!bandwidth.empty() && bandwidth != "0") o.bandwidth_bps = parse_bandwidth_bps(bandwidth);
+  if (!latency.empty()) o.latency_s = parse_duration_s(latency);
+  return o;
+}
+
+TokenBucket::TokenBucket(double bytes_per_s, double burst_bytes)
+    : rate_(bytes_per_s), burst_s_(burst_bytes / bytes_per_s) {}
+
+TokenBucket::Clock::time_point TokenBucket::reserve(std::uint64_t bytes, Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Idle time earns at most `burst` bytes of credit.
+  const auto earliest = now - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(burst_s_));
+  if (next_free_ < earliest) next_free_ = earliest;
+  next_free_ += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(double(bytes) / rate_));
+  return next_free_;
+}
+
+std::shared_ptr<LinkBuckets> LinkBuckets::make(const LinkOptions& o) {
+  auto l = std::make_shared<LinkBuckets>();
+  l->options = o;
+  if (o.bandwidth_bps > 0) {
+    const double rate = o.bandwidth_bps / 8;
+    const double burst = std::max(64.0 * 1024, rate * 0.001);  // 1 ms of line rate, at least 64 KiB
+    l->egress = std::make_shared<TokenBucket>(rate, burst);
+    l->ingress = std::make_shared<TokenBucket>(rate, burst);
+  }
+  return l;
+}
+
+namespace {
+std::uint64_t wire_bytes(const Message& m) { return kHeaderBytes + m.payload.size(); }
+}  // namespace
+
+ShapedTransport::ShapedTransport(std::unique_ptr<Transport> inner, std::shared_ptr<LinkBuckets> link)
+    : inner_(std::move(inner)), link_(std::move(link)) {}
+
+ShapedTransport::~ShapedTransport() { stop(); }
+
+void ShapedTransport::start(ReceiveFn on_receive) {
+  on_receive_ = std::move(on_receive);
+  delivery_ = std::thread([this] { deliver_loop(); });
+  inner_->start([this](Message&& m) {
+    auto due = TokenBucket::Clock::now();
+    if (link_->ingress) due = link_->ingress->reserve(wire_bytes(m), due);
+    due += std::chrono::duration_cast<TokenBucket::Clock::duration>(std::chrono::duration<double>(link_->options.latency_s));
+    std::lock_guard<std::mutex> lock(mu_);
+    arrivals_.emplace_back(due, std::move(m));
+    cv_.notify_one();
+  });
+}
+
+void ShapedTransport::deliver_loop() {
+  pthread_setname_np(pthread_self(), "ps-link-in");
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !arrivals_.empty(); });
+    if (stopping_) return;
+    const auto due = arrivals_.front().first;
+    if (TokenBucket::Clock::now() < due) {
+      cv_.wait_until(lock, due, [&] { return stopping_; });
+      continue;  // re-check: stopping, or the time has come
+    }
+    Message m = std::move(arrivals_.front().second);
+    arrivals_.pop_front();
+    lock.unlock();
+    on_receive_(std::move(m));
+    lock.lock();
+  }
+}
+
+bool ShapedTransport::send(Message msg) {
+  if (link_->egress) std::this_thread::sleep_until(link_->egress->reserve(wire_bytes(msg)));
+  return inner_->send(std::move(msg));
+}
+
+void ShapedTransport::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  inner_->stop();
+  if (delivery_.joinable()) delivery_.join();
+}
+
+}  // namespace psbed::ps
