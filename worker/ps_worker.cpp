@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -31,9 +33,12 @@ void save_params(const std::string& path, const std::vector<std::vector<float>>&
 
 namespace {
 
-// Counts outstanding transfers per layer and lets the compute thread wait for one layer.
+// Counts outstanding transfers per layer and lets the compute thread wait for one layer. A wait
+// also ends when `abort` says so (the coordinator shut the run down while a request was
+// unanswered), so a worker never hangs on a reply that will not come.
 class Arrivals {
  public:
+  void set_abort(std::function<bool()> abort) { abort_ = std::move(abort); }
   void reset(const std::vector<int>& per_layer) {
     std::lock_guard<std::mutex> lock(mu_);
     remaining_ = per_layer;
@@ -46,20 +51,21 @@ class Arrivals {
     --total_;
     cv_.notify_all();
   }
-  void wait_layer(int layer) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return remaining_[layer] == 0; });
-  }
-  void wait_all() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return total_ == 0; });
-  }
+  void wait_layer(int layer) { wait([&] { return remaining_[layer] == 0; }); }
+  void wait_all() { wait([&] { return total_ == 0; }); }
 
  private:
+  template <class Pred>
+  void wait(Pred ready) {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!cv_.wait_for(lock, std::chrono::milliseconds(250), ready))
+      if (abort_ && abort_()) throw Error("the coordinator ended the run while this worker waited for the servers");
+  }
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<int> remaining_;
   int total_ = 0;
+  std::function<bool()> abort_;
 };
 
 class PsWorker {
@@ -82,6 +88,8 @@ class PsWorker {
       throw Error("data " + data->description + " has samples of " + data->train.shape.str() + " but the model " +
                   spec.name + " takes " + spec.input.str());
     id_ = link.id();
+    pulls_.set_abort([&link] { return link.shutdown_requested(); });
+    pushes_.set_abort([&link] { return link.shutdown_requested(); });
     const int workers = int(map_.workers.size());
     const auto& exp = map_.exp;
     trace_.set_metadata("role", "worker");
