@@ -37,23 +37,6 @@ struct Child {
   int status = 0;
 };
 
-int free_tcp_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    if (fd >= 0) ::close(fd);
-    throw Error("cannot find a free TCP port on 127.0.0.1");
-  }
-  int port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
-
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
@@ -88,8 +71,6 @@ class Launcher {
     out_ = opt_.out.empty() ? default_out() : opt_.out;
     fs::create_directories(out_ + "/logs");
     if (opt_.trace) fs::create_directories(out_ + "/traces");
-    const int port = free_tcp_port();
-    const std::string coord = "tcp://127.0.0.1:" + std::to_string(port);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
@@ -99,7 +80,18 @@ class Launcher {
 
     spdlog::info("launching {} server(s) + {} worker(s) of {} ({}) into {}", opt_.servers, opt_.workers, opt_.model,
                  opt_.mode, out_);
-    spawn("coordinator", "coordinator", coordinator_args(coord), false);
+    // The coordinator binds a free port itself and writes it down (no window in which another
+    // process could take a port chosen here).
+    const std::string endpoint_file = out_ + "/logs/coordinator.endpoint";
+    std::remove(endpoint_file.c_str());
+    spawn("coordinator", "coordinator", coordinator_args("tcp://127.0.0.1:*", endpoint_file), false);
+    const std::string coord = wait_for_endpoint(endpoint_file);
+    if (coord.empty()) {
+      stop_all(3);
+      sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+      failure_ = "the coordinator did not start listening";
+      return finish(1);
+    }
     for (int i = 0; i < opt_.servers; ++i) spawn("server-" + std::to_string(i), "server", server_args(coord, i), true);
     for (int i = 0; i < opt_.workers; ++i) spawn("worker-" + std::to_string(i), "worker", worker_args(coord, i), true);
 
@@ -125,7 +117,21 @@ class Launcher {
     return a;
   }
 
-  std::vector<std::string> coordinator_args(const std::string& coord) const {
+  // Polls for the file the coordinator writes once it listens (bounded: 20 s, or its death).
+  std::string wait_for_endpoint(const std::string& path) {
+    for (int i = 0; i < 1000; ++i) {
+      if (std::ifstream in(path); in) {
+        std::string e;
+        if (std::getline(in, e) && !e.empty()) return e;
+      }
+      std::string failure;
+      if (!reap(failure) || coordinator_done_) return "";
+      ::usleep(20000);
+    }
+    return "";
+  }
+
+  std::vector<std::string> coordinator_args(const std::string& coord, const std::string& endpoint_file) const {
     std::vector<std::string> a = {"coordinator", "--bind", coord, "--servers", std::to_string(opt_.servers),
                                   "--workers", std::to_string(opt_.workers), "--model", opt_.model,
                                   "--mode", opt_.mode, "--policy", opt_.policy, "--epochs", std::to_string(opt_.epochs),
@@ -135,7 +141,7 @@ class Launcher {
                                   "--seed", std::to_string(opt_.seed), "--partition-bytes", opt_.partition_bytes,
                                   "--heartbeat", std::to_string(opt_.heartbeat_s),
                                   "--heartbeat-timeout", std::to_string(opt_.heartbeat_timeout_s),
-                                  "--summary", out_ + "/summary.json"};
+                                  "--summary", out_ + "/summary.json", "--endpoint-file", endpoint_file};
     return a;
   }
 

@@ -114,6 +114,7 @@ void add_coordinator(CLI::App& root, ps::CoordinatorOptions& o, std::string& par
   app->add_option("--progress-every", o.progress_every_s, "seconds between progress lines")->capture_default_str();
   app->add_option("--register-timeout", o.register_timeout_s, "seconds for every node to register")->capture_default_str();
   app->add_option("--summary", o.summary_path, "write summary.json here at the end");
+  app->add_option("--endpoint-file", o.endpoint_file, "write the bound endpoint here (for --bind with port *)");
   app->add_option("--compute", o.compute, "compute mode recorded in the summary")->capture_default_str();
 }
 

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <fstream>
 #include <map>
@@ -60,6 +61,12 @@ class Coordinator {
     started_ = Clock::now();
     started_us_ = now_us();
     transport_->start([this](Message&& m) { receive(std::move(m)); });
+    if (!opt_.endpoint_file.empty()) {
+      // Written whole, then renamed: a reader never sees half an address.
+      const std::string tmp = opt_.endpoint_file + ".tmp";
+      std::ofstream(tmp) << transport_->endpoint() << "\n";
+      std::rename(tmp.c_str(), opt_.endpoint_file.c_str());
+    }
     spdlog::info("coordinator on {}: waiting for {} server(s) and {} worker(s); model {}, mode {}, policy {}",
                  transport_->endpoint(), opt_.servers, opt_.workers, spec_.name, mode_.str(), opt_.policy);
     std::unique_lock<std::mutex> lock(mu_);
@@ -313,6 +320,8 @@ class Coordinator {
     failed_.push_back({{"name", n.name}, {"role", n.role}, {"id", n.id}, {"reason", reason}});
     if (n.role == "server") return fail_locked("server " + n.name + " died: its parameters are lost");
     if (live("worker").empty()) return fail_locked("every worker died");
+    // If it is only silent, not gone, it must stop: its pushes are refused from now on.
+    send_to(n.peer, Op::kShutdown, json());
     // Servers stop waiting for it (bsp/ssp), barriers stop counting it.
     for (Node* s : live("server")) send_to(s->peer, Op::kControl, {{"event", "worker_dead"}, {"worker", n.id}});
     release_barriers_locked();

@@ -27,6 +27,7 @@ struct CoordinatorOptions {
   double progress_every_s = 2.0;
   double register_timeout_s = 120;    // all nodes must have registered by then
   std::string summary_path;           // summary.json, written at the end
+  std::string endpoint_file;          // write the bound endpoint here once listening
   std::string compute = "real";       // recorded in the summary: real | replay:<profile>
 };
 

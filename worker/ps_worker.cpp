@@ -59,7 +59,7 @@ class Arrivals {
   void wait(Pred ready) {
     std::unique_lock<std::mutex> lock(mu_);
     while (!cv_.wait_for(lock, std::chrono::milliseconds(250), ready))
-      if (abort_ && abort_()) throw Error("the coordinator ended the run while this worker waited for the servers");
+      if (abort_ && abort_()) throw Error("told to stop by the coordinator (the run ended, or this worker was declared dead) while waiting for the servers");
   }
   std::mutex mu_;
   std::condition_variable cv_;
