@@ -325,7 +325,13 @@ class Coordinator {
     // Servers stop waiting for it (bsp/ssp), barriers stop counting it.
     for (Node* s : live("server")) send_to(s->peer, Op::kControl, {{"event", "worker_dead"}, {"worker", n.id}});
     release_barriers_locked();
-    if (evaluator_ == n.id) return fail_locked("the evaluating worker died");
+    if (evaluator_ == n.id) {
+      // Training is over; only the evaluation is lost. Finish with no test accuracy.
+      spdlog::warn("the evaluating worker {} died: finishing without a test accuracy", n.name);
+      evaluation_note_ = n.name + " died while evaluating";
+      finished_ = true;
+      cv_.notify_all();
+    }
   }
 
   void fail_locked(const std::string& why) {
@@ -393,6 +399,7 @@ class Coordinator {
               {"ok", exit_code_ == 0},
               {"duration_s", std::chrono::duration<double>(Clock::now() - started_).count()}};
     if (!failure_.empty()) s["failure"] = failure_;
+    if (!evaluation_note_.empty()) s["evaluation"] = evaluation_note_;
     if (!map_json_.is_null()) s["cluster"] = {{"servers", map_json_["servers"]}, {"workers", map_json_["workers"]},
                                               {"parts", map_json_["parts"].size()}};
     if (opt_.summary_path.empty()) return;
@@ -420,7 +427,7 @@ class Coordinator {
   json failed_ = json::array();
   bool map_sent_ = false, finished_ = false;
   int exit_code_ = 0, evaluator_ = -1;
-  std::string failure_;
+  std::string failure_, evaluation_note_;
   double test_accuracy_ = -1;
   std::int64_t steps_ = 0;
   Clock::time_point started_, training_started_;
