@@ -21,6 +21,7 @@
 #include "core/error.hpp"
 #include "core/model_spec.hpp"
 #include "core/optimizer.hpp"
+#include "core/policy.hpp"
 #include "core/trace.hpp"
 #include "core/units.hpp"
 #include "ps/cluster_map.hpp"
@@ -68,6 +69,10 @@ class Launcher {
     parse_bytes(opt_.partition_bytes);
     scheduled_lr(opt_.lr_schedule, opt_.lr, 0, 1);
     ps::parse_link(opt_.bandwidth, opt_.latency);
+    policy::PolicyOptions po;
+    po.name = opt_.policy, po.slice_params = opt_.slice_params, po.partition_params = opt_.partition_params;
+    if (!opt_.credit.empty()) po.credit_bytes = std::int64_t(parse_bytes(opt_.credit));
+    policy::make_policy(po);
     out_ = opt_.out.empty() ? default_out() : opt_.out;
     fs::create_directories(out_ + "/logs");
     if (opt_.trace) fs::create_directories(out_ + "/traces");
@@ -134,7 +139,8 @@ class Launcher {
   std::vector<std::string> coordinator_args(const std::string& coord, const std::string& endpoint_file) const {
     std::vector<std::string> a = {"coordinator", "--bind", coord, "--servers", std::to_string(opt_.servers),
                                   "--workers", std::to_string(opt_.workers), "--model", opt_.model,
-                                  "--mode", opt_.mode, "--policy", opt_.policy, "--epochs", std::to_string(opt_.epochs),
+                                  "--mode", opt_.mode, "--policy", opt_.policy, "--slice-params", std::to_string(opt_.slice_params),
+                                  "--partition-params", std::to_string(opt_.partition_params), "--epochs", std::to_string(opt_.epochs),
                                   "--steps", std::to_string(opt_.steps), "--batch", std::to_string(opt_.batch),
                                   "--lr", std::to_string(opt_.lr), "--momentum", std::to_string(opt_.momentum),
                                   "--weight-decay", std::to_string(opt_.weight_decay), "--lr-schedule", opt_.lr_schedule,
@@ -142,6 +148,7 @@ class Launcher {
                                   "--heartbeat", std::to_string(opt_.heartbeat_s),
                                   "--heartbeat-timeout", std::to_string(opt_.heartbeat_timeout_s),
                                   "--summary", out_ + "/summary.json", "--endpoint-file", endpoint_file};
+    if (!opt_.credit.empty()) a.insert(a.end(), {"--credit", opt_.credit});
     return a;
   }
 

@@ -20,7 +20,9 @@ struct LaunchOptions {
   std::string data = "mnist";
   std::string data_dir;
   std::string mode = "async";
-  std::string policy = "fifo";
+  std::string policy = "wfbp";
+  std::int64_t slice_params = 40000, partition_params = 1000000;
+  std::string credit;              // "" = the policy's default
   int epochs = 1;
   std::int64_t steps = 0;
   int batch = 64;

@@ -90,7 +90,8 @@ void add_bench(CLI::App& root, worker::BenchComputeOptions& o, std::string& log_
   app->add_option("--json", o.json_out, "write results as JSON to this file");
 }
 
-void add_coordinator(CLI::App& root, ps::CoordinatorOptions& o, std::string& partition, std::string& log_level) {
+void add_coordinator(CLI::App& root, ps::CoordinatorOptions& o, std::string& partition, std::string& credit,
+                     std::string& log_level) {
   auto* app = root.add_subcommand("coordinator", "Rendezvous, cluster map, heartbeats, barriers, progress, summary");
   app->footer("Example: psbed coordinator --bind tcp://0.0.0.0:7000 --servers 2 --workers 4 --model lenet5 --mode bsp");
   add_common(app, log_level);
@@ -99,7 +100,10 @@ void add_coordinator(CLI::App& root, ps::CoordinatorOptions& o, std::string& par
   app->add_option("--workers", o.workers, "workers to wait for")->capture_default_str();
   app->add_option("--model", o.model, "model name or .toml path (sent to every node)")->capture_default_str();
   app->add_option("--mode", o.mode, "consistency: async, bsp or ssp:K")->capture_default_str();
-  app->add_option("--policy", o.policy, "transmission policy")->capture_default_str();
+  app->add_option("--policy", o.policy.name, "transmission policy: bulk, wfbp, tf-random, p3, bytescheduler")->capture_default_str();
+  app->add_option("--slice-params", o.policy.slice_params, "p3: parameters per slice")->capture_default_str();
+  app->add_option("--partition-params", o.policy.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
+  app->add_option("--credit", credit, "p3/bytescheduler: bytes in flight at most (default: the policy's)");
   app->add_option("--lr", o.sgd.lr, "learning rate")->capture_default_str();
   app->add_option("--momentum", o.sgd.momentum, "SGD momentum")->capture_default_str();
   app->add_option("--weight-decay", o.sgd.weight_decay, "L2 weight decay")->capture_default_str();
@@ -168,7 +172,10 @@ void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_leve
   app->add_option("--data", o.data, "mnist or synthetic")->capture_default_str();
   app->add_option("--data-dir", o.data_dir, "directory with IDX files");
   app->add_option("--mode", o.mode, "async, bsp or ssp:K")->capture_default_str();
-  app->add_option("--policy", o.policy, "transmission policy")->capture_default_str();
+  app->add_option("--policy", o.policy, "transmission policy: bulk, wfbp, tf-random, p3, bytescheduler")->capture_default_str();
+  app->add_option("--slice-params", o.slice_params, "p3: parameters per slice")->capture_default_str();
+  app->add_option("--partition-params", o.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
+  app->add_option("--credit", o.credit, "p3/bytescheduler: bytes in flight at most, e.g. 4MiB (default: the policy's)");
   app->add_option("--epochs", o.epochs, "passes over the training set, all workers together")->capture_default_str();
   app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")->capture_default_str();
   app->add_option("--batch", o.batch, "batch per worker")->capture_default_str();
@@ -209,7 +216,8 @@ int main(int argc, char** argv) {
   ps::ServerOptions server;
   worker::WorkerOptions wopt;
   cluster::LaunchOptions launch;
-  add_coordinator(root, coord, partition, log_level);
+  std::string coord_credit;
+  add_coordinator(root, coord, partition, coord_credit, log_level);
   add_server(root, server, log_level);
   add_worker(root, wopt, log_level);
   add_launch(root, launch, log_level);
@@ -236,6 +244,7 @@ int main(int argc, char** argv) {
     if (root.got_subcommand("coordinator")) {
       setup_logging("coordinator", log_level);
       coord.partition_bytes = std::int64_t(parse_bytes(partition));
+      if (!coord_credit.empty()) coord.policy.credit_bytes = std::int64_t(parse_bytes(coord_credit));
       return ps::run_coordinator(coord);
     }
     if (root.got_subcommand("server")) {

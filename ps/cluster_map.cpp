@@ -37,7 +37,9 @@ nlohmann::json ClusterMap::to_json() const {
   j["experiment"] = {{"model", exp.model_name}, {"model_toml", exp.model_toml}, {"mode", exp.mode.str()},
                      {"lr", exp.sgd.lr}, {"momentum", exp.sgd.momentum}, {"weight_decay", exp.sgd.weight_decay},
                      {"lr_schedule", exp.lr_schedule}, {"steps", exp.steps}, {"batch", exp.batch},
-                     {"seed", exp.seed}, {"partition_bytes", exp.partition_bytes}, {"policy", exp.policy}};
+                     {"seed", exp.seed}, {"partition_bytes", exp.partition_bytes}, {"policy", exp.policy.name},
+                     {"slice_params", exp.policy.slice_params}, {"partition_params", exp.policy.partition_params},
+                     {"credit_bytes", exp.policy.credit_bytes}};
   auto nodes = [](const std::vector<NodeInfo>& v) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& n : v) a.push_back({{"role", n.role}, {"id", n.id}, {"name", n.name}, {"address", n.address}});
@@ -66,7 +68,12 @@ ClusterMap ClusterMap::from_json(const nlohmann::json& j) {
     m.exp.batch = e.at("batch");
     m.exp.seed = e.at("seed");
     m.exp.partition_bytes = e.at("partition_bytes");
-    m.exp.policy = e.value("policy", "fifo");
+    m.exp.policy.name = e.value("policy", "wfbp");
+    m.exp.policy.slice_params = e.value("slice_params", m.exp.policy.slice_params);
+    m.exp.policy.partition_params = e.value("partition_params", m.exp.policy.partition_params);
+    m.exp.policy.credit_bytes = e.value("credit_bytes", m.exp.policy.credit_bytes);
+    m.exp.policy.seed = m.exp.seed;
+    policy::make_policy(m.exp.policy);  // an unknown name or bad parameter fails here, named
     auto nodes = [](const nlohmann::json& a) {
       std::vector<NodeInfo> v;
       for (const auto& n : a) v.push_back({n.at("role"), n.at("id"), n.at("name"), n.at("address")});

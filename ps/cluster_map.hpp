@@ -12,6 +12,7 @@
 #include "core/model_spec.hpp"
 #include "core/optimizer.hpp"
 #include "core/partition.hpp"
+#include "core/policy.hpp"
 #include "ps/part_sizes.hpp"
 
 namespace psbed::ps {
@@ -36,7 +37,7 @@ struct Experiment {
   int batch = 64;
   std::uint64_t seed = 1;
   std::int64_t partition_bytes = 4 << 20;
-  std::string policy = "fifo";
+  policy::PolicyOptions policy;  // transmission policy of every worker
 };
 
 struct NodeInfo {

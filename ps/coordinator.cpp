@@ -68,7 +68,7 @@ class Coordinator {
       std::rename(tmp.c_str(), opt_.endpoint_file.c_str());
     }
     spdlog::info("coordinator on {}: waiting for {} server(s) and {} worker(s); model {}, mode {}, policy {}",
-                 transport_->endpoint(), opt_.servers, opt_.workers, spec_.name, mode_.str(), opt_.policy);
+                 transport_->endpoint(), opt_.servers, opt_.workers, spec_.name, mode_.str(), opt_.policy.name);
     std::unique_lock<std::mutex> lock(mu_);
     auto next_progress = Clock::now() + dsec(opt_.progress_every_s);
     const auto register_deadline = Clock::now() + dsec(opt_.register_timeout_s);
@@ -217,6 +217,7 @@ class Coordinator {
     map.exp.seed = opt_.seed;
     map.exp.partition_bytes = opt_.partition_bytes;
     map.exp.policy = opt_.policy;
+    map.exp.policy.seed = opt_.seed;
     std::int64_t train_size = -1;
     for (const auto& [_, n] : nodes_) {
       NodeInfo info{n.role, n.id, n.name, n.address};
@@ -383,7 +384,7 @@ class Coordinator {
               {"workers", opt_.workers},
               {"servers", opt_.servers},
               {"mode", mode_.str()},
-              {"policy", opt_.policy},
+              {"policy", opt_.policy.name},
               {"compute", opt_.compute},
               {"batch", opt_.batch},
               {"steps", steps_},
@@ -438,6 +439,7 @@ class Coordinator {
 
 int run_coordinator(const CoordinatorOptions& opt) {
   if (opt.servers < 1 || opt.workers < 1) throw Error("need at least 1 server and 1 worker");
+  policy::make_policy(opt.policy);  // refuse an unknown policy before anyone registers
   Coordinator c(opt);
   return c.run();
 }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/optimizer.hpp"
+#include "core/policy.hpp"
 
 namespace psbed::ps {
 
@@ -14,7 +15,7 @@ struct CoordinatorOptions {
   int workers = 1;
   std::string model = "lenet5";
   std::string mode = "async";         // async | bsp | ssp:K
-  std::string policy = "fifo";
+  policy::PolicyOptions policy;      // name "wfbp" by default
   SgdOptions sgd;
   std::string lr_schedule = "constant";
   int epochs = 1;                     // passes over the training set, all workers together

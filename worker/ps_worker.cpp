@@ -19,6 +19,7 @@
 #include "worker/batcher.hpp"
 #include "worker/evaluate.hpp"
 #include "worker/net.hpp"
+#include "worker/scheduler.hpp"
 #include "worker/train.hpp"
 #include "workloads/dataset.hpp"
 
@@ -39,16 +40,16 @@ namespace {
 class Arrivals {
  public:
   void set_abort(std::function<bool()> abort) { abort_ = std::move(abort); }
-  void reset(const std::vector<int>& per_layer) {
+  void reset(const std::vector<std::int64_t>& per_layer) {
     std::lock_guard<std::mutex> lock(mu_);
     remaining_ = per_layer;
     total_ = 0;
-    for (int r : per_layer) total_ += r;
+    for (auto r : per_layer) total_ += r;
   }
-  void done(int layer) {
+  void done(int layer, std::int64_t floats) {
     std::lock_guard<std::mutex> lock(mu_);
-    --remaining_[layer];
-    --total_;
+    remaining_[layer] -= floats;
+    total_ -= floats;
     cv_.notify_all();
   }
   void wait_layer(int layer) { wait([&] { return remaining_[layer] == 0; }); }
@@ -63,8 +64,8 @@ class Arrivals {
   }
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<int> remaining_;
-  int total_ = 0;
+  std::vector<std::int64_t> remaining_;  // floats still to arrive (or be acknowledged), per layer
+  std::int64_t total_ = 0;
   std::function<bool()> abort_;
 };
 
@@ -107,8 +108,23 @@ class PsWorker {
                  opt_.name, id_, workers, spec.name, opt_.device, exp.steps, exp.batch, batcher.shard_size(),
                  exp.mode.str());
 
-    layer_parts_.assign(spec.layers.size(), 0);
-    for (const auto& p : map_.plan.parts) layer_parts_[spec.tensors[p.key].layer]++;
+    layer_floats_.assign(spec.layers.size(), 0);
+    for (const auto& p : map_.plan.parts) layer_floats_[spec.tensors[p.key].layer] += p.numel;
+    // Every transfer goes through the policy; completions count floats per layer (a policy may
+    // slice parts), and are traced.
+    TransmissionScheduler sched(
+        client, policy::make_policy(exp.policy),
+        [this](const policy::Transfer& t) {
+          const Part& p = map_.plan.parts[t.part];
+          float* base = t.dir == policy::Direction::kPull ? net_->param(p.key) : const_cast<float*>(net_->grad(p.key));
+          return base + p.offset + t.offset;
+        },
+        [this](const policy::Transfer& t, double t0) {
+          record_transfer(t, t0);
+          (t.dir == policy::Direction::kPull ? pulls_ : pushes_).done(t.layer, t.count);
+        });
+    const bool pull_all_first = sched.policy().pull_all_before_forward();
+    trace_.set_metadata("policy", sched.policy().name());
     std::vector<float> images(std::size_t(spec.input.numel()) * exp.batch);
     std::vector<std::int32_t> labels(exp.batch);
     const std::int64_t warmup = std::min<std::int64_t>(std::max<std::int64_t>(3, exp.steps / 20), exp.steps / 2);
@@ -117,8 +133,14 @@ class PsWorker {
     std::int64_t report_steps = 0;
     for (std::int64_t s = 0; s < exp.steps && !link.shutdown_requested(); ++s) {
       if (s == warmup) steady_start = now_us();
+      step_ = s;
       const double step_t0 = now_us();
-      pull_all(client, std::uint64_t(s));
+      pulls_.reset(layer_floats_);
+      pushes_.reset(layer_floats_);
+      sched.begin_step(std::uint64_t(s));
+      for (int i = 0; i < int(map_.plan.parts.size()); ++i)
+        sched.need({policy::Direction::kPull, i, layer_of(i), 0, map_.plan.parts[i].numel});
+      if (pull_all_first) pulls_.wait_all();
       batcher.next(images.data(), labels.data());
       net_->set_batch(images.data(), labels.data(), exp.batch);
       for (int l = 0; l < net_->num_layers(); ++l) {
@@ -129,18 +151,20 @@ class PsWorker {
         trace_.complete("fwd:" + spec.layers[l].name, "compute", t0, s);
       }
       loss = net_->compute_loss().loss;
-      pushes_.reset(layer_parts_);
       for (int l = net_->num_layers() - 1; l >= 0; --l) {
         const double t0 = now_us();
         net_->backward(l);
         trace_.complete("bwd:" + spec.layers[l].name, "compute", t0, s);
-        push_layer(client, l, std::uint64_t(s));
+        for (int t : spec.layers[l].tensors)
+          for (int i : map_.plan.parts_of_key[t])
+            sched.ready({policy::Direction::kPush, i, l, 0, map_.plan.parts[i].numel});
       }
       if (opt_.straggle_ms > 0) {
         const double t0 = now_us();
         std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opt_.straggle_ms));
         trace_.complete("straggle", "compute", t0, s);
       }
+      sched.backward_done();
       pushes_.wait_all();
       trace_.complete("step", "step", step_t0, s);
       ++report_steps;
@@ -174,44 +198,29 @@ class PsWorker {
   }
 
  private:
-  // "pull:conv1.weight#0" on the pull lane, from request to arrival (push: to acknowledgment).
-  void record_transfer(const char* lane, int part_index, double t0, std::uint64_t clock, int priority) {
+  int layer_of(int part_index) const { return map_.spec.tensors[map_.plan.parts[part_index].key].layer; }
+
+  // "pull:conv1.weight#0" on the pull lane, from request to arrival (push: to acknowledgment);
+  // a slice of a part keeps the part's name and carries its own bytes.
+  void record_transfer(const policy::Transfer& t, double t0) {
     if (!trace_.enabled()) return;
-    const Part& part = map_.plan.parts[part_index];
+    const Part& part = map_.plan.parts[t.part];
+    const char* lane = t.dir == policy::Direction::kPull ? "pull" : "push";
     TraceEvent e;
     e.name = std::string(lane) + ":" + map_.spec.tensors[part.key].name + "#" + std::to_string(part.part);
-    e.lane = lane, e.ts_us = t0, e.dur_us = now_us() - t0, e.step = std::int64_t(clock);
-    e.bytes = part.bytes(), e.key = part.key, e.part = part.part, e.priority = priority, e.has_priority = true;
+    e.lane = lane, e.ts_us = t0, e.dur_us = now_us() - t0, e.step = step_;
+    e.bytes = t.bytes(), e.key = part.key, e.part = part.part, e.priority = t.layer, e.has_priority = true;
     trace_.record(std::move(e));
   }
 
-  void pull_all(ps::PsClient& client, std::uint64_t clock) {
-    pulls_.reset(layer_parts_);
+  void evaluate(ps::PsClient& client, ps::NodeLink& link, const workloads::Dataset& test) {
+    pulls_.reset(layer_floats_);
     for (int i = 0; i < int(map_.plan.parts.size()); ++i) {
       const Part& p = map_.plan.parts[i];
-      const int layer = map_.spec.tensors[p.key].layer;
-      const double t0 = now_us();
-      client.pull(i, net_->param(p.key) + p.offset, 0, p.numel, clock, layer, [this, i, layer, t0, clock] {
-        record_transfer("pull", i, t0, clock, layer);
-        pulls_.done(layer);
-      });
+      const int layer = layer_of(i);
+      client.pull(i, net_->param(p.key) + p.offset, 0, p.numel, std::uint64_t(map_.exp.steps), layer,
+                  [this, layer, n = p.numel] { pulls_.done(layer, n); });
     }
-  }
-
-  void push_layer(ps::PsClient& client, int layer, std::uint64_t clock) {
-    for (int t : map_.spec.layers[layer].tensors)
-      for (int i : map_.plan.parts_of_key[t]) {
-        const Part& p = map_.plan.parts[i];
-        const double t0 = now_us();
-        client.push(i, net_->grad(t) + p.offset, 0, p.numel, clock, layer, [this, i, layer, t0, clock] {
-          record_transfer("push", i, t0, clock, layer);
-          pushes_.done(layer);
-        });
-      }
-  }
-
-  void evaluate(ps::PsClient& client, ps::NodeLink& link, const workloads::Dataset& test) {
-    pull_all(client, std::uint64_t(map_.exp.steps));
     pulls_.wait_all();
     net_->all_params_updated();
     const double acc = evaluate_accuracy(*net_, test);
@@ -230,7 +239,8 @@ class PsWorker {
   ps::ClusterMap map_;
   std::unique_ptr<Net> net_;
   int id_ = 0;
-  std::vector<int> layer_parts_;
+  std::vector<std::int64_t> layer_floats_;
+  std::atomic<std::int64_t> step_{0};
   Arrivals pulls_, pushes_;
 };
 

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# bsp with one worker (and two shards) gives the same parameters as single-process training.
+# bsp with one worker (and two shards) gives the same parameters as single-process training,
+# whatever the transmission policy: p3 cuts every part into 5,000-parameter slices, bulk holds
+# gradients until backward ends, and the result must not change by a bit.
 source "$(dirname "$0")/lib.sh"
 need_data
 timeout 120 "$PSBED" train --model lenet5 --data mnist --steps 60 --batch 64 --lr 0.03 --threads 1 --no-eval \
   --save-params "$WORK/train.bin" >"$WORK/train.out" 2>&1 || { cat "$WORK/train.out"; fail "train failed"; }
+for policy in wfbp p3 bulk; do
 timeout 300 "$PSBED" launch --servers 2 --workers 1 --model lenet5 --data mnist --steps 60 --batch 64 --lr 0.03 \
-  --mode bsp --out "$WORK/run" --save-params "$WORK/ps.bin" >"$WORK/run.out" 2>&1 || { cat "$WORK/run.out"; fail "launch failed"; }
+  --mode bsp --policy "$policy" --slice-params 5000 --credit 40KiB --out "$WORK/run-$policy" \
+  --save-params "$WORK/ps.bin" >"$WORK/run.out" 2>&1 || { cat "$WORK/run.out"; fail "launch ($policy) failed"; }
+echo -n "$policy: "
 python3 - "$WORK/train.bin" "$WORK/ps.bin" <<'PY'
 import array, sys
 a = array.array('f', open(sys.argv[1], 'rb').read())
@@ -16,4 +21,5 @@ moved = max(abs(x) for x in a)
 print(f"max |train - ps| = {d:.3g} over {len(a)} parameters (max |w| = {moved:.3g})")
 sys.exit(0 if d <= 1e-5 else 1)
 PY
+done
 echo "PASS"

@@ -1,0 +1,89 @@
+#include "worker/scheduler.hpp"
+
+#include "core/trace.hpp"
+
+namespace psbed::worker {
+
+using policy::Direction;
+using policy::Transfer;
+
+namespace {
+double now_s() { return now_us() / 1e6; }
+}  // namespace
+
+TransmissionScheduler::TransmissionScheduler(ps::PsClient& client, std::unique_ptr<policy::Policy> policy,
+                                             Buffer buffer, Done done)
+    : client_(client), policy_(std::move(policy)), buffer_(std::move(buffer)), done_(std::move(done)) {}
+
+void TransmissionScheduler::begin_step(std::uint64_t step) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    clock_ = step;
+    policy_->begin_step(now_s(), step);
+  }
+  pump();
+}
+
+void TransmissionScheduler::need(const Transfer& t) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    policy_->parameter_needed(now_s(), t);
+  }
+  pump();
+}
+
+void TransmissionScheduler::ready(const Transfer& t) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    policy_->gradient_ready(now_s(), t);
+  }
+  pump();
+}
+
+void TransmissionScheduler::backward_done() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    policy_->backward_done(now_s());
+  }
+  pump();
+}
+
+std::int64_t TransmissionScheduler::bytes_in_flight() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_flight_;
+}
+
+void TransmissionScheduler::pump() {
+  std::vector<Transfer> go;
+  std::uint64_t clock;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const double now = now_s();
+    while (auto t = policy_->next(now, in_flight_)) {
+      in_flight_ += t->bytes();
+      policy_->sent(now, *t);
+      go.push_back(*t);
+    }
+    clock = clock_;
+  }
+  for (const Transfer& t : go) {
+    const double t0 = now_us();
+    auto cb = [this, t, t0] { complete(t, t0); };
+    if (t.dir == Direction::kPull)
+      client_.pull(t.part, buffer_(t), t.offset, t.count, clock, t.layer, cb);
+    else
+      client_.push(t.part, buffer_(t), t.offset, t.count, clock, t.layer, cb);
+  }
+}
+
+void TransmissionScheduler::complete(const Transfer& t, double started_us) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_ -= t.bytes();
+    policy_->acked(now_s(), t);
+  }
+  done_(t, started_us);
+  pump();
+}
+
+}  // namespace psbed::worker
