@@ -6,12 +6,7 @@ need_data
 timeout 300 "$PSBED" launch --servers 1 --workers 3 --model lenet5 --data mnist --steps 2000 --batch 32 \
   --lr 0.01 --mode async --heartbeat-timeout 2 --out "$WORK/run" >"$WORK/run.out" 2>&1 &
 PIDS+=($!)
-victim=""
-for _ in $(seq 1 100); do
-  victim=$(pgrep -f -- "--name worker-1 .*$WORK" | head -1 || true)
-  [ -n "$victim" ] && grep -q "step" "$WORK/run/logs/worker-1.log" 2>/dev/null && break
-  sleep 0.1
-done
+victim=$(node_pid worker-1)
 [ -n "$victim" ] || fail "worker-1 never started"
 sleep 1
 kill -KILL "$victim"

@@ -21,3 +21,14 @@ need_data() {
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # json FILE EXPR: evaluates a Python expression with the parsed file as `s`.
 json() { python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print($2)" "$1"; }
+# node_pid NAME: the pid of this test's node NAME once its log shows it training (empty if it
+# never does within 10 s).
+node_pid() {
+  local pid=""
+  for _ in $(seq 1 100); do
+    pid=$(pgrep -f -- "--name $1 .*$WORK" | head -1 || true)
+    [ -n "$pid" ] && grep -q "steps of batch" "$WORK/run/logs/$1.log" 2>/dev/null && break
+    sleep 0.1
+  done
+  echo "$pid"
+}
