@@ -1,0 +1,158 @@
+#include "core/profile.hpp"
+
+#include <fstream>
+#include <numeric>
+
+#include "core/error.hpp"
+
+namespace psbed {
+
+namespace {
+
+double mean(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
+}
+
+template <class T>
+T field(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) throw Error(where + ": missing field '" + key + "'");
+  try {
+    return j.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw Error(where + ": field '" + key + "' has the wrong type (" + j.at(key).type_name() + ")");
+  }
+}
+
+template <class T>
+T field_or(const nlohmann::json& j, const char* key, T fallback, const std::string& where) {
+  return j.is_object() && j.contains(key) ? field<T>(j, key, where) : fallback;
+}
+
+std::vector<double> samples(const nlohmann::json& j, const char* key, const std::string& where) {
+  auto v = field<std::vector<double>>(j, key, where);
+  for (double x : v)
+    if (!(x >= 0)) throw Error(where + ": '" + key + "' holds a negative or NaN duration");
+  return v;
+}
+
+}  // namespace
+
+std::int64_t Profile::parameter_bytes() const {
+  std::int64_t b = 0;
+  for (const auto& t : tensors) b += t.bytes;
+  return b;
+}
+
+double Profile::mean_forward_ms(int layer) const { return mean(layers.at(std::size_t(layer)).forward_ms); }
+double Profile::mean_backward_ms(int layer) const { return mean(layers.at(std::size_t(layer)).backward_ms); }
+
+double Profile::mean_compute_ms() const {
+  double s = 0;
+  for (int l = 0; l < int(layers.size()); ++l) s += mean_forward_ms(l) + mean_backward_ms(l);
+  return s;
+}
+
+nlohmann::json Profile::to_json() const {
+  nlohmann::json j;
+  j["format"] = "psbed-profile/1";
+  j["model"] = model;
+  j["batch"] = batch;
+  j["tensors"] = nlohmann::json::array();
+  for (const auto& t : tensors) j["tensors"].push_back({{"name", t.name}, {"layer", t.layer}, {"bytes", t.bytes}});
+  j["layers"] = nlohmann::json::array();
+  for (const auto& l : layers)
+    j["layers"].push_back({{"name", l.name}, {"forward_ms", l.forward_ms}, {"backward_ms", l.backward_ms}});
+  j["server"] = {{"apply_ns_per_byte", apply_ns_per_byte}, {"apply_overhead_us", apply_overhead_us}};
+  j["link"] = {{"bandwidth_bytes_per_sec", bandwidth_bytes_per_sec}, {"latency_us", latency_us}, {"shaped", shaped}};
+  j["step_overhead_ms"] = step_overhead_ms;
+  j["source"] = source;
+  return j;
+}
+
+Profile Profile::from_json(const nlohmann::json& j, const std::string& name) {
+  const std::string format = field<std::string>(j, "format", name);
+  if (format != "psbed-profile/1")
+    throw Error(name + ": format '" + format + "' is not a profile this version reads (expected psbed-profile/1)");
+  Profile p;
+  p.model = field<std::string>(j, "model", name);
+  p.batch = field<int>(j, "batch", name);
+  if (p.batch <= 0) throw Error(name + ": batch must be positive");
+  for (const auto& t : field<nlohmann::json>(j, "tensors", name)) {
+    const std::string where = name + ": tensors[" + std::to_string(p.tensors.size()) + "]";
+    p.tensors.push_back({field<std::string>(t, "name", where), field<int>(t, "layer", where), field<std::int64_t>(t, "bytes", where)});
+  }
+  for (const auto& l : field<nlohmann::json>(j, "layers", name)) {
+    const std::string where = name + ": layers[" + std::to_string(p.layers.size()) + "]";
+    ProfileLayer layer{field<std::string>(l, "name", where), samples(l, "forward_ms", where), samples(l, "backward_ms", where)};
+    if (layer.forward_ms.empty() || layer.backward_ms.empty())
+      throw Error(where + " (" + layer.name + "): needs at least one forward and one backward sample");
+    p.layers.push_back(std::move(layer));
+  }
+  if (p.layers.empty()) throw Error(name + ": 'layers' is empty");
+  for (const auto& t : p.tensors)
+    if (t.layer < 0 || t.layer >= int(p.layers.size()))
+      throw Error(name + ": tensor '" + t.name + "' names layer " + std::to_string(t.layer) + ", but there are " +
+                  std::to_string(p.layers.size()) + " layers");
+  const auto server = field_or<nlohmann::json>(j, "server", nlohmann::json::object(), name);
+  p.apply_ns_per_byte = field_or<double>(server, "apply_ns_per_byte", 0.0, name + ": server");
+  p.apply_overhead_us = field_or<double>(server, "apply_overhead_us", 0.0, name + ": server");
+  const auto link = field_or<nlohmann::json>(j, "link", nlohmann::json::object(), name);
+  p.bandwidth_bytes_per_sec = field_or<double>(link, "bandwidth_bytes_per_sec", 0.0, name + ": link");
+  p.latency_us = field_or<double>(link, "latency_us", 0.0, name + ": link");
+  p.shaped = field_or<std::string>(link, "shaped", "", name + ": link");
+  if (j.contains("step_overhead_ms")) p.step_overhead_ms = samples(j, "step_overhead_ms", name);
+  p.source = field_or<nlohmann::json>(j, "source", nlohmann::json::object(), name);
+  return p;
+}
+
+Profile Profile::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read profile '" + path + "' (expected a profile.json written by `psbed profile`)");
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("profile '" + path + "' is not valid JSON: " + e.what());
+  }
+  return from_json(j, "profile '" + path + "'");
+}
+
+void Profile::save(const std::string& path) const {
+  std::ofstream out(path);
+  if (!out) throw Error("cannot write profile '" + path + "'");
+  out << to_json().dump(1) << "\n";
+  if (!out) throw Error("writing profile '" + path + "' failed");
+}
+
+void Profile::check_matches(const ModelSpec& spec, const std::string& profile_name) const {
+  const std::string what = profile_name + " (model " + model + ")";
+  if (layers.size() != spec.layers.size())
+    throw Error(what + " has " + std::to_string(layers.size()) + " layers, but model " + spec.name + " has " +
+                std::to_string(spec.layers.size()));
+  for (std::size_t l = 0; l < layers.size(); ++l)
+    if (layers[l].name != spec.layers[l].name)
+      throw Error(what + ": layer " + std::to_string(l) + " is '" + layers[l].name + "', but model " + spec.name +
+                  " has '" + spec.layers[l].name + "' there");
+  if (tensors.size() != spec.tensors.size())
+    throw Error(what + " has " + std::to_string(tensors.size()) + " tensors, but model " + spec.name + " has " +
+                std::to_string(spec.tensors.size()));
+  for (std::size_t t = 0; t < tensors.size(); ++t)
+    if (tensors[t].bytes != spec.tensors[t].bytes())
+      throw Error(what + ": tensor '" + tensors[t].name + "' has " + std::to_string(tensors[t].bytes) +
+                  " bytes, but model " + spec.name + " has " + std::to_string(spec.tensors[t].bytes()));
+}
+
+ComputeSampler::ComputeSampler(const Profile& profile, std::uint64_t seed) : profile_(&profile), rng_(seed) {}
+
+double ComputeSampler::draw(const std::vector<double>& s) {
+  if (s.empty()) return 0.0;
+  if (s.size() == 1) return s[0] / 1e3;
+  std::uniform_int_distribution<std::size_t> pick(0, s.size() - 1);
+  return s[pick(rng_)] / 1e3;
+}
+
+double ComputeSampler::forward_s(int layer) { return draw(profile_->layers.at(std::size_t(layer)).forward_ms); }
+double ComputeSampler::backward_s(int layer) { return draw(profile_->layers.at(std::size_t(layer)).backward_ms); }
+double ComputeSampler::step_overhead_s() { return draw(profile_->step_overhead_ms); }
+
+}  // namespace psbed

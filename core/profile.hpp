@@ -1,0 +1,80 @@
+// The profile of a single-worker run (profile.json): what the predictor simulates from and what
+// compute replay sleeps for. It lives in core/ because three parts read it: `psbed profile`
+// (predictor/) writes it from a run's traces, the predictor simulates from it, and a worker in
+// `--compute replay:profile.json` mode draws its per-layer durations from it.
+//
+// profile.json:
+//   {"format": "psbed-profile/1",
+//    "model": "lenet5", "batch": 32,
+//    "tensors": [{"name": "conv1.weight", "layer": 0, "bytes": 600}, ...],   // spec order
+//    "layers":  [{"name": "conv1", "forward_ms": [...], "backward_ms": [...]}, ...],  // every layer
+//    "server":  {"apply_ns_per_byte": 0.35, "apply_overhead_us": 5},
+//    "link":    {"bandwidth_bytes_per_sec": 1.2e8, "latency_us": 210, "shaped": "1gbit/200us"},
+//    "step_overhead_ms": [...],   // per step: time not explained by compute or transfers
+//    "source":  {"run": "runs/x", "workers": 1, "servers": 1, "mode": "bsp", "policy": "wfbp",
+//                "compute": "real", "threads": 2, "steps": 300, ...}}
+#pragma once
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/model_spec.hpp"
+
+namespace psbed {
+
+struct ProfileTensor {
+  std::string name;
+  int layer = 0;
+  std::int64_t bytes = 0;
+};
+
+struct ProfileLayer {
+  std::string name;
+  std::vector<double> forward_ms, backward_ms;  // one sample per profiled step
+};
+
+struct Profile {
+  std::string model;
+  int batch = 0;
+  std::vector<ProfileTensor> tensors;
+  std::vector<ProfileLayer> layers;
+  double apply_ns_per_byte = 0;    // server: optimizer cost per gradient byte
+  double apply_overhead_us = 0;    // server: fixed cost per applied part
+  double bandwidth_bytes_per_sec = 0;  // link estimate (0 = unknown / unshaped)
+  double latency_us = 0;
+  std::string shaped;              // the link setting of the source run, "" if none
+  std::vector<double> step_overhead_ms;
+  nlohmann::json source = nlohmann::json::object();
+
+  std::int64_t parameter_bytes() const;
+  double mean_forward_ms(int layer) const;
+  double mean_backward_ms(int layer) const;
+  double mean_compute_ms() const;  // sum over layers of mean forward + backward
+  nlohmann::json to_json() const;
+  static Profile from_json(const nlohmann::json& j, const std::string& source_name);
+  // Errors name the file and the field.
+  static Profile load(const std::string& path);
+  void save(const std::string& path) const;
+  // Throws if the profile was taken on a different model (layer names or tensor sizes differ).
+  void check_matches(const ModelSpec& spec, const std::string& profile_name) const;
+};
+
+// Draws per-layer durations from a profile's samples (uniformly, seeded): the same sampler drives
+// compute replay in a live worker and compute in the simulator.
+class ComputeSampler {
+ public:
+  ComputeSampler(const Profile& profile, std::uint64_t seed);
+  double forward_s(int layer);
+  double backward_s(int layer);
+  double step_overhead_s();
+
+ private:
+  double draw(const std::vector<double>& samples_ms);
+  const Profile* profile_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace psbed

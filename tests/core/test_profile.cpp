@@ -1,0 +1,76 @@
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "core/model_spec.hpp"
+#include "core/profile.hpp"
+
+using namespace psbed;
+
+namespace {
+
+Profile profile_of(const ModelSpec& spec) {
+  Profile p;
+  p.model = spec.name;
+  p.batch = 32;
+  for (const auto& t : spec.tensors) p.tensors.push_back({t.name, t.layer, t.bytes()});
+  for (const auto& l : spec.layers) p.layers.push_back({l.name, {1.0, 2.0, 3.0}, {4.0}});
+  p.apply_ns_per_byte = 0.5;
+  p.bandwidth_bytes_per_sec = 1.25e8;
+  p.latency_us = 200;
+  p.step_overhead_ms = {0.1, 0.2};
+  p.source = {{"run", "runs/x"}, {"workers", 1}};
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a profile round-trips through profile.json and matches its model", "[core][profile]") {
+  const ModelSpec spec = load_model("lenet5");
+  const Profile p = profile_of(spec);
+  const auto path = (std::filesystem::temp_directory_path() / "psbed-profile-test.json").string();
+  p.save(path);
+  const Profile q = Profile::load(path);
+  std::remove(path.c_str());
+  CHECK(q.model == "lenet5");
+  CHECK(q.tensors.size() == spec.tensors.size());
+  CHECK(q.parameter_bytes() == spec.parameter_bytes());
+  CHECK(q.layers[0].forward_ms == std::vector<double>{1.0, 2.0, 3.0});
+  CHECK(q.mean_forward_ms(0) == Approx(2.0));
+  CHECK(q.mean_compute_ms() == Approx(6.0 * double(spec.layers.size())));
+  CHECK(q.bandwidth_bytes_per_sec == Approx(1.25e8));
+  CHECK(q.source["workers"] == 1);
+  CHECK_NOTHROW(q.check_matches(spec, "p"));
+  CHECK_THROWS_WITH(q.check_matches(load_model("mlp"), "p"), Catch::Contains("layers"));
+}
+
+TEST_CASE("a malformed profile names the field", "[core][profile]") {
+  const ModelSpec spec = load_model("mlp");
+  nlohmann::json j = profile_of(spec).to_json();
+  j["layers"][1].erase("backward_ms");
+  CHECK_THROWS_WITH(Profile::from_json(j, "p.json"), Catch::Contains("layers[1]") && Catch::Contains("backward_ms"));
+  j = profile_of(spec).to_json();
+  j["format"] = "other/2";
+  CHECK_THROWS_WITH(Profile::from_json(j, "p.json"), Catch::Contains("psbed-profile/1"));
+  j = profile_of(spec).to_json();
+  j["tensors"][0]["layer"] = 99;
+  CHECK_THROWS_WITH(Profile::from_json(j, "p.json"), Catch::Contains("layer 99"));
+  CHECK_THROWS_WITH(Profile::load("/nonexistent/profile.json"), Catch::Contains("/nonexistent/profile.json"));
+}
+
+TEST_CASE("the compute sampler draws only profiled samples, reproducibly", "[core][profile]") {
+  const Profile p = profile_of(load_model("mlp"));
+  ComputeSampler a(p, 7), b(p, 7);
+  bool seen[3] = {false, false, false};
+  for (int i = 0; i < 200; ++i) {
+    const double x = a.forward_s(0);
+    CHECK(x == b.forward_s(0));
+    REQUIRE((x == 0.001 || x == 0.002 || x == 0.003));
+    seen[int(x * 1000 + 0.5) - 1] = true;
+    CHECK(a.backward_s(0) == Approx(0.004));
+    b.backward_s(0);
+  }
+  CHECK((seen[0] && seen[1] && seen[2]));
+}
