@@ -100,10 +100,10 @@ void add_coordinator(CLI::App& root, ps::CoordinatorOptions& o, std::string& par
   app->add_option("--workers", o.workers, "workers to wait for")->capture_default_str();
   app->add_option("--model", o.model, "model name or .toml path (sent to every node)")->capture_default_str();
   app->add_option("--mode", o.mode, "consistency: async, bsp or ssp:K")->capture_default_str();
-  app->add_option("--policy", o.policy.name, "transmission policy: bulk, wfbp, tf-random, p3, bytescheduler")->capture_default_str();
-  app->add_option("--slice-params", o.policy.slice_params, "p3: parameters per slice")->capture_default_str();
+  app->add_option("--policy", o.policy.name, "transmission policy: bulk, wfbp, tf-random, p3, bytescheduler, prophet")->capture_default_str();
+  app->add_option("--slice-params", o.policy.slice_params, "p3, prophet: parameters per slice")->capture_default_str();
   app->add_option("--partition-params", o.policy.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
-  app->add_option("--credit", credit, "p3/bytescheduler: bytes in flight at most (default: the policy's)");
+  app->add_option("--credit", credit, "p3/bytescheduler: bytes in flight at most; prophet: largest block (default: the policy's)");
   app->add_option("--lr", o.sgd.lr, "learning rate")->capture_default_str();
   app->add_option("--momentum", o.sgd.momentum, "SGD momentum")->capture_default_str();
   app->add_option("--weight-decay", o.sgd.weight_decay, "L2 weight decay")->capture_default_str();
@@ -172,10 +172,10 @@ void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_leve
   app->add_option("--data", o.data, "mnist or synthetic")->capture_default_str();
   app->add_option("--data-dir", o.data_dir, "directory with IDX files");
   app->add_option("--mode", o.mode, "async, bsp or ssp:K")->capture_default_str();
-  app->add_option("--policy", o.policy, "transmission policy: bulk, wfbp, tf-random, p3, bytescheduler")->capture_default_str();
-  app->add_option("--slice-params", o.slice_params, "p3: parameters per slice")->capture_default_str();
+  app->add_option("--policy", o.policy, "transmission policy: bulk, wfbp, tf-random, p3, bytescheduler, prophet")->capture_default_str();
+  app->add_option("--slice-params", o.slice_params, "p3, prophet: parameters per slice")->capture_default_str();
   app->add_option("--partition-params", o.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
-  app->add_option("--credit", o.credit, "p3/bytescheduler: bytes in flight at most, e.g. 4MiB (default: the policy's)");
+  app->add_option("--credit", o.credit, "p3/bytescheduler: bytes in flight at most; prophet: largest block; e.g. 4MiB (default: the policy's)");
   app->add_option("--epochs", o.epochs, "passes over the training set, all workers together")->capture_default_str();
   app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")->capture_default_str();
   app->add_option("--batch", o.batch, "batch per worker")->capture_default_str();

@@ -1,7 +1,9 @@
 #include "core/policy.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
+#include <map>
 #include <random>
 #include <set>
 #include <tuple>
@@ -111,9 +113,110 @@ class PriorityCredit final : public Policy {
   std::uint64_t seq_ = 0;
 };
 
+// Prophet: gradients become ready at stepwise times during backward, and those times repeat from
+// step to step. The policy learns them (offsets from the step's start, per layer, from the
+// previous step) and sends in blocks: a block opens when the link is idle, takes slices in strict
+// priority order (pulls, then layers nearest the input) and is sized to what the link carries
+// before the next gradient is predicted to become ready (gap x bandwidth estimate, at least one
+// slice). A later, higher-priority gradient therefore waits at most for a block sized to end as
+// it arrives, and lower priority never preempts higher. The bandwidth estimate comes from the
+// caller (bandwidth_estimate) or, failing that, from the policy's own busy periods.
+class Prophet final : public Policy {
+ public:
+  Prophet(std::int64_t slice, std::int64_t max_block) : slice_(slice), max_block_(max_block) {}
+  std::string name() const override { return "prophet"; }
+  void begin_step(double now, std::uint64_t) override {
+    // Learned offsets follow the last step, smoothed so one hiccup does not skew every block.
+    for (const auto& [layer, offset] : seen_) {
+      auto it = learned_.find(layer);
+      learned_[layer] = it == learned_.end() ? offset : 0.5 * it->second + 0.5 * offset;
+    }
+    seen_.clear();
+    step_start_ = now;
+    backward_over_ = false;
+  }
+  void parameter_needed(double, const Transfer& t) override { add(t); }
+  void gradient_ready(double now, const Transfer& t) override {
+    seen_.emplace(t.layer, now - step_start_);
+    add(t);
+  }
+  void backward_done(double) override { backward_over_ = true; }
+  void bandwidth_estimate(double bytes_per_s) override {
+    if (bytes_per_s > 0) bandwidth_ = bytes_per_s, told_bandwidth_ = true;
+  }
+  void sent(double now, const Transfer& t) override {
+    if (outstanding_ == 0) busy_start_ = now, busy_bytes_ = 0;
+    outstanding_ += t.bytes();
+    busy_bytes_ += t.bytes();
+  }
+  void acked(double now, const Transfer& t) override {
+    outstanding_ -= t.bytes();
+    if (outstanding_ == 0 && !told_bandwidth_ && now > busy_start_) {
+      const double sample = double(busy_bytes_) / (now - busy_start_);
+      bandwidth_ = bandwidth_ > 0 ? 0.7 * bandwidth_ + 0.3 * sample : sample;
+    }
+  }
+  std::optional<Transfer> next(double now, std::int64_t in_flight) override {
+    if (queue_.empty()) return std::nullopt;
+    if (block_left_ <= 0) {
+      if (in_flight > 0) return std::nullopt;  // the current block drains first
+      block_left_ = block_bytes(now);
+      block_fresh_ = true;
+    }
+    const Transfer t = queue_.begin()->t;
+    if (!block_fresh_ && t.bytes() > block_left_) {
+      block_left_ = 0;  // the block is full; the next one opens when it has drained
+      return std::nullopt;
+    }
+    queue_.erase(queue_.begin());
+    block_left_ -= t.bytes();
+    block_fresh_ = false;
+    if (queue_.empty()) block_left_ = 0;  // a block never outlives what was pending when it opened
+    return t;
+  }
+
+ private:
+  std::int64_t block_bytes(double now) const {
+    if (backward_over_ || bandwidth_ <= 0) return max_block_;
+    const double elapsed = now - step_start_;
+    double gap = -1;
+    for (const auto& [layer, offset] : learned_)
+      if (!seen_.count(layer) && offset > elapsed && (gap < 0 || offset - elapsed < gap)) gap = offset - elapsed;
+    if (gap < 0) return max_block_;
+    return std::clamp<std::int64_t>(std::llround(gap * bandwidth_), 1, max_block_);
+  }
+  struct Entry {
+    int dir_rank;
+    int layer;
+    std::uint64_t seq;
+    Transfer t;
+    bool operator<(const Entry& o) const { return std::tie(dir_rank, layer, seq) < std::tie(o.dir_rank, o.layer, o.seq); }
+  };
+  void add(const Transfer& t) {
+    for (std::int64_t off = 0; off < t.count; off += slice_) {
+      Transfer s = t;
+      s.offset = t.offset + off;
+      s.count = std::min(slice_, t.count - off);
+      queue_.insert(Entry{t.dir == Direction::kPull ? 0 : 1, t.layer, seq_++, s});
+    }
+  }
+  std::int64_t slice_, max_block_;
+  std::set<Entry> queue_;
+  std::uint64_t seq_ = 0;
+  std::map<int, double> learned_, seen_;  // layer -> gradient-ready offset from the step start
+  double step_start_ = 0;
+  bool backward_over_ = false;
+  double bandwidth_ = 0;  // bytes/s; 0 = not yet known
+  bool told_bandwidth_ = false;
+  std::int64_t outstanding_ = 0, busy_bytes_ = 0;
+  double busy_start_ = 0;
+  std::int64_t block_left_ = 0;
+  bool block_fresh_ = false;
+};
+
 }  // namespace
 
-std::vector<std::string> policy_names() { return {"bulk", "wfbp", "tf-random", "p3", "bytescheduler"}; }
+std::vector<std::string> policy_names() { return {"bulk", "wfbp", "tf-random", "p3", "bytescheduler", "prophet"}; }
 
 std::unique_ptr<Policy> make_policy(const PolicyOptions& o) {
   if (o.name == "bulk") return std::make_unique<Bulk>();
@@ -125,6 +228,12 @@ std::unique_ptr<Policy> make_policy(const PolicyOptions& o) {
     if (slice < 1) throw Error("policy " + o.name + ": slice size must be at least 1 parameter");
     if (credit < 4) throw Error("policy " + o.name + ": credit must be at least 4 bytes");
     return std::make_unique<PriorityCredit>(o.name, slice, credit);
+  }
+  if (o.name == "prophet") {
+    const std::int64_t max_block = o.credit_bytes >= 0 ? o.credit_bytes : 4 << 20;
+    if (o.slice_params < 1) throw Error("policy prophet: slice size must be at least 1 parameter");
+    if (max_block < 4) throw Error("policy prophet: the block limit (--credit) must be at least 4 bytes");
+    return std::make_unique<Prophet>(o.slice_params, max_block);
   }
   std::string known;
   for (const auto& n : policy_names()) known += (known.empty() ? "" : ", ") + n;

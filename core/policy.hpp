@@ -32,11 +32,11 @@ struct Transfer {
 };
 
 struct PolicyOptions {
-  std::string name = "wfbp";          // bulk | wfbp | tf-random | p3 | bytescheduler
-  std::int64_t slice_params = 40000;  // p3: floats per slice
+  std::string name = "wfbp";          // bulk | wfbp | tf-random | p3 | bytescheduler | prophet
+  std::int64_t slice_params = 40000;  // p3, prophet: floats per slice
   std::int64_t partition_params = 1000000;  // bytescheduler: floats per partition
   // Bytes in flight at most; < 0: the policy's default (p3 4 MiB, bytescheduler 4,000,000
-  // parameters = 16,000,000 bytes).
+  // parameters = 16,000,000 bytes). prophet: the largest block (default 4 MiB).
   std::int64_t credit_bytes = -1;
   std::uint64_t seed = 1;             // tf-random
 };

@@ -134,6 +134,89 @@ TEST_CASE("bytescheduler partitions with its default credit of 4,000,000 paramet
   CHECK(sent[3].count == 500000);
 }
 
+TEST_CASE("prophet sizes blocks from the learned gradient-ready gaps and never sends lower priority first",
+          "[core][policy]") {
+  PolicyOptions o;
+  o.name = "prophet";
+  o.slice_params = 1000;  // 4,000-byte slices
+  o.credit_bytes = 100000;
+  auto p = make_policy(o);
+  p->bandwidth_estimate(1e6);  // 1 MB/s: 1 ms carries 1,000 bytes
+  // Step 0 teaches the policy when gradients become ready: layer 2 at 10 ms, 1 at 20, 0 at 30.
+  p->begin_step(0, 0);
+  p->gradient_ready(0.010, push(2, 2, 5000));
+  p->gradient_ready(0.020, push(1, 1, 1000));
+  p->gradient_ready(0.030, push(0, 0, 1000));
+  p->backward_done(0.030);
+  CHECK(drain(*p).size() == 7);
+  // Step 1: layer 2's 5 slices are ready at 10 ms; layer 1 is due at 20 ms, so the first block is
+  // 10 ms x 1 MB/s = 10,000 bytes: two whole slices.
+  p->begin_step(1.0, 1);
+  p->gradient_ready(1.010, push(2, 2, 5000));
+  std::int64_t in_flight = 0;
+  std::vector<Transfer> block;
+  auto take = [&](double now) {
+    block.clear();
+    while (auto t = p->next(now, in_flight)) block.push_back(*t), in_flight += t->bytes(), p->sent(now, *t);
+    return block.size();
+  };
+  auto ack_all = [&](double now) {
+    for (const auto& t : block) p->acked(now, t);
+    in_flight = 0;
+  };
+  REQUIRE(take(1.010) == 2);
+  CHECK(block[0].offset == 0);
+  CHECK(block[1].offset == 1000);
+  ack_all(1.018);
+  // 2 ms before layer 1: the block is a single slice (never less than one).
+  REQUIRE(take(1.018) == 1);
+  CHECK(block[0].layer == 2);
+  // Layer 1 becomes ready while that block is in flight: it waits for the block, not longer.
+  p->gradient_ready(1.020, push(1, 1, 1000));
+  CHECK_FALSE(p->next(1.020, in_flight));
+  ack_all(1.022);
+  // Next block, 8 ms before layer 0: layer 1 first, then the remaining layer-2 slices that fit.
+  REQUIRE(take(1.022) == 2);
+  CHECK(block[0].layer == 1);
+  CHECK(block[1].layer == 2);
+  CHECK(block[1].offset == 3000);
+  ack_all(1.030);
+  p->gradient_ready(1.030, push(0, 0, 1000));
+  p->backward_done(1.030);
+  // Backward is over: one block (up to the 100,000-byte limit), highest priority first.
+  REQUIRE(take(1.030) == 2);
+  CHECK(block[0].layer == 0);
+  CHECK(block[1].layer == 2);
+  CHECK(block[1].offset == 4000);
+  CHECK_FALSE(p->next(1.031, 0));
+}
+
+TEST_CASE("prophet learns the bandwidth from its own busy periods", "[core][policy]") {
+  PolicyOptions o;
+  o.name = "prophet";
+  o.slice_params = 250;  // 1,000-byte slices
+  auto p = make_policy(o);
+  p->begin_step(0, 0);
+  p->gradient_ready(0.001, push(1, 1, 250));
+  p->gradient_ready(0.010, push(0, 0, 250));
+  p->backward_done(0.010);
+  auto t = p->next(0.010, 0);
+  REQUIRE(t);
+  p->sent(0.010, *t);
+  p->acked(0.011, *t);  // 1,000 bytes in 1 ms: 1 MB/s
+  auto u = p->next(0.011, 0);
+  REQUIRE(u);
+  p->sent(0.011, *u);
+  p->acked(0.012, *u);
+  // Step 1: layer 1 ready at 1 ms, layer 0 due at 10 ms: 9 ms x 1 MB/s = 9,000 bytes = 9 slices.
+  p->begin_step(1.0, 1);
+  p->gradient_ready(1.001, push(1, 1, 250 * 20));
+  int n = 0;
+  std::int64_t in_flight = 0;
+  while (auto s = p->next(1.001, in_flight)) in_flight += s->bytes(), ++n;
+  CHECK(n == 9);
+}
+
 TEST_CASE("unknown policies and bad parameters are named", "[core][policy]") {
   CHECK_THROWS_WITH(make_policy({"fastest"}), Catch::Contains("unknown policy 'fastest'") && Catch::Contains("p3"));
   PolicyOptions o;
