@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/units.hpp"
+#include "cluster/ctl.hpp"
 #include "cluster/launch.hpp"
 #include "ps/bench_ps.hpp"
 #include "ps/coordinator.hpp"
@@ -221,6 +222,8 @@ int main(int argc, char** argv) {
   add_server(root, server, log_level);
   add_worker(root, wopt, log_level);
   add_launch(root, launch, log_level);
+  cluster::CtlOptions ctl;
+  cluster::add_ctl(root, ctl, log_level);
   std::string probe_endpoint;
   int probe_sender = 0;
   {
@@ -259,6 +262,10 @@ int main(int argc, char** argv) {
       setup_logging("probe", log_level);
       std::printf("%d malformed messages sent\n", ps::run_probe(probe_endpoint, probe_sender));
       return 0;
+    }
+    if (root.got_subcommand("ctl")) {
+      setup_logging("ctl", log_level);
+      return cluster::run_ctl(root, ctl);
     }
     if (root.got_subcommand("launch")) {
       setup_logging("launch", log_level);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -19,6 +20,7 @@
 #include "core/partition.hpp"
 #include "core/trace.hpp"
 #include "ps/cluster_map.hpp"
+#include "ps/control.hpp"
 #include "ps/zmq_transport.hpp"
 
 namespace psbed::ps {
@@ -50,6 +52,8 @@ class Coordinator {
  public:
   explicit Coordinator(const CoordinatorOptions& opt) : opt_(opt) {
     spec_text_ = read_spec_text();
+    policy_ = opt_.policy;
+    policy_.seed = opt_.seed;
     ZmqOptions z;
     z.role = ZmqOptions::Role::kServer;
     z.endpoint = opt_.bind;
@@ -82,6 +86,7 @@ class Coordinator {
         break;
       }
       check_heartbeats_locked(now);
+      if (switch_ && now - switch_->requested > dsec(kSwitchTimeoutS)) finish_switch_locked(true);
       if (map_sent_ && now >= next_progress) {
         print_progress_locked();
         next_progress = now + dsec(opt_.progress_every_s);
@@ -90,6 +95,7 @@ class Coordinator {
       flush_outbox();
       lock.lock();
     }
+    if (switch_) finish_switch_locked(true);
     write_summary_locked();
     broadcast_locked(Op::kShutdown, json());
     lock.unlock();
@@ -166,6 +172,8 @@ class Coordinator {
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (m.header.op == Op::kRegister) return on_register(m.peer, j);
+    // `psbed ctl` (or any peer) asking something of the run; it need not be a node.
+    if (m.header.op == Op::kControl && j.is_object() && j.value("event", "") == "ctl") return on_ctl(m.peer, j);
     auto it = nodes_.find(m.peer);
     if (it == nodes_.end()) {
       spdlog::warn("{} message from unregistered peer {}, dropped", op_name(m.header.op), peer_name(m.peer));
@@ -286,6 +294,11 @@ class Coordinator {
       n.progress = j;
     } else if (ev == "report") {
       n.report = j;
+      if (switch_) finish_switch_locked(false);  // a worker done training will not switch
+    } else if (ev == "policy_switched") {
+      if (!switch_ || j.value("seq", std::uint64_t(0)) != switch_->seq) return;
+      switch_->workers[n.name] = j.value("step", std::int64_t(-1));
+      finish_switch_locked(false);
     } else if (ev == "evaluated") {
       if (n.id != evaluator_) {
         spdlog::warn("{}: 'evaluated' from a worker that was not asked to evaluate, dropped", n.name);
@@ -300,6 +313,100 @@ class Coordinator {
     } else {
       spdlog::warn("{}: unknown control event '{}', dropped", n.name, ev);
     }
+  }
+
+  // ---- live policy switch ----------------------------------------------------------------
+
+  static constexpr double kSwitchTimeoutS = 30;
+
+  struct Switch {
+    std::uint64_t seq = 0;
+    PeerId requester;
+    policy::PolicyOptions options;
+    Clock::time_point requested;
+    double requested_s = 0;  // since the coordinator started
+    json workers = json::object();  // worker name -> step at which it switched
+  };
+
+  void ctl_reply(const PeerId& peer, json j) {
+    j["event"] = "ctl_reply";
+    send_to(peer, Op::kControl, j);
+  }
+
+  void on_ctl(const PeerId& peer, const json& j) {
+    const std::string command = j.value("command", "");
+    if (command == "status") {
+      json workers = json::array();
+      for (const auto& [_, n] : nodes_) {
+        if (n.role != "worker") continue;
+        json w = {{"name", n.name}, {"id", n.id}, {"alive", n.alive}};
+        if (!n.progress.is_null())
+          for (const char* k : {"step", "loss", "steps_per_sec", "images_per_sec", "policy"})
+            if (n.progress.contains(k)) w[k] = n.progress[k];
+        workers.push_back(w);
+      }
+      return ctl_reply(peer, {{"ok", true}, {"policy", policy_to_json(policy_)}, {"describe", describe_policy(policy_)},
+                              {"mode", mode_.str()}, {"steps", steps_}, {"started", map_sent_}, {"workers", workers},
+                              {"policy_switches", switches_}});
+    }
+    if (command != "policy")
+      return ctl_reply(peer, {{"ok", false}, {"error", "unknown command '" + command + "', expected policy or status"}});
+    if (!map_sent_) return ctl_reply(peer, {{"ok", false}, {"error", "the run has not started yet: not every node has registered"}});
+    if (switch_) return ctl_reply(peer, {{"ok", false}, {"error", "a policy switch is already under way"}});
+    json req = j;
+    req.erase("event");
+    req.erase("command");
+    policy::PolicyOptions o;
+    try {
+      o = policy_from_request(req, policy_);
+    } catch (const Error& e) {
+      return ctl_reply(peer, {{"ok", false}, {"error", e.what()}});
+    }
+    Switch sw;
+    sw.seq = ++switch_seq_;
+    sw.requester = peer;
+    sw.options = o;
+    sw.requested = Clock::now();
+    sw.requested_s = (now_us() - started_us_) / 1e6;
+    spdlog::info("policy switch {} requested: {} (was {})", sw.seq, describe_policy(o), describe_policy(policy_));
+    for (Node* w : live("worker"))
+      if (w->report.is_null())
+        send_to(w->peer, Op::kControl, {{"event", "set_policy"}, {"seq", sw.seq}, {"policy", policy_to_json(o)}});
+    switch_ = std::move(sw);
+    finish_switch_locked(false);
+  }
+
+  // Answers the pending switch once every live worker still training has switched (or, with
+  // `timeout`, now), and records it for the summary.
+  void finish_switch_locked(bool timeout) {
+    if (!switch_) return;
+    std::vector<std::string> missing;
+    for (Node* w : live("worker"))
+      if (w->report.is_null() && !switch_->workers.contains(w->name)) missing.push_back(w->name);
+    if (!missing.empty() && !timeout) return;
+    Switch sw = std::move(*switch_);
+    switch_.reset();
+    std::int64_t step = -1;
+    for (const auto& [_, s] : sw.workers.items()) step = std::max(step, s.get<std::int64_t>());
+    json reply = {{"policy", policy_to_json(sw.options)}, {"describe", describe_policy(sw.options)},
+                  {"workers", sw.workers}, {"step", step}};
+    if (sw.workers.empty()) {
+      reply["ok"] = false;
+      reply["error"] = missing.empty() ? "training ended before any worker switched"
+                                       : "no worker switched within " + std::to_string(int(kSwitchTimeoutS)) + " s";
+    } else {
+      reply["ok"] = missing.empty();
+      if (!missing.empty()) {
+        std::string names;
+        for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
+        reply["error"] = "not switched within " + std::to_string(int(kSwitchTimeoutS)) + " s: " + names;
+      }
+      policy_ = sw.options;
+      switches_.push_back({{"seq", sw.seq}, {"policy", policy_to_json(sw.options)}, {"describe", describe_policy(sw.options)},
+                           {"requested_s", sw.requested_s}, {"step", step}, {"workers", sw.workers}});
+      spdlog::info("policy switch {} took effect: {} from step {}", sw.seq, describe_policy(sw.options), step);
+    }
+    ctl_reply(sw.requester, reply);
   }
 
   void check_heartbeats_locked(Clock::time_point now) {
@@ -326,6 +433,7 @@ class Coordinator {
     // Servers stop waiting for it (bsp/ssp), barriers stop counting it.
     for (Node* s : live("server")) send_to(s->peer, Op::kControl, {{"event", "worker_dead"}, {"worker", n.id}});
     release_barriers_locked();
+    if (switch_) finish_switch_locked(false);
     if (evaluator_ == n.id) {
       // Training is over; only the evaluation is lost. Finish with no test accuracy.
       spdlog::warn("the evaluating worker {} died: finishing without a test accuracy", n.name);
@@ -385,6 +493,9 @@ class Coordinator {
               {"servers", opt_.servers},
               {"mode", mode_.str()},
               {"policy", opt_.policy.name},
+              {"policy_options", policy_to_json(opt_.policy)},
+              {"policy_switches", switches_},
+              {"policy_final", policy_.name},
               {"compute", opt_.compute},
               {"batch", opt_.batch},
               {"steps", steps_},
@@ -426,6 +537,10 @@ class Coordinator {
   std::map<std::string, std::set<std::string>> barriers_;
   json map_json_;
   json failed_ = json::array();
+  policy::PolicyOptions policy_;  // what the workers run now
+  std::optional<Switch> switch_;
+  std::uint64_t switch_seq_ = 0;
+  json switches_ = json::array();
   bool map_sent_ = false, finished_ = false;
   int exit_code_ = 0, evaluator_ = -1;
   std::string failure_, evaluation_note_;

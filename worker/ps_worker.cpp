@@ -10,11 +10,13 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "core/error.hpp"
 #include "core/trace.hpp"
 #include "ps/client.hpp"
+#include "ps/control.hpp"
 #include "ps/node_link.hpp"
 #include "worker/batcher.hpp"
 #include "worker/evaluate.hpp"
@@ -80,6 +82,12 @@ class PsWorker {
     ps::NodeLink link({opt_.coordinator, "worker", opt_.name, "", opt_.connect_timeout_s, opt_.heartbeat_s});
     auto data = std::make_unique<workloads::Split>(workloads::load_dataset(opt_.data, opt_.data_dir, local.input, 1));
     workloads::standardize(*data);
+    // The coordinator's live policy switch: taken up at the next step boundary.
+    link.on_control([this](const nlohmann::json& j) {
+      if (j.value("event", "") != "set_policy") return;
+      std::lock_guard<std::mutex> lock(ctl_mu_);
+      pending_policy_ = j;
+    });
     map_ = link.join({{"train_size", data->train.size()}, {"data", data->description}});
     const ModelSpec& spec = map_.spec;
     if (local.parameter_count() != spec.parameter_count() || local.layers.size() != spec.layers.size())
@@ -123,7 +131,7 @@ class PsWorker {
           record_transfer(t, t0);
           (t.dir == policy::Direction::kPull ? pulls_ : pushes_).done(t.layer, t.count);
         });
-    const bool pull_all_first = sched.policy().pull_all_before_forward();
+    bool pull_all_first = sched.policy().pull_all_before_forward();
     trace_.set_metadata("policy", sched.policy().name());
     std::vector<float> images(std::size_t(spec.input.numel()) * exp.batch);
     std::vector<std::int32_t> labels(exp.batch);
@@ -134,6 +142,10 @@ class PsWorker {
     for (std::int64_t s = 0; s < exp.steps && !link.shutdown_requested(); ++s) {
       if (s == warmup) steady_start = now_us();
       step_ = s;
+      if (auto j = take_pending_policy()) {
+        switch_policy(sched, link, *j, s);
+        pull_all_first = sched.policy().pull_all_before_forward();
+      }
       const double step_t0 = now_us();
       pulls_.reset(layer_floats_);
       pushes_.reset(layer_floats_);
@@ -170,7 +182,7 @@ class PsWorker {
       ++report_steps;
       if (now_us() - last_report >= opt_.progress_every_s * 1e6 || s + 1 == exp.steps) {
         const double dt = (now_us() - last_report) / 1e6;
-        link.send_control({{"event", "progress"}, {"step", s + 1}, {"loss", loss},
+        link.send_control({{"event", "progress"}, {"step", s + 1}, {"loss", loss}, {"policy", sched.policy().name()},
                            {"steps_per_sec", report_steps / dt}, {"images_per_sec", report_steps * exp.batch / dt}});
         last_report = now_us();
         report_steps = 0;
@@ -182,7 +194,8 @@ class PsWorker {
     nlohmann::json report = {{"event", "report"}, {"steps", exp.steps}, {"final_loss", loss}, {"steady_steps", steady_steps},
                              {"steps_per_sec", steady_s > 0 ? steady_steps / steady_s : 0.0},
                              {"images_per_sec", steady_s > 0 ? steady_steps * exp.batch / steady_s : 0.0},
-                             {"bytes_pushed", client.bytes_pushed()}, {"bytes_pulled", client.bytes_pulled()}};
+                             {"bytes_pushed", client.bytes_pushed()}, {"bytes_pulled", client.bytes_pulled()},
+                             {"policy_switches", switches_}};
     link.send_control(report);
     spdlog::info("{} trained {} steps: {:.1f} steps/s, {:.0f} images/s steady", opt_.name, exp.steps,
                  report["steps_per_sec"].get<double>(), report["images_per_sec"].get<double>());
@@ -198,6 +211,33 @@ class PsWorker {
   }
 
  private:
+  std::optional<nlohmann::json> take_pending_policy() {
+    std::lock_guard<std::mutex> lock(ctl_mu_);
+    auto j = std::move(pending_policy_);
+    pending_policy_.reset();
+    return j;
+  }
+
+  // Nothing is in flight between steps, so the new policy starts on a clean slate. The trace
+  // gets a mark on the control lane; the coordinator hears the step.
+  void switch_policy(TransmissionScheduler& sched, ps::NodeLink& link, const nlohmann::json& j, std::int64_t step) {
+    const std::uint64_t seq = j.value("seq", std::uint64_t(0));
+    try {
+      const policy::PolicyOptions o = ps::policy_from_json(j.at("policy"));
+      const std::string was = sched.policy().name();
+      sched.set_policy(policy::make_policy(o));
+      TraceEvent e;
+      e.name = "policy:" + o.name, e.lane = "control", e.ts_us = now_us(), e.dur_us = 0, e.step = step;
+      e.note = "switched from " + was + " to " + ps::describe_policy(o);
+      trace_.record(std::move(e));
+      switches_.push_back({{"step", step}, {"policy", o.name}, {"seq", seq}});
+      spdlog::info("{}: policy {} from step {} (was {})", opt_.name, ps::describe_policy(o), step, was);
+      link.send_control({{"event", "policy_switched"}, {"seq", seq}, {"step", step}, {"policy", o.name}});
+    } catch (const std::exception& e) {
+      spdlog::error("{}: policy switch {} refused: {}", opt_.name, seq, e.what());
+    }
+  }
+
   int layer_of(int part_index) const { return map_.spec.tensors[map_.plan.parts[part_index].key].layer; }
 
   // "pull:conv1.weight#0" on the pull lane, from request to arrival (push: to acknowledgment);
@@ -242,6 +282,9 @@ class PsWorker {
   std::vector<std::int64_t> layer_floats_;
   std::atomic<std::int64_t> step_{0};
   Arrivals pulls_, pushes_;
+  std::mutex ctl_mu_;
+  std::optional<nlohmann::json> pending_policy_;
+  nlohmann::json switches_ = nlohmann::json::array();
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "worker/scheduler.hpp"
 
+#include "core/error.hpp"
 #include "core/trace.hpp"
 
 namespace psbed::worker {
@@ -14,6 +15,12 @@ double now_s() { return now_us() / 1e6; }
 TransmissionScheduler::TransmissionScheduler(ps::PsClient& client, std::unique_ptr<policy::Policy> policy,
                                              Buffer buffer, Done done)
     : client_(client), policy_(std::move(policy)), buffer_(std::move(buffer)), done_(std::move(done)) {}
+
+void TransmissionScheduler::set_policy(std::unique_ptr<policy::Policy> policy) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (in_flight_ != 0) throw Error("a policy can only be switched between steps, with nothing in flight");
+  policy_ = std::move(policy);
+}
 
 void TransmissionScheduler::begin_step(std::uint64_t step) {
   {

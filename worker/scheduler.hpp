@@ -23,6 +23,8 @@ class TransmissionScheduler {
   TransmissionScheduler(ps::PsClient& client, std::unique_ptr<policy::Policy> policy, Buffer buffer, Done done);
 
   const policy::Policy& policy() const { return *policy_; }
+  // Between steps only (nothing in flight): the live policy switch.
+  void set_policy(std::unique_ptr<policy::Policy> policy);
   void begin_step(std::uint64_t step);
   void need(const policy::Transfer& t);   // a parameter part, for the current step's clock
   void ready(const policy::Transfer& t);  // a gradient part of the current step

@@ -1,0 +1,92 @@
+#include "cluster/ctl.hpp"
+
+#include <cstdio>
+#include <fstream>
+
+#include "core/error.hpp"
+#include "ps/control.hpp"
+
+namespace psbed::cluster {
+
+using json = nlohmann::json;
+
+void add_ctl(CLI::App& root, CtlOptions& o, std::string& log_level) {
+  auto* app = root.add_subcommand("ctl", "Control a running cluster: switch the transmission policy, show status");
+  app->footer(
+      "Examples:\n"
+      "  psbed ctl --run runs/demo/cluster policy p3 --credit 2MiB\n"
+      "  psbed ctl --coordinator tcp://10.0.0.1:7000 status --json\n"
+      "Workers switch at their next step boundary; ctl prints the step from which every worker runs\n"
+      "the new policy. The switch is marked in each worker's trace (control lane) and listed in\n"
+      "summary.json under policy_switches.");
+  app->set_config("--config", "", "TOML file of options (keys = long flag names); flags win");
+  app->add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
+  auto* where = app->add_option("--coordinator", o.coordinator, "the coordinator's endpoint, e.g. tcp://127.0.0.1:7000");
+  app->add_option("--run", o.run, "or: a `psbed launch` run folder still running (reads logs/coordinator.endpoint)")
+      ->excludes(where);
+  app->add_option("--timeout", o.timeout_s, "seconds to wait for the answer")->capture_default_str();
+  app->add_flag("--json", o.json, "print the coordinator's answer as JSON");
+  app->require_subcommand(1);
+  auto* pol = app->add_subcommand("policy", "Switch every worker to this transmission policy");
+  pol->fallthrough();  // --timeout, --json after the subcommand still reach ctl
+  pol->add_option("name", o.policy, "bulk, wfbp, tf-random, p3, bytescheduler or prophet")->required();
+  pol->add_option("--slice-params", o.slice_params, "p3, prophet: parameters per slice");
+  pol->add_option("--partition-params", o.partition_params, "bytescheduler: parameters per partition");
+  pol->add_option("--credit", o.credit, "p3/bytescheduler: bytes in flight; prophet: largest block (e.g. 2MiB, or 'default')");
+  app->add_subcommand("status", "Print the current policy, the mode and each worker's progress")->fallthrough();
+}
+
+namespace {
+
+std::string endpoint_of(const CtlOptions& o) {
+  if (!o.coordinator.empty()) return o.coordinator;
+  if (o.run.empty()) throw Error("say which cluster: --coordinator ENDPOINT or --run RUN_FOLDER");
+  const std::string path = o.run + "/logs/coordinator.endpoint";
+  std::ifstream in(path);
+  std::string ep;
+  if (!(in >> ep)) throw Error("no coordinator endpoint in '" + path + "' (is " + o.run + " a running `psbed launch` folder?)");
+  return ep;
+}
+
+}  // namespace
+
+int run_ctl(CLI::App& root, const CtlOptions& o) {
+  CLI::App* app = root.get_subcommand("ctl");
+  const std::string ep = endpoint_of(o);
+  json req;
+  if (app->got_subcommand("policy")) {
+    req = {{"command", "policy"}, {"policy", o.policy}};
+    if (o.slice_params > 0) req["slice_params"] = o.slice_params;
+    if (o.partition_params > 0) req["partition_params"] = o.partition_params;
+    if (!o.credit.empty()) req["credit"] = o.credit;
+  } else {
+    req = {{"command", "status"}};
+  }
+  const json reply = ps::control_request(ep, req, o.timeout_s);
+  if (o.json) std::printf("%s\n", reply.dump(2).c_str());
+  if (!reply.value("ok", false)) {
+    if (!o.json) std::fprintf(stderr, "psbed ctl: %s\n", reply.value("error", std::string("refused")).c_str());
+    return 1;
+  }
+  if (o.json) return 0;
+  if (app->got_subcommand("policy")) {
+    std::printf("policy %s took effect at step %lld", reply.value("describe", o.policy).c_str(),
+                (long long)reply.value("step", std::int64_t(-1)));
+    std::string per;
+    for (const auto& [name, step] : reply["workers"].items()) per += (per.empty() ? "" : ", ") + name + " " + step.dump();
+    std::printf(" (%s)\n", per.c_str());
+  } else {
+    std::printf("policy %s, mode %s, %lld steps per worker%s\n", reply.value("describe", std::string("?")).c_str(),
+                reply.value("mode", std::string("?")).c_str(), (long long)reply.value("steps", std::int64_t(0)),
+                reply.value("started", false) ? "" : " (not started: waiting for nodes)");
+    for (const auto& w : reply["workers"])
+      std::printf("  %-12s %s step %-6s %8.1f images/s  loss %.4f  policy %s\n", w.value("name", std::string("?")).c_str(),
+                  w.value("alive", false) ? "alive" : "dead ", w.contains("step") ? w["step"].dump().c_str() : "-",
+                  w.value("images_per_sec", 0.0), w.value("loss", 0.0), w.value("policy", std::string("-")).c_str());
+    for (const auto& s : reply["policy_switches"])
+      std::printf("  switched to %s at step %s\n", s.value("describe", std::string("?")).c_str(), s["step"].dump().c_str());
+  }
+  return 0;
+}
+
+}  // namespace psbed::cluster

@@ -1,0 +1,24 @@
+// `psbed ctl`: talk to a running cluster's coordinator. `policy NAME [...]` switches every
+// worker's transmission policy at its next step boundary and prints the step from which the
+// whole cluster runs it; `status` prints what the cluster runs now.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+namespace psbed::cluster {
+
+struct CtlOptions {
+  std::string coordinator;  // endpoint, or:
+  std::string run;          // a `psbed launch` run folder (its logs/coordinator.endpoint)
+  std::string policy;
+  std::int64_t slice_params = 0, partition_params = 0;  // 0: keep the policy's
+  std::string credit;
+  double timeout_s = 45;
+  bool json = false;
+};
+
+void add_ctl(CLI::App& root, CtlOptions& o, std::string& log_level);
+int run_ctl(CLI::App& root, const CtlOptions& o);
+
+}  // namespace psbed::cluster

@@ -1,0 +1,134 @@
+#include "ps/control.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+
+#include "core/error.hpp"
+#include "core/units.hpp"
+#include "ps/zmq_transport.hpp"
+
+namespace psbed::ps {
+
+using json = nlohmann::json;
+
+json policy_to_json(const policy::PolicyOptions& o) {
+  return {{"policy", o.name}, {"slice_params", o.slice_params}, {"partition_params", o.partition_params},
+          {"credit_bytes", o.credit_bytes}, {"seed", o.seed}};
+}
+
+policy::PolicyOptions policy_from_json(const json& j) {
+  policy::PolicyOptions o;
+  try {
+    o.name = j.at("policy").get<std::string>();
+    o.slice_params = j.value("slice_params", o.slice_params);
+    o.partition_params = j.value("partition_params", o.partition_params);
+    o.credit_bytes = j.value("credit_bytes", o.credit_bytes);
+    o.seed = j.value("seed", o.seed);
+  } catch (const json::exception& e) {
+    throw Error(std::string("a policy description is malformed: ") + e.what());
+  }
+  policy::make_policy(o);
+  return o;
+}
+
+namespace {
+
+std::int64_t positive_int(const json& req, const char* key) {
+  const json& v = req.at(key);
+  if (!v.is_number_integer() || v.get<std::int64_t>() < 1)
+    throw Error(std::string("field '") + key + "' must be a positive integer, got " + v.dump());
+  return v.get<std::int64_t>();
+}
+
+}  // namespace
+
+policy::PolicyOptions policy_from_request(const json& req, policy::PolicyOptions o) {
+  if (!req.is_object()) throw Error("a policy request must be a JSON object");
+  if (req.contains("policy")) {
+    if (!req["policy"].is_string()) throw Error("field 'policy' must be a policy name, got " + req["policy"].dump());
+    const std::string name = req["policy"];
+    // A new policy starts from its own defaults, not from the old policy's credit.
+    if (name != o.name) o.credit_bytes = -1;
+    o.name = name;
+  }
+  if (req.contains("slice_params")) o.slice_params = positive_int(req, "slice_params");
+  if (req.contains("partition_params")) o.partition_params = positive_int(req, "partition_params");
+  if (req.contains("credit")) {
+    const json& c = req["credit"];
+    if (c.is_string() && c.get<std::string>() == "default") {
+      o.credit_bytes = -1;
+    } else if (c.is_string()) {
+      try {
+        o.credit_bytes = std::int64_t(parse_bytes(c.get<std::string>()));
+      } catch (const Error& e) {
+        throw Error(std::string("field 'credit': ") + e.what());
+      }
+    } else if (c.is_number_integer() && c.get<std::int64_t>() > 0) {
+      o.credit_bytes = c.get<std::int64_t>();
+    } else {
+      throw Error("field 'credit' must be a size such as \"2MiB\" or a byte count, got " + c.dump());
+    }
+  }
+  for (const auto& [k, v] : req.items())
+    if (k != "policy" && k != "slice_params" && k != "partition_params" && k != "credit" && k != "event" &&
+        k != "command")
+      throw Error("unknown field '" + k + "' (expected policy, slice_params, partition_params, credit)");
+  policy::make_policy(o);  // unknown names and bad parameters are refused here, named
+  return o;
+}
+
+std::string describe_policy(const policy::PolicyOptions& o) {
+  std::string s = o.name;
+  if (o.name == "p3" || o.name == "prophet") s += " slice " + std::to_string(o.slice_params) + " params";
+  if (o.name == "bytescheduler") s += " partition " + std::to_string(o.partition_params) + " params";
+  if ((o.name == "p3" || o.name == "bytescheduler" || o.name == "prophet") && o.credit_bytes >= 0)
+    s += (o.name == "prophet" ? ", block " : ", credit ") + std::to_string(o.credit_bytes) + " bytes";
+  return s;
+}
+
+json control_request(const std::string& coordinator, json request, double timeout_s) {
+  ZmqOptions z;
+  z.role = ZmqOptions::Role::kClient;
+  z.endpoint = coordinator;
+  z.identity = "ctl-" + std::to_string(::getpid());
+  z.thread_name = "ps-ctl";
+  ZmqTransport transport(z);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<json> reply;
+  transport.start([&](Message&& m) {
+    json j;
+    try {
+      j = json::parse(m.payload.view());
+    } catch (const json::exception&) {
+      return;
+    }
+    if (m.header.op == Op::kError) j = {{"ok", false}, {"error", j.value("error", std::string("refused"))}};
+    if (!j.is_object() || (m.header.op == Op::kControl && j.value("event", "") != "ctl_reply")) return;
+    std::lock_guard<std::mutex> lock(mu);
+    reply = std::move(j);
+    cv.notify_all();
+  });
+  request["event"] = "ctl";
+  const std::string text = request.dump();
+  Message m;
+  m.header.op = Op::kControl;
+  m.header.length = text.size();
+  m.payload = Payload::copy(text);
+  transport.send(std::move(m));
+  std::unique_lock<std::mutex> lock(mu);
+  const bool answered =
+      cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return reply.has_value(); });
+  lock.unlock();
+  transport.stop();
+  if (!answered)
+    throw Error("no answer from the coordinator at " + coordinator + " within " + std::to_string(int(timeout_s)) +
+                " s (is the run still going?)");
+  return *reply;
+}
+
+}  // namespace psbed::ps
