@@ -147,7 +147,8 @@ class Launcher {
                                   "--seed", std::to_string(opt_.seed), "--partition-bytes", opt_.partition_bytes,
                                   "--heartbeat", std::to_string(opt_.heartbeat_s),
                                   "--heartbeat-timeout", std::to_string(opt_.heartbeat_timeout_s),
-                                  "--summary", out_ + "/summary.json", "--endpoint-file", endpoint_file};
+                                  "--summary", out_ + "/summary.json", "--endpoint-file", endpoint_file,
+                                  "--compute", opt_.compute};
     if (!opt_.credit.empty()) a.insert(a.end(), {"--credit", opt_.credit});
     return a;
   }
@@ -163,7 +164,7 @@ class Launcher {
     auto a = common(coord, "worker-" + std::to_string(i));
     a.insert(a.begin(), "worker");
     a.insert(a.end(), {"--model", opt_.model, "--data", opt_.data, "--threads", std::to_string(opt_.threads),
-                       "--device", opt_.device});
+                       "--device", opt_.device, "--compute", opt_.compute});
     if (!opt_.data_dir.empty()) a.insert(a.end(), {"--data-dir", opt_.data_dir});
     if (!opt_.save_params.empty()) a.insert(a.end(), {"--save-params", opt_.save_params});
     if (i == 0 && opt_.straggler_ms > 0) a.insert(a.end(), {"--straggle-ms", std::to_string(opt_.straggler_ms)});
@@ -328,8 +329,12 @@ class Launcher {
     if (!failure_.empty()) s["ok"] = false, s["failure"] = failure_;
     std::ofstream(path) << s.dump(2) << "\n";
     std::printf("\n== summary (%s) ==\n", path.c_str());
-    std::printf("model %s, %d worker(s), %d server(s), mode %s, policy %s\n", opt_.model.c_str(), opt_.workers,
-                opt_.servers, opt_.mode.c_str(), opt_.policy.c_str());
+    std::printf("model %s, %d worker(s), %d server(s), mode %s, policy %s%s%s\n", opt_.model.c_str(), opt_.workers,
+                opt_.servers, opt_.mode.c_str(), opt_.policy.c_str(), opt_.compute == "real" ? "" : ", compute ",
+                opt_.compute == "real" ? "" : opt_.compute.c_str());
+    for (const auto& sw : s.value("policy_switches", nlohmann::json::array()))
+      std::printf("policy switched to %s at step %s\n", sw.value("describe", std::string("?")).c_str(),
+                  sw.value("step", nlohmann::json(-1)).dump().c_str());
     if (s.contains("images_per_sec"))
       std::printf("throughput: %.2f steps/s, %.0f images/s (aggregate, steady state)\n",
                   s.value("steps_per_sec", 0.0), s.value("images_per_sec", 0.0));

@@ -32,6 +32,7 @@ struct LaunchOptions {
   std::string partition_bytes = "4MiB";
   int threads = 1;                 // compute threads per worker
   std::string device = "cpu";
+  std::string compute = "real";    // or replay:<profile.json> (every worker)
   std::string out;                 // default runs/<model>-<mode>-<N>w<S>s-<time>
   double heartbeat_s = 0.5, heartbeat_timeout_s = 3.0;
   double timeout_s = 3600;         // the whole run

@@ -305,7 +305,11 @@ class Coordinator {
         return;
       }
       test_accuracy_ = num(j, "test_accuracy", -1.0);
-      spdlog::info("test accuracy of the final parameters: {:.2f}%", 100 * test_accuracy_);
+      if (j.contains("note") && j["note"].is_string()) evaluation_note_ = j["note"];
+      if (test_accuracy_ >= 0)
+        spdlog::info("test accuracy of the final parameters: {:.2f}%", 100 * test_accuracy_);
+      else
+        spdlog::info("no test accuracy: {}", evaluation_note_.empty() ? "none reported" : evaluation_note_);
       finished_ = true;
       cv_.notify_all();
     } else if (ev == "failed") {

@@ -21,6 +21,7 @@
 #include "worker/batcher.hpp"
 #include "worker/evaluate.hpp"
 #include "worker/net.hpp"
+#include "worker/replay_net.hpp"
 #include "worker/scheduler.hpp"
 #include "worker/train.hpp"
 #include "workloads/dataset.hpp"
@@ -79,6 +80,13 @@ class PsWorker {
     set_compute_threads(opt_.threads);
     // Data first: the coordinator needs the training-set size to turn epochs into steps.
     const ModelSpec local = load_model(opt_.model);
+    // A bad --compute or profile fails here, before the cluster waits for this worker.
+    const std::string replay = replay_profile_path(opt_.compute);
+    std::optional<Profile> profile;
+    if (!replay.empty()) {
+      profile = Profile::load(replay);
+      profile->check_matches(local, "profile '" + replay + "'");
+    }
     ps::NodeLink link({opt_.coordinator, "worker", opt_.name, "", opt_.connect_timeout_s, opt_.heartbeat_s});
     auto data = std::make_unique<workloads::Split>(workloads::load_dataset(opt_.data, opt_.data_dir, local.input, 1));
     workloads::standardize(*data);
@@ -103,11 +111,13 @@ class PsWorker {
     const auto& exp = map_.exp;
     trace_.set_metadata("role", "worker");
     trace_.set_metadata("cluster", map_.to_json()["experiment"]);
-    trace_.set_metadata("compute", "real");
+    trace_.set_metadata("compute", replay.empty() ? "real" : opt_.compute);
     trace_.set_metadata("threads", opt_.threads);
     trace_.set_metadata("straggle_ms", opt_.straggle_ms);
 
-    net_ = make_net(opt_.device, spec, exp.batch, exp.seed);
+    replay_ = !replay.empty();
+    net_ = replay_ ? make_replay_net(spec, exp.batch, exp.seed + std::uint64_t(id_), *profile, "profile '" + replay + "'")
+                   : make_net(opt_.device, spec, exp.batch, exp.seed);
     const ps::LinkOptions shaping = ps::parse_link(opt_.bandwidth, opt_.latency);
     ps::PsClient client(map_, id_, opt_.name, ps::LinkBuckets::make(shaping));
     trace_.set_metadata("link", shaping.str());
@@ -254,6 +264,11 @@ class PsWorker {
   }
 
   void evaluate(ps::PsClient& client, ps::NodeLink& link, const workloads::Dataset& test) {
+    if (replay_) {
+      spdlog::info("{}: compute replay trains nothing; no test accuracy", opt_.name);
+      link.send_control({{"event", "evaluated"}, {"note", "compute replay: no accuracy"}});
+      return;
+    }
     pulls_.reset(layer_floats_);
     for (int i = 0; i < int(map_.plan.parts.size()); ++i) {
       const Part& p = map_.plan.parts[i];
@@ -282,6 +297,7 @@ class PsWorker {
   std::vector<std::int64_t> layer_floats_;
   std::atomic<std::int64_t> step_{0};
   Arrivals pulls_, pushes_;
+  bool replay_ = false;
   std::mutex ctl_mu_;
   std::optional<nlohmann::json> pending_policy_;
   nlohmann::json switches_ = nlohmann::json::array();

@@ -25,6 +25,7 @@ struct WorkerOptions {
   std::string latency;         // link emulation: one-way latency
   double straggle_ms = 0;     // sleep this long every step (a deliberate straggler, for experiments)
   std::string save_params;    // evaluating worker: write the final parameters here (raw float32)
+  std::string compute = "real";  // or replay:<profile.json>: sleep per layer instead of computing
 };
 
 int run_worker(const WorkerOptions& opt);
