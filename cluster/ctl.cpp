@@ -1,6 +1,12 @@
 #include "cluster/ctl.hpp"
 
+#include <fcntl.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "core/error.hpp"
@@ -42,6 +48,16 @@ std::string endpoint_of(const CtlOptions& o) {
   if (!o.coordinator.empty()) return o.coordinator;
   if (o.run.empty()) throw Error("say which cluster: --coordinator ENDPOINT or --run RUN_FOLDER");
   const std::string path = o.run + "/logs/coordinator.endpoint";
+  // A --netns run: its coordinator listens inside its own namespace; join it to reach it.
+  if (std::ifstream ns(o.run + "/logs/coordinator.netns"); ns) {
+    std::string name;
+    if (ns >> name) {
+      const int fd = ::open(("/var/run/netns/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0)
+        throw Error("cannot enter the run's network namespace " + name + " (needs root): " + std::strerror(errno));
+      ::close(fd);
+    }
+  }
   std::ifstream in(path);
   std::string ep;
   if (!(in >> ep)) throw Error("no coordinator endpoint in '" + path + "' (is " + o.run + " a running `psbed launch` folder?)");

@@ -1,4 +1,5 @@
 #include "cluster/launch.hpp"
+#include "cluster/netns.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -10,7 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <memory>
 #include <ctime>
 #include <deque>
 #include <filesystem>
@@ -68,7 +72,7 @@ class Launcher {
     load_model(opt_.model);
     parse_bytes(opt_.partition_bytes);
     scheduled_lr(opt_.lr_schedule, opt_.lr, 0, 1);
-    ps::parse_link(opt_.bandwidth, opt_.latency);
+    const ps::LinkOptions link = ps::parse_link(opt_.bandwidth, opt_.latency);
     policy::PolicyOptions po;
     po.name = opt_.policy, po.slice_params = opt_.slice_params, po.partition_params = opt_.partition_params;
     if (!opt_.credit.empty()) po.credit_bytes = std::int64_t(parse_bytes(opt_.credit));
@@ -85,11 +89,12 @@ class Launcher {
 
     spdlog::info("launching {} server(s) + {} worker(s) of {} ({}) into {}", opt_.servers, opt_.workers, opt_.model,
                  opt_.mode, out_);
+    if (opt_.netns) make_namespaces(link);
     // The coordinator binds a free port itself and writes it down (no window in which another
     // process could take a port chosen here).
     const std::string endpoint_file = out_ + "/logs/coordinator.endpoint";
     std::remove(endpoint_file.c_str());
-    spawn("coordinator", "coordinator", coordinator_args("tcp://127.0.0.1:*", endpoint_file), false);
+    spawn("coordinator", "coordinator", coordinator_args("tcp://" + host_of("coordinator") + ":*", endpoint_file), false);
     const std::string coord = wait_for_endpoint(endpoint_file);
     if (coord.empty()) {
       stop_all(3);
@@ -114,9 +119,27 @@ class Launcher {
            std::to_string(opt_.servers) + "s-" + buf;
   }
 
+  // With --netns every node has its own namespace and address; tc shapes the links, so the
+  // nodes' in-process shaping stays off (latency stays in user space: this kernel has no netem).
+  void make_namespaces(const ps::LinkOptions& link) {
+    netns_ = std::make_unique<NetnsTestbed>(std::uint64_t(link.bandwidth_bps));
+    std::vector<std::string> nodes = {"coordinator"};
+    for (int i = 0; i < opt_.servers; ++i) nodes.push_back("server-" + std::to_string(i));
+    for (int i = 0; i < opt_.workers; ++i) nodes.push_back("worker-" + std::to_string(i));
+    for (const auto& n : nodes) addresses_[n] = netns_->add_node(n);
+    std::ofstream(out_ + "/logs/coordinator.netns") << netns_->namespaces().front() << "\n";
+    spdlog::info("{} network namespaces on a bridge, links {}", nodes.size(),
+                 link.bandwidth_bps > 0 ? "shaped by tc tbf to " + opt_.bandwidth + " per direction" : "unshaped");
+  }
+
+  std::string host_of(const std::string& node) const {
+    auto it = addresses_.find(node);
+    return it == addresses_.end() ? "127.0.0.1" : it->second;
+  }
+
   std::vector<std::string> common(const std::string& coord, const std::string& name) const {
     std::vector<std::string> a = {"--coordinator", coord, "--name", name, "--heartbeat", std::to_string(opt_.heartbeat_s)};
-    if (!opt_.bandwidth.empty()) a.insert(a.end(), {"--bandwidth", opt_.bandwidth});
+    if (!opt_.bandwidth.empty() && !opt_.netns) a.insert(a.end(), {"--bandwidth", opt_.bandwidth});
     if (!opt_.latency.empty()) a.insert(a.end(), {"--latency", opt_.latency});
     if (opt_.trace) a.insert(a.end(), {"--trace-dir", out_ + "/traces"});
     return a;
@@ -156,7 +179,7 @@ class Launcher {
   std::vector<std::string> server_args(const std::string& coord, int i) const {
     auto a = common(coord, "server-" + std::to_string(i));
     a.insert(a.begin(), "server");
-    a.insert(a.end(), {"--bind", "tcp://127.0.0.1:*"});
+    a.insert(a.end(), {"--bind", "tcp://" + host_of("server-" + std::to_string(i)) + ":*"});
     return a;
   }
 
@@ -186,6 +209,10 @@ class Launcher {
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (::getppid() != parent) ::_exit(1);
       ::setpgid(0, 0);
+      if (netns_ && !netns_->enter(name)) {
+        std::fprintf(stderr, "cannot enter the network namespace of %s: %s\n", name.c_str(), std::strerror(errno));
+        ::_exit(126);
+      }
       sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
       int fd = ::open(c.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       if (fd >= 0) {
@@ -311,6 +338,14 @@ class Launcher {
   }
 
   int finish(int rc) {
+    nlohmann::json netns_json;
+    if (netns_) {
+      // Every process is gone by now; the namespaces (and with them the veths and the bridge) go too.
+      netns_json = {{"namespaces", netns_->namespaces()}, {"addresses", addresses_},
+                    {"shaping", opt_.bandwidth.empty() ? "none" : "tc tbf " + opt_.bandwidth + " per direction"}};
+      netns_->remove_all();
+      std::remove((out_ + "/logs/coordinator.netns").c_str());
+    }
     const std::string path = out_ + "/summary.json";
     nlohmann::json s;
     if (std::ifstream in(path); in) {
@@ -326,6 +361,7 @@ class Launcher {
       procs.push_back({{"name", c.name}, {"role", c.role}, {"pid", c.pid}, {"status", describe_status(c.status)},
                        {"log", c.log}});
     s["launch"] = {{"processes", procs}, {"failed_processes", failed_}, {"out", out_}};
+    if (!netns_json.is_null()) s["launch"]["netns"] = netns_json;
     if (!failure_.empty()) s["ok"] = false, s["failure"] = failure_;
     std::ofstream(path) << s.dump(2) << "\n";
     std::printf("\n== summary (%s) ==\n", path.c_str());
@@ -357,6 +393,8 @@ class Launcher {
   std::string out_;
   sigset_t old_mask_;
   std::vector<Child> children_;
+  std::unique_ptr<NetnsTestbed> netns_;
+  std::map<std::string, std::string> addresses_;  // node -> address (--netns)
   nlohmann::json failed_ = nlohmann::json::array();
   bool coordinator_done_ = false;
   std::chrono::steady_clock::time_point coordinator_done_at_{};

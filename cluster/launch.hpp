@@ -38,6 +38,7 @@ struct LaunchOptions {
   double timeout_s = 3600;         // the whole run
   bool trace = true;
   std::string bandwidth;           // link emulation on every server and worker ("" = none)
+  bool netns = false;              // one network namespace per node, links shaped by tc (root)
   std::string latency;
   double straggler_ms = 0;         // worker-0 sleeps this long every step
   std::string save_params;         // evaluating worker writes the final parameters here

@@ -198,6 +198,7 @@ void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_leve
   app->add_option("--save-params", o.save_params, "final parameters to this file (raw float32)");
   app->add_option("--straggler-ms", o.straggler_ms, "make worker-0 a straggler: it sleeps this long every step");
   app->add_option("--bandwidth", o.bandwidth, "emulated link rate of every server and worker, per direction (e.g. 1gbit)");
+  app->add_flag("--netns", o.netns, "one network namespace per node on a bridge, --bandwidth shaped by tc tbf (needs root; all removed on exit)");
   app->add_option("--latency", o.latency, "emulated one-way latency of every link (e.g. 200us)");
 }
 
