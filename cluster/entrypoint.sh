@@ -112,7 +112,7 @@ need_posint() { [[ -z ${!1:-} ]] || is_posint "${!1}" || die "$1='${!1}' is not 
 need_uint() { [[ -z ${!1:-} ]] || is_uint "${!1}" || die "$1='${!1}' is not a whole number >= 0"; }
 need_number() { [[ -z ${!1:-} ]] || is_number "${!1}" || die "$1='${!1}' is not a non-negative number"; }
 need_port() {
-  is_posint "${!1}" && ((${!1} <= 65535)) || die "$1='${!1}' is not a port number (1-65535)"
+  if ! is_posint "${!1}" || ((${!1} > 65535)); then die "$1='${!1}' is not a port number (1-65535)"; fi
 }
 need_bytes() {
   [[ -z ${!1:-} ]] || [[ ${!1} =~ ^[0-9]*\.?[0-9]+\ *([kKmMgG]i?[bB]?|[bB])?$ ]] ||

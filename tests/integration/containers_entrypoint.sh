@@ -35,6 +35,7 @@ entry_env() {  # SERVICE VAR=VALUE...: prints nothing, sets the environment of t
   export PSBED_BIN="$PSBED" PSBED_RUNS="$WORK/runs" PSBED_BIND_HOST=127.0.0.1 PSBED_PORT="$CPORT" \
     PSBED_COORDINATOR="tcp://127.0.0.1:$CPORT" PSBED_ADVERTISE=127.0.0.1 PSBED_STEPS=25 PSBED_BATCH=32 \
     PSBED_CONNECT_TIMEOUT=30 PSBED_REGISTER_TIMEOUT=40 PSBED_HEARTBEAT_TIMEOUT=10
+  # shellcheck disable=SC2163  # the arguments are VAR=VALUE pairs
   [ "$#" -eq 0 ] || export "$@"
 }
 start() {  # NAME SERVICE VAR=VALUE...: the entrypoint in the background, its log in $WORK/NAME.log
