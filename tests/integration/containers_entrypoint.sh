@@ -125,6 +125,26 @@ grep -q -- '--servers 2 --workers 6 .*--mode ssp:3 --policy bytescheduler --summ
   fail "coordinator flags: $out"
 grep -q -- '--credit 2MiB' <<<"$out" || fail "PSBED_CREDIT not passed: $out"
 echo "dry runs: flags as expected (tc vs emulate, server address, worker naming, coordinator settings)"
+
+# PSBED_SHAPE=tc for real: a device tc cannot shape is refused in one line (nothing changes on
+# this host); in a network namespace of its own, a veth named eth0 gets the tbf qdisc.
+rc=0
+env -i PATH="$PATH" PSBED_BIN="$PSBED" PSBED_ROLE=worker PSBED_COORDINATOR=tcp://127.0.0.1:9 PSBED_SHAPE=tc \
+  PSBED_BANDWIDTH=100mbit PSBED_TC_DEV=psbed-nosuch0 bash "$ENTRY" 2>"$WORK/tc.err" || rc=$?
+[ "$rc" -ne 0 ] && [ "$(wc -l <"$WORK/tc.err")" -eq 1 ] && grep -q "PSBED_SHAPE=tc: 'tc qdisc replace dev psbed-nosuch0 .*expected NET_ADMIN" "$WORK/tc.err" ||
+  fail "tc on a missing device: expected one line naming NET_ADMIN, got status $rc: $(cat "$WORK/tc.err")"
+echo "refused (status $rc): $(cat "$WORK/tc.err")"
+if [ "$(id -u)" -eq 0 ] && timeout 10 unshare -n true 2>/dev/null; then
+  timeout 30 unshare -n bash -c '
+    ip link set lo up && ip link add eth0 type veth peer name peer0 && ip link set eth0 up && ip link set peer0 up || exit 3
+    env -i PATH="$PATH" PSBED_BIN="$1" PSBED_ROLE=worker PSBED_COORDINATOR=tcp://127.0.0.1:9 PSBED_CONNECT_TIMEOUT=1 \
+      PSBED_SHAPE=tc PSBED_BANDWIDTH=100mbit PSBED_TRACE=0 PSBED_DATA=synthetic bash "$2" >/dev/null 2>&1
+    tc qdisc show dev eth0' _ "$PSBED" "$ENTRY" >"$WORK/tc.out" 2>&1 || true
+  grep -q 'qdisc tbf .* rate 100Mbit' "$WORK/tc.out" || fail "PSBED_SHAPE=tc in a network namespace: no tbf at 100Mbit on eth0: $(cat "$WORK/tc.out")"
+  echo "tc in a network namespace: $(head -1 "$WORK/tc.out")"
+else
+  echo "tc in a network namespace: skipped (needs root and unshare -n)"
+fi
 # Every policy the binary names is one the entrypoint accepts.
 binary_policies=$("$PSBED" coordinator --help | sed -n 's/.*transmission policy: \([a-z0-9, -]*\).*/\1/p' | head -1 | tr -d ' ' | tr ',' ' ')
 [ -n "$binary_policies" ] || fail "cannot read the policies from 'psbed coordinator --help'"
