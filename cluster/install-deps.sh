@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages psbed builds and runs with; idempotent and quiet when all is present.
+# Installs the Debian packages psbed builds, runs and tests with; idempotent and quiet when all is
+# present. (docker-compose and python3-yaml: the tests validate docker-compose.yml and
+# cluster/k8s/ with them; Debian's docker-compose needs no Docker engine for that.)
 #   cluster/install-deps.sh           build + run dependencies
 #   cluster/install-deps.sh bench     also PyTorch and OpenBLAS for `make bench`
 #   cluster/install-deps.sh plot      also matplotlib for sweep/validate plots
@@ -9,7 +11,8 @@ pkgs=(build-essential cmake pkg-config git ca-certificates
       libdnnl-dev ocl-icd-opencl-dev
       libzmq3-dev cppzmq-dev libasio-dev
       catch2 nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev zlib1g-dev
-      iproute2 python3)
+      iproute2 python3
+      docker-compose python3-yaml)
 for extra in "$@"; do
   case "$extra" in
     bench) pkgs+=(python3-torch libopenblas0-pthread) ;;

@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""Checks the Kubernetes manifests (cluster/k8s/) and the compose file against each other and
+against cluster/entrypoint.sh, without a cluster or a Docker engine.
+
+  cluster/check-manifests.py [--k8s DIR] [--compose FILE] [--entrypoint FILE]
+
+Kubernetes: every document parses and has apiVersion/kind/metadata.name; the expected objects
+are there (coordinator Deployment + Service, server StatefulSet + headless Service, Indexed
+worker Job, runs PVC, one ConfigMap); selectors match their pod labels and every Service selects
+some pod; every container takes the ConfigMap, sets a PSBED_ROLE fitting its workload, mounts
+the PVC at PSBED_RUNS; the counts agree (PSBED_SERVERS = StatefulSet replicas, PSBED_WORKERS =
+Job completions = parallelism); the coordinator Service serves PSBED_COORDINATOR's port.
+Compose: services coordinator/server/worker with their roles, NET_ADMIN, healthchecks, the
+runs volume, no fixed container_name, workers and servers pointed at the coordinator service.
+Both: every PSBED_* variable named is one the entrypoint knows (asked from the entrypoint
+itself: `entrypoint.sh --list-vars`). Prints one line a problem; exit status 1 if any.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+try:
+    import yaml
+except ImportError:
+    sys.exit("check-manifests: PyYAML not found, expected the Debian package python3-yaml "
+             "(cluster/install-deps.sh) for " + sys.executable)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+API = {"ConfigMap": "v1", "Service": "v1", "PersistentVolumeClaim": "v1",
+       "Deployment": "apps/v1", "StatefulSet": "apps/v1", "Job": "batch/v1"}
+# Which workload runs which role.
+ROLE_OF_KIND = {"Deployment": "coordinator", "StatefulSet": "server", "Job": "worker"}
+VAR_RE = re.compile(r"\bPSBED_[A-Z0-9_]+\b")
+
+problems = []
+
+
+def problem(where, text):
+    problems.append(f"{where}: {text}")
+
+
+def known_vars(entrypoint):
+    out = subprocess.run(["bash", entrypoint, "--list-vars"], capture_output=True, text=True)
+    names = set(out.stdout.split())
+    if out.returncode != 0 or not names:
+        sys.exit(f"check-manifests: '{entrypoint} --list-vars' failed ({out.stderr.strip()}), "
+                 "expected the variable names")
+    return names
+
+
+def check_vars(where, names, known):
+    for n in sorted(set(names)):
+        if n not in known:
+            problem(where, f"{n} is not a variable cluster/entrypoint.sh knows")
+
+
+def vars_in(obj):
+    """Every PSBED_* name in keys and string values of a parsed document."""
+    found = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            found += VAR_RE.findall(str(k)) + vars_in(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            found += vars_in(v)
+    elif isinstance(obj, str):
+        found += VAR_RE.findall(obj)
+    return found
+
+
+def subset(small, big):
+    return bool(small) and all(big.get(k) == v for k, v in small.items())
+
+
+def as_int(v):
+    try:
+        return int(str(v))
+    except ValueError:
+        return None
+
+
+def check_k8s(directory, known):
+    docs = []
+    files = sorted(f for f in os.listdir(directory) if f.endswith((".yaml", ".yml")))
+    if not files:
+        problem(directory, "no .yaml manifests")
+        return
+    for f in files:
+        path = os.path.join(directory, f)
+        try:
+            with open(path) as fh:
+                loaded = [d for d in yaml.safe_load_all(fh) if d is not None]
+        except yaml.YAMLError as e:
+            problem(path, f"does not parse as YAML ({str(e).splitlines()[0]})")
+            continue
+        for d in loaded:
+            if not isinstance(d, dict):
+                problem(path, "a document is not a mapping")
+                continue
+            kind, name = d.get("kind"), (d.get("metadata") or {}).get("name")
+            if not kind or not name or not d.get("apiVersion"):
+                problem(path, "a document lacks apiVersion, kind or metadata.name")
+                continue
+            where = f"{f}: {kind}/{name}"
+            if kind not in API:
+                problem(where, f"unexpected kind, expected one of {', '.join(sorted(API))}")
+            elif d["apiVersion"] != API[kind]:
+                problem(where, f"apiVersion {d['apiVersion']}, expected {API[kind]}")
+            docs.append((f, kind, name, d))
+            check_vars(where, vars_in(d), known)
+
+    by_kind = {}
+    for f, kind, name, d in docs:
+        if (kind, name) in by_kind:
+            problem(f"{f}: {kind}/{name}", "defined twice")
+        by_kind[(kind, name)] = (f, d)
+
+    def one(kind, what):
+        found = [(n, by_kind[(k, n)]) for (k, n) in by_kind if k == kind]
+        if len(found) != 1:
+            problem(directory, f"expected exactly one {kind} ({what}), found {len(found)}")
+            return None, None, {}
+        name, (f, d) = found[0]
+        return name, f, d
+
+    cm_name, _, cm = one("ConfigMap", "the PSBED_* variables")
+    pvc_name, _, _ = one("PersistentVolumeClaim", "runs/")
+    data = {k: str(v) for k, v in (cm.get("data") or {}).items()}
+    for k in data:
+        if not k.startswith("PSBED_"):
+            problem(f"ConfigMap/{cm_name}", f"key {k} is not a PSBED_* variable")
+
+    pod_labels = []  # (kind/name, labels) of every workload's pods
+    role_labels = {}  # role -> its pods' labels
+    for kind, role in ROLE_OF_KIND.items():
+        name, f, d = one(kind, role + "s" if role != "coordinator" else role)
+        if not d:
+            continue
+        where = f"{f}: {kind}/{name}"
+        spec = d.get("spec") or {}
+        tmpl = spec.get("template") or {}
+        labels = (tmpl.get("metadata") or {}).get("labels") or {}
+        pod_labels.append((f"{kind}/{name}", labels))
+        role_labels[role] = labels
+        selector = (spec.get("selector") or {}).get("matchLabels") or {}
+        if kind != "Job" and not subset(selector, labels):
+            problem(where, f"selector {selector} does not match the pod labels {labels}")
+        if kind == "Job" and selector and not subset(selector, labels):
+            problem(where, f"selector {selector} does not match the pod labels {labels}")
+        pod = tmpl.get("spec") or {}
+        volumes = {v.get("name"): v for v in pod.get("volumes") or []}
+        containers = pod.get("containers") or []
+        if not containers:
+            problem(where, "no containers")
+        for c in containers:
+            cwhere = f"{where} container {c.get('name')}"
+            refs = [e.get("configMapRef", {}).get("name") for e in c.get("envFrom") or []]
+            if cm_name not in refs:
+                problem(cwhere, f"does not take its variables from ConfigMap/{cm_name} (envFrom)")
+            for r in refs:
+                if r and r != cm_name:
+                    problem(cwhere, f"envFrom names ConfigMap/{r}, which is not defined")
+            env = {e.get("name"): e.get("value") for e in c.get("env") or []}
+            if env.get("PSBED_ROLE") != role:
+                problem(cwhere, f"PSBED_ROLE is {env.get('PSBED_ROLE')!r}, expected {role!r} for a {kind}")
+            runs_mount = data.get("PSBED_RUNS", "/runs")
+            mounts = c.get("volumeMounts") or []
+            for m in mounts:
+                if m.get("name") not in volumes:
+                    problem(cwhere, f"mounts volume {m.get('name')!r}, which the pod does not define")
+            pvc_mounts = [m for m in mounts
+                          if (volumes.get(m.get("name")) or {}).get("persistentVolumeClaim", {}).get("claimName") == pvc_name]
+            if not any(m.get("mountPath") == runs_mount for m in pvc_mounts):
+                problem(cwhere, f"does not mount PersistentVolumeClaim/{pvc_name} at PSBED_RUNS ({runs_mount})")
+            if role in ("server", "worker"):
+                caps = ((c.get("securityContext") or {}).get("capabilities") or {}).get("add") or []
+                if "NET_ADMIN" not in caps:
+                    problem(cwhere, "lacks capability NET_ADMIN (needed by PSBED_SHAPE=tc)")
+        for v in volumes.values():
+            claim = (v.get("persistentVolumeClaim") or {}).get("claimName")
+            if claim and claim != pvc_name:
+                problem(where, f"volume {v.get('name')} claims PersistentVolumeClaim/{claim}, which is not defined")
+        if kind == "StatefulSet":
+            replicas = spec.get("replicas", 1)
+            if as_int(data.get("PSBED_SERVERS")) != replicas:
+                problem(where, f"replicas {replicas} but the ConfigMap's PSBED_SERVERS is {data.get('PSBED_SERVERS')!r}")
+            svc = by_kind.get(("Service", spec.get("serviceName")))
+            if not svc:
+                problem(where, f"serviceName {spec.get('serviceName')!r} is not a Service defined here")
+            elif svc[1].get("spec", {}).get("clusterIP") != "None":
+                problem(where, f"its Service/{spec.get('serviceName')} is not headless (clusterIP: None)")
+        if kind == "Job":
+            if spec.get("completionMode") != "Indexed":
+                problem(where, "completionMode is not Indexed (workers are named after their index)")
+            comp, par = spec.get("completions"), spec.get("parallelism")
+            if comp != par:
+                problem(where, f"completions {comp} and parallelism {par} differ: all workers must run at once")
+            if as_int(data.get("PSBED_WORKERS")) != comp:
+                problem(where, f"completions {comp} but the ConfigMap's PSBED_WORKERS is {data.get('PSBED_WORKERS')!r}")
+            if pod.get("restartPolicy") not in ("Never", "OnFailure"):
+                problem(where, "restartPolicy must be Never or OnFailure for a Job")
+            for c in containers:
+                env = {e.get("name"): e.get("value") for e in c.get("env") or []}
+                after = env.get("PSBED_AFTER_RUN", data.get("PSBED_AFTER_RUN", "exit"))
+                if after != "exit":
+                    problem(where, f"PSBED_AFTER_RUN is {after!r}: a worker that holds never lets the Job complete")
+
+    services = [(n, by_kind[("Service", n)]) for (k, n) in by_kind if k == "Service"]
+    for name, (f, d) in services:
+        sel = (d.get("spec") or {}).get("selector") or {}
+        matched = [w for w, labels in pod_labels if subset(sel, labels)]
+        if not matched:
+            problem(f"{f}: Service/{name}", f"selector {sel} matches no workload's pods")
+    coord = re.match(r"^(?:tcp://)?([A-Za-z0-9.-]+)(?::(\d+))?$", data.get("PSBED_COORDINATOR", ""))
+    if not coord:
+        problem(f"ConfigMap/{cm_name}", f"PSBED_COORDINATOR {data.get('PSBED_COORDINATOR')!r} is not tcp://HOST:PORT")
+    else:
+        host, port = coord.group(1).split(".")[0], int(coord.group(2) or data.get("PSBED_PORT", 7000))
+        svc = by_kind.get(("Service", host))
+        if not svc:
+            problem(f"ConfigMap/{cm_name}", f"PSBED_COORDINATOR names host {host!r}, which is no Service here")
+        else:
+            ports = svc[1].get("spec", {}).get("ports") or []
+            if not any(p.get("port") == port and str(p.get("targetPort", port)) == data.get("PSBED_PORT", "7000")
+                       for p in ports):
+                problem(f"Service/{host}", f"does not serve port {port} to the coordinator's PSBED_PORT "
+                        f"{data.get('PSBED_PORT', '7000')}")
+            if not subset(svc[1].get("spec", {}).get("selector") or {}, role_labels.get("coordinator", {})):
+                problem(f"Service/{host}", "does not select the coordinator Deployment's pods")
+
+
+def check_compose(path, known):
+    try:
+        with open(path) as fh:
+            doc = yaml.safe_load(fh)
+    except (OSError, yaml.YAMLError) as e:
+        problem(path, f"cannot be read as YAML ({str(e).splitlines()[0]})")
+        return
+    services = (doc or {}).get("services") or {}
+    # The containers' variables: environment keys and the ${...} defaults they are set from
+    # (other ${...} in the file, like the image name, are settings of compose itself).
+    for name, s in services.items():
+        env = (s or {}).get("environment") or {}
+        check_vars(f"{path}: service {name}", vars_in(env), known)
+    for name, role in (("coordinator", "coordinator"), ("server", "server"), ("worker", "worker")):
+        s = services.get(name)
+        if not s:
+            problem(path, f"no service {name!r}")
+            continue
+        where = f"{path}: service {name}"
+        env = s.get("environment") or {}
+        if isinstance(env, list):
+            env = dict(e.split("=", 1) if "=" in e else (e, None) for e in env)
+        if env.get("PSBED_ROLE") != role:
+            problem(where, f"PSBED_ROLE is {env.get('PSBED_ROLE')!r}, expected {role!r}")
+        if "container_name" in s:
+            problem(where, "has a container_name, which makes --scale impossible")
+        if "NET_ADMIN" not in (s.get("cap_add") or []):
+            problem(where, "lacks cap_add NET_ADMIN (needed by PSBED_SHAPE=tc)")
+        if not s.get("healthcheck"):
+            problem(where, "has no healthcheck")
+        runs = env.get("PSBED_RUNS", "/runs")
+        targets = [v.get("target") if isinstance(v, dict) else
+                   (re.search(r":(/[^:]*)(?::(?:ro|rw|z|Z))?$", str(v)) or [None, None])[1]
+                   for v in s.get("volumes") or []]
+        if runs not in targets:
+            problem(where, f"mounts nothing at PSBED_RUNS ({runs})")
+        if role != "coordinator":
+            m = re.match(r"^(?:tcp://)?([A-Za-z0-9_.-]+)", str(env.get("PSBED_COORDINATOR", "")))
+            if not m or m.group(1) not in services:
+                problem(where, f"PSBED_COORDINATOR {env.get('PSBED_COORDINATOR')!r} names no service of this file")
+    predict = services.get("predict")
+    if not predict or "predict" not in (predict.get("profiles") or []):
+        problem(path, "no one-shot service 'predict' under the compose profile 'predict'")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--k8s", default=os.path.join(HERE, "k8s"), help="folder of Kubernetes manifests")
+    ap.add_argument("--compose", default=os.path.join(os.path.dirname(HERE), "docker-compose.yml"),
+                    help="compose file ('' to skip)")
+    ap.add_argument("--entrypoint", default=os.path.join(HERE, "entrypoint.sh"))
+    a = ap.parse_args()
+    known = known_vars(a.entrypoint)
+    if a.k8s:
+        check_k8s(a.k8s, known)
+    if a.compose:
+        check_compose(a.compose, known)
+    for p in problems:
+        print(f"check-manifests: {p}", file=sys.stderr)
+    if problems:
+        return 1
+    print(f"check-manifests: ok ({a.k8s or 'no manifests'}; {a.compose or 'no compose file'}; "
+          f"{len(known)} variables known to the entrypoint)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,477 @@
+#!/usr/bin/env bash
+# Container entrypoint: maps PSBED_* environment variables to one role's flags and runs it.
+# cluster/Dockerfile installs it as psbed-entrypoint; docker-compose.yml and cluster/k8s/ set the
+# variables. Outside a container it runs the same (the integration tests start it as processes).
+#
+#   PSBED_ROLE=coordinator|server|worker|predict psbed-entrypoint
+#   psbed-entrypoint health          exit 0 when this node's role is serving (healthchecks)
+#   psbed-entrypoint --help          the variables, their defaults and meaning
+#   psbed-entrypoint --list-vars     the variable names, one a line (cluster/check-manifests.py)
+#   psbed-entrypoint --list-policies the transmission policies accepted in PSBED_POLICY
+#   psbed-entrypoint SUBCOMMAND ...  runs `psbed SUBCOMMAND ...` (e.g. train, launch, profile)
+#
+# A bad setting stops it before anything starts: one line naming the variable and what was
+# expected, exit status 2.
+set -euo pipefail
+prog=psbed-entrypoint
+
+# The variables: name|default|meaning. This table is the one list: defaults are applied from it,
+# --list-vars prints its names, and any other PSBED_* variable in the environment is refused (a
+# misspelt PSBED_WOKERS would otherwise be ignored silently).
+VARS='PSBED_ROLE||coordinator, server, worker or predict (required)
+PSBED_BIN|psbed|the psbed binary (name on PATH or a path)
+PSBED_COORDINATOR||server/worker: the coordinator, tcp://HOST:PORT or HOST[:PORT] (required)
+PSBED_PORT|7000|coordinator: port it listens on
+PSBED_BIND_HOST|0.0.0.0|address the coordinator and servers listen on
+PSBED_SERVER_PORT|7100|server: port workers connect to (* = any free port)
+PSBED_ADVERTISE||server: host or IP given to workers (default: this host'"'"'s first IPv4 address)
+PSBED_NAME||server/worker: node name (default ROLE-INDEX under Kubernetes, else ROLE-HOSTNAME)
+PSBED_MODEL|lenet5|model name (workloads/models) or path to a .toml spec
+PSBED_DATA|mnist|data set: mnist or synthetic
+PSBED_MODE|async|consistency: async, bsp or ssp:K
+PSBED_POLICY|wfbp|transmission policy (psbed-entrypoint --list-policies)
+PSBED_WORKERS|1|coordinator: workers to wait for, or auto (count the PSBED_WORKER_SERVICE containers); predict: workers to predict for
+PSBED_SERVERS|1|coordinator: server shards to wait for, or auto (count the PSBED_SERVER_SERVICE containers); predict: shards to predict for
+PSBED_WORKER_SERVICE|worker|auto: DNS names of the worker services, comma-separated (tasks.NAME is tried first, for swarm)
+PSBED_SERVER_SERVICE|server|auto: DNS names of the server services, comma-separated
+PSBED_DISCOVER_SETTLE|5|auto: seconds the count must stay unchanged before the run starts
+PSBED_DISCOVER_TIMEOUT|120|auto: seconds to wait for at least one container of each service
+PSBED_EPOCHS||passes over the training set, all workers together (coordinator default: 1)
+PSBED_STEPS||steps per worker, instead of epochs
+PSBED_BATCH||batch per worker (coordinator default: 64)
+PSBED_LR||learning rate
+PSBED_MOMENTUM||SGD momentum
+PSBED_SEED||seed for initial parameters and data order
+PSBED_PARTITION_BYTES||largest part a tensor is cut into, e.g. 4MiB
+PSBED_SLICE_PARAMS||p3: parameters per slice
+PSBED_PARTITION_PARAMS||bytescheduler: parameters per partition
+PSBED_CREDIT||p3/bytescheduler: bytes in flight at most, e.g. 4MiB
+PSBED_THREADS|1|worker: compute threads
+PSBED_DEVICE|cpu|worker: cpu or gpu
+PSBED_BANDWIDTH||server/worker: link rate per direction, e.g. 1gbit (empty: unshaped)
+PSBED_LATENCY||server/worker: one-way latency added in the process, e.g. 200us
+PSBED_SHAPE|emulate|emulate (token buckets inside psbed) or tc (tbf on PSBED_TC_DEV; needs NET_ADMIN)
+PSBED_TC_DEV|eth0|PSBED_SHAPE=tc: the network device to shape
+PSBED_RUNS|runs|folder holding run folders (the shared volume in containers)
+PSBED_RUN|latest|run folder name under PSBED_RUNS: summary.json and traces/ go there
+PSBED_PROFILE_RUN||predict: single-worker run folder under PSBED_RUNS to profile (default PSBED_RUN)
+PSBED_TRACE|1|server/worker: 1 writes traces to the run folder, 0 does not
+PSBED_CONNECT_TIMEOUT|300|server/worker: seconds to reach the coordinator
+PSBED_REGISTER_TIMEOUT|300|coordinator: seconds for every node to register
+PSBED_HEARTBEAT||seconds between heartbeats
+PSBED_HEARTBEAT_TIMEOUT||coordinator: seconds of silence before a node is dead
+PSBED_LOG_LEVEL|info|trace, debug, info, warn or error
+PSBED_AFTER_RUN|exit|exit, or hold: stay up after psbed ends (keeps a Kubernetes pod from restarting)
+PSBED_EXTRA_ARGS||more flags for the role, split on spaces
+PSBED_DRY_RUN|0|1: print the commands instead of running them
+PSBED_DATA_DIR||IDX files of the mnist data (read by psbed; set in the image)
+PSBED_MODELS_DIR||model specs (read by psbed; set in the image)'
+
+# Kept in step with core/policy.cpp (the integration test checks that every policy the binary
+# names is here).
+POLICIES="bulk wfbp tf-random p3 bytescheduler prophet"
+ROLES="coordinator server worker predict"
+
+die() {
+  echo "$prog: $*" >&2
+  exit 2
+}
+log() { echo "$prog: $*" >&2; }
+
+var_names() { while IFS='|' read -r name _; do echo "$name"; done <<<"$VARS"; }
+
+usage() {
+  sed -n '2,14s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+  echo
+  echo "Variables (default in brackets):"
+  while IFS='|' read -r name dflt meaning; do
+    printf '  %-24s %s%s\n' "$name" "$meaning" "${dflt:+ [$dflt]}"
+  done <<<"$VARS"
+}
+
+# Unknown PSBED_* variables are refused; unset ones get their defaults.
+check_and_default_vars() {
+  local known v
+  known=" $(var_names | tr '\n' ' ')"
+  for v in $(compgen -e | grep '^PSBED_' || true); do
+    [[ $known == *" $v "* ]] || die "$v is not a variable psbed-entrypoint knows (psbed-entrypoint --help lists them; misspelt?)"
+  done
+  while IFS='|' read -r name dflt _; do
+    if [[ -z ${!name:-} ]]; then
+      printf -v "$name" '%s' "$dflt"
+      [[ -z $dflt ]] || export "${name?}"
+    fi
+  done <<<"$VARS"
+}
+
+is_posint() { [[ $1 =~ ^[1-9][0-9]*$ ]]; }
+is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
+is_number() { [[ $1 =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]]; }
+
+need_posint() { [[ -z ${!1:-} ]] || is_posint "${!1}" || die "$1='${!1}' is not a whole number >= 1"; }
+need_uint() { [[ -z ${!1:-} ]] || is_uint "${!1}" || die "$1='${!1}' is not a whole number >= 0"; }
+need_number() { [[ -z ${!1:-} ]] || is_number "${!1}" || die "$1='${!1}' is not a non-negative number"; }
+need_port() {
+  if ! is_posint "${!1}" || ((${!1} > 65535)); then die "$1='${!1}' is not a port number (1-65535)"; fi
+}
+need_bytes() {
+  [[ -z ${!1:-} ]] || [[ ${!1} =~ ^[0-9]*\.?[0-9]+\ *([kKmMgG]i?[bB]?|[bB])?$ ]] ||
+    die "$1='${!1}' is not a size, expected a number with B, KiB, MiB, GiB, KB, MB or GB"
+}
+need_run_name() {
+  [[ ${!1} =~ ^[A-Za-z0-9._-]+$ && ${!1} != . && ${!1} != .. ]] ||
+    die "$1='${!1}' is not a folder name, expected letters, digits, '.', '_' or '-'"
+}
+
+# The link rate in bits/s, with psbed's units (bit, kbit, mbit, gbit; kbps/mbps/gbps are bits
+# too, as in psbed; not tc's bytes).
+bandwidth_bits() {
+  local text=${1,,} num unit scale
+  [[ $text =~ ^([0-9]*\.?[0-9]+)\ *([a-z]*)$ ]] ||
+    die "PSBED_BANDWIDTH='$1' is not a rate, expected a number with bit, kbit, mbit or gbit (e.g. 1gbit)"
+  num=${BASH_REMATCH[1]} unit=${BASH_REMATCH[2]}
+  case $unit in
+    '' | bit | bps) scale=1 ;;
+    kbit | kbps) scale=1000 ;;
+    mbit | mbps) scale=1000000 ;;
+    gbit | gbps) scale=1000000000 ;;
+    *) die "PSBED_BANDWIDTH='$1' has an unknown unit '$unit', expected bit, kbit, mbit or gbit" ;;
+  esac
+  awk -v n="$num" -v s="$scale" 'BEGIN { printf "%.0f\n", n * s }'
+}
+
+check_common() {
+  [[ -n ${PSBED_ROLE:-} ]] || die "PSBED_ROLE is not set, expected one of: ${ROLES// /, }"
+  [[ " $ROLES " == *" $PSBED_ROLE "* ]] || die "PSBED_ROLE='$PSBED_ROLE' is not a role, expected one of: ${ROLES// /, }"
+  [[ $PSBED_MODE =~ ^(async|bsp|ssp:[0-9]+)$ ]] ||
+    die "PSBED_MODE='$PSBED_MODE' is not a consistency mode, expected async, bsp or ssp:K (K a whole number)"
+  [[ " $POLICIES " == *" $PSBED_POLICY "* ]] ||
+    die "PSBED_POLICY='$PSBED_POLICY' is not a transmission policy, expected one of: ${POLICIES// /, }"
+  [[ $PSBED_DATA == mnist || $PSBED_DATA == synthetic ]] ||
+    die "PSBED_DATA='$PSBED_DATA' is not a data set, expected mnist or synthetic"
+  [[ $PSBED_DEVICE == cpu || $PSBED_DEVICE == gpu ]] || die "PSBED_DEVICE='$PSBED_DEVICE' is not a device, expected cpu or gpu"
+  [[ $PSBED_SHAPE == emulate || $PSBED_SHAPE == tc ]] ||
+    die "PSBED_SHAPE='$PSBED_SHAPE' is not a shaping method, expected emulate or tc"
+  [[ $PSBED_TRACE == 0 || $PSBED_TRACE == 1 ]] || die "PSBED_TRACE='$PSBED_TRACE' is not 0 or 1"
+  [[ $PSBED_DRY_RUN == 0 || $PSBED_DRY_RUN == 1 ]] || die "PSBED_DRY_RUN='$PSBED_DRY_RUN' is not 0 or 1"
+  [[ $PSBED_AFTER_RUN == exit || $PSBED_AFTER_RUN == hold ]] ||
+    die "PSBED_AFTER_RUN='$PSBED_AFTER_RUN' is not exit or hold"
+  [[ $PSBED_LOG_LEVEL =~ ^(trace|debug|info|warn|error)$ ]] ||
+    die "PSBED_LOG_LEVEL='$PSBED_LOG_LEVEL' is not a level, expected trace, debug, info, warn or error"
+  need_posint PSBED_EPOCHS
+  need_uint PSBED_STEPS
+  need_posint PSBED_BATCH
+  need_posint PSBED_THREADS
+  need_uint PSBED_SEED
+  need_posint PSBED_SLICE_PARAMS
+  need_posint PSBED_PARTITION_PARAMS
+  need_number PSBED_LR
+  need_number PSBED_MOMENTUM
+  need_number PSBED_HEARTBEAT
+  need_number PSBED_HEARTBEAT_TIMEOUT
+  need_number PSBED_CONNECT_TIMEOUT
+  need_number PSBED_REGISTER_TIMEOUT
+  need_uint PSBED_DISCOVER_SETTLE
+  need_posint PSBED_DISCOVER_TIMEOUT
+  need_bytes PSBED_PARTITION_BYTES
+  need_bytes PSBED_CREDIT
+  need_port PSBED_PORT
+  [[ $PSBED_SERVER_PORT == '*' ]] || need_port PSBED_SERVER_PORT
+  if [[ -n $PSBED_BANDWIDTH ]]; then bandwidth_bits "$PSBED_BANDWIDTH" >/dev/null; fi
+  if [[ -n $PSBED_LATENCY && ! ${PSBED_LATENCY,,} =~ ^[0-9]*\.?[0-9]+\ *(ns|us|ms|s)?$ ]]; then
+    die "PSBED_LATENCY='$PSBED_LATENCY' is not a duration, expected a number with ns, us, ms or s (e.g. 200us)"
+  fi
+  if [[ $PSBED_SHAPE == tc && -z $PSBED_BANDWIDTH && ($PSBED_ROLE == server || $PSBED_ROLE == worker) ]]; then
+    die "PSBED_SHAPE=tc needs PSBED_BANDWIDTH, the rate to shape $PSBED_TC_DEV to (e.g. 1gbit)"
+  fi
+  need_run_name PSBED_RUN
+  [[ -z $PSBED_PROFILE_RUN ]] || need_run_name PSBED_PROFILE_RUN
+  if [[ $PSBED_DRY_RUN == 0 ]] && ! command -v "$PSBED_BIN" >/dev/null 2>&1; then
+    die "PSBED_BIN='$PSBED_BIN' is not an executable, expected the psbed binary on PATH or its path"
+  fi
+}
+
+# Splits PSBED_COORDINATOR into COORD_HOST and COORD_PORT.
+parse_coordinator() {
+  [[ -n $PSBED_COORDINATOR ]] ||
+    die "PSBED_COORDINATOR is not set, expected the coordinator's address for a $PSBED_ROLE, e.g. tcp://coordinator:7000"
+  local rest=${PSBED_COORDINATOR#tcp://}
+  if [[ $rest =~ ^([A-Za-z0-9._-]+)(:([0-9]+))?$ ]]; then
+    COORD_HOST=${BASH_REMATCH[1]} COORD_PORT=${BASH_REMATCH[3]:-$PSBED_PORT}
+  else
+    die "PSBED_COORDINATOR='$PSBED_COORDINATOR' is not an address, expected tcp://HOST:PORT or HOST[:PORT]"
+  fi
+  ((COORD_PORT >= 1 && COORD_PORT <= 65535)) || die "PSBED_COORDINATOR='$PSBED_COORDINATOR' has no valid port (1-65535)"
+}
+
+my_hostname() { cat /proc/sys/kernel/hostname 2>/dev/null || echo "${HOSTNAME:-localhost}"; }
+
+# Node names must differ per replica: traces are <name>.trace.json in one shared folder.
+node_name() {
+  local host
+  if [[ -n $PSBED_NAME ]]; then echo "$PSBED_NAME"; return; fi
+  if [[ $PSBED_ROLE == worker && -n ${JOB_COMPLETION_INDEX:-} ]]; then echo "worker-$JOB_COMPLETION_INDEX"; return; fi
+  host=$(my_hostname)
+  # A StatefulSet pod is already named server-0, server-1, ...
+  if [[ $host == "$PSBED_ROLE"-* ]]; then echo "$host"; else echo "$PSBED_ROLE-$host"; fi
+}
+
+# Distinct IPv4 addresses a name resolves to now (0 if none).
+address_count() {
+  { timeout 3 getent ahostsv4 "$1" 2>/dev/null || true; } | awk '{print $1}' | sort -u | wc -l
+}
+
+# Containers of the services named in $1 (comma-separated): tasks.NAME lists a swarm service's
+# tasks; on one host compose's DNS answers NAME with every replica's address.
+service_count() {
+  local total=0 n name
+  for name in ${1//,/ }; do
+    n=$(address_count "tasks.$name")
+    ((n > 0)) || n=$(address_count "$name")
+    total=$((total + n))
+  done
+  echo "$total"
+}
+
+# PSBED_WORKERS=auto: how `docker compose up --scale worker=8` tells the coordinator its count.
+# Waits until at least one container answers and the count has not changed for SETTLE seconds.
+discover() {
+  local var=$1 svc_var=$2 what=$3
+  local svc=${!svc_var} n last=-1 since=$SECONDS deadline=$((SECONDS + PSBED_DISCOVER_TIMEOUT))
+  while :; do
+    n=$(service_count "$svc")
+    if ((n != last)); then
+      log "$var=auto: $n $what container(s) answer as '$svc' so far"
+      last=$n since=$SECONDS
+    fi
+    if ((n > 0 && SECONDS - since >= PSBED_DISCOVER_SETTLE)); then break; fi
+    if ((SECONDS >= deadline)); then
+      if ((n == 0)); then
+        die "$var=auto: no $what container answered as '$svc' ($svc_var) within $PSBED_DISCOVER_TIMEOUT s (PSBED_DISCOVER_TIMEOUT); expected the service to be up, or set $var to a number"
+      fi
+      break
+    fi
+    sleep 1
+  done
+  log "$var=auto: starting with $n $what(s)"
+  printf -v "$var" '%s' "$n"
+}
+
+resolve_count() {  # VAR SERVICE_VAR WHAT
+  if [[ ${!1} == auto ]]; then
+    discover "$@"
+  else
+    is_posint "${!1}" || die "$1='${!1}' is not a whole number >= 1 or auto"
+  fi
+}
+
+# Waits (bounded by PSBED_CONNECT_TIMEOUT) until the coordinator's name resolves: in a swarm
+# or a fresh compose project the coordinator's container may come up after this one.
+wait_for_coordinator_name() {
+  [[ $COORD_HOST =~ ^[0-9.]+$ ]] && return 0
+  local whole=${PSBED_CONNECT_TIMEOUT%.*}
+  local deadline=$((SECONDS + ${whole:-0} + 1))
+  until getent hosts "$COORD_HOST" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) ||
+      die "PSBED_COORDINATOR host '$COORD_HOST' did not resolve within $PSBED_CONNECT_TIMEOUT s (PSBED_CONNECT_TIMEOUT); expected the coordinator's service name"
+    sleep 1
+  done
+}
+
+# PSBED_SHAPE=tc: a token bucket on this container's device, in the kernel, instead of psbed's own.
+shape_link() {
+  local bits burst
+  bits=$(bandwidth_bits "$PSBED_BANDWIDTH")
+  # tbf needs a bucket of at least one timer tick of line rate (4 ms at HZ=250), and 32 KiB.
+  burst=$(awk -v b="$bits" 'BEGIN { x = b / 8 * 0.004; if (x < 32768) x = 32768; printf "%.0f\n", x }')
+  local cmd=(tc qdisc replace dev "$PSBED_TC_DEV" root tbf rate "${bits}bit" burst "$burst" latency 100ms)
+  if [[ $PSBED_DRY_RUN == 1 ]]; then
+    echo "${cmd[*]}"
+    return
+  fi
+  command -v tc >/dev/null 2>&1 || die "PSBED_SHAPE=tc needs tc (Debian package iproute2) on PATH"
+  local out
+  if ! out=$("${cmd[@]}" 2>&1); then
+    die "PSBED_SHAPE=tc: '${cmd[*]}' failed (${out%%$'\n'*}); expected NET_ADMIN (compose: cap_add NET_ADMIN; Kubernetes: capabilities add NET_ADMIN) and a device PSBED_TC_DEV"
+  fi
+  log "shaped $PSBED_TC_DEV to $PSBED_BANDWIDTH (tbf, burst $burst bytes)"
+}
+
+# A finished run already in the folder is moved aside, so its summary and traces are never mixed
+# with this run's (nodes write their traces only at the end).
+set_aside_finished_run() {
+  local dir=$1 stamp dest
+  [[ -f $dir/summary.json ]] || return 0
+  stamp=$(date -u -r "$dir/summary.json" +%Y%m%d-%H%M%S)
+  dest=$dir-$stamp
+  local i=1
+  while [[ -e $dest ]]; do dest=$dir-$stamp.$((i++)); done
+  if [[ $PSBED_DRY_RUN == 1 ]]; then echo "mv $dir $dest"; return; fi
+  mv "$dir" "$dest"
+  log "moved the finished run in $dir to $dest"
+}
+
+add_opt() {  # FLAG VALUE: appends both when VALUE is not empty
+  [[ -z $2 ]] || ARGS+=("$1" "$2")
+}
+
+link_opts() {
+  [[ $PSBED_SHAPE == tc ]] || add_opt --bandwidth "$PSBED_BANDWIDTH"
+  add_opt --latency "$PSBED_LATENCY"
+}
+
+coordinator_args() {
+  resolve_count PSBED_SERVERS PSBED_SERVER_SERVICE server
+  resolve_count PSBED_WORKERS PSBED_WORKER_SERVICE worker
+  set_aside_finished_run "$RUN_DIR"
+  ARGS=(coordinator --bind "tcp://$PSBED_BIND_HOST:$PSBED_PORT" --servers "$PSBED_SERVERS" --workers "$PSBED_WORKERS"
+    --model "$PSBED_MODEL" --mode "$PSBED_MODE" --policy "$PSBED_POLICY" --summary "$RUN_DIR/summary.json"
+    --register-timeout "$PSBED_REGISTER_TIMEOUT")
+  add_opt --epochs "$PSBED_EPOCHS"
+  add_opt --steps "$PSBED_STEPS"
+  add_opt --batch "$PSBED_BATCH"
+  add_opt --lr "$PSBED_LR"
+  add_opt --momentum "$PSBED_MOMENTUM"
+  add_opt --seed "$PSBED_SEED"
+  add_opt --partition-bytes "$PSBED_PARTITION_BYTES"
+  add_opt --slice-params "$PSBED_SLICE_PARAMS"
+  add_opt --partition-params "$PSBED_PARTITION_PARAMS"
+  add_opt --credit "$PSBED_CREDIT"
+  add_opt --heartbeat "$PSBED_HEARTBEAT"
+  add_opt --heartbeat-timeout "$PSBED_HEARTBEAT_TIMEOUT"
+}
+
+node_args() {  # server or worker
+  parse_coordinator
+  local name
+  name=$(node_name)
+  [[ $name =~ ^[A-Za-z0-9._-]+$ ]] || die "node name '$name' (PSBED_NAME or the hostname) has characters other than letters, digits, '.', '_' or '-'"
+  ARGS=("$PSBED_ROLE" --coordinator "tcp://$COORD_HOST:$COORD_PORT" --name "$name"
+    --connect-timeout "$PSBED_CONNECT_TIMEOUT")
+  add_opt --heartbeat "$PSBED_HEARTBEAT"
+  link_opts
+  [[ $PSBED_TRACE == 0 ]] || ARGS+=(--trace-dir "$RUN_DIR/traces")
+}
+
+server_args() {
+  node_args
+  local advertise=$PSBED_ADVERTISE
+  if [[ -z $advertise && $PSBED_SERVER_PORT != '*' ]]; then
+    # Workers on other hosts need an address that reaches this one: this host's first IPv4.
+    advertise=$( { getent ahostsv4 "$(my_hostname)" 2>/dev/null || true; } | awk '$1 !~ /^127\./ {print $1; exit}')
+    [[ -n $advertise ]] || die "PSBED_ADVERTISE is not set and this host's name '$(my_hostname)' has no IPv4 address; expected the host or IP workers reach this server at"
+  fi
+  ARGS+=(--bind "tcp://$PSBED_BIND_HOST:$PSBED_SERVER_PORT")
+  if [[ -n $advertise ]]; then
+    [[ $PSBED_SERVER_PORT != '*' ]] || die "PSBED_ADVERTISE needs a fixed PSBED_SERVER_PORT, not *"
+    ARGS+=(--advertise "tcp://$advertise:$PSBED_SERVER_PORT")
+  fi
+}
+
+worker_args() {
+  node_args
+  ARGS+=(--model "$PSBED_MODEL" --data "$PSBED_DATA" --threads "$PSBED_THREADS" --device "$PSBED_DEVICE")
+  # Several OpenMP runtimes spinning on shared cores measure contention, not the system.
+  export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+}
+
+# predict: profile a finished single-worker run, then predict PSBED_WORKERS x PSBED_SERVERS.
+run_predict() {
+  is_posint "$PSBED_WORKERS" || die "PSBED_WORKERS='$PSBED_WORKERS' is not a whole number >= 1 (predict needs the count to predict for)"
+  is_posint "$PSBED_SERVERS" || die "PSBED_SERVERS='$PSBED_SERVERS' is not a whole number >= 1 (predict needs the count to predict for)"
+  local run=$PSBED_RUNS/${PSBED_PROFILE_RUN:-$PSBED_RUN}
+  [[ $PSBED_DRY_RUN == 1 || -f $run/summary.json ]] ||
+    die "PSBED_PROFILE_RUN: $run has no summary.json, expected a finished single-worker run folder"
+  local profile=$run/profile.json
+  local out=$run/predict-${PSBED_WORKERS}w${PSBED_SERVERS}s-$PSBED_POLICY-${PSBED_MODE/:/}.json
+  local prof=("$PSBED_BIN" profile "$run" -o "$profile")
+  local pred=("$PSBED_BIN" predict --profile "$profile" --workers "$PSBED_WORKERS" --servers "$PSBED_SERVERS"
+    --policy "$PSBED_POLICY" --mode "$PSBED_MODE" --json "$out")
+  [[ -z $PSBED_BANDWIDTH ]] || pred+=(--bandwidth "$PSBED_BANDWIDTH")
+  if [[ $PSBED_DRY_RUN == 1 ]]; then
+    printf '%q ' "${prof[@]}"; echo
+    printf '%q ' "${pred[@]}"; echo
+    return
+  fi
+  [[ -f $profile ]] || "${prof[@]}"
+  "${pred[@]}"
+  log "prediction written to $out"
+}
+
+# Runs psbed; PSBED_AFTER_RUN=hold keeps this process up afterwards (a Deployment or StatefulSet
+# pod would otherwise restart into a second run).
+run_psbed() {
+  if [[ $PSBED_DRY_RUN == 1 ]]; then
+    printf '%q ' "$PSBED_BIN" "$@"
+    echo
+    exit 0
+  fi
+  if [[ $PSBED_AFTER_RUN == exit ]]; then exec "$PSBED_BIN" "$@"; fi
+  local child rc
+  "$PSBED_BIN" "$@" &
+  child=$!
+  trap 'kill -TERM "$child" 2>/dev/null || true' TERM INT
+  set +e
+  wait "$child"
+  rc=$?
+  while ((rc > 128)) && kill -0 "$child" 2>/dev/null; do
+    wait "$child"
+    rc=$?
+  done
+  set -e
+  log "psbed $PSBED_ROLE ended with status $rc; holding (PSBED_AFTER_RUN=hold) until stopped"
+  trap 'exit $rc' TERM INT
+  sleep infinity &
+  wait $! || true
+  exit "$rc"
+}
+
+# Healthchecks: the coordinator and servers listen; a worker reaches its coordinator.
+health() {
+  local host port
+  case ${PSBED_ROLE:-} in
+    coordinator) host=127.0.0.1 port=$PSBED_PORT ;;
+    server)
+      if [[ $PSBED_SERVER_PORT == '*' ]]; then parse_coordinator; host=$COORD_HOST port=$COORD_PORT; else host=127.0.0.1 port=$PSBED_SERVER_PORT; fi ;;
+    worker) parse_coordinator; host=$COORD_HOST port=$COORD_PORT ;;
+    predict) exit 0 ;;
+    *) check_common ;;
+  esac
+  [[ $PSBED_BIND_HOST == 0.0.0.0 || $PSBED_ROLE == worker ]] || host=$PSBED_BIND_HOST
+  if timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$host" "$port" 2>/dev/null; then exit 0; fi
+  echo "$prog: $PSBED_ROLE unhealthy: nothing accepts connections at $host:$port" >&2
+  exit 1
+}
+
+case ${1:-} in
+  -h | --help) usage; exit 0 ;;
+  --list-vars) var_names; exit 0 ;;
+  --list-policies) tr ' ' '\n' <<<"$POLICIES"; exit 0 ;;
+  health) check_and_default_vars; health ;;
+  '') ;;
+  -*) die "unknown option '$1', expected --help, --list-vars, --list-policies, health or a psbed subcommand" ;;
+  *)
+    check_and_default_vars
+    exec "$PSBED_BIN" "$@"
+    ;;
+esac
+
+check_and_default_vars
+check_common
+RUN_DIR=$PSBED_RUNS/$PSBED_RUN
+case $PSBED_ROLE in
+  coordinator) coordinator_args ;;
+  server) server_args ;;
+  worker) worker_args ;;
+  predict) run_predict; exit 0 ;;
+esac
+ARGS+=(--log-level "$PSBED_LOG_LEVEL")
+# shellcheck disable=SC2206  # split on spaces, as documented
+[[ -z $PSBED_EXTRA_ARGS ]] || ARGS+=($PSBED_EXTRA_ARGS)
+if [[ $PSBED_ROLE == server || $PSBED_ROLE == worker ]]; then
+  [[ $PSBED_DRY_RUN == 1 ]] || wait_for_coordinator_name
+  [[ $PSBED_SHAPE != tc ]] || shape_link
+fi
+[[ $PSBED_DRY_RUN == 1 ]] || mkdir -p "$RUN_DIR"
+log "$PSBED_ROLE: $PSBED_BIN ${ARGS[*]}"
+run_psbed "${ARGS[@]}"

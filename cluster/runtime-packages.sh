@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Prints the Debian packages that hold the shared libraries BINARY links against, one a line:
+# what the Dockerfile's slim runtime stage installs (so it follows the build, never a hand list).
+#
+# usage: cluster/runtime-packages.sh BINARY
+set -euo pipefail
+if (($# != 1)) || [[ ! -x $1 ]]; then
+  echo "usage: cluster/runtime-packages.sh BINARY (an executable, got '${1:-}')" >&2
+  exit 2
+fi
+# The GPU driver (libcuda, libnvidia-*) comes from the host at run time (NVIDIA container toolkit).
+missing=$(ldd "$1" | awk '/not found/ && $1 !~ /^lib(cuda|nvidia-)/ {print $1}' | tr '\n' ' ')
+if [[ -n $missing ]]; then
+  echo "runtime-packages: $1 needs libraries that are not installed: $missing" >&2
+  exit 1
+fi
+ldd "$1" | awk '$3 ~ /^\// {print $3}' | while read -r lib; do
+  # /lib is a link to /usr/lib on merged-/usr systems; dpkg knows one of the two spellings.
+  dpkg -S "$lib" 2>/dev/null || dpkg -S "$(readlink -f "$lib")" 2>/dev/null ||
+    { echo "runtime-packages: no Debian package holds $lib" >&2; exit 1; }
+done | cut -d: -f1 | sort -u
