@@ -13,6 +13,7 @@
 #include "core/units.hpp"
 #include "cluster/ctl.hpp"
 #include "cluster/launch.hpp"
+#include "cluster/sweep.hpp"
 #include "ps/bench_ps.hpp"
 #include "ps/coordinator.hpp"
 #include "ps/probe.hpp"
@@ -227,6 +228,9 @@ int main(int argc, char** argv) {
   add_launch(root, launch, log_level);
   cluster::CtlOptions ctl;
   cluster::add_ctl(root, ctl, log_level);
+  cluster::SweepOptions sweep;
+  sweep.base.lr_schedule = "constant";
+  cluster::add_sweep(root, sweep, log_level);
   std::string probe_endpoint;
   int probe_sender = 0;
   {
@@ -269,6 +273,10 @@ int main(int argc, char** argv) {
     if (root.got_subcommand("ctl")) {
       setup_logging("ctl", log_level);
       return cluster::run_ctl(root, ctl);
+    }
+    if (root.got_subcommand("sweep")) {
+      setup_logging("sweep", log_level);
+      return cluster::run_sweep(sweep);
     }
     if (root.got_subcommand("launch")) {
       setup_logging("launch", log_level);

@@ -1,0 +1,46 @@
+#!/usr/bin/python3
+"""Plots a psbed sweep: images/s against workers, one line per policy, one panel per
+(mode, bandwidth). Usage: plot_sweep.py results.csv sweep.png"""
+import csv
+import sys
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def main(src, dst):
+    rows = [r for r in csv.DictReader(open(src)) if r["ok"] == "1"]
+    if not rows:
+        print("plot_sweep: no finished runs in " + src, file=sys.stderr)
+        return 1
+    panels = sorted({(r["mode"], r["bandwidth"]) for r in rows})
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    for ax, (mode, bw) in zip(axes[0], panels):
+        lines = defaultdict(list)
+        for r in rows:
+            if (r["mode"], r["bandwidth"]) == (mode, bw):
+                lines[(r["policy"], r["servers"])].append((int(r["workers"]), float(r["images_per_sec"])))
+        for (policy, servers), pts in sorted(lines.items()):
+            pts.sort()
+            label = policy if len({k[1] for k in lines}) == 1 else "%s, %s server(s)" % (policy, servers)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+        ax.set_title("%s, %s" % (mode, bw))
+        ax.set_xlabel("workers")
+        ax.set_ylabel("images/s (all workers)")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted({int(r["workers"]) for r in rows}))
+        ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    model = rows[0]["model"]
+    fig.suptitle("%s, compute %s" % (model, rows[0]["compute"]))
+    fig.tight_layout()
+    fig.savefig(dst, dpi=110)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))

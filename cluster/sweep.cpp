@@ -1,0 +1,270 @@
+#include "cluster/sweep.hpp"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "core/policy.hpp"
+#include "core/units.hpp"
+#include "ps/cluster_map.hpp"
+#include "ps/link.hpp"
+
+#ifndef PSBED_SOURCE_DIR
+#define PSBED_SOURCE_DIR "."
+#endif
+
+namespace psbed::cluster {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+struct Point {
+  std::string bandwidth, mode, policy;
+  int servers = 1, workers = 1;
+  std::string name;  // folder under OUT
+};
+
+std::string slug(const std::string& s) {
+  std::string out;
+  for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
+  return out;
+}
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// The `psbed launch` command line of one point.
+std::vector<std::string> launch_args(const LaunchOptions& o) {
+  std::vector<std::string> a = {"launch", "--servers", std::to_string(o.servers), "--workers", std::to_string(o.workers),
+                                "--model", o.model, "--data", o.data, "--mode", o.mode, "--policy", o.policy,
+                                "--slice-params", std::to_string(o.slice_params), "--partition-params",
+                                std::to_string(o.partition_params), "--epochs", std::to_string(o.epochs), "--steps",
+                                std::to_string(o.steps), "--batch", std::to_string(o.batch), "--lr", num(o.lr),
+                                "--momentum", num(o.momentum), "--weight-decay", num(o.weight_decay), "--lr-schedule",
+                                o.lr_schedule, "--seed", std::to_string(o.seed), "--partition-bytes", o.partition_bytes,
+                                "--threads", std::to_string(o.threads), "--device", o.device, "--compute", o.compute,
+                                "--out", o.out, "--heartbeat", num(o.heartbeat_s), "--heartbeat-timeout",
+                                num(o.heartbeat_timeout_s), "--timeout", num(o.timeout_s)};
+  if (!o.data_dir.empty()) a.insert(a.end(), {"--data-dir", o.data_dir});
+  if (!o.credit.empty()) a.insert(a.end(), {"--credit", o.credit});
+  if (!o.bandwidth.empty()) a.insert(a.end(), {"--bandwidth", o.bandwidth});
+  if (!o.latency.empty()) a.insert(a.end(), {"--latency", o.latency});
+  if (o.netns) a.push_back("--netns");
+  if (!o.trace) a.push_back("--no-trace");
+  return a;
+}
+
+// Runs `psbed launch` for one point, its output into LOG. Returns its exit status (130: Ctrl-C).
+int run_launch_child(const std::vector<std::string>& args, const std::string& log) {
+  const pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) throw Error("fork failed");
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(1);
+    ::signal(SIGINT, SIG_DFL);
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) ::dup2(fd, STDOUT_FILENO), ::dup2(fd, STDERR_FILENO), ::close(fd);
+    std::vector<char*> argv = {const_cast<char*>("/proc/self/exe")};
+    for (const auto& s : args) argv.push_back(const_cast<char*>(s.c_str()));
+    argv.push_back(nullptr);
+    ::execv("/proc/self/exe", argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+std::string hms(double s) {
+  char buf[32];
+  const int t = int(s + 0.5);
+  std::snprintf(buf, sizeof buf, "%dm%02ds", t / 60, t % 60);
+  return buf;
+}
+
+json read_summary(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return json();
+  try {
+    return json::parse(in);
+  } catch (const json::exception&) {
+    return json();
+  }
+}
+
+const char* kCsvHeader =
+    "run,model,mode,policy,bandwidth,workers,servers,compute,steps,batch,steps_per_sec,images_per_sec,ok\n";
+
+std::string csv_row(const Point& p, const LaunchOptions& o, const json& s) {
+  const bool ok = s.is_object() && s.value("ok", false);
+  return p.name + "," + o.model + "," + p.mode + "," + p.policy + "," + (p.bandwidth.empty() ? "none" : p.bandwidth) +
+         "," + std::to_string(p.workers) + "," + std::to_string(p.servers) + "," + o.compute + "," +
+         std::to_string(s.is_object() ? s.value("steps", 0) : 0) + "," + std::to_string(o.batch) + "," +
+         num(ok ? s.value("steps_per_sec", 0.0) : 0.0) + "," + num(ok ? s.value("images_per_sec", 0.0) : 0.0) + "," +
+         (ok ? "1" : "0") + "\n";
+}
+
+}  // namespace
+
+void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
+  auto* app = root.add_subcommand("sweep", "Run a grid of cluster launches into one folder, with results.csv and a plot");
+  app->footer(
+      "Example: psbed sweep --model vgg-mini --data synthetic --workers 1,2,4,8 --policy all --mode bsp,async \\\n"
+      "           --bandwidth 1gbit --compute replay:profile.json --steps 30 --out runs/sweep-NAME\n"
+      "Each point is a `psbed launch` into OUT/<mode>-<policy>-<bandwidth>-<S>s<N>w/ (its output in launch.log).\n"
+      "OUT/results.csv and results.json get one row per run (images/s, steps/s, ok); OUT/sweep.png plots\n"
+      "images/s against workers, a line per policy (matplotlib: cluster/install-deps.sh plot). Ctrl-C stops the\n"
+      "run in flight and the sweep, keeping what finished; --resume keeps finished points on a second call.");
+  app->set_config("--config", "", "TOML file of options (keys = long flag names); flags win");
+  app->add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
+  LaunchOptions& b = o.base;
+  app->add_option("--workers", o.workers, "worker counts, e.g. 1,2,4,8")->delimiter(',')->capture_default_str();
+  app->add_option("--servers", o.servers, "server shard counts")->delimiter(',')->capture_default_str();
+  app->add_option("--policy", o.policies, "policies, or all")->delimiter(',')->capture_default_str();
+  app->add_option("--mode", o.modes, "consistency modes: async, bsp, ssp:K")->delimiter(',')->capture_default_str();
+  app->add_option("--bandwidth", o.bandwidths, "link rates per direction, e.g. 100mbit,1gbit (default: unshaped)")
+      ->delimiter(',');
+  app->add_option("--out", b.out, "folder for every run, results.csv, results.json and sweep.png")->required();
+  app->add_flag("--resume", o.resume, "keep points that already finished in OUT");
+  app->add_flag("!--no-plot", o.plot, "skip sweep.png");
+  app->add_option("--model", b.model, "model name or .toml path")->capture_default_str();
+  app->add_option("--data", b.data, "mnist or synthetic")->capture_default_str();
+  app->add_option("--data-dir", b.data_dir, "directory with IDX files");
+  app->add_option("--compute", b.compute, "real, or replay:<profile.json> (how 8+ workers fit on a small machine)")
+      ->capture_default_str();
+  app->add_option("--steps", b.steps, "steps per worker per run")->capture_default_str();
+  app->add_option("--epochs", b.epochs, "passes over the data per run (when --steps is 0)")->capture_default_str();
+  app->add_option("--batch", b.batch, "batch per worker")->capture_default_str();
+  app->add_option("--lr", b.lr, "learning rate")->capture_default_str();
+  app->add_option("--threads", b.threads, "compute threads per worker")->capture_default_str();
+  app->add_option("--seed", b.seed, "seed")->capture_default_str();
+  app->add_option("--partition-bytes", b.partition_bytes, "largest part a tensor is cut into")->capture_default_str();
+  app->add_option("--slice-params", b.slice_params, "p3, prophet: parameters per slice")->capture_default_str();
+  app->add_option("--partition-params", b.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
+  app->add_option("--credit", b.credit, "p3/bytescheduler credit, prophet block limit (default: each policy's)");
+  app->add_option("--latency", b.latency, "emulated one-way latency of every link, e.g. 200us");
+  app->add_flag("--netns", b.netns, "shape with tc in one network namespace per node (root) instead of in-process");
+  app->add_option("--timeout", b.timeout_s, "seconds each run may take")->capture_default_str();
+  app->add_flag("!--no-trace", b.trace, "do not write traces");
+}
+
+int run_sweep(SweepOptions opt) {
+  LaunchOptions& base = opt.base;
+  if (base.out.empty()) throw Error("--out is required: the folder that receives every run and results.csv");
+  if (opt.policies.size() == 1 && opt.policies[0] == "all") opt.policies = policy::policy_names();
+  // Every value is checked before the first run, so a typo does not surface an hour in.
+  for (const auto& p : opt.policies) {
+    policy::PolicyOptions po;
+    po.name = p;
+    policy::make_policy(po);
+  }
+  for (const auto& m : opt.modes) ps::Consistency::parse(m);
+  for (const auto& b : opt.bandwidths) ps::parse_link(b, base.latency);
+  for (int w : opt.workers)
+    if (w < 1) throw Error("--workers: every count must be at least 1, got " + std::to_string(w));
+  for (int s : opt.servers)
+    if (s < 1) throw Error("--servers: every count must be at least 1, got " + std::to_string(s));
+  if (opt.workers.empty() || opt.servers.empty() || opt.policies.empty() || opt.modes.empty() || opt.bandwidths.empty())
+    throw Error("the grid is empty: give at least one value to --workers, --servers, --policy, --mode, --bandwidth");
+
+  std::vector<Point> grid;
+  for (const auto& b : opt.bandwidths)
+    for (const auto& m : opt.modes)
+      for (const auto& p : opt.policies)
+        for (int s : opt.servers)
+          for (int w : opt.workers) {
+            Point pt{b, m, p, s, w, ""};
+            pt.name = slug(m) + "-" + p + "-" + (b.empty() ? "unshaped" : b) + "-" + std::to_string(s) + "s" +
+                      std::to_string(w) + "w";
+            grid.push_back(pt);
+          }
+  const std::string out = base.out;
+  fs::create_directories(out);
+  spdlog::info("sweep of {} runs of {} into {} ({} compute)", grid.size(), base.model, out, base.compute);
+
+  // The sweep waits out Ctrl-C: the launch in flight gets it too, stops its cluster, and exits
+  // 130, after which the sweep stops with what it has.
+  struct sigaction ign {}, old_int {};
+  ign.sa_handler = SIG_IGN;
+  sigaction(SIGINT, &ign, &old_int);
+
+  std::ofstream csv(out + "/results.csv");
+  csv << kCsvHeader;
+  json rows = json::array();
+  const auto t0 = std::chrono::steady_clock::now();
+  int done = 0, failed = 0, ran = 0;
+  bool interrupted = false;
+  for (const Point& p : grid) {
+    LaunchOptions o = base;
+    o.workers = p.workers, o.servers = p.servers, o.mode = p.mode, o.policy = p.policy, o.bandwidth = p.bandwidth;
+    o.out = out + "/" + p.name;
+    json s;
+    if (opt.resume && (s = read_summary(o.out + "/summary.json")).is_object() && s.value("ok", false)) {
+      spdlog::info("[{}/{}] {}: kept (finished earlier)", done + 1, grid.size(), p.name);
+    } else {
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::string eta;
+      if (ran > 0) eta = ", about " + hms(elapsed / ran * double(grid.size() - done)) + " left";
+      spdlog::info("[{}/{}] {} {} {} {} server(s) {} worker(s) ... (elapsed {}{})", done + 1, grid.size(), p.mode,
+                   p.policy, p.bandwidth.empty() ? "unshaped" : p.bandwidth, p.servers, p.workers, hms(elapsed), eta);
+      fs::create_directories(o.out);
+      const int rc = run_launch_child(launch_args(o), o.out + "/launch.log");
+      ++ran;
+      s = read_summary(o.out + "/summary.json");
+      if (rc == 130) {
+        interrupted = true;
+        spdlog::warn("interrupted during {}: stopping the sweep", p.name);
+        break;
+      }
+      if (rc != 0 || !s.is_object() || !s.value("ok", false)) {
+        ++failed;
+        spdlog::error("[{}/{}] {} failed (exit {}); see {}/launch.log", done + 1, grid.size(), p.name, rc, o.out);
+      } else {
+        spdlog::info("[{}/{}] {}: {:.1f} images/s, {:.2f} steps/s", done + 1, grid.size(), p.name,
+                     s.value("images_per_sec", 0.0), s.value("steps_per_sec", 0.0));
+      }
+    }
+    csv << csv_row(p, o, s) << std::flush;
+    rows.push_back({{"run", p.name}, {"mode", p.mode}, {"policy", p.policy},
+                    {"bandwidth", p.bandwidth.empty() ? "none" : p.bandwidth}, {"workers", p.workers},
+                    {"servers", p.servers}, {"compute", o.compute}, {"ok", s.is_object() && s.value("ok", false)},
+                    {"steps_per_sec", s.is_object() ? s.value("steps_per_sec", 0.0) : 0.0},
+                    {"images_per_sec", s.is_object() ? s.value("images_per_sec", 0.0) : 0.0}});
+    ++done;
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  std::ofstream(out + "/results.json") << json{{"model", base.model}, {"compute", base.compute}, {"batch", base.batch},
+                                               {"steps", base.steps}, {"runs", rows}}
+                                              .dump(2)
+                                       << "\n";
+  spdlog::info("{} of {} runs done ({} failed) in {}: {}/results.csv", done, grid.size(), failed,
+               hms(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()), out);
+  if (opt.plot && done > 0) {
+    const std::string script = std::string(PSBED_SOURCE_DIR) + "/cluster/plot_sweep.py";
+    const std::string cmd = "/usr/bin/python3 '" + script + "' '" + out + "/results.csv' '" + out + "/sweep.png'";
+    if (std::system(cmd.c_str()) != 0)
+      spdlog::warn("no plot: {} failed (it needs Debian's python3-matplotlib: cluster/install-deps.sh plot)", script);
+    else
+      spdlog::info("plot: {}/sweep.png", out);
+  }
+  if (interrupted) return 130;
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace psbed::cluster
