@@ -144,12 +144,16 @@ class Prophet final : public Policy {
   void bandwidth_estimate(double bytes_per_s) override {
     if (bytes_per_s > 0) bandwidth_ = bytes_per_s, told_bandwidth_ = true;
   }
+  // Only pushes feed the estimate: a pull's reply may wait on the server (a bsp barrier), which
+  // says nothing about the link.
   void sent(double now, const Transfer& t) override {
+    if (t.dir != Direction::kPush) return;
     if (outstanding_ == 0) busy_start_ = now, busy_bytes_ = 0;
     outstanding_ += t.bytes();
     busy_bytes_ += t.bytes();
   }
   void acked(double now, const Transfer& t) override {
+    if (t.dir != Direction::kPush) return;
     outstanding_ -= t.bytes();
     if (outstanding_ == 0 && !told_bandwidth_ && now > busy_start_) {
       const double sample = double(busy_bytes_) / (now - busy_start_);
