@@ -120,6 +120,37 @@ std::string csv_row(const Point& p, const LaunchOptions& o, const json& s) {
          (ok ? "1" : "0") + "\n";
 }
 
+// One table per (bandwidth, mode, servers): a row per worker count, a column per policy, images/s.
+void write_markdown(const std::string& path, const json& rows, const SweepOptions& opt, const LaunchOptions& base) {
+  std::ofstream md(path);
+  md << "# Sweep: " << base.model << ", batch " << base.batch << ", " << base.steps << " steps, compute "
+     << base.compute << "\n\nImages/s summed over workers (steady state); - = failed or not run.\n";
+  for (const auto& b : opt.bandwidths)
+    for (const auto& m : opt.modes)
+      for (int sv : opt.servers) {
+        md << "\n## " << m << ", " << (b.empty() ? "unshaped" : b) << ", " << sv << " server(s)\n\n| workers |";
+        for (const auto& p : opt.policies) md << " " << p << " |";
+        md << "\n|---:|";
+        for (std::size_t i = 0; i < opt.policies.size(); ++i) md << "---:|";
+        md << "\n";
+        for (int w : opt.workers) {
+          md << "| " << w << " |";
+          for (const auto& p : opt.policies) {
+            std::string cell = " - |";
+            for (const auto& r : rows)
+              if (r["mode"] == m && r["policy"] == p && r["bandwidth"] == (b.empty() ? "none" : b) &&
+                  r["servers"] == sv && r["workers"] == w && r["ok"].get<bool>()) {
+                char buf[32];
+                std::snprintf(buf, sizeof buf, " %.1f |", r["images_per_sec"].get<double>());
+                cell = buf;
+              }
+            md << cell;
+          }
+          md << "\n";
+        }
+      }
+}
+
 }  // namespace
 
 void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
@@ -128,7 +159,8 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
       "Example: psbed sweep --model vgg-mini --data synthetic --workers 1,2,4,8 --policy all --mode bsp,async \\\n"
       "           --bandwidth 1gbit --compute replay:profile.json --steps 30 --out runs/sweep-NAME\n"
       "Each point is a `psbed launch` into OUT/<mode>-<policy>-<bandwidth>-<S>s<N>w/ (its output in launch.log).\n"
-      "OUT/results.csv and results.json get one row per run (images/s, steps/s, ok); OUT/sweep.png plots\n"
+      "OUT/results.csv and results.json get one row per run (images/s, steps/s, ok), results.md a table per mode\n"
+      "and bandwidth; OUT/sweep.png plots "
       "images/s against workers, a line per policy (matplotlib: cluster/install-deps.sh plot). Ctrl-C stops the\n"
       "run in flight and the sweep, keeping what finished; --resume keeps finished points on a second call.");
   app->set_config("--config", "", "TOML file of options (keys = long flag names); flags win");
@@ -253,6 +285,7 @@ int run_sweep(SweepOptions opt) {
                                                {"steps", base.steps}, {"runs", rows}}
                                               .dump(2)
                                        << "\n";
+  write_markdown(out + "/results.md", rows, opt, base);
   spdlog::info("{} of {} runs done ({} failed) in {}: {}/results.csv", done, grid.size(), failed,
                hms(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()), out);
   if (opt.plot && done > 0) {

@@ -26,6 +26,7 @@ for r in rows:
     assert float(r["images_per_sec"]) > 0
 assert len(json.load(open(os.path.join(out, "results.json")))["runs"]) == 4
 PY
+grep -q "^| 2 | [0-9.]* | [0-9.]* |$" "$WORK/sw/results.md" || fail "results.md lacks the 2-worker row"
 if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
   [ -s "$WORK/sw/sweep.png" ] || fail "matplotlib is installed but there is no sweep.png"
 fi
