@@ -87,11 +87,54 @@ void ShapedTransport::deliver_loop() {
 }
 
 bool ShapedTransport::send(Message msg) {
-  if (link_->egress) std::this_thread::sleep_until(link_->egress->reserve(wire_bytes(msg)));
-  return inner_->send(std::move(msg));
+  if (!link_->egress) return inner_->send(std::move(msg));
+  const std::uint64_t bytes = wire_bytes(msg);
+  std::unique_lock<std::mutex> lock(out_mu_);
+  // A message bigger than the whole buffer still goes, alone.
+  out_cv_.wait(lock, [&] { return out_stopping_ || queued_bytes_ == 0 || queued_bytes_ + bytes <= kSendBufferBytes; });
+  if (out_stopping_) return false;
+  if (!pacer_.joinable()) pacer_ = std::thread([this] { pace_loop(); });
+  queued_bytes_ += bytes;
+  auto it = std::find_if(out_.begin(), out_.end(), [&](const auto& q) { return q.first == msg.peer; });
+  if (it == out_.end()) {
+    out_.emplace_back(msg.peer, std::deque<Message>());
+    it = std::prev(out_.end());
+  }
+  it->second.push_back(std::move(msg));
+  out_cv_.notify_all();
+  return true;
+}
+
+void ShapedTransport::pace_loop() {
+  pthread_setname_np(pthread_self(), "ps-link-out");
+  std::unique_lock<std::mutex> lock(out_mu_);
+  for (;;) {
+    out_cv_.wait(lock, [&] { return out_stopping_ || !out_.empty(); });
+    if (out_stopping_) return;
+    // The next peer in turn gives one message, then goes to the back of the line.
+    auto turn = std::move(out_.front());
+    out_.pop_front();
+    Message m = std::move(turn.second.front());
+    turn.second.pop_front();
+    if (!turn.second.empty()) out_.push_back(std::move(turn));
+    const std::uint64_t bytes = wire_bytes(m);
+    const auto due = link_->egress->reserve(bytes);
+    if (out_cv_.wait_until(lock, due, [&] { return out_stopping_; })) return;
+    lock.unlock();
+    inner_->send(std::move(m));
+    lock.lock();
+    queued_bytes_ -= bytes;
+    out_cv_.notify_all();
+  }
 }
 
 void ShapedTransport::stop() {
+  {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    out_stopping_ = true;
+  }
+  out_cv_.notify_all();
+  if (pacer_.joinable()) pacer_.join();
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;

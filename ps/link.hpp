@@ -3,9 +3,14 @@
 // workers pushing to one server really share the server's ingress; a fixed one-way latency is
 // added on arrival. ShapedTransport wraps any Transport with them.
 //
-// Sending blocks the caller until the bytes would have left the link (store and forward);
-// arrivals are delivered by a delivery thread at the time their last byte would have arrived
-// plus the latency, in order.
+// Sending works like a socket on a real NIC: send() queues the message and returns at once while
+// the node's send buffer (kSendBufferBytes, about what ZeroMQ's queues and the kernel's socket
+// buffer hold) has room, and blocks only when it is full. A pacing thread takes queued messages
+// round-robin across peers (as the kernel's fair queueing interleaves flows) and hands each to
+// the transport when its bytes would have left the link. So a worker's compute thread is not
+// held up by its own pushes, and a server's reply to one worker does not stall another's ack
+// behind a long queue. Arrivals are delivered by a delivery thread at the time their last byte
+// would have arrived plus the latency, in order.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -63,6 +68,7 @@ class ShapedTransport final : public Transport {
 
  private:
   void deliver_loop();
+  void pace_loop();
 
   std::unique_ptr<Transport> inner_;
   std::shared_ptr<LinkBuckets> link_;
@@ -72,6 +78,16 @@ class ShapedTransport final : public Transport {
   std::deque<std::pair<TokenBucket::Clock::time_point, Message>> arrivals_;
   bool stopping_ = false;
   std::thread delivery_;
+  // Egress: per-peer queues served round-robin by the pacing thread.
+  std::mutex out_mu_;
+  std::condition_variable out_cv_;
+  std::deque<std::pair<PeerId, std::deque<Message>>> out_;  // peers with queued messages, in turn order
+  std::uint64_t queued_bytes_ = 0;
+  bool out_stopping_ = false;
+  std::thread pacer_;
+
+ public:
+  static constexpr std::uint64_t kSendBufferBytes = 16ull << 20;
 };
 
 }  // namespace psbed::ps
