@@ -75,6 +75,7 @@ class PsWorker {
 
   int run() {
     set_compute_threads(opt_.threads);
+    require_device(opt_.device);  // before joining: a worker without its GPU never joins
     // Data first: the coordinator needs the training-set size to turn epochs into steps.
     const ModelSpec local = load_model(opt_.model);
     ps::NodeLink link({opt_.coordinator, "worker", opt_.name, "", opt_.connect_timeout_s, opt_.heartbeat_s});
@@ -100,6 +101,7 @@ class PsWorker {
     trace_.set_metadata("straggle_ms", opt_.straggle_ms);
 
     net_ = make_net(opt_.device, spec, exp.batch, exp.seed);
+    net_->set_trace(&trace_, [this] { return step_.load(); });  // GPU copies: h2d/d2h lanes
     const ps::LinkOptions shaping = ps::parse_link(opt_.bandwidth, opt_.latency);
     ps::PsClient client(map_, id_, opt_.name, ps::LinkBuckets::make(shaping));
     trace_.set_metadata("link", shaping.str());
