@@ -26,6 +26,7 @@
 #include "core/units.hpp"
 #include "ps/cluster_map.hpp"
 #include "ps/link.hpp"
+#include "worker/net.hpp"
 
 namespace psbed::cluster {
 namespace fs = std::filesystem;
@@ -68,6 +69,7 @@ class Launcher {
     load_model(opt_.model);
     parse_bytes(opt_.partition_bytes);
     scheduled_lr(opt_.lr_schedule, opt_.lr, 0, 1);
+    worker::require_device(opt_.device);  // a GPU run without a device: status 2, not a timeout
     ps::parse_link(opt_.bandwidth, opt_.latency);
     policy::PolicyOptions po;
     po.name = opt_.policy, po.slice_params = opt_.slice_params, po.partition_params = opt_.partition_params;
