@@ -67,9 +67,9 @@ class Launcher {
     // Refuse bad settings here, in one line, rather than through a child's log.
     ps::Consistency::parse(opt_.mode);
     load_model(opt_.model);
+    worker::require_device(opt_.device);  // a GPU run without a device: status 2, not a timeout
     parse_bytes(opt_.partition_bytes);
     scheduled_lr(opt_.lr_schedule, opt_.lr, 0, 1);
-    worker::require_device(opt_.device);  // a GPU run without a device: status 2, not a timeout
     ps::parse_link(opt_.bandwidth, opt_.latency);
     policy::PolicyOptions po;
     po.name = opt_.policy, po.slice_params = opt_.slice_params, po.partition_params = opt_.partition_params;

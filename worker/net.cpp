@@ -23,6 +23,14 @@ void Net::sgd_step(const SgdOptions& opt, std::vector<std::vector<float>>& veloc
   }
 }
 
+void Net::read_output(int, float*) {
+  throw Error("the " + device() + " backend keeps no layer outputs to read back");
+}
+
+void Net::read_input_grad(int, float*) {
+  throw Error("the " + device() + " backend keeps no input gradients to read back");
+}
+
 #ifndef PSBED_HAVE_CUDA
 std::string gpu_unavailable_reason() {
   return "this psbed was built without CUDA (PSBED_CUDA=OFF or no nvcc at configure time)";

@@ -58,9 +58,9 @@ class Net {
 
   // Copies a layer's output, or the gradient with respect to its input (absent for layer 0),
   // in plain NCHW order into out (batch() * the shape's numel floats). For tests that compare
-  // backends layer by layer; slow.
-  virtual void read_output(int layer, float* out) = 0;
-  virtual void read_input_grad(int layer, float* out) = 0;
+  // backends layer by layer; slow. The default, for a backend without activations, throws Error.
+  virtual void read_output(int layer, float* out);
+  virtual void read_input_grad(int layer, float* out);
 
   // Host-device copies of a device backend go to `trace` on the lanes "h2d" and "d2h", named
   // "h2d:<layer>" / "d2h:<layer>" with the step `step()` returns. The CPU backend has none.

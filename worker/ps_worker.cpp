@@ -101,10 +101,10 @@ class PsWorker {
     trace_.set_metadata("straggle_ms", opt_.straggle_ms);
 
     net_ = make_net(opt_.device, spec, exp.batch, exp.seed);
-    net_->set_trace(&trace_, [this] { return step_.load(); });  // GPU copies: h2d/d2h lanes
     const ps::LinkOptions shaping = ps::parse_link(opt_.bandwidth, opt_.latency);
     ps::PsClient client(map_, id_, opt_.name, ps::LinkBuckets::make(shaping));
     trace_.set_metadata("link", shaping.str());
+    net_->set_trace(&trace_, [this] { return step_.load(); });  // GPU copies: h2d/d2h lanes
     Batcher batcher(data->train, id_, workers, exp.batch, exp.seed);
     spdlog::info("{} (worker {} of {}): {} on {}, {} steps of batch {} from a shard of {} samples, mode {}",
                  opt_.name, id_, workers, spec.name, opt_.device, exp.steps, exp.batch, batcher.shard_size(),
