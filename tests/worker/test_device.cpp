@@ -9,7 +9,7 @@
 
 using namespace psbed;
 
-TEST_CASE("--device gpu without a usable device is one DeviceUnavailable line",
+TEST_CASE("the gpu device without a usable device is one DeviceUnavailable line",
           "[worker][device]") {
   const ModelSpec spec = load_model("mlp");
   const std::string why = worker::gpu_unavailable_reason();
