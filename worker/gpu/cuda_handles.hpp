@@ -54,6 +54,9 @@ DeviceArray<T> device_array(std::size_t n) {
   check(cudaMalloc(&p, (n ? n : 1) * sizeof(T)),
         ("cudaMalloc of " + std::to_string(n * sizeof(T)) + " bytes").c_str());
   check(cudaMemset(p, 0, (n ? n : 1) * sizeof(T)), "cudaMemset");
+  // cudaMemset may still be running on the legacy stream, which the backend's non-blocking
+  // streams do not wait for: finish it here, once per allocation.
+  check(cudaDeviceSynchronize(), "cudaMemset");
   return DeviceArray<T>(static_cast<T*>(p));
 }
 
