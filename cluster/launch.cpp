@@ -30,6 +30,7 @@
 #include "core/units.hpp"
 #include "ps/cluster_map.hpp"
 #include "ps/link.hpp"
+#include "worker/net.hpp"
 
 namespace psbed::cluster {
 namespace fs = std::filesystem;
@@ -70,6 +71,7 @@ class Launcher {
     // Refuse bad settings here, in one line, rather than through a child's log.
     ps::Consistency::parse(opt_.mode);
     load_model(opt_.model);
+    worker::require_device(opt_.device);  // a GPU run without a device: status 2, not a timeout
     parse_bytes(opt_.partition_bytes);
     scheduled_lr(opt_.lr_schedule, opt_.lr, 0, 1);
     const ps::LinkOptions link = ps::parse_link(opt_.bandwidth, opt_.latency);

@@ -287,6 +287,9 @@ int main(int argc, char** argv) {
       if (b->got_subcommand("ps")) return ps::run_bench_ps(bench_ps);
       return worker::run_bench_compute(bench);
     }
+  } catch (const DeviceUnavailable& e) {  // the machine lacks what was asked for: status 2
+    std::fprintf(stderr, "psbed: error: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "psbed: error: %s\n", e.what());
     return 1;

@@ -11,4 +11,11 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// A device the user asked for cannot be used here (no GPU, no driver, a build without CUDA).
+// Not a bad input but a property of the machine: the command line exits with status 2 for it.
+class DeviceUnavailable : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace psbed

@@ -33,11 +33,14 @@ struct Row {
   int threads = 0, batch = 0, steps = 0;
   double ms_mean = 0, ms_median = 0, images_per_sec = 0;
   double torch_images_per_sec = -1, torch_ms_median = -1;
+  double gpu_images_per_sec = -1, gpu_ms_median = -1;  // --device gpu: the model on the GPU
 };
 
-Row bench_one(const BenchComputeOptions& opt, const ModelSpec& spec, int threads, int batch) {
+// threads only matters on the CPU (a GPU step is the device's work plus one host thread).
+Row bench_one(const BenchComputeOptions& opt, const std::string& device, const ModelSpec& spec,
+              int threads, int batch) {
   set_compute_threads(threads);
-  auto net = make_net(opt.device, spec, batch, 1);
+  auto net = make_net(device, spec, batch, 1);
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> u(0.f, 1.f);
   std::vector<float> images(std::size_t(spec.input.numel()) * batch);
@@ -52,10 +55,7 @@ Row bench_one(const BenchComputeOptions& opt, const ModelSpec& spec, int threads
     net->forward_all();
     net->compute_loss();
     net->backward_all();
-    for (int t = 0; t < static_cast<int>(spec.tensors.size()); ++t) {
-      sgd_apply(sgd, net->param(t), net->grad(t), velocity[t].data(), spec.tensors[t].numel);
-      net->params_updated(t);
-    }
+    net->sgd_step(sgd, velocity);
   };
   for (int i = 0; i < opt.warmup; ++i) step();
   std::vector<double> ms;
@@ -122,6 +122,10 @@ std::map<int, nlohmann::json> bench_torch(const BenchComputeOptions& opt, const 
 }  // namespace
 
 int run_bench_compute(const BenchComputeOptions& opt) {
+  if (opt.device != "cpu" && opt.device != "gpu")
+    throw Error("unknown device '" + opt.device + "', expected cpu or gpu");
+  const bool gpu = opt.device == "gpu";
+  if (gpu) require_device("gpu");  // before any CPU row: no half-finished table without a device
   std::vector<Row> rows;
   std::string torch_note = opt.torch ? "" : "PyTorch reference off (--no-torch)";
   for (const auto& name : opt.models) {
@@ -130,7 +134,12 @@ int run_bench_compute(const BenchComputeOptions& opt) {
     std::vector<Row> model_rows;
     for (int t : opt.threads) {
       spdlog::info("psbed {} batch {} threads {} ...", spec.name, batch, t);
-      model_rows.push_back(bench_one(opt, spec, t, batch));
+      model_rows.push_back(bench_one(opt, "cpu", spec, t, batch));
+    }
+    if (gpu) {
+      spdlog::info("psbed {} batch {} on the GPU ...", spec.name, batch);
+      const Row g = bench_one(opt, "gpu", spec, 1, batch);
+      for (auto& r : model_rows) r.gpu_images_per_sec = g.images_per_sec, r.gpu_ms_median = g.ms_median;
     }
     if (opt.torch) {
       spdlog::info("pytorch {} batch {} ...", spec.name, batch);
@@ -144,18 +153,25 @@ int run_bench_compute(const BenchComputeOptions& opt) {
     rows.insert(rows.end(), model_rows.begin(), model_rows.end());
   }
 
-  std::printf("\n%-10s %7s %5s %12s %12s %12s %12s %8s\n", "model", "threads", "batch", "psbed ms",
+  std::printf("\n%-10s %7s %5s %12s %12s %12s %12s %8s", "model", "threads", "batch", "psbed ms",
               "psbed img/s", "torch ms", "torch img/s", "ratio");
+  if (gpu) std::printf(" %10s %12s %8s", "gpu ms", "gpu img/s", "gpu/cpu");
+  std::printf("\n");
   for (const auto& r : rows) {
     if (r.torch_images_per_sec > 0)
-      std::printf("%-10s %7d %5d %12.2f %12.0f %12.2f %12.0f %7.2fx\n", r.model.c_str(), r.threads,
+      std::printf("%-10s %7d %5d %12.2f %12.0f %12.2f %12.0f %7.2fx", r.model.c_str(), r.threads,
                   r.batch, r.ms_median, r.images_per_sec, r.torch_ms_median, r.torch_images_per_sec,
                   r.images_per_sec / r.torch_images_per_sec);
     else
-      std::printf("%-10s %7d %5d %12.2f %12.0f %12s %12s %8s\n", r.model.c_str(), r.threads, r.batch,
+      std::printf("%-10s %7d %5d %12.2f %12.0f %12s %12s %8s", r.model.c_str(), r.threads, r.batch,
                   r.ms_median, r.images_per_sec, "-", "-", "-");
+    if (gpu)
+      std::printf(" %10.2f %12.0f %7.1fx", r.gpu_ms_median, r.gpu_images_per_sec,
+                  r.gpu_images_per_sec / r.images_per_sec);
+    std::printf("\n");
   }
-  std::printf("(ms = median ms/step; img/s = batch / mean step time; ratio = psbed / PyTorch images/s)\n");
+  std::printf("(ms = median ms/step; img/s = batch / mean step time; ratio = psbed / PyTorch images/s%s)\n",
+              gpu ? "; gpu = the same step on the GPU, beside each CPU row of its model" : "");
   if (!torch_note.empty()) std::printf("%s\n", torch_note.c_str());
 
   if (!opt.json_out.empty()) {
@@ -164,6 +180,10 @@ int run_bench_compute(const BenchComputeOptions& opt) {
       nlohmann::json row = {{"model", r.model}, {"threads", r.threads}, {"batch", r.batch},
                             {"steps", r.steps}, {"ms_per_step", r.ms_mean},
                             {"ms_per_step_median", r.ms_median}, {"images_per_sec", r.images_per_sec}};
+      if (r.gpu_images_per_sec > 0) {
+        row["gpu_images_per_sec"] = r.gpu_images_per_sec;
+        row["gpu_ms_per_step_median"] = r.gpu_ms_median;
+      }
       if (r.torch_images_per_sec > 0) {
         row["torch_images_per_sec"] = r.torch_images_per_sec;
         row["torch_ms_per_step_median"] = r.torch_ms_median;

@@ -7,10 +7,14 @@
 // Two implementations: CPU (oneDNN) and, in worker/gpu, CUDA (cuBLAS).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/model_spec.hpp"
+#include "core/optimizer.hpp"
+#include "core/trace.hpp"
 
 namespace psbed::worker {
 
@@ -45,12 +49,34 @@ class Net {
   int num_layers() const { return static_cast<int>(spec().layers.size()); }
   void forward_all();
   void backward_all();
+
+  // One SGD step on every tensor from grad() with the caller's velocity buffers (one per tensor,
+  // numel floats, zero-initialised), then params_updated(). The default runs core/optimizer on
+  // the host buffers; a device backend may keep the update on the device (and its own velocity),
+  // but param() holds the new values on return either way.
+  virtual void sgd_step(const SgdOptions& opt, std::vector<std::vector<float>>& velocity);
+
+  // Copies a layer's output, or the gradient with respect to its input (absent for layer 0),
+  // in plain NCHW order into out (batch() * the shape's numel floats). For tests that compare
+  // backends layer by layer; slow. The default, for a backend without activations, throws Error.
+  virtual void read_output(int layer, float* out);
+  virtual void read_input_grad(int layer, float* out);
+
+  // Host-device copies of a device backend go to `trace` on the lanes "h2d" and "d2h", named
+  // "h2d:<layer>" / "d2h:<layer>" with the step `step()` returns. The CPU backend has none.
+  virtual void set_trace(TraceRecorder* trace, std::function<std::int64_t()> step) {}
 };
 
 // Parameters are initialised with init_tensor(spec, t, seed, ...).
 std::unique_ptr<Net> make_cpu_net(const ModelSpec& spec, int batch, std::uint64_t seed);
-// "cpu" or "gpu"; for "gpu" without a usable device throws Error("no CUDA device available: ...").
+// "cpu" or "gpu"; for "gpu" without a usable device throws
+// DeviceUnavailable("no CUDA device available: <reason from the CUDA runtime>").
 std::unique_ptr<Net> make_net(const std::string& device, const ModelSpec& spec, int batch,
                               std::uint64_t seed);
+// Throws what make_net would for a device that cannot be used here, without building a net:
+// lets a command fail before it loads data or joins a cluster.
+void require_device(const std::string& device);
+// Empty when a CUDA device can be used, else why not (the CUDA runtime's words).
+std::string gpu_unavailable_reason();
 
 }  // namespace psbed::worker

@@ -78,6 +78,7 @@ class PsWorker {
 
   int run() {
     set_compute_threads(opt_.threads);
+    require_device(opt_.device);  // before joining: a worker without its GPU never joins
     // Data first: the coordinator needs the training-set size to turn epochs into steps.
     const ModelSpec local = load_model(opt_.model);
     // A bad --compute or profile fails here, before the cluster waits for this worker.
@@ -121,6 +122,7 @@ class PsWorker {
     const ps::LinkOptions shaping = ps::parse_link(opt_.bandwidth, opt_.latency);
     ps::PsClient client(map_, id_, opt_.name, ps::LinkBuckets::make(shaping));
     trace_.set_metadata("link", shaping.str());
+    net_->set_trace(&trace_, [this] { return step_.load(); });  // GPU copies: h2d/d2h lanes
     Batcher batcher(data->train, id_, workers, exp.batch, exp.seed);
     spdlog::info("{} (worker {} of {}): {} on {}, {} steps of batch {} from a shard of {} samples, mode {}",
                  opt_.name, id_, workers, spec.name, opt_.device, exp.steps, exp.batch, batcher.shard_size(),

@@ -28,6 +28,7 @@ void set_compute_threads(int threads) {
 
 TrainResult run_train(const TrainOptions& opt) {
   set_compute_threads(opt.threads);
+  require_device(opt.device);  // before the data is loaded: a missing GPU fails at once
   ModelSpec spec = load_model(opt.model);
   auto data = workloads::load_dataset(opt.data, opt.data_dir, spec.input, opt.seed);
   if (opt.standardize) workloads::standardize(data);
@@ -72,10 +73,7 @@ TrainResult run_train(const TrainOptions& opt) {
     net->backward_all();
     SgdOptions sgd = opt.sgd;
     sgd.lr = scheduled_lr(opt.lr_schedule, opt.sgd.lr, step, total);
-    for (int t = 0; t < static_cast<int>(spec.tensors.size()); ++t) {
-      sgd_apply(sgd, net->param(t), net->grad(t), velocity[t].data(), spec.tensors[t].numel);
-      net->params_updated(t);
-    }
+    net->sgd_step(sgd, velocity);  // on the device for the GPU backend
     double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     if (!std::isfinite(lr.loss)) throw Error("loss diverged (" + std::to_string(lr.loss) + ") at step " +
                                              std::to_string(step) + ": lower --lr");

@@ -406,6 +406,12 @@ class CpuNet final : public Net {
     return r;
   }
 
+  void read_output(int l, float* out) override { copy_plain(layers_.at(l)->dst, out); }
+  void read_input_grad(int l, float* out) override {
+    if (l == 0) throw Error("layer 0 has no input gradient: the first layer skips it");
+    copy_plain(layers_.at(l)->diff_src, out);
+  }
+
   void backward(int l) override {
     const memory& diff_dst = l == num_layers() - 1 ? diff_logits_ : layers_[l + 1]->diff_src;
     layers_[l]->backward(c_, l == 0 ? input_ : layers_[l - 1]->dst, diff_dst, l > 0);
@@ -413,6 +419,15 @@ class CpuNet final : public Net {
   }
 
  private:
+  // Reorders a blocked activation into plain NCHW (or NC) at out.
+  void copy_plain(const memory& m, float* out) {
+    const memory::dims d = m.get_desc().dims();
+    memory plain({d, dt::f32, d.size() == 4 ? tag::nchw : tag::nc}, c_.eng, out);
+    memory src = m;
+    dnnl::reorder(src, plain).execute(c_.strm, src, plain);
+    c_.strm.wait();
+  }
+
   ModelSpec spec_;
   int batch_;
   Ctx c_;

@@ -1,0 +1,83 @@
+// Device selection: "gpu" either builds a GPU net (a usable device) or throws DeviceUnavailable
+// whose one line names the reason, so the command line can exit 2 instead of crashing.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "core/error.hpp"
+#include "core/model_spec.hpp"
+#include "worker/net.hpp"
+
+using namespace psbed;
+
+TEST_CASE("the gpu device without a usable device is one DeviceUnavailable line",
+          "[worker][device]") {
+  const ModelSpec spec = load_model("mlp");
+  const std::string why = worker::gpu_unavailable_reason();
+  if (why.empty()) {
+    auto net = worker::make_net("gpu", spec, 4, 1);
+    CHECK(net->device() == "gpu");
+    return;
+  }
+  CHECK(why.find('\n') == std::string::npos);
+  try {
+    worker::make_net("gpu", spec, 4, 1);
+    FAIL("make_net(\"gpu\") built a net although: " << why);
+  } catch (const DeviceUnavailable& e) {
+    CHECK(std::string(e.what()) == "no CUDA device available: " + why);
+  }
+  CHECK_THROWS_AS(worker::require_device("gpu"), DeviceUnavailable);
+}
+
+TEST_CASE("an unknown device is a plain error naming it", "[worker][device]") {
+  CHECK_NOTHROW(worker::require_device("cpu"));
+  try {
+    worker::require_device("tpu");
+    FAIL("require_device(\"tpu\") accepted it");
+  } catch (const DeviceUnavailable&) {
+    FAIL("an unknown device name is a bad input, not a missing device");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("'tpu'") != std::string::npos);
+  }
+}
+
+TEST_CASE("the cpu backend reads layer outputs and input gradients back in plain NCHW",
+          "[worker][device]") {
+  // read_output of a relu must equal max(0, read_output of the conv before it), element by
+  // element: both come back in the same plain order whatever blocked layout oneDNN chose.
+  const ModelSpec spec = parse_model_spec(R"(input = [3, 5, 5]
+classes = 3
+[[layer]]
+type = "conv"
+out_channels = 16
+kernel = 3
+pad = 1
+[[layer]]
+type = "relu"
+[[layer]]
+type = "fc"
+out = 3
+)",
+                                          "test");
+  auto net = worker::make_cpu_net(spec, 2, 1);
+  std::vector<float> x(std::size_t(spec.input.numel()) * 2);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 7 % 13) - 6) / 6.0f;
+  std::vector<std::int32_t> y = {0, 2};
+  net->set_batch(x.data(), y.data(), 2);
+  net->forward_all();
+  net->compute_loss();
+  net->backward_all();
+  const std::size_t n = std::size_t(spec.layers[0].out.numel()) * 2;
+  std::vector<float> conv(n), relu(n), drelu_in(n), dfc_in(n);
+  net->read_output(0, conv.data());
+  net->read_output(1, relu.data());
+  net->read_input_grad(1, drelu_in.data());
+  net->read_input_grad(2, dfc_in.data());
+  int positive = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    CHECK(relu[i] == Approx(conv[i] > 0 ? conv[i] : 0.0f));
+    CHECK(drelu_in[i] == Approx(conv[i] > 0 ? dfc_in[i] : 0.0f));
+    positive += conv[i] > 0;
+  }
+  CHECK(positive > 0);
+  CHECK_THROWS_AS(net->read_input_grad(0, drelu_in.data()), Error);
+}
