@@ -219,6 +219,7 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f) {
   app->add_option("--apply-threads", f.apply_lanes, "apply threads per server shard")->capture_default_str();
   app->add_option("--steps", f.steps, "simulated steps per worker")->capture_default_str();
   app->add_option("--seed", f.seed, "seed of the compute draws and tf-random")->capture_default_str();
+  app->add_option("--straggler-ms", f.straggler_ms, "worker-0 sleeps this long every step");
 }
 
 void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level) {

@@ -72,6 +72,7 @@ SimConfig base_config(const Profile& profile, const SimFlags& f) {
   c.apply_lanes = f.apply_lanes;
   c.steps = f.steps;
   c.seed = f.seed;
+  c.straggler_s = f.straggler_ms / 1e3;
   return c;
 }
 
@@ -191,24 +192,20 @@ MeasuredRun read_run(const std::string& dir, const SimConfig& base, const SimFla
   c.policy.name = s["policy"].get<std::string>();
   c.partition_bytes = s.value("partition_bytes", c.partition_bytes);
   if (flags.steps <= 0) c.steps = s.value("steps", std::int64_t(200));
-  const fs::path traces = fs::path(dir) / "traces";
-  if (fs::is_directory(traces))
-    for (const auto& e : fs::directory_iterator(traces)) {
-      if (e.path().filename().string().rfind("worker-", 0) != 0) continue;
-      const LoadedTrace t = read_trace(e.path().string());
-      double bw = 0, lat = 0;
-      if (flags.bandwidth.empty()) {
-        if (parse_link_metadata(t.metadata.value("link", std::string()), &bw, &lat))
-          c.bandwidth_bytes_per_sec = bw, c.latency_s = lat;
-        else if (t.metadata.value("link", std::string()) == "unshaped" && flags.bandwidth.empty())
-          c.bandwidth_bytes_per_sec = base.bandwidth_bytes_per_sec;
-      }
-      const auto& exp = t.metadata.value("cluster", nlohmann::json::object());
-      c.policy.slice_params = exp.value("slice_params", c.policy.slice_params);
-      c.policy.partition_params = exp.value("partition_params", c.policy.partition_params);
-      c.policy.credit_bytes = exp.value("credit_bytes", c.policy.credit_bytes);
-      break;
-    }
+  // worker-0 carries the link, the policy parameters and the straggler setting of the run.
+  const fs::path trace = fs::path(dir) / "traces" / "worker-0.trace.json";
+  if (fs::exists(trace)) {
+    const LoadedTrace t = read_trace(trace.string());
+    double bw = 0, lat = 0;
+    const std::string link = t.metadata.value("link", std::string());
+    if (flags.bandwidth.empty() && parse_link_metadata(link, &bw, &lat)) c.bandwidth_bytes_per_sec = bw;
+    if (flags.latency.empty() && parse_link_metadata(link, &bw, &lat)) c.latency_s = lat;
+    const auto exp = t.metadata.value("cluster", nlohmann::json::object());
+    c.policy.slice_params = exp.value("slice_params", c.policy.slice_params);
+    c.policy.partition_params = exp.value("partition_params", c.policy.partition_params);
+    c.policy.credit_bytes = exp.value("credit_bytes", c.policy.credit_bytes);
+    if (flags.straggler_ms <= 0) c.straggler_s = t.metadata.value("straggle_ms", 0.0) / 1e3;
+  }
   m.config = c;
   return m;
 }

@@ -27,6 +27,7 @@ struct SimFlags {
   int apply_lanes = 2;
   std::int64_t steps = 200;
   std::uint64_t seed = 1;
+  double straggler_ms = 0;
 };
 
 struct PredictOptions {

@@ -81,7 +81,7 @@ struct Channel {
   int active_index = -1;   // position in the active list, -1 when idle
 };
 
-enum class Phase { kStart, kOverhead, kOverheadRunning, kForward, kBackward, kWaitPush, kDone };
+enum class Phase { kStart, kOverhead, kOverheadRunning, kForward, kBackward, kStraggle, kWaitPush, kDone };
 
 struct Worker {
   std::unique_ptr<policy::Policy> policy;
@@ -90,6 +90,7 @@ struct Worker {
   Phase phase = Phase::kStart;
   int layer = 0;
   bool computing = false;
+  bool straggled = false;  // worker-0's deliberate sleep of this step is over
   double compute_started = 0;
   std::vector<std::int64_t> pulls_left;  // floats still to arrive, per layer
   std::int64_t pulls_total = 0, pushes_total = 0;
@@ -273,12 +274,22 @@ class Simulation {
           break;
         case Phase::kBackward:
           if (w.layer < 0) {
-            w.policy->backward_done(now_);
-            pump(wi);
-            w.phase = Phase::kWaitPush;
+            w.phase = Phase::kStraggle;
             break;
           }
           start_compute(w, wi, w.sampler.backward_s(w.layer));
+          break;
+        case Phase::kStraggle:
+          // As `psbed launch --straggler-ms`: worker-0 sleeps after backward, before backward_done.
+          if (wi == 0 && cfg_.straggler_s > 0 && !w.straggled) {
+            w.straggled = true;
+            start_compute(w, wi, cfg_.straggler_s);
+            break;
+          }
+          w.straggled = false;
+          w.policy->backward_done(now_);
+          pump(wi);
+          w.phase = Phase::kWaitPush;
           break;
         case Phase::kWaitPush:
           if (w.pushes_total > 0) return;
@@ -309,6 +320,8 @@ class Simulation {
         w.policy->gradient_ready(now_, {Direction::kPush, i, l, 0, plan_.parts[i].numel});
       if (!parts_of_layer_[l].empty()) pump(wi);
       --w.layer;
+    } else if (w.phase == Phase::kStraggle) {
+      if (w.trace) record(*w.trace, "straggle", "compute", w.compute_started, now_, w.step);
     }
     advance(wi);  // kOverheadRunning moves on to the first forward there
   }
