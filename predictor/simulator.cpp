@@ -55,11 +55,86 @@ enum class MsgKind : std::uint8_t { kPullRequest, kPullReply, kPushData, kPushAc
 
 struct Event {
   double t;
-  std::uint64_t seq;
+  std::uint64_t seq;  // ties at one instant go in the order they were scheduled
   EventType type;
-  int a;            // worker, message id, channel, or shard lane
-  std::uint32_t b;  // channel version
+  int a;  // worker, message id, channel, or shard lane
   bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+// Pending events from three sources, each kept in the cheapest structure for its shape, since
+// the queue is most of the simulator's cost: every message is delivered one latency after it
+// is scheduled, so deliveries come due in the order they were scheduled (a FIFO); a channel has
+// at most one pending completion, moved in place when rates change (an indexed heap, no stale
+// entries); compute and apply events, a few per node, go to an ordinary heap.
+class EventQueue {
+ public:
+  void set_channels(std::size_t n) { pos_.assign(n, -1), chan_.assign(n, Event{}); }
+  void push(double t, EventType type, int a) {
+    const Event e{t, seq_++, type, a};
+    if (type == EventType::kDeliver && (fifo_.empty() || fifo_.back().t <= t)) fifo_.push_back(e);
+    else heap_.push(e);
+  }
+  // Schedules (or moves) channel c's completion.
+  void set_channel(int c, double t) {
+    chan_[c] = Event{t, seq_++, EventType::kChannelDone, c};
+    if (pos_[c] < 0) {
+      pos_[c] = int(cheap_.size());
+      cheap_.push_back(c);
+    }
+    sift_up(pos_[c]);
+    sift_down(pos_[c]);
+  }
+  void clear_channel(int c) {
+    const int i = pos_[c];
+    if (i < 0) return;
+    const int last = cheap_.back();
+    cheap_[i] = last, pos_[last] = i;
+    cheap_.pop_back();
+    pos_[c] = -1;
+    if (i < int(cheap_.size())) sift_up(i), sift_down(pos_[last]);
+  }
+  bool empty() const { return fifo_.empty() && heap_.empty() && cheap_.empty(); }
+  const Event* top() const {
+    const Event* best = nullptr;
+    if (!fifo_.empty()) best = &fifo_.front();
+    if (!heap_.empty() && (!best || *best > heap_.top())) best = &heap_.top();
+    if (!cheap_.empty() && (!best || *best > chan_[cheap_[0]])) best = &chan_[cheap_[0]];
+    return best;
+  }
+  // A channel completion stays queued: its handler moves it (set_channel, the common case of a
+  // next message on the same pair, costs one sift) or removes it (clear_channel).
+  Event pop() {
+    const Event e = *top();
+    if (!fifo_.empty() && fifo_.front().seq == e.seq) fifo_.pop_front();
+    else if (e.type != EventType::kChannelDone || cheap_.empty() || chan_[cheap_[0]].seq != e.seq) heap_.pop();
+    return e;
+  }
+
+ private:
+  bool less(int i, int j) const { return chan_[cheap_[j]] > chan_[cheap_[i]]; }
+  void swap_at(int i, int j) {
+    std::swap(cheap_[i], cheap_[j]);
+    pos_[cheap_[i]] = i, pos_[cheap_[j]] = j;
+  }
+  void sift_up(int i) {
+    while (i > 0 && less(i, (i - 1) / 2)) swap_at(i, (i - 1) / 2), i = (i - 1) / 2;
+  }
+  void sift_down(int i) {
+    for (;;) {
+      int m = i;
+      const int l = 2 * i + 1, r = l + 1;
+      if (l < int(cheap_.size()) && less(l, m)) m = l;
+      if (r < int(cheap_.size()) && less(r, m)) m = r;
+      if (m == i) return;
+      swap_at(i, m), i = m;
+    }
+  }
+  std::deque<Event> fifo_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> heap_;
+  std::vector<int> cheap_;   // channel ids, a binary heap on chan_
+  std::vector<int> pos_;     // channel -> index in cheap_, -1 if none pending
+  std::vector<Event> chan_;  // each channel's pending completion
+  std::uint64_t seq_ = 0;
 };
 
 struct Message {
@@ -77,7 +152,6 @@ struct Channel {
   double head_left = 0;    // bytes of the head still to send
   double rate = 0;         // bytes/s given by the last max-min allocation
   double since = 0;        // time head_left was last brought up to date
-  std::uint32_t version = 0;
   int active_index = -1;   // position in the active list, -1 when idle
 };
 
@@ -165,6 +239,7 @@ class Simulation {
     link_cap_.assign(2 * nodes, 0);
     link_n_.assign(2 * nodes, 0);
     channels_.resize(2 * std::size_t(W_) * S_);
+    events_.set_channels(channels_.size());
     for (int w = 0; w < W_; ++w)
       for (int s = 0; s < S_; ++s) {
         Channel& push = channels_[push_channel(w, s)];
@@ -178,21 +253,18 @@ class Simulation {
     const auto wall0 = std::chrono::steady_clock::now();
     for (int w = 0; w < W_; ++w) advance(w);
     while (!events_.empty()) {
-      const Event e = events_.top();
-      events_.pop();
+      const Event e = events_.pop();
       now_ = e.t;
       ++processed_;
       switch (e.type) {
         case EventType::kComputeDone: compute_done(e.a); break;
         case EventType::kDeliver: deliver(e.a); break;
-        case EventType::kChannelDone:
-          if (channels_[e.a].version == e.b) channel_done(e.a);
-          break;
+        case EventType::kChannelDone: channel_done(e.a); break;
         case EventType::kApplyDone: apply_done(e.a); break;
       }
       // Rates change only when a pair starts or stops sending; events at one instant are
       // settled together so a burst of sends costs one allocation.
-      if (network_dirty_ && (events_.empty() || events_.top().t > now_)) reallocate();
+      if (network_dirty_ && (events_.empty() || events_.top()->t > now_)) reallocate();
     }
     SimResult r;
     for (int w = 0; w < W_; ++w)
@@ -217,7 +289,7 @@ class Simulation {
   std::size_t push_channel(int w, int s) const { return std::size_t(w) * S_ + s; }
   std::size_t pull_channel(int w, int s) const { return std::size_t(W_) * S_ + std::size_t(w) * S_ + s; }
 
-  void schedule(double t, EventType type, int a, std::uint32_t b = 0) { events_.push(Event{t, seq_++, type, a, b}); }
+  void schedule(double t, EventType type, int a) { events_.push(t, type, a); }
 
   int new_message(const Message& m) {
     if (!free_messages_.empty()) {
@@ -486,17 +558,21 @@ class Simulation {
     if (!c.queue.empty()) {
       c.head_left = wire_bytes(messages_[c.queue.front()]);
       c.since = now_;
-      if (network_dirty_) c.rate = 0;  // the coming reallocation reschedules it
-      else schedule(now_ + c.head_left / c.rate, EventType::kChannelDone, ci, ++c.version);
+      if (network_dirty_) {
+        c.rate = 0;  // the coming reallocation reschedules it
+        events_.clear_channel(ci);
+      } else {
+        events_.set_channel(ci, now_ + c.head_left / c.rate);
+      }
       return;
     }
+    events_.clear_channel(ci);
     // Idle: leave the active list (swap with the last).
     const int pos = c.active_index;
     active_[pos] = active_.back();
     channels_[active_[pos]].active_index = pos;
     active_.pop_back();
     c.active_index = -1;
-    ++c.version;
     network_dirty_ = true;
   }
 
@@ -531,7 +607,7 @@ class Simulation {
         const double rate = std::max(share, 1e-9 * bw);
         if (rate != c.rate || c.head_left == 0) {
           c.rate = rate;
-          schedule(now_ + c.head_left / c.rate, EventType::kChannelDone, active_[k], ++c.version);
+          events_.set_channel(active_[k], now_ + c.head_left / c.rate);
         }
       }
       link_n_[best] = 0;
@@ -607,8 +683,8 @@ class Simulation {
   std::vector<int> touched_;
   std::vector<char> frozen_;
   bool network_dirty_ = false;
-  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
-  std::uint64_t seq_ = 0, processed_ = 0;
+  EventQueue events_;
+  std::uint64_t processed_ = 0;
   double now_ = 0;
 };
 
