@@ -212,6 +212,9 @@ struct PredictorCommands {
 void add_sim_flags(CLI::App* app, predictor::SimFlags& f) {
   app->add_option("--bandwidth", f.bandwidth, "link of every node, per direction, e.g. 1gbit (default: the profile's)");
   app->add_option("--latency", f.latency, "one-way latency, e.g. 200us (default: the profile's)");
+  app->add_option("--link-model", f.link_model,
+                  "bucket: per-node FIFO token buckets as psbed launch --bandwidth emulates; fair: max-min fair "
+                  "sharing as TCP under kernel shaping")->capture_default_str();
   app->add_option("--partition-bytes", f.partition_bytes, "largest part a tensor is cut into")->capture_default_str();
   app->add_option("--slice-params", f.slice_params, "p3: parameters per slice")->capture_default_str();
   app->add_option("--partition-params", f.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
@@ -230,6 +233,7 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   prof->add_option("-o,--out", o.profile.out, "profile to write")->capture_default_str();
   prof->add_option("--worker", o.profile.extract.worker, "which worker's trace (needed if the run had several)");
   prof->add_option("--skip-steps", o.profile.extract.skip_steps, "warm-up steps left out (default: the worker's rule)");
+  prof->add_flag("!--no-calibrate", o.profile.extract.calibrate, "leave message_delay_us at 0 (no fit to the run's own pace)");
 
   auto* pred = root.add_subcommand("predict", "Profile + configurations -> predicted throughput (simulated)");
   pred->footer("Example: psbed predict --profile profile.json --workers 1,2,4,8 --servers 1,2 --policy all --mode bsp "

@@ -65,6 +65,8 @@ SimConfig base_config(const Profile& profile, const SimFlags& f) {
                                   ? 0.0
                                   : parse_bandwidth_bps(f.bandwidth) / 8;
   c.latency_s = f.latency.empty() ? profile.latency_us * 1e-6 : parse_duration_s(f.latency);
+  c.link_model = parse_link_model(f.link_model);
+  c.message_delay_s = profile.message_delay_us * 1e-6;
   c.partition_bytes = std::int64_t(parse_bytes(f.partition_bytes));
   c.policy.slice_params = f.slice_params;
   c.policy.partition_params = f.partition_params;
@@ -76,6 +78,13 @@ SimConfig base_config(const Profile& profile, const SimFlags& f) {
   return c;
 }
 
+// "runs/sweep/x/" -> "x"
+std::string run_name(const std::string& dir) {
+  fs::path p(dir);
+  if (p.filename().empty()) p = p.parent_path();
+  return p.filename().string();
+}
+
 std::string bandwidth_text(double bytes_per_sec) {
   return bytes_per_sec > 0 ? format_bandwidth(bytes_per_sec * 8) : std::string("unlimited");
 }
@@ -85,9 +94,12 @@ std::string bandwidth_text(double bytes_per_sec) {
 int run_profile(const ProfileCommandOptions& o) {
   Profile p = extract_profile(o.extract);
   p.save(o.out);
-  std::fprintf(stderr, "profile of %s (batch %d) from %s: %zu steps, compute %.3f ms/step, link %s\n", p.model.c_str(),
-               p.batch, o.extract.run.c_str(), p.layers[0].forward_ms.size(), p.mean_compute_ms(),
-               p.shaped.empty() ? (bandwidth_text(p.bandwidth_bytes_per_sec) + " (estimated)").c_str() : p.shaped.c_str());
+  std::fprintf(stderr,
+               "profile of %s (batch %d) from %s: %zu steps, compute %.3f ms/step, link %s, "
+               "message delay %.0f us (calibrated to the run's %.1f steps/s)\n",
+               p.model.c_str(), p.batch, o.extract.run.c_str(), p.layers[0].forward_ms.size(), p.mean_compute_ms(),
+               p.shaped.empty() ? (bandwidth_text(p.bandwidth_bytes_per_sec) + " (estimated)").c_str() : p.shaped.c_str(),
+               p.message_delay_us, p.source.value("measured_steps_per_sec", 0.0));
   std::printf("%s\n", o.out.c_str());
   return 0;
 }
@@ -212,42 +224,48 @@ MeasuredRun read_run(const std::string& dir, const SimConfig& base, const SimFla
 
 }  // namespace
 
-int run_validate(const ValidateOptions& o) {
-  if (o.runs.empty()) throw Error("validate: no run folders given (expected one or more `psbed launch` --out folders)");
-  const Profile profile = Profile::load(o.profile);
-  const ModelSpec spec = spec_of(profile, o.profile);
-  const SimConfig base = base_config(profile, o.sim);
-  fs::create_directories(o.out);
+nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec, const std::vector<std::string>& dirs,
+                             const SimFlags& flags) {
+  if (dirs.empty()) throw Error("validate: no run folders given (expected one or more `psbed launch` --out folders)");
+  const SimConfig base = base_config(profile, flags);
   nlohmann::json runs = nlohmann::json::array();
   double sum_abs = 0, max_abs = 0;
-  std::ostringstream md;
-  md << "| run | workers | servers | policy | mode | bandwidth | measured images/s | predicted images/s | error % |\n"
-     << "|---|---:|---:|---|---|---|---:|---:|---:|\n";
   int i = 0;
-  for (const auto& dir : o.runs) {
+  for (const auto& dir : dirs) {
     ++i;
-    MeasuredRun m = read_run(dir, base, o.sim);
-    std::fprintf(stderr, "[%d/%zu] %s: %d worker(s), %d server(s), %s, %s\n", i, o.runs.size(), dir.c_str(),
+    MeasuredRun m = read_run(dir, base, flags);
+    std::fprintf(stderr, "[%d/%zu] %s: %d worker(s), %d server(s), %s, %s\n", i, dirs.size(), dir.c_str(),
                  m.config.workers, m.config.servers, m.config.policy.name.c_str(), m.config.mode.str().c_str());
     const SimResult r = simulate(profile, spec, m.config);
     const double err = m.measured > 0 ? 100 * (r.images_per_sec - m.measured) / m.measured : 0.0;
     sum_abs += std::fabs(err);
     max_abs = std::max(max_abs, std::fabs(err));
-    const std::string bw = bandwidth_text(m.config.bandwidth_bytes_per_sec);
     runs.push_back({{"run", dir}, {"workers", m.config.workers}, {"servers", m.config.servers},
-                    {"policy", m.config.policy.name}, {"mode", m.config.mode.str()}, {"bandwidth", bw},
+                    {"policy", m.config.policy.name}, {"mode", m.config.mode.str()},
+                    {"bandwidth", bandwidth_text(m.config.bandwidth_bytes_per_sec)},
                     {"compute", m.summary.value("compute", std::string("real"))},
                     {"measured_images_per_sec", m.measured}, {"predicted_images_per_sec", r.images_per_sec},
                     {"error_pct", err}});
-    md << "| " << fs::path(dir).filename().string() << " | " << m.config.workers << " | " << m.config.servers << " | "
-       << m.config.policy.name << " | " << m.config.mode.str() << " | " << bw << " | " << fmt(m.measured, 0) << " | "
-       << fmt(r.images_per_sec, 0) << " | " << fmt(err, 1) << " |\n";
   }
-  const double mean_abs = sum_abs / double(o.runs.size());
-  md << "\nmean |error| " << fmt(mean_abs, 1) << " %, max |error| " << fmt(max_abs, 1) << " % over " << o.runs.size()
-     << " run(s); profile " << o.profile << "\n";
-  const nlohmann::json v = {{"profile", o.profile}, {"runs", runs}, {"mean_abs_error_pct", mean_abs},
-                            {"max_abs_error_pct", max_abs}};
+  return {{"runs", runs}, {"mean_abs_error_pct", sum_abs / double(dirs.size())}, {"max_abs_error_pct", max_abs}};
+}
+
+int run_validate(const ValidateOptions& o) {
+  const Profile profile = Profile::load(o.profile);
+  const ModelSpec spec = spec_of(profile, o.profile);
+  nlohmann::json v = validate_runs(profile, spec, o.runs, o.sim);
+  v["profile"] = o.profile;
+  fs::create_directories(o.out);
+  std::ostringstream md;
+  md << "| run | workers | servers | policy | mode | bandwidth | measured images/s | predicted images/s | error % |\n"
+     << "|---|---:|---:|---|---|---|---:|---:|---:|\n";
+  for (const auto& r : v["runs"])
+    md << "| " << run_name(r["run"].get<std::string>()) << " | " << r["workers"] << " | "
+       << r["servers"] << " | " << r["policy"].get<std::string>() << " | " << r["mode"].get<std::string>() << " | "
+       << r["bandwidth"].get<std::string>() << " | " << fmt(r["measured_images_per_sec"], 0) << " | "
+       << fmt(r["predicted_images_per_sec"], 0) << " | " << fmt(r["error_pct"], 1) << " |\n";
+  md << "\nmean |error| " << fmt(v["mean_abs_error_pct"], 1) << " %, max |error| " << fmt(v["max_abs_error_pct"], 1)
+     << " % over " << o.runs.size() << " run(s); profile " << o.profile << "\n";
   write_json(o.out + "/validation.json", v);
   std::ofstream(o.out + "/validation.md") << md.str();
   std::printf("%s", md.str().c_str());

@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "core/model_spec.hpp"
 #include "predictor/profile_extract.hpp"
 
 namespace psbed::predictor {
@@ -20,6 +23,7 @@ int run_profile(const ProfileCommandOptions& options);
 struct SimFlags {
   std::string bandwidth;  // "1gbit"; empty: the profile's link
   std::string latency;    // "200us"; empty: the profile's link
+  std::string link_model = "bucket";  // bucket (psbed's in-process emulation) or fair
   std::string partition_bytes = "4MiB";
   std::int64_t slice_params = 40000;
   std::int64_t partition_params = 1000000;
@@ -51,6 +55,11 @@ struct ValidateOptions {
   std::string python = "/usr/bin/python3";
 };
 int run_validate(const ValidateOptions& options);
+// Predicts each measured run's configuration (its summary.json, and worker-0's trace metadata
+// for the link and policy parameters): {"runs": [{run, measured_images_per_sec,
+// predicted_images_per_sec, error_pct, ...}], "mean_abs_error_pct", "max_abs_error_pct"}.
+nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec, const std::vector<std::string>& runs,
+                             const SimFlags& flags);
 
 struct OptimizeOptions {
   std::string profile;

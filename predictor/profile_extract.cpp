@@ -185,6 +185,16 @@ Profile extract_profile(const ProfileOptions& opt) {
     overhead += std::max(0.0, step_end - std::max(cursor, std::min(d.last_push_done, step_end)));
     p.step_overhead_ms.push_back(overhead / 1e3);
   }
+  // The run's own pace over the profiled steps, for calibration.
+  double first_start = 0, last_end = 0;
+  std::int64_t counted = 0;
+  for (const auto& [st, d] : by_step) {
+    if (!d.step) continue;
+    if (counted == 0) first_start = d.step->ts_us;
+    last_end = std::max(last_end, d.step->ts_us + d.step->dur_us);
+    ++counted;
+  }
+  const double measured_sps = counted > 0 && last_end > first_start ? counted / ((last_end - first_start) / 1e6) : 0;
   if (p.layers.empty() || p.layers[0].forward_ms.empty())
     throw Error(where + ": no complete step after the " + std::to_string(skip) +
                 " warm-up steps (expected fwd:/bwd: events of every layer and a step event; run more steps)");
@@ -239,8 +249,52 @@ Profile extract_profile(const ProfileOptions& opt) {
               {"profiled_steps", p.layers[0].forward_ms.size()},
               {"partition_bytes", exp.value("partition_bytes", std::int64_t(4 << 20))},
               {"link", link},
+              {"slice_params", exp.value("slice_params", std::int64_t(40000))},
+              {"partition_params", exp.value("partition_params", std::int64_t(1000000))},
+              {"credit_bytes", exp.value("credit_bytes", std::int64_t(-1))},
+              {"straggle_ms", meta.value("straggle_ms", 0.0)},
+              {"measured_steps_per_sec", measured_sps},
               {"model_toml", exp["model_toml"]}};
+  if (opt.calibrate && measured_sps > 0) {
+    p.message_delay_us = calibrate_message_delay_us(p, measured_sps);
+    p.source["calibrated_link_model"] = "bucket";
+  }
   return p;
+}
+
+double calibrate_message_delay_us(const Profile& profile, double steps_per_sec) {
+  const auto& src = profile.source;
+  const ModelSpec spec = parse_model_spec(src.at("model_toml").get<std::string>(), "profile source model");
+  SimConfig c;
+  c.workers = 1;
+  c.servers = std::max(1, src.value("servers", 1));
+  c.mode = Consistency::parse(src.value("mode", std::string("bsp")));
+  c.policy.name = src.value("policy", std::string("wfbp"));
+  c.policy.slice_params = src.value("slice_params", c.policy.slice_params);
+  c.policy.partition_params = src.value("partition_params", c.policy.partition_params);
+  c.policy.credit_bytes = src.value("credit_bytes", c.policy.credit_bytes);
+  c.partition_bytes = src.value("partition_bytes", c.partition_bytes);
+  c.straggler_s = src.value("straggle_ms", 0.0) / 1e3;
+  c.bandwidth_bytes_per_sec = profile.bandwidth_bytes_per_sec;
+  c.latency_s = profile.latency_us * 1e-6;
+  c.link_model = LinkModel::kBucket;
+  c.steps = 120;
+  auto pace = [&](double delay_s) {
+    c.message_delay_s = delay_s;
+    return simulate(profile, spec, c).steps_per_sec;
+  };
+  if (pace(0) <= steps_per_sec) return 0;
+  // The pace falls as the delay grows: bracket the measured pace, then bisect.
+  double lo = 0, hi = 1e-4;
+  while (pace(hi) > steps_per_sec) {
+    lo = hi, hi *= 2;
+    if (hi > 1.0) return hi * 1e6;
+  }
+  for (int i = 0; i < 30; ++i) {
+    const double mid = (lo + hi) / 2;
+    (pace(mid) > steps_per_sec ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2 * 1e6;
 }
 
 }  // namespace psbed::predictor

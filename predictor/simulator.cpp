@@ -42,6 +42,14 @@ std::string Consistency::str() const {
   return "?";
 }
 
+LinkModel parse_link_model(const std::string& text) {
+  if (text == "fair") return LinkModel::kFair;
+  if (text == "bucket") return LinkModel::kBucket;
+  throw Error("unknown link model '" + text + "', expected fair or bucket");
+}
+
+std::string to_string(LinkModel m) { return m == LinkModel::kFair ? "fair" : "bucket"; }
+
 std::int64_t default_warmup_steps(std::int64_t steps) {
   return std::min<std::int64_t>(std::max<std::int64_t>(3, steps / 20), steps / 2);
 }
@@ -50,7 +58,7 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-enum class EventType : std::uint8_t { kComputeDone, kDeliver, kChannelDone, kApplyDone };
+enum class EventType : std::uint8_t { kComputeDone, kDeliver, kChannelDone, kApplyDone, kEgressDone, kLaneFree };
 enum class MsgKind : std::uint8_t { kPullRequest, kPullReply, kPushData, kPushAck };
 
 struct Event {
@@ -165,6 +173,11 @@ struct Worker {
   int layer = 0;
   bool computing = false;
   bool straggled = false;  // worker-0's deliberate sleep of this step is over
+  // Bucket links: a send sleeps in the thread that calls it, as the live ShapedTransport does.
+  // The compute thread resumes at blocked_until; the receiving thread takes the next arrival
+  // at deliver_free.
+  bool sleeping = false;
+  double blocked_until = 0, deliver_free = 0;
   double compute_started = 0;
   std::vector<std::int64_t> pulls_left;  // floats still to arrive, per layer
   std::int64_t pulls_total = 0, pushes_total = 0;
@@ -240,6 +253,12 @@ class Simulation {
     link_n_.assign(2 * nodes, 0);
     channels_.resize(2 * std::size_t(W_) * S_);
     events_.set_channels(channels_.size());
+    bucket_ = cfg.link_model == LinkModel::kBucket;
+    delay_ = cfg.latency_s + cfg.message_delay_s;
+    if (cfg.bandwidth_bytes_per_sec > 0)
+      burst_s_ = std::max(64.0 * 1024, cfg.bandwidth_bytes_per_sec * 1e-3) / cfg.bandwidth_bytes_per_sec;
+    egress_free_.assign(std::size_t(nodes), -kInf);
+    ingress_free_.assign(std::size_t(nodes), -kInf);
     for (int w = 0; w < W_; ++w)
       for (int s = 0; s < S_; ++s) {
         Channel& push = channels_[push_channel(w, s)];
@@ -261,6 +280,8 @@ class Simulation {
         case EventType::kDeliver: deliver(e.a); break;
         case EventType::kChannelDone: channel_done(e.a); break;
         case EventType::kApplyDone: apply_done(e.a); break;
+        case EventType::kEgressDone: egress_done(e.a); break;
+        case EventType::kLaneFree: lane_free(e.a); break;
       }
       // Rates change only when a pair starts or stops sending; events at one instant are
       // settled together so a burst of sends costs one allocation.
@@ -314,6 +335,11 @@ class Simulation {
   void advance(int wi) {
     Worker& w = workers_[wi];
     while (!w.computing) {
+      if (w.blocked_until > now_) {
+        w.sleeping = true;
+        start_compute(w, wi, w.blocked_until - now_);
+        return;
+      }
       switch (w.phase) {
         case Phase::kStart: {
           if (w.step == warmup_) w.steady_start = now_;
@@ -323,7 +349,7 @@ class Simulation {
           w.policy->begin_step(now_, std::uint64_t(w.step));
           for (int i = 0; i < int(plan_.parts.size()); ++i)
             w.policy->parameter_needed(now_, {Direction::kPull, i, part_layer_[i], 0, plan_.parts[i].numel});
-          pump(wi);
+          pump(wi, true);
           w.phase = Phase::kOverhead;
           break;
         }
@@ -360,7 +386,7 @@ class Simulation {
           }
           w.straggled = false;
           w.policy->backward_done(now_);
-          pump(wi);
+          pump(wi, true);
           w.phase = Phase::kWaitPush;
           break;
         case Phase::kWaitPush:
@@ -382,7 +408,9 @@ class Simulation {
   void compute_done(int wi) {
     Worker& w = workers_[wi];
     w.computing = false;
-    if (w.phase == Phase::kForward) {
+    if (w.sleeping) {
+      w.sleeping = false;
+    } else if (w.phase == Phase::kForward) {
       if (w.trace) record(*w.trace, "fwd:" + spec_.layers[w.layer].name, "compute", w.compute_started, now_, w.step);
       ++w.layer;
     } else if (w.phase == Phase::kBackward) {
@@ -390,7 +418,7 @@ class Simulation {
       if (w.trace) record(*w.trace, "bwd:" + spec_.layers[l].name, "compute", w.compute_started, now_, w.step);
       for (int i : parts_of_layer_[l])
         w.policy->gradient_ready(now_, {Direction::kPush, i, l, 0, plan_.parts[i].numel});
-      if (!parts_of_layer_[l].empty()) pump(wi);
+      if (!parts_of_layer_[l].empty()) pump(wi, true);
       --w.layer;
     } else if (w.phase == Phase::kStraggle) {
       if (w.trace) record(*w.trace, "straggle", "compute", w.compute_started, now_, w.step);
@@ -398,22 +426,30 @@ class Simulation {
     advance(wi);  // kOverheadRunning moves on to the first forward there
   }
 
-  // The transmission scheduler's loop: take whatever the policy lets go now.
-  void pump(int wi) {
+  // The transmission scheduler's loop: take whatever the policy lets go now. With bucket links
+  // the calling thread (compute, or the one receiving replies) sleeps until its last send left.
+  void pump(int wi, bool from_compute) {
     Worker& w = workers_[wi];
+    double until = now_;
     while (auto t = w.policy->next(now_, w.in_flight)) {
       w.in_flight += t->bytes();
       w.policy->sent(now_, *t);
       const int shard = plan_.parts[t->part].shard;
       if (t->dir == Direction::kPull) {
-        // A request is a header only: it costs latency, not bandwidth.
         const int id = new_message({MsgKind::kPullRequest, wi, shard, *t, w.step, now_});
-        schedule(now_ + cfg_.latency_s, EventType::kDeliver, id);
+        if (bucket_) {
+          until = bucket_send(wi, id);
+        } else {
+          // A request is a header only: on fair links it costs latency, not bandwidth.
+          schedule(now_ + delay_, EventType::kDeliver, id);
+        }
       } else {
         const int id = new_message({MsgKind::kPushData, wi, shard, *t, w.step, now_});
-        send(push_channel(wi, shard), id);
+        if (bucket_) until = bucket_send(wi, id);
+        else send(push_channel(wi, shard), id);
       }
     }
+    if (until > now_) (from_compute ? w.blocked_until : w.deliver_free) = until;
   }
 
   void transfer_done(const Message& m) {
@@ -427,7 +463,7 @@ class Simulation {
     } else {
       w.pushes_total -= m.t.count;
     }
-    pump(m.worker);
+    pump(m.worker, false);
     advance(m.worker);
   }
 
@@ -442,10 +478,22 @@ class Simulation {
     return true;
   }
 
-  void reply(int request_id) {
+  // Answers a pull; returns when the lane that sent it may go on (bucket links: after the
+  // reply left the server's uplink).
+  double reply(int request_id) {
     Message& m = messages_[request_id];
     m.kind = MsgKind::kPullReply;
+    if (bucket_) return bucket_send(W_ + m.shard, request_id);
     send(pull_channel(m.worker, m.shard), request_id);
+    return now_;
+  }
+
+  double answer_pull(int request_id) {
+    const Message& m = messages_[request_id];
+    PartState& p = parts_[m.t.part];
+    if (pull_ready(p, m.clock)) return reply(request_id);
+    p.waiting.push_back(request_id);
+    return now_;
   }
 
   int lane_of(const Transfer& t) const {
@@ -454,21 +502,39 @@ class Simulation {
     return plan_.parts[t.part].shard * lanes + int((std::uint64_t(p.key) * 1000003u + std::uint64_t(p.part)) % lanes);
   }
 
-  void start_apply(int lane_index) {
-    Lane& lane = lanes_[lane_index];
-    if (lane.busy || lane.queue.empty()) return;
-    lane.busy = true;
-    const Message& m = messages_[lane.queue.front()];
-    const double cost = profile_.apply_overhead_us * 1e-6 + profile_.apply_ns_per_byte * 1e-9 * double(m.t.bytes());
-    schedule(now_ + cost, EventType::kApplyDone, lane_index);
-    lane_started_[lane_index] = now_;
+  // A shard's apply lane takes its messages in order: a push is applied, acknowledged, and may
+  // release waiting pulls; a pull (bucket links) is answered or parked. With bucket links the
+  // lane sleeps in every send, as the live lane thread does.
+  void start_lane(int li) {
+    Lane& lane = lanes_[li];
+    while (!lane.busy && !lane.queue.empty()) {
+      const int id = lane.queue.front();
+      const Message& m = messages_[id];
+      if (m.kind == MsgKind::kPushData) {
+        lane.busy = true;
+        lane_started_[li] = now_;
+        const double cost = profile_.apply_overhead_us * 1e-6 + profile_.apply_ns_per_byte * 1e-9 * double(m.t.bytes());
+        schedule(now_ + cost, EventType::kApplyDone, li);
+        return;
+      }
+      lane.queue.pop_front();
+      const double until = answer_pull(id);
+      if (until > now_) {
+        lane.busy = true;
+        schedule(until, EventType::kLaneFree, li);
+      }
+    }
+  }
+
+  void lane_free(int li) {
+    lanes_[li].busy = false;
+    start_lane(li);
   }
 
   void apply_done(int lane_index) {
     Lane& lane = lanes_[lane_index];
     const int id = lane.queue.front();
     lane.queue.pop_front();
-    lane.busy = false;
     Message& m = messages_[id];
     PartState& p = parts_[m.t.part];
     if (!server_traces_.empty()) {
@@ -480,48 +546,68 @@ class Simulation {
       e.has_priority = true;
       server_traces_[m.shard]->record(std::move(e));
     }
+    bool released = false;
     p.got[m.worker] += m.t.bytes();
     if (p.got[m.worker] >= p.bytes) {
       p.got[m.worker] = 0;
-      complete_clock(p, m.worker);
+      released = complete_clock(p, m.worker);
     }
+    // The acknowledgment goes first, then the pulls this push released (as the live shard).
     m.kind = MsgKind::kPushAck;
-    schedule(now_ + cfg_.latency_s, EventType::kDeliver, id);
-    start_apply(lane_index);
+    double until = now_;
+    if (bucket_) until = bucket_send(W_ + m.shard, id);
+    else schedule(now_ + delay_, EventType::kDeliver, id);
+    if (released) {
+      std::vector<int> still;
+      for (int w : p.waiting)
+        if (pull_ready(p, messages_[w].clock)) until = std::max(until, reply(w));
+        else still.push_back(w);
+      p.waiting.swap(still);
+    }
+    if (until > now_) {
+      schedule(until, EventType::kLaneFree, lane_index);
+    } else {
+      lane.busy = false;
+      start_lane(lane_index);
+    }
   }
 
-  // A worker's whole part for its current clock arrived: it may release waiting pulls.
-  void complete_clock(PartState& p, int worker) {
+  // A worker's whole part for its current clock arrived. True if the slowest worker's clock
+  // moved, which may release waiting pulls.
+  bool complete_clock(PartState& p, int worker) {
     const bool was_min = p.completed[worker] == p.min_completed;
     ++p.completed[worker];
-    if (!was_min || --p.at_min > 0) return;
+    if (!was_min || --p.at_min > 0) return false;
     p.min_completed = *std::min_element(p.completed.begin(), p.completed.end());
     p.at_min = int(std::count(p.completed.begin(), p.completed.end(), p.min_completed));
-    if (p.waiting.empty()) return;
-    std::vector<int> still;
-    for (int id : p.waiting)
-      if (pull_ready(p, messages_[id].clock)) reply(id);
-      else still.push_back(id);
-    p.waiting.swap(still);
+    return !p.waiting.empty();
   }
 
   void deliver(int id) {
     Message& m = messages_[id];
     switch (m.kind) {
-      case MsgKind::kPullRequest: {
-        PartState& p = parts_[m.t.part];
-        if (pull_ready(p, m.clock)) reply(id);
-        else p.waiting.push_back(id);
+      case MsgKind::kPullRequest:
+        if (bucket_) {
+          const int lane = lane_of(m.t);
+          lanes_[lane].queue.push_back(id);
+          start_lane(lane);
+        } else {
+          answer_pull(id);
+        }
         break;
-      }
       case MsgKind::kPushData: {
         const int lane = lane_of(m.t);
         lanes_[lane].queue.push_back(id);
-        start_apply(lane);
+        start_lane(lane);
         break;
       }
       case MsgKind::kPullReply:
       case MsgKind::kPushAck: {
+        Worker& w = workers_[m.worker];
+        if (w.deliver_free > now_) {  // the receiving thread still sleeps in a send
+          schedule(w.deliver_free, EventType::kDeliver, id);
+          break;
+        }
         const Message done = m;
         free_messages_.push_back(id);
         transfer_done(done);
@@ -530,13 +616,47 @@ class Simulation {
     }
   }
 
+  // ---- bucket links: the live in-process emulation (ps/link.cpp) ----
+  // Each node has a token bucket per direction with a burst of max(64 KiB, 1 ms of line rate).
+  // A message first waits for the sender's uplink bucket (its sender sleeps until then), then,
+  // on arrival, for the receiver's downlink bucket, then one latency.
+
+  double reserve(double& next_free, double t, double bytes) const {
+    next_free = std::max(next_free, t - burst_s_) + bytes / cfg_.bandwidth_bytes_per_sec;
+    return next_free;
+  }
+
+  double message_bytes(const Message& m) const {
+    const bool data = m.kind == MsgKind::kPushData || m.kind == MsgKind::kPullReply;
+    return double((data ? m.t.bytes() : 0) + cfg_.message_overhead_bytes);
+  }
+
+  double bucket_send(int from_node, int id) {
+    if (cfg_.bandwidth_bytes_per_sec <= 0) {
+      schedule(now_ + delay_, EventType::kDeliver, id);
+      return now_;
+    }
+    // A reservation in the past (unused burst) means the message leaves now.
+    const double out = std::max(now_, reserve(egress_free_[from_node], now_, message_bytes(messages_[id])));
+    schedule(out, EventType::kEgressDone, id);
+    return out;
+  }
+
+  void egress_done(int id) {
+    const Message& m = messages_[id];
+    const bool to_server = m.kind == MsgKind::kPullRequest || m.kind == MsgKind::kPushData;
+    const int node = to_server ? W_ + m.shard : m.worker;
+    const double due = std::max(now_, reserve(ingress_free_[node], now_, message_bytes(m)));
+    schedule(due + delay_, EventType::kDeliver, id);
+  }
+
   // ---- network ----
 
   double wire_bytes(const Message& m) const { return double(m.t.bytes() + cfg_.message_overhead_bytes); }
 
   void send(std::size_t ci, int id) {
     if (cfg_.bandwidth_bytes_per_sec <= 0) {  // unlimited links: latency only
-      schedule(now_ + cfg_.latency_s, EventType::kDeliver, id);
+      schedule(now_ + delay_, EventType::kDeliver, id);
       return;
     }
     Channel& c = channels_[ci];
@@ -554,7 +674,7 @@ class Simulation {
     Channel& c = channels_[ci];
     const int id = c.queue.front();
     c.queue.pop_front();
-    schedule(now_ + cfg_.latency_s, EventType::kDeliver, id);
+    schedule(now_ + delay_, EventType::kDeliver, id);
     if (!c.queue.empty()) {
       c.head_left = wire_bytes(messages_[c.queue.front()]);
       c.since = now_;
@@ -683,6 +803,10 @@ class Simulation {
   std::vector<int> touched_;
   std::vector<char> frozen_;
   bool network_dirty_ = false;
+  bool bucket_ = false;
+  double delay_ = 0;  // latency + software delay of one message
+  double burst_s_ = 0;
+  std::vector<double> egress_free_, ingress_free_;
   EventQueue events_;
   std::uint64_t processed_ = 0;
   double now_ = 0;

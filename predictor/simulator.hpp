@@ -31,6 +31,18 @@ struct Consistency {
   std::string str() const;
 };
 
+// How a link carries concurrent messages.
+//  kFair: the pairs sending on a link share it max-min fairly, each limited by the sender's
+//         uplink and the receiver's downlink at once (TCP flows under kernel shaping).
+//  kBucket: psbed's in-process emulation (ps/link.cpp): per node and direction a FIFO token
+//         bucket with a burst allowance; a message passes the sender's bucket, then the
+//         receiver's, then the latency, and the thread that sends sleeps until its message
+//         left (so a live worker's compute or reply thread and a shard's apply lane wait on
+//         their own sends). This is what `psbed launch --bandwidth` measures.
+enum class LinkModel { kFair, kBucket };
+LinkModel parse_link_model(const std::string& text);  // "fair" | "bucket"
+std::string to_string(LinkModel m);
+
 struct SimConfig {
   int workers = 1;
   int servers = 1;
@@ -38,6 +50,8 @@ struct SimConfig {
   policy::PolicyOptions policy;
   double bandwidth_bytes_per_sec = 0;  // every node, each direction; 0 = unlimited
   double latency_s = 0;                // one way, every message
+  LinkModel link_model = LinkModel::kFair;
+  double message_delay_s = 0;  // software delay of every message, one way, beyond the latency
   std::int64_t partition_bytes = 4 << 20;  // largest part (the live default)
   int apply_lanes = 2;                     // apply threads per shard (the live default)
   std::int64_t message_overhead_bytes = 64;  // wire header of a data message

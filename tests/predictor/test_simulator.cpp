@@ -220,3 +220,38 @@ TEST_CASE("bad simulation inputs are named", "[predictor][simulator]") {
   const ModelSpec lenet = load_model("lenet5");
   CHECK_THROWS_WITH(simulate(p, lenet, config(1)), Catch::Contains("layers"));
 }
+
+TEST_CASE("bucket links: each message passes the sender's bucket, then the receiver's, less the burst",
+          "[predictor][simulator]") {
+  // fc1 of 32,767 x 4 weights + 4 biases: parts of 524,272 and 16 bytes.
+  std::string big = kTiny;
+  big.replace(big.find("[1, 1, 249]"), 11, "[1, 1, 32767]");
+  big.replace(big.find("in = 249"), 8, "in = 32767");
+  const ModelSpec spec = parse_model_spec(big, "big");
+  Profile p = fixed_profile(spec);
+  p.layers[0] = {"fc1", {20.0}, {30.0}};  // idle gaps longer than the burst: every step alike
+  SimConfig c = config(1);
+  c.link_model = LinkModel::kBucket;
+  c.steps = 10;
+  const double R = 1 / 4e6;             // seconds per byte
+  const double burst = 65536 * R;       // 64 KiB (more than 1 ms of line rate here)
+  const double W = 524272, b = 16;
+  // Pull: both replies queue in the server's uplink bucket, then the worker's downlink bucket;
+  // each bucket starts with a burst of credit. Push the same way round. Plus four latencies.
+  const double step = 0.0004 + 0.05 + 2 * ((2 * W + b) * R - 2 * burst);
+  const SimResult r = simulate(p, spec, c);
+  CHECK(1 / r.steps_per_sec == Approx(step).epsilon(1e-9));
+  // Messages within the burst cost nothing but latency.
+  const ModelSpec tiny = parse_model_spec(kTiny, "tiny");
+  SimConfig t = config(1);
+  t.link_model = LinkModel::kBucket;
+  CHECK(1 / simulate(fixed_profile(tiny), tiny, t).steps_per_sec == Approx(0.0004 + 0.005).epsilon(1e-9));
+}
+
+TEST_CASE("the software delay per message adds like latency", "[predictor][simulator]") {
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  SimConfig c = config(1);
+  c.message_delay_s = 250e-6;
+  const double step = 4 * (0.0001 + 0.00025) + 0.002 + 0.005;
+  CHECK(1 / simulate(fixed_profile(spec), spec, c).steps_per_sec == Approx(step).epsilon(1e-9));
+}
