@@ -281,6 +281,7 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   bench->add_option("--policy", o.bench.policy, "policy")->capture_default_str();
   bench->add_option("--steps", o.bench.steps, "steps per worker")->capture_default_str();
   bench->add_option("--bandwidth", o.bench.bandwidth, "link")->capture_default_str();
+  bench->add_option("--link-model", o.bench.link_model, "bucket or fair")->capture_default_str();
   bench->add_option("--json", o.bench.json_out, "write the timings as JSON to this file");
 }
 

@@ -403,8 +403,9 @@ int run_bench_predict(const BenchPredictOptions& o) {
     profile.apply_overhead_us = 5;
     profile.step_overhead_ms = {0.5};
   }
-  std::printf("bench predict: %s, policy %s, %lld steps per worker, %s, %s profile\n", spec.name.c_str(),
-              o.policy.c_str(), (long long)o.steps, o.bandwidth.c_str(), o.profile.empty() ? "synthetic" : "measured");
+  std::printf("bench predict: %s, policy %s, %lld steps per worker, %s %s links, %s profile\n", spec.name.c_str(),
+              o.policy.c_str(), (long long)o.steps, o.bandwidth.c_str(), o.link_model.c_str(),
+              o.profile.empty() ? "synthetic" : "measured");
   std::printf("%-8s %12s %12s %14s %12s\n", "workers", "seconds", "events", "events/s", "images/s");
   nlohmann::json out = nlohmann::json::array();
   for (int w : o.workers) {
@@ -414,12 +415,14 @@ int run_bench_predict(const BenchPredictOptions& o) {
     c.policy.name = o.policy;
     c.bandwidth_bytes_per_sec = parse_bandwidth_bps(o.bandwidth) / 8;
     c.latency_s = 200e-6;
+    c.link_model = parse_link_model(o.link_model);
+    c.message_delay_s = profile.message_delay_us * 1e-6;
     c.steps = o.steps;
     const SimResult r = simulate(profile, spec, c);
     std::printf("%-8d %12.3f %12llu %14.0f %12.0f\n", w, r.wall_seconds, (unsigned long long)r.events,
                 r.events / r.wall_seconds, r.images_per_sec);
     std::fflush(stdout);
-    out.push_back({{"workers", w}, {"seconds", r.wall_seconds}, {"events", r.events},
+    out.push_back({{"workers", w}, {"link_model", o.link_model}, {"seconds", r.wall_seconds}, {"events", r.events},
                    {"events_per_sec", r.events / r.wall_seconds}, {"images_per_sec", r.images_per_sec}});
   }
   write_json(o.json_out, out);

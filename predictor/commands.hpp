@@ -80,6 +80,7 @@ struct BenchPredictOptions {
   std::string policy = "p3";
   std::int64_t steps = 1000;
   std::string bandwidth = "1gbit";
+  std::string link_model = "bucket";
   std::string json_out;
 };
 int run_bench_predict(const BenchPredictOptions& options);

@@ -69,57 +69,90 @@ struct Event {
   bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
 };
 
-// Pending events from three sources, each kept in the cheapest structure for its shape, since
-// the queue is most of the simulator's cost: every message is delivered one latency after it
-// is scheduled, so deliveries come due in the order they were scheduled (a FIFO); a channel has
-// at most one pending completion, moved in place when rates change (an indexed heap, no stale
-// entries); compute and apply events, a few per node, go to an ordinary heap.
+// Pending events, kept in the cheapest structure for their shape, since the queue is most of
+// the simulator's cost:
+//  - fair links deliver every message one latency after it is scheduled, so deliveries come
+//    due in the order they were scheduled: one FIFO;
+//  - a channel (fair links) has at most one pending completion, moved in place when rates
+//    change; a stream (bucket links: one node's uplink departures, one node's arrivals) comes
+//    due in order. Both are slots of one indexed heap keyed by their next event, so the heap
+//    holds a slot per channel or stream, not an entry per message, and has no stale entries;
+//  - compute and apply events, a few per node, and anything out of order go to a plain heap.
 class EventQueue {
  public:
-  void set_channels(std::size_t n) { pos_.assign(n, -1), chan_.assign(n, Event{}); }
+  void set_slots(std::size_t channels, std::size_t streams) {
+    channels_ = channels;
+    pos_.assign(channels + streams, -1);
+    key_.assign(channels + streams, Event{});
+    streams_.assign(streams, {});
+  }
   void push(double t, EventType type, int a) {
     const Event e{t, seq_++, type, a};
     if (type == EventType::kDeliver && (fifo_.empty() || fifo_.back().t <= t)) fifo_.push_back(e);
     else heap_.push(e);
   }
-  // Schedules (or moves) channel c's completion.
-  void set_channel(int c, double t) {
-    chan_[c] = Event{t, seq_++, EventType::kChannelDone, c};
-    if (pos_[c] < 0) {
-      pos_[c] = int(cheap_.size());
-      cheap_.push_back(c);
+  // Appends to stream k; an event earlier than the stream's last goes to the plain heap.
+  void push_stream(int k, double t, EventType type, int a) {
+    const Event e{t, seq_++, type, a};
+    auto& q = streams_[std::size_t(k)];
+    if (!q.empty() && q.back().t > t) {
+      heap_.push(e);
+      return;
     }
-    sift_up(pos_[c]);
-    sift_down(pos_[c]);
+    q.push_back(e);
+    if (q.size() == 1) set_slot(int(channels_) + k, e);
   }
-  void clear_channel(int c) {
-    const int i = pos_[c];
-    if (i < 0) return;
-    const int last = cheap_.back();
-    cheap_[i] = last, pos_[last] = i;
-    cheap_.pop_back();
-    pos_[c] = -1;
-    if (i < int(cheap_.size())) sift_up(i), sift_down(pos_[last]);
-  }
+  // Schedules (or moves) channel c's completion.
+  void set_channel(int c, double t) { set_slot(c, Event{t, seq_++, EventType::kChannelDone, c}); }
+  void clear_channel(int c) { clear_slot(c); }
   bool empty() const { return fifo_.empty() && heap_.empty() && cheap_.empty(); }
   const Event* top() const {
     const Event* best = nullptr;
     if (!fifo_.empty()) best = &fifo_.front();
     if (!heap_.empty() && (!best || *best > heap_.top())) best = &heap_.top();
-    if (!cheap_.empty() && (!best || *best > chan_[cheap_[0]])) best = &chan_[cheap_[0]];
+    if (!cheap_.empty() && (!best || *best > key_[cheap_[0]])) best = &key_[cheap_[0]];
     return best;
   }
   // A channel completion stays queued: its handler moves it (set_channel, the common case of a
   // next message on the same pair, costs one sift) or removes it (clear_channel).
   Event pop() {
     const Event e = *top();
-    if (!fifo_.empty() && fifo_.front().seq == e.seq) fifo_.pop_front();
-    else if (e.type != EventType::kChannelDone || cheap_.empty() || chan_[cheap_[0]].seq != e.seq) heap_.pop();
+    if (!fifo_.empty() && fifo_.front().seq == e.seq) {
+      fifo_.pop_front();
+    } else if (!cheap_.empty() && key_[cheap_[0]].seq == e.seq) {
+      const int slot = cheap_[0];
+      if (slot >= int(channels_)) {
+        auto& q = streams_[std::size_t(slot) - channels_];
+        q.pop_front();
+        if (q.empty()) clear_slot(slot);
+        else set_slot(slot, q.front());
+      }
+    } else {
+      heap_.pop();
+    }
     return e;
   }
 
  private:
-  bool less(int i, int j) const { return chan_[cheap_[j]] > chan_[cheap_[i]]; }
+  void set_slot(int s, const Event& e) {
+    key_[s] = e;
+    if (pos_[s] < 0) {
+      pos_[s] = int(cheap_.size());
+      cheap_.push_back(s);
+    }
+    sift_up(pos_[s]);
+    sift_down(pos_[s]);
+  }
+  void clear_slot(int s) {
+    const int i = pos_[s];
+    if (i < 0) return;
+    const int last = cheap_.back();
+    cheap_[i] = last, pos_[last] = i;
+    cheap_.pop_back();
+    pos_[s] = -1;
+    if (i < int(cheap_.size())) sift_up(i), sift_down(pos_[last]);
+  }
+  bool less(int i, int j) const { return key_[cheap_[j]] > key_[cheap_[i]]; }
   void swap_at(int i, int j) {
     std::swap(cheap_[i], cheap_[j]);
     pos_[cheap_[i]] = i, pos_[cheap_[j]] = j;
@@ -137,11 +170,13 @@ class EventQueue {
       swap_at(i, m), i = m;
     }
   }
+  std::size_t channels_ = 0;
   std::deque<Event> fifo_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> heap_;
-  std::vector<int> cheap_;   // channel ids, a binary heap on chan_
-  std::vector<int> pos_;     // channel -> index in cheap_, -1 if none pending
-  std::vector<Event> chan_;  // each channel's pending completion
+  std::vector<int> cheap_;   // slots with a pending event, a binary heap on key_
+  std::vector<int> pos_;     // slot -> index in cheap_, -1 if none pending
+  std::vector<Event> key_;   // each slot's next event
+  std::vector<std::deque<Event>> streams_;
   std::uint64_t seq_ = 0;
 };
 
@@ -252,7 +287,7 @@ class Simulation {
     link_cap_.assign(2 * nodes, 0);
     link_n_.assign(2 * nodes, 0);
     channels_.resize(2 * std::size_t(W_) * S_);
-    events_.set_channels(channels_.size());
+    events_.set_slots(channels_.size(), 2 * std::size_t(W_ + S_));
     bucket_ = cfg.link_model == LinkModel::kBucket;
     delay_ = cfg.latency_s + cfg.message_delay_s;
     if (cfg.bandwidth_bytes_per_sec > 0)
@@ -638,7 +673,7 @@ class Simulation {
     }
     // A reservation in the past (unused burst) means the message leaves now.
     const double out = std::max(now_, reserve(egress_free_[from_node], now_, message_bytes(messages_[id])));
-    schedule(out, EventType::kEgressDone, id);
+    events_.push_stream(from_node, out, EventType::kEgressDone, id);
     return out;
   }
 
@@ -647,7 +682,7 @@ class Simulation {
     const bool to_server = m.kind == MsgKind::kPullRequest || m.kind == MsgKind::kPushData;
     const int node = to_server ? W_ + m.shard : m.worker;
     const double due = std::max(now_, reserve(ingress_free_[node], now_, message_bytes(m)));
-    schedule(due + delay_, EventType::kDeliver, id);
+    events_.push_stream(W_ + S_ + node, due + delay_, EventType::kDeliver, id);
   }
 
   // ---- network ----
