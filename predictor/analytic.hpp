@@ -22,6 +22,7 @@ struct AnalyticBounds {
   std::string bottleneck;        // "compute", "worker link", "server link" or "apply"
 };
 
-AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec, const SimConfig& config);
+AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
+                               const SimConfig& config);
 
 }  // namespace psbed::predictor

@@ -25,7 +25,8 @@ namespace {
 // still predicts; older profiles fall back to the shipped spec of that name.
 ModelSpec spec_of(const Profile& p, const std::string& profile_path) {
   ModelSpec spec = p.source.contains("model_toml")
-                       ? parse_model_spec(p.source["model_toml"].get<std::string>(), profile_path + " (model spec)")
+                       ? parse_model_spec(p.source["model_toml"].get<std::string>(),
+                                          profile_path + " (model spec)")
                        : load_model(p.model);
   p.check_matches(spec, "profile '" + profile_path + "'");
   return spec;
@@ -97,8 +98,11 @@ int run_profile(const ProfileCommandOptions& o) {
   std::fprintf(stderr,
                "profile of %s (batch %d) from %s: %zu steps, compute %.3f ms/step, link %s, "
                "message delay %.0f us (calibrated to the run's %.1f steps/s)\n",
-               p.model.c_str(), p.batch, o.extract.run.c_str(), p.layers[0].forward_ms.size(), p.mean_compute_ms(),
-               p.shaped.empty() ? (bandwidth_text(p.bandwidth_bytes_per_sec) + " (estimated)").c_str() : p.shaped.c_str(),
+               p.model.c_str(), p.batch, o.extract.run.c_str(), p.layers[0].forward_ms.size(),
+               p.mean_compute_ms(),
+               p.shaped.empty()
+                   ? (bandwidth_text(p.bandwidth_bytes_per_sec) + " (estimated)").c_str()
+                   : p.shaped.c_str(),
                p.message_delay_us, p.source.value("measured_steps_per_sec", 0.0));
   std::printf("%s\n", o.out.c_str());
   return 0;
@@ -119,12 +123,14 @@ int run_predict(const PredictOptions& o) {
           policy::make_policy(c.policy);  // an unknown policy fails before any simulation
           configs.push_back(c);
         }
-  std::printf("model %s, batch %d, link %s, %.0f us one way, %s%s\n", profile.model.c_str(), profile.batch,
-              bandwidth_text(base.bandwidth_bytes_per_sec).c_str(), base.latency_s * 1e6,
-              o.analytic_only ? "analytic bounds only" : (std::to_string(base.steps) + " simulated steps").c_str(),
+  std::printf("model %s, batch %d, link %s, %.0f us one way, %s%s\n", profile.model.c_str(),
+              profile.batch, bandwidth_text(base.bandwidth_bytes_per_sec).c_str(),
+              base.latency_s * 1e6,
+              o.analytic_only ? "analytic bounds only"
+                              : (std::to_string(base.steps) + " simulated steps").c_str(),
               o.analytic_only ? "" : " per worker");
-  std::printf("%-7s %-7s %-14s %-6s %10s %11s   %11s %11s  %s\n", "workers", "servers", "policy", "mode", "steps/s",
-              "images/s", "upper", "serial", "bottleneck");
+  std::printf("%-7s %-7s %-14s %-6s %10s %11s   %11s %11s  %s\n", "workers", "servers", "policy",
+              "mode", "steps/s", "images/s", "upper", "serial", "bottleneck");
   nlohmann::json out = nlohmann::json::array();
   int index = 0;
   for (SimConfig& c : configs) {
@@ -137,21 +143,28 @@ int run_predict(const PredictOptions& o) {
                           {"bandwidth", bandwidth_text(c.bandwidth_bytes_per_sec)},
                           {"bandwidth_bytes_per_sec", c.bandwidth_bytes_per_sec},
                           {"latency_us", c.latency_s * 1e6},
-                          {"analytic", {{"upper_images_per_sec", a.upper}, {"serial_images_per_sec", a.serial},
-                                        {"compute_bound", a.compute_bound}, {"worker_link_bound", a.worker_link_bound},
-                                        {"server_link_bound", a.server_link_bound}, {"apply_bound", a.apply_bound},
-                                        {"imbalance", a.imbalance}, {"bottleneck", a.bottleneck}}}};
+                          {"analytic",
+                           {{"upper_images_per_sec", a.upper},
+                            {"serial_images_per_sec", a.serial},
+                            {"compute_bound", a.compute_bound},
+                            {"worker_link_bound", a.worker_link_bound},
+                            {"server_link_bound", a.server_link_bound},
+                            {"apply_bound", a.apply_bound},
+                            {"imbalance", a.imbalance},
+                            {"bottleneck", a.bottleneck}}}};
     if (o.analytic_only) {
-      std::printf("%-7d %-7d %-14s %-6s %10s %11s   %11s %11s  %s\n", c.workers, c.servers, c.policy.name.c_str(),
-                  c.mode.str().c_str(), "-", "-", fmt(a.upper, 0).c_str(), fmt(a.serial, 0).c_str(),
-                  a.bottleneck.c_str());
+      std::printf("%-7d %-7d %-14s %-6s %10s %11s   %11s %11s  %s\n", c.workers, c.servers,
+                  c.policy.name.c_str(), c.mode.str().c_str(), "-", "-", fmt(a.upper, 0).c_str(),
+                  fmt(a.serial, 0).c_str(), a.bottleneck.c_str());
     } else {
       if (!o.trace_out.empty())
         c.trace_dir = configs.size() == 1 ? o.trace_out
                                           : o.trace_out + "/" + std::to_string(c.workers) + "w" +
-                                                std::to_string(c.servers) + "s-" + c.policy.name + "-" + c.mode.str();
-      std::fprintf(stderr, "[%d/%zu] simulating %d worker(s), %d server(s), %s, %s\n", index, configs.size(), c.workers,
-                   c.servers, c.policy.name.c_str(), c.mode.str().c_str());
+                                                std::to_string(c.servers) + "s-" + c.policy.name +
+                                                "-" + c.mode.str();
+      std::fprintf(stderr, "[%d/%zu] simulating %d worker(s), %d server(s), %s, %s\n", index,
+                   configs.size(), c.workers, c.servers, c.policy.name.c_str(),
+                   c.mode.str().c_str());
       const SimResult r = simulate(profile, spec, c);
       row["steps_per_sec"] = r.steps_per_sec;
       row["images_per_sec"] = r.images_per_sec;
@@ -159,14 +172,16 @@ int run_predict(const PredictOptions& o) {
       row["simulated_seconds"] = r.simulated_seconds;
       row["events"] = r.events;
       if (!c.trace_dir.empty()) row["traces"] = c.trace_dir;
-      std::printf("%-7d %-7d %-14s %-6s %10s %11s   %11s %11s  %s\n", c.workers, c.servers, c.policy.name.c_str(),
-                  c.mode.str().c_str(), fmt(r.steps_per_sec, 2).c_str(), fmt(r.images_per_sec, 0).c_str(),
-                  fmt(a.upper, 0).c_str(), fmt(a.serial, 0).c_str(), a.bottleneck.c_str());
+      std::printf("%-7d %-7d %-14s %-6s %10s %11s   %11s %11s  %s\n", c.workers, c.servers,
+                  c.policy.name.c_str(), c.mode.str().c_str(), fmt(r.steps_per_sec, 2).c_str(),
+                  fmt(r.images_per_sec, 0).c_str(), fmt(a.upper, 0).c_str(),
+                  fmt(a.serial, 0).c_str(), a.bottleneck.c_str());
     }
     std::fflush(stdout);
     out.push_back(row);
   }
-  std::printf("upper: analytic bound with perfect overlap (Yan et al.); serial: no overlap at all\n");
+  std::printf(
+      "upper: analytic bound with perfect overlap (Yan et al.); serial: no overlap at all\n");
   write_json(o.json_out, out);
   return 0;
 }
@@ -187,7 +202,9 @@ MeasuredRun read_run(const std::string& dir, const SimConfig& base, const SimFla
   m.run = dir;
   const std::string path = dir + "/summary.json";
   std::ifstream in(path);
-  if (!in) throw Error("run folder '" + dir + "' has no summary.json (expected the --out folder of `psbed launch`)");
+  if (!in)
+    throw Error("run folder '" + dir +
+                "' has no summary.json (expected the --out folder of `psbed launch`)");
   try {
     m.summary = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
@@ -210,7 +227,8 @@ MeasuredRun read_run(const std::string& dir, const SimConfig& base, const SimFla
     const LoadedTrace t = read_trace(trace.string());
     double bw = 0, lat = 0;
     const std::string link = t.metadata.value("link", std::string());
-    if (flags.bandwidth.empty() && parse_link_metadata(link, &bw, &lat)) c.bandwidth_bytes_per_sec = bw;
+    if (flags.bandwidth.empty() && parse_link_metadata(link, &bw, &lat))
+      c.bandwidth_bytes_per_sec = bw;
     if (flags.latency.empty() && parse_link_metadata(link, &bw, &lat)) c.latency_s = lat;
     const auto exp = t.metadata.value("cluster", nlohmann::json::object());
     c.policy.slice_params = exp.value("slice_params", c.policy.slice_params);
@@ -224,9 +242,11 @@ MeasuredRun read_run(const std::string& dir, const SimConfig& base, const SimFla
 
 }  // namespace
 
-nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec, const std::vector<std::string>& dirs,
-                             const SimFlags& flags) {
-  if (dirs.empty()) throw Error("validate: no run folders given (expected one or more `psbed launch` --out folders)");
+nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
+                             const std::vector<std::string>& dirs, const SimFlags& flags) {
+  if (dirs.empty())
+    throw Error(
+        "validate: no run folders given (expected one or more `psbed launch` --out folders)");
   const SimConfig base = base_config(profile, flags);
   nlohmann::json runs = nlohmann::json::array();
   double sum_abs = 0, max_abs = 0;
@@ -234,20 +254,27 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec, cons
   for (const auto& dir : dirs) {
     ++i;
     MeasuredRun m = read_run(dir, base, flags);
-    std::fprintf(stderr, "[%d/%zu] %s: %d worker(s), %d server(s), %s, %s\n", i, dirs.size(), dir.c_str(),
-                 m.config.workers, m.config.servers, m.config.policy.name.c_str(), m.config.mode.str().c_str());
+    std::fprintf(stderr, "[%d/%zu] %s: %d worker(s), %d server(s), %s, %s\n", i, dirs.size(),
+                 dir.c_str(), m.config.workers, m.config.servers, m.config.policy.name.c_str(),
+                 m.config.mode.str().c_str());
     const SimResult r = simulate(profile, spec, m.config);
     const double err = m.measured > 0 ? 100 * (r.images_per_sec - m.measured) / m.measured : 0.0;
     sum_abs += std::fabs(err);
     max_abs = std::max(max_abs, std::fabs(err));
-    runs.push_back({{"run", dir}, {"workers", m.config.workers}, {"servers", m.config.servers},
-                    {"policy", m.config.policy.name}, {"mode", m.config.mode.str()},
+    runs.push_back({{"run", dir},
+                    {"workers", m.config.workers},
+                    {"servers", m.config.servers},
+                    {"policy", m.config.policy.name},
+                    {"mode", m.config.mode.str()},
                     {"bandwidth", bandwidth_text(m.config.bandwidth_bytes_per_sec)},
                     {"compute", m.summary.value("compute", std::string("real"))},
-                    {"measured_images_per_sec", m.measured}, {"predicted_images_per_sec", r.images_per_sec},
+                    {"measured_images_per_sec", m.measured},
+                    {"predicted_images_per_sec", r.images_per_sec},
                     {"error_pct", err}});
   }
-  return {{"runs", runs}, {"mean_abs_error_pct", sum_abs / double(dirs.size())}, {"max_abs_error_pct", max_abs}};
+  return {{"runs", runs},
+          {"mean_abs_error_pct", sum_abs / double(dirs.size())},
+          {"max_abs_error_pct", max_abs}};
 }
 
 int run_validate(const ValidateOptions& o) {
@@ -257,15 +284,18 @@ int run_validate(const ValidateOptions& o) {
   v["profile"] = o.profile;
   fs::create_directories(o.out);
   std::ostringstream md;
-  md << "| run | workers | servers | policy | mode | bandwidth | measured images/s | predicted images/s | error % |\n"
+  md << "| run | workers | servers | policy | mode | bandwidth | measured images/s | predicted "
+        "images/s | error % |\n"
      << "|---|---:|---:|---|---|---|---:|---:|---:|\n";
   for (const auto& r : v["runs"])
     md << "| " << run_name(r["run"].get<std::string>()) << " | " << r["workers"] << " | "
-       << r["servers"] << " | " << r["policy"].get<std::string>() << " | " << r["mode"].get<std::string>() << " | "
-       << r["bandwidth"].get<std::string>() << " | " << fmt(r["measured_images_per_sec"], 0) << " | "
-       << fmt(r["predicted_images_per_sec"], 0) << " | " << fmt(r["error_pct"], 1) << " |\n";
-  md << "\nmean |error| " << fmt(v["mean_abs_error_pct"], 1) << " %, max |error| " << fmt(v["max_abs_error_pct"], 1)
-     << " % over " << o.runs.size() << " run(s); profile " << o.profile << "\n";
+       << r["servers"] << " | " << r["policy"].get<std::string>() << " | "
+       << r["mode"].get<std::string>() << " | " << r["bandwidth"].get<std::string>() << " | "
+       << fmt(r["measured_images_per_sec"], 0) << " | " << fmt(r["predicted_images_per_sec"], 0)
+       << " | " << fmt(r["error_pct"], 1) << " |\n";
+  md << "\nmean |error| " << fmt(v["mean_abs_error_pct"], 1) << " %, max |error| "
+     << fmt(v["max_abs_error_pct"], 1) << " % over " << o.runs.size() << " run(s); profile "
+     << o.profile << "\n";
   write_json(o.out + "/validation.json", v);
   std::ofstream(o.out + "/validation.md") << md.str();
   std::printf("%s", md.str().c_str());
@@ -299,11 +329,16 @@ fig.tight_layout()
 fig.savefig(sys.argv[2], dpi=120)
 )PY";
   const std::string png = o.out + "/validation.png";
-  const std::string cmd = o.python + " '" + script + "' '" + o.out + "/validation.json' '" + png + "'";
+  const std::string cmd =
+      o.python + " '" + script + "' '" + o.out + "/validation.json' '" + png + "'";
   const int rc = std::system(cmd.c_str());
-  if (rc == 0) std::fprintf(stderr, "plot: %s\n", png.c_str());
-  else std::fprintf(stderr, "no plot written (%s failed; matplotlib: cluster/install-deps.sh plot)\n", o.python.c_str());
-  std::fprintf(stderr, "validation: %s/validation.json, %s/validation.md\n", o.out.c_str(), o.out.c_str());
+  if (rc == 0)
+    std::fprintf(stderr, "plot: %s\n", png.c_str());
+  else
+    std::fprintf(stderr, "no plot written (%s failed; matplotlib: cluster/install-deps.sh plot)\n",
+                 o.python.c_str());
+  std::fprintf(stderr, "validation: %s/validation.json, %s/validation.md\n", o.out.c_str(),
+               o.out.c_str());
   return 0;
 }
 
@@ -312,7 +347,8 @@ int run_optimize(const OptimizeOptions& o) {
   const ModelSpec spec = spec_of(profile, o.profile);
   SimConfig base = base_config(profile, o.sim);
   base.mode = Consistency::parse(o.mode);
-  if (o.max_nodes < 2) throw Error("optimize: --max-nodes must be at least 2 (one server and one worker)");
+  if (o.max_nodes < 2)
+    throw Error("optimize: --max-nodes must be at least 2 (one server and one worker)");
   struct Point {
     SimConfig c;
     double ips;
@@ -355,33 +391,44 @@ int run_optimize(const OptimizeOptions& o) {
   auto describe = [](const SimConfig& c) {
     std::string d = c.policy.name;
     if (c.policy.name == "p3") d += " slice " + std::to_string(c.policy.slice_params);
-    if (c.policy.name == "bytescheduler") d += " partition " + std::to_string(c.policy.partition_params);
+    if (c.policy.name == "bytescheduler")
+      d += " partition " + std::to_string(c.policy.partition_params);
     if (c.policy.credit_bytes >= 0) d += " credit " + format_bytes(double(c.policy.credit_bytes));
     return d;
   };
-  nlohmann::json out = {{"by_images_per_sec", nlohmann::json::array()}, {"by_images_per_sec_per_node", nlohmann::json::array()}};
+  nlohmann::json out = {{"by_images_per_sec", nlohmann::json::array()},
+                        {"by_images_per_sec_per_node", nlohmann::json::array()}};
   auto show = [&](const char* title, const char* key, auto better) {
     std::vector<Point> v = points;
     std::stable_sort(v.begin(), v.end(), better);
-    std::printf("%s\n%-7s %-7s %-40s %11s %15s\n", title, "workers", "servers", "policy", "images/s", "images/s/node");
+    std::printf("%s\n%-7s %-7s %-40s %11s %15s\n", title, "workers", "servers", "policy",
+                "images/s", "images/s/node");
     for (int k = 0; k < std::min<int>(o.top, int(v.size())); ++k) {
       const auto& p = v[k];
       const int nodes = p.c.workers + p.c.servers;
-      std::printf("%-7d %-7d %-40s %11s %15s\n", p.c.workers, p.c.servers, describe(p.c).c_str(), fmt(p.ips, 0).c_str(),
-                  fmt(p.ips / nodes, 1).c_str());
-      out[key].push_back({{"workers", p.c.workers}, {"servers", p.c.servers}, {"policy", p.c.policy.name},
-                          {"slice_params", p.c.policy.slice_params}, {"partition_params", p.c.policy.partition_params},
-                          {"credit_bytes", p.c.policy.credit_bytes}, {"mode", p.c.mode.str()},
-                          {"images_per_sec", p.ips}, {"images_per_sec_per_node", p.ips / nodes}});
+      std::printf("%-7d %-7d %-40s %11s %15s\n", p.c.workers, p.c.servers, describe(p.c).c_str(),
+                  fmt(p.ips, 0).c_str(), fmt(p.ips / nodes, 1).c_str());
+      out[key].push_back({{"workers", p.c.workers},
+                          {"servers", p.c.servers},
+                          {"policy", p.c.policy.name},
+                          {"slice_params", p.c.policy.slice_params},
+                          {"partition_params", p.c.policy.partition_params},
+                          {"credit_bytes", p.c.policy.credit_bytes},
+                          {"mode", p.c.mode.str()},
+                          {"images_per_sec", p.ips},
+                          {"images_per_sec_per_node", p.ips / nodes}});
     }
     std::printf("\n");
   };
-  std::printf("model %s, mode %s, link %s, at most %d nodes: %zu configurations simulated\n\n", profile.model.c_str(),
-              base.mode.str().c_str(), bandwidth_text(base.bandwidth_bytes_per_sec).c_str(), o.max_nodes, points.size());
-  show("top by images/s", "by_images_per_sec", [](const Point& a, const Point& b) { return a.ips > b.ips; });
-  show("top by images/s per node", "by_images_per_sec_per_node", [](const Point& a, const Point& b) {
-    return a.ips / (a.c.workers + a.c.servers) > b.ips / (b.c.workers + b.c.servers);
-  });
+  std::printf("model %s, mode %s, link %s, at most %d nodes: %zu configurations simulated\n\n",
+              profile.model.c_str(), base.mode.str().c_str(),
+              bandwidth_text(base.bandwidth_bytes_per_sec).c_str(), o.max_nodes, points.size());
+  show("top by images/s", "by_images_per_sec",
+       [](const Point& a, const Point& b) { return a.ips > b.ips; });
+  show("top by images/s per node", "by_images_per_sec_per_node",
+       [](const Point& a, const Point& b) {
+         return a.ips / (a.c.workers + a.c.servers) > b.ips / (b.c.workers + b.c.servers);
+       });
   write_json(o.json_out, out);
   return 0;
 }
@@ -403,9 +450,9 @@ int run_bench_predict(const BenchPredictOptions& o) {
     profile.apply_overhead_us = 5;
     profile.step_overhead_ms = {0.5};
   }
-  std::printf("bench predict: %s, policy %s, %lld steps per worker, %s %s links, %s profile\n", spec.name.c_str(),
-              o.policy.c_str(), (long long)o.steps, o.bandwidth.c_str(), o.link_model.c_str(),
-              o.profile.empty() ? "synthetic" : "measured");
+  std::printf("bench predict: %s, policy %s, %lld steps per worker, %s %s links, %s profile\n",
+              spec.name.c_str(), o.policy.c_str(), (long long)o.steps, o.bandwidth.c_str(),
+              o.link_model.c_str(), o.profile.empty() ? "synthetic" : "measured");
   std::printf("%-8s %12s %12s %14s %12s\n", "workers", "seconds", "events", "events/s", "images/s");
   nlohmann::json out = nlohmann::json::array();
   for (int w : o.workers) {
@@ -419,11 +466,15 @@ int run_bench_predict(const BenchPredictOptions& o) {
     c.message_delay_s = profile.message_delay_us * 1e-6;
     c.steps = o.steps;
     const SimResult r = simulate(profile, spec, c);
-    std::printf("%-8d %12.3f %12llu %14.0f %12.0f\n", w, r.wall_seconds, (unsigned long long)r.events,
-                r.events / r.wall_seconds, r.images_per_sec);
+    std::printf("%-8d %12.3f %12llu %14.0f %12.0f\n", w, r.wall_seconds,
+                (unsigned long long)r.events, r.events / r.wall_seconds, r.images_per_sec);
     std::fflush(stdout);
-    out.push_back({{"workers", w}, {"link_model", o.link_model}, {"seconds", r.wall_seconds}, {"events", r.events},
-                   {"events_per_sec", r.events / r.wall_seconds}, {"images_per_sec", r.images_per_sec}});
+    out.push_back({{"workers", w},
+                   {"link_model", o.link_model},
+                   {"seconds", r.wall_seconds},
+                   {"events", r.events},
+                   {"events_per_sec", r.events / r.wall_seconds},
+                   {"images_per_sec", r.images_per_sec}});
   }
   write_json(o.json_out, out);
   return 0;

@@ -3,10 +3,9 @@
 // process exit status. Tables go to stdout, progress to stderr, results to JSON files.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/model_spec.hpp"
 #include "predictor/profile_extract.hpp"
@@ -21,8 +20,8 @@ int run_profile(const ProfileCommandOptions& options);
 
 // What every prediction command shares: the link, partitioning, policy parameters and length.
 struct SimFlags {
-  std::string bandwidth;  // "1gbit"; empty: the profile's link
-  std::string latency;    // "200us"; empty: the profile's link
+  std::string bandwidth;              // "1gbit"; empty: the profile's link
+  std::string latency;                // "200us"; empty: the profile's link
   std::string link_model = "bucket";  // bucket (psbed's in-process emulation) or fair
   std::string partition_bytes = "4MiB";
   std::int64_t slice_params = 40000;
@@ -58,8 +57,8 @@ int run_validate(const ValidateOptions& options);
 // Predicts each measured run's configuration (its summary.json, and worker-0's trace metadata
 // for the link and policy parameters): {"runs": [{run, measured_images_per_sec,
 // predicted_images_per_sec, error_pct, ...}], "mean_abs_error_pct", "max_abs_error_pct"}.
-nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec, const std::vector<std::string>& runs,
-                             const SimFlags& flags);
+nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
+                             const std::vector<std::string>& runs, const SimFlags& flags);
 
 struct OptimizeOptions {
   std::string profile;

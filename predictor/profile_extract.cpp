@@ -29,11 +29,16 @@ bool parse_link_metadata(const std::string& text, double* bytes_per_sec, double*
   }
   const std::string u = unit;
   double scale = 0;
-  if (u == "bit/s") scale = 1;
-  else if (u == "Kbit/s") scale = 1e3;
-  else if (u == "Mbit/s") scale = 1e6;
-  else if (u == "Gbit/s") scale = 1e9;
-  else return false;
+  if (u == "bit/s")
+    scale = 1;
+  else if (u == "Kbit/s")
+    scale = 1e3;
+  else if (u == "Mbit/s")
+    scale = 1e6;
+  else if (u == "Gbit/s")
+    scale = 1e9;
+  else
+    return false;
   *bytes_per_sec = value * scale / 8;
   *latency_s = latency_us * 1e-6;
   return true;
@@ -65,7 +70,8 @@ std::vector<std::string> trace_files(const fs::path& dir) {
   std::vector<std::string> v;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
-    if (name.size() > 11 && name.substr(name.size() - 11) == ".trace.json") v.push_back(e.path().string());
+    if (name.size() > 11 && name.substr(name.size() - 11) == ".trace.json")
+      v.push_back(e.path().string());
   }
   std::sort(v.begin(), v.end());
   return v;
@@ -76,7 +82,8 @@ std::vector<std::string> trace_files(const fs::path& dir) {
 Profile extract_profile(const ProfileOptions& opt) {
   const fs::path run(opt.run);
   if (!fs::is_directory(run))
-    throw Error("run folder '" + opt.run + "' does not exist (expected the --out folder of `psbed launch`)");
+    throw Error("run folder '" + opt.run +
+                "' does not exist (expected the --out folder of `psbed launch`)");
   const fs::path traces = run / "traces";
   if (!fs::is_directory(traces))
     throw Error("run folder '" + opt.run + "' has no traces/ (was it launched with --no-trace?)");
@@ -84,19 +91,25 @@ Profile extract_profile(const ProfileOptions& opt) {
   for (const auto& path : trace_files(traces)) {
     LoadedTrace t = read_trace(path);
     const std::string role = t.metadata.value("role", std::string());
-    if (role == "worker") workers.push_back(std::move(t));
-    else if (role == "server") servers.push_back(std::move(t));
+    if (role == "worker")
+      workers.push_back(std::move(t));
+    else if (role == "server")
+      servers.push_back(std::move(t));
   }
-  if (workers.empty()) throw Error("run folder '" + opt.run + "': no worker trace in traces/ (expected worker-N.trace.json)");
+  if (workers.empty())
+    throw Error("run folder '" + opt.run +
+                "': no worker trace in traces/ (expected worker-N.trace.json)");
   const LoadedTrace* worker = nullptr;
   if (!opt.worker.empty()) {
     for (const auto& w : workers)
       if (w.node == opt.worker) worker = &w;
-    if (!worker) throw Error("run folder '" + opt.run + "' has no trace of worker '" + opt.worker + "'");
+    if (!worker)
+      throw Error("run folder '" + opt.run + "' has no trace of worker '" + opt.worker + "'");
   } else if (workers.size() > 1) {
     std::string names;
     for (const auto& w : workers) names += (names.empty() ? "" : ", ") + w.node;
-    throw Error("run folder '" + opt.run + "' has " + std::to_string(workers.size()) + " workers (" + names +
+    throw Error("run folder '" + opt.run + "' has " + std::to_string(workers.size()) +
+                " workers (" + names +
                 "): a profile is taken from one; pick it with --worker NAME");
   } else {
     worker = &workers[0];
@@ -104,9 +117,12 @@ Profile extract_profile(const ProfileOptions& opt) {
   const std::string where = "trace of " + worker->node + " in '" + opt.run + "'";
   const nlohmann::json& meta = worker->metadata;
   if (!meta.contains("cluster") || !meta["cluster"].contains("model_toml"))
-    throw Error(where + ": metadata has no cluster experiment with the model spec (expected a psbed worker trace)");
+    throw Error(
+        where +
+        ": metadata has no cluster experiment with the model spec (expected a psbed worker trace)");
   const nlohmann::json& exp = meta["cluster"];
-  const ModelSpec spec = parse_model_spec(exp["model_toml"].get<std::string>(), where + " (model spec)");
+  const ModelSpec spec =
+      parse_model_spec(exp["model_toml"].get<std::string>(), where + " (model spec)");
   const std::int64_t steps = exp.value("steps", std::int64_t(0));
   const std::int64_t skip = opt.skip_steps >= 0 ? opt.skip_steps : default_warmup_steps(steps);
 
@@ -121,9 +137,9 @@ Profile extract_profile(const ProfileOptions& opt) {
   std::map<std::string, int> layer_index;
   for (int l = 0; l < int(spec.layers.size()); ++l) layer_index[spec.layers[l].name] = l;
   struct StepData {
-    std::vector<double> fwd, bwd;       // ms, -1 = missing
+    std::vector<double> fwd, bwd;  // ms, -1 = missing
     std::vector<const TraceEvent*> compute;
-    std::vector<double> pull_done;      // us, per layer
+    std::vector<double> pull_done;  // us, per layer
     double all_pulls_done = 0, last_push_done = 0;
     const TraceEvent* step = nullptr;
   };
@@ -139,7 +155,8 @@ Profile extract_profile(const ProfileOptions& opt) {
     if (e.step < skip) continue;
     if (e.lane == "compute" && (e.name.rfind("fwd:", 0) == 0 || e.name.rfind("bwd:", 0) == 0)) {
       auto it = layer_index.find(e.name.substr(4));
-      if (it == layer_index.end()) throw Error(where + ": event '" + e.name + "' names no layer of " + spec.name);
+      if (it == layer_index.end())
+        throw Error(where + ": event '" + e.name + "' names no layer of " + spec.name);
       StepData& d = step_data(e.step);
       (e.name[0] == 'f' ? d.fwd : d.bwd)[it->second] = e.dur_us / 1e3;
       d.compute.push_back(&e);
@@ -164,11 +181,13 @@ Profile extract_profile(const ProfileOptions& opt) {
     bool whole = true;
     for (int l = 0; l < L; ++l) whole = whole && d.fwd[l] >= 0 && d.bwd[l] >= 0;
     if (!whole) continue;
-    for (int l = 0; l < L; ++l) p.layers[l].forward_ms.push_back(d.fwd[l]), p.layers[l].backward_ms.push_back(d.bwd[l]);
+    for (int l = 0; l < L; ++l)
+      p.layers[l].forward_ms.push_back(d.fwd[l]), p.layers[l].backward_ms.push_back(d.bwd[l]);
     // Overhead: compute-lane gaps not spent waiting for a transfer (batch loading, the loss,
     // bookkeeping). A gap before forward of layer l waits for that layer's pulls (all pulls
     // under bulk); the gap after the last backward waits for the push acknowledgments.
-    std::sort(d.compute.begin(), d.compute.end(), [](auto* a, auto* b) { return a->ts_us < b->ts_us; });
+    std::sort(d.compute.begin(), d.compute.end(),
+              [](auto* a, auto* b) { return a->ts_us < b->ts_us; });
     double overhead = 0, cursor = d.step->ts_us;
     for (const TraceEvent* e : d.compute) {
       double blocked_until = cursor;
@@ -194,16 +213,19 @@ Profile extract_profile(const ProfileOptions& opt) {
     last_end = std::max(last_end, d.step->ts_us + d.step->dur_us);
     ++counted;
   }
-  const double measured_sps = counted > 0 && last_end > first_start ? counted / ((last_end - first_start) / 1e6) : 0;
+  const double measured_sps =
+      counted > 0 && last_end > first_start ? counted / ((last_end - first_start) / 1e6) : 0;
   if (p.layers.empty() || p.layers[0].forward_ms.empty())
     throw Error(where + ": no complete step after the " + std::to_string(skip) +
-                " warm-up steps (expected fwd:/bwd: events of every layer and a step event; run more steps)");
+                " warm-up steps (expected fwd:/bwd: events of every layer and a step event; run "
+                "more steps)");
 
   // Server: apply cost per byte from the apply events (a line through duration against bytes).
   std::vector<std::pair<double, double>> apply_points;
   for (const auto& s : servers)
     for (const auto& e : s.events)
-      if (e.lane == "apply" && e.bytes >= 0 && e.step >= skip) apply_points.emplace_back(double(e.bytes), e.dur_us);
+      if (e.lane == "apply" && e.bytes >= 0 && e.step >= skip)
+        apply_points.emplace_back(double(e.bytes), e.dur_us);
   const Fit apply = fit_line(apply_points);
   if (apply.ok) {
     p.apply_ns_per_byte = std::max(0.0, apply.slope * 1e3);
@@ -264,7 +286,8 @@ Profile extract_profile(const ProfileOptions& opt) {
 
 double calibrate_message_delay_us(const Profile& profile, double steps_per_sec) {
   const auto& src = profile.source;
-  const ModelSpec spec = parse_model_spec(src.at("model_toml").get<std::string>(), "profile source model");
+  const ModelSpec spec =
+      parse_model_spec(src.at("model_toml").get<std::string>(), "profile source model");
   SimConfig c;
   c.workers = 1;
   c.servers = std::max(1, src.value("servers", 1));

@@ -9,8 +9,8 @@
 namespace psbed::predictor {
 
 struct ProfileOptions {
-  std::string run;     // run folder
-  std::string worker;  // which worker's trace; required when the run had more than one
+  std::string run;               // run folder
+  std::string worker;            // which worker's trace; required when the run had more than one
   std::int64_t skip_steps = -1;  // warm-up steps left out; < 0: the live worker's rule
   // Fit Profile::message_delay_us so that simulating the run's own configuration (bucket links)
   // gives its measured steps/s.

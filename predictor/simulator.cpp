@@ -35,9 +35,12 @@ Consistency Consistency::parse(const std::string& text) {
 
 std::string Consistency::str() const {
   switch (kind) {
-    case Kind::kAsync: return "async";
-    case Kind::kBsp: return "bsp";
-    case Kind::kSsp: return "ssp:" + std::to_string(staleness);
+    case Kind::kAsync:
+      return "async";
+    case Kind::kBsp:
+      return "bsp";
+    case Kind::kSsp:
+      return "ssp:" + std::to_string(staleness);
   }
   return "?";
 }
@@ -58,7 +61,14 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-enum class EventType : std::uint8_t { kComputeDone, kDeliver, kChannelDone, kApplyDone, kEgressDone, kLaneFree };
+enum class EventType : std::uint8_t {
+  kComputeDone,
+  kDeliver,
+  kChannelDone,
+  kApplyDone,
+  kEgressDone,
+  kLaneFree
+};
 enum class MsgKind : std::uint8_t { kPullRequest, kPullReply, kPushData, kPushAck };
 
 struct Event {
@@ -88,8 +98,10 @@ class EventQueue {
   }
   void push(double t, EventType type, int a) {
     const Event e{t, seq_++, type, a};
-    if (type == EventType::kDeliver && (fifo_.empty() || fifo_.back().t <= t)) fifo_.push_back(e);
-    else heap_.push(e);
+    if (type == EventType::kDeliver && (fifo_.empty() || fifo_.back().t <= t))
+      fifo_.push_back(e);
+    else
+      heap_.push(e);
   }
   // Appends to stream k; an event earlier than the stream's last goes to the plain heap.
   void push_stream(int k, double t, EventType type, int a) {
@@ -124,8 +136,10 @@ class EventQueue {
       if (slot >= int(channels_)) {
         auto& q = streams_[std::size_t(slot) - channels_];
         q.pop_front();
-        if (q.empty()) clear_slot(slot);
-        else set_slot(slot, q.front());
+        if (q.empty())
+          clear_slot(slot);
+        else
+          set_slot(slot, q.front());
       }
     } else {
       heap_.pop();
@@ -173,9 +187,9 @@ class EventQueue {
   std::size_t channels_ = 0;
   std::deque<Event> fifo_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> heap_;
-  std::vector<int> cheap_;   // slots with a pending event, a binary heap on key_
-  std::vector<int> pos_;     // slot -> index in cheap_, -1 if none pending
-  std::vector<Event> key_;   // each slot's next event
+  std::vector<int> cheap_;  // slots with a pending event, a binary heap on key_
+  std::vector<int> pos_;    // slot -> index in cheap_, -1 if none pending
+  std::vector<Event> key_;  // each slot's next event
   std::vector<std::deque<Event>> streams_;
   std::uint64_t seq_ = 0;
 };
@@ -198,7 +212,16 @@ struct Channel {
   int active_index = -1;   // position in the active list, -1 when idle
 };
 
-enum class Phase { kStart, kOverhead, kOverheadRunning, kForward, kBackward, kStraggle, kWaitPush, kDone };
+enum class Phase {
+  kStart,
+  kOverhead,
+  kOverheadRunning,
+  kForward,
+  kBackward,
+  kStraggle,
+  kWaitPush,
+  kDone
+};
 
 struct Worker {
   std::unique_ptr<policy::Policy> policy;
@@ -228,8 +251,8 @@ struct PartState {
   std::vector<std::int64_t> got;        // bytes of the worker's current clock received
   std::vector<std::int64_t> completed;  // clocks completed, per worker
   std::int64_t min_completed = 0;
-  int at_min = 0;                        // workers whose completed == min_completed
-  std::vector<int> waiting;              // pull-request message ids not yet answerable
+  int at_min = 0;            // workers whose completed == min_completed
+  std::vector<int> waiting;  // pull-request message ids not yet answerable
 };
 
 struct Lane {
@@ -249,7 +272,8 @@ class Simulation {
     profile.check_matches(spec, "profile of " + profile.model);
     plan_ = make_partition(spec, cfg.partition_bytes, cfg.servers);
     W_ = cfg.workers, S_ = cfg.servers, L_ = int(spec.layers.size());
-    warmup_ = cfg.warmup_steps >= 0 ? std::min(cfg.warmup_steps, cfg.steps - 1) : default_warmup_steps(cfg.steps);
+    warmup_ = cfg.warmup_steps >= 0 ? std::min(cfg.warmup_steps, cfg.steps - 1)
+                                    : default_warmup_steps(cfg.steps);
     layer_floats_.assign(L_, 0);
     part_layer_.resize(plan_.parts.size());
     for (std::size_t i = 0; i < plan_.parts.size(); ++i) {
@@ -268,7 +292,8 @@ class Simulation {
       policy::PolicyOptions po = cfg.policy;
       po.seed = cfg.policy.seed + std::uint64_t(w);
       workers_.back().policy = policy::make_policy(po);
-      if (tracing) workers_.back().trace = std::make_unique<TraceRecorder>("worker-" + std::to_string(w));
+      if (tracing)
+        workers_.back().trace = std::make_unique<TraceRecorder>("worker-" + std::to_string(w));
     }
     parts_.resize(plan_.parts.size());
     for (std::size_t i = 0; i < plan_.parts.size(); ++i) {
@@ -281,7 +306,8 @@ class Simulation {
     lanes_.resize(std::size_t(S_) * std::max(1, cfg.apply_lanes));
     lane_started_.assign(lanes_.size(), 0.0);
     if (tracing)
-      for (int s = 0; s < S_; ++s) server_traces_.push_back(std::make_unique<TraceRecorder>("server-" + std::to_string(s)));
+      for (int s = 0; s < S_; ++s)
+        server_traces_.push_back(std::make_unique<TraceRecorder>("server-" + std::to_string(s)));
     // Nodes: workers 0..W-1, servers W..W+S-1; link 2n is node n's uplink, 2n+1 its downlink.
     const int nodes = W_ + S_;
     link_cap_.assign(2 * nodes, 0);
@@ -291,7 +317,8 @@ class Simulation {
     bucket_ = cfg.link_model == LinkModel::kBucket;
     delay_ = cfg.latency_s + cfg.message_delay_s;
     if (cfg.bandwidth_bytes_per_sec > 0)
-      burst_s_ = std::max(64.0 * 1024, cfg.bandwidth_bytes_per_sec * 1e-3) / cfg.bandwidth_bytes_per_sec;
+      burst_s_ =
+          std::max(64.0 * 1024, cfg.bandwidth_bytes_per_sec * 1e-3) / cfg.bandwidth_bytes_per_sec;
     egress_free_.assign(std::size_t(nodes), -kInf);
     ingress_free_.assign(std::size_t(nodes), -kInf);
     for (int w = 0; w < W_; ++w)
@@ -311,12 +338,24 @@ class Simulation {
       now_ = e.t;
       ++processed_;
       switch (e.type) {
-        case EventType::kComputeDone: compute_done(e.a); break;
-        case EventType::kDeliver: deliver(e.a); break;
-        case EventType::kChannelDone: channel_done(e.a); break;
-        case EventType::kApplyDone: apply_done(e.a); break;
-        case EventType::kEgressDone: egress_done(e.a); break;
-        case EventType::kLaneFree: lane_free(e.a); break;
+        case EventType::kComputeDone:
+          compute_done(e.a);
+          break;
+        case EventType::kDeliver:
+          deliver(e.a);
+          break;
+        case EventType::kChannelDone:
+          channel_done(e.a);
+          break;
+        case EventType::kApplyDone:
+          apply_done(e.a);
+          break;
+        case EventType::kEgressDone:
+          egress_done(e.a);
+          break;
+        case EventType::kLaneFree:
+          lane_free(e.a);
+          break;
       }
       // Rates change only when a pair starts or stops sending; events at one instant are
       // settled together so a burst of sends costs one allocation.
@@ -336,14 +375,17 @@ class Simulation {
     }
     r.images_per_sec = r.steps_per_sec * profile_.batch;
     r.events = processed_;
-    r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    r.wall_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     if (!cfg_.trace_dir.empty()) write_traces();
     return r;
   }
 
  private:
   std::size_t push_channel(int w, int s) const { return std::size_t(w) * S_ + s; }
-  std::size_t pull_channel(int w, int s) const { return std::size_t(W_) * S_ + std::size_t(w) * S_ + s; }
+  std::size_t pull_channel(int w, int s) const {
+    return std::size_t(W_) * S_ + std::size_t(w) * S_ + s;
+  }
 
   void schedule(double t, EventType type, int a) { events_.push(t, type, a); }
 
@@ -383,7 +425,8 @@ class Simulation {
           w.pulls_total = w.pushes_total = total_floats_;
           w.policy->begin_step(now_, std::uint64_t(w.step));
           for (int i = 0; i < int(plan_.parts.size()); ++i)
-            w.policy->parameter_needed(now_, {Direction::kPull, i, part_layer_[i], 0, plan_.parts[i].numel});
+            w.policy->parameter_needed(
+                now_, {Direction::kPull, i, part_layer_[i], 0, plan_.parts[i].numel});
           pump(wi, true);
           w.phase = Phase::kOverhead;
           break;
@@ -435,7 +478,8 @@ class Simulation {
           }
           w.phase = Phase::kStart;
           break;
-        case Phase::kDone: return;
+        case Phase::kDone:
+          return;
       }
     }
   }
@@ -446,11 +490,14 @@ class Simulation {
     if (w.sleeping) {
       w.sleeping = false;
     } else if (w.phase == Phase::kForward) {
-      if (w.trace) record(*w.trace, "fwd:" + spec_.layers[w.layer].name, "compute", w.compute_started, now_, w.step);
+      if (w.trace)
+        record(*w.trace, "fwd:" + spec_.layers[w.layer].name, "compute", w.compute_started, now_,
+               w.step);
       ++w.layer;
     } else if (w.phase == Phase::kBackward) {
       const int l = w.layer;
-      if (w.trace) record(*w.trace, "bwd:" + spec_.layers[l].name, "compute", w.compute_started, now_, w.step);
+      if (w.trace)
+        record(*w.trace, "bwd:" + spec_.layers[l].name, "compute", w.compute_started, now_, w.step);
       for (int i : parts_of_layer_[l])
         w.policy->gradient_ready(now_, {Direction::kPush, i, l, 0, plan_.parts[i].numel});
       if (!parts_of_layer_[l].empty()) pump(wi, true);
@@ -480,8 +527,10 @@ class Simulation {
         }
       } else {
         const int id = new_message({MsgKind::kPushData, wi, shard, *t, w.step, now_});
-        if (bucket_) until = bucket_send(wi, id);
-        else send(push_channel(wi, shard), id);
+        if (bucket_)
+          until = bucket_send(wi, id);
+        else
+          send(push_channel(wi, shard), id);
       }
     }
     if (until > now_) (from_compute ? w.blocked_until : w.deliver_free) = until;
@@ -506,9 +555,12 @@ class Simulation {
 
   bool pull_ready(const PartState& p, std::int64_t clock) const {
     switch (cfg_.mode.kind) {
-      case Consistency::Kind::kAsync: return true;
-      case Consistency::Kind::kBsp: return p.min_completed >= clock;
-      case Consistency::Kind::kSsp: return p.min_completed + cfg_.mode.staleness >= clock;
+      case Consistency::Kind::kAsync:
+        return true;
+      case Consistency::Kind::kBsp:
+        return p.min_completed >= clock;
+      case Consistency::Kind::kSsp:
+        return p.min_completed + cfg_.mode.staleness >= clock;
     }
     return true;
   }
@@ -534,7 +586,8 @@ class Simulation {
   int lane_of(const Transfer& t) const {
     const Part& p = plan_.parts[t.part];
     const int lanes = std::max(1, cfg_.apply_lanes);
-    return plan_.parts[t.part].shard * lanes + int((std::uint64_t(p.key) * 1000003u + std::uint64_t(p.part)) % lanes);
+    return plan_.parts[t.part].shard * lanes +
+           int((std::uint64_t(p.key) * 1000003u + std::uint64_t(p.part)) % lanes);
   }
 
   // A shard's apply lane takes its messages in order: a push is applied, acknowledged, and may
@@ -548,7 +601,8 @@ class Simulation {
       if (m.kind == MsgKind::kPushData) {
         lane.busy = true;
         lane_started_[li] = now_;
-        const double cost = profile_.apply_overhead_us * 1e-6 + profile_.apply_ns_per_byte * 1e-9 * double(m.t.bytes());
+        const double cost = profile_.apply_overhead_us * 1e-6 +
+                            profile_.apply_ns_per_byte * 1e-9 * double(m.t.bytes());
         schedule(now_ + cost, EventType::kApplyDone, li);
         return;
       }
@@ -576,8 +630,10 @@ class Simulation {
       const Part& part = plan_.parts[m.t.part];
       TraceEvent e;
       e.name = "apply:" + spec_.tensors[part.key].name + "#" + std::to_string(part.part);
-      e.lane = "apply", e.ts_us = lane_started_[lane_index] * 1e6, e.dur_us = (now_ - lane_started_[lane_index]) * 1e6;
-      e.step = m.clock, e.bytes = m.t.bytes(), e.key = part.key, e.part = part.part, e.priority = m.t.layer;
+      e.lane = "apply", e.ts_us = lane_started_[lane_index] * 1e6,
+      e.dur_us = (now_ - lane_started_[lane_index]) * 1e6;
+      e.step = m.clock, e.bytes = m.t.bytes(), e.key = part.key, e.part = part.part,
+      e.priority = m.t.layer;
       e.has_priority = true;
       server_traces_[m.shard]->record(std::move(e));
     }
@@ -590,13 +646,17 @@ class Simulation {
     // The acknowledgment goes first, then the pulls this push released (as the live shard).
     m.kind = MsgKind::kPushAck;
     double until = now_;
-    if (bucket_) until = bucket_send(W_ + m.shard, id);
-    else schedule(now_ + delay_, EventType::kDeliver, id);
+    if (bucket_)
+      until = bucket_send(W_ + m.shard, id);
+    else
+      schedule(now_ + delay_, EventType::kDeliver, id);
     if (released) {
       std::vector<int> still;
       for (int w : p.waiting)
-        if (pull_ready(p, messages_[w].clock)) until = std::max(until, reply(w));
-        else still.push_back(w);
+        if (pull_ready(p, messages_[w].clock))
+          until = std::max(until, reply(w));
+        else
+          still.push_back(w);
       p.waiting.swap(still);
     }
     if (until > now_) {
@@ -672,7 +732,8 @@ class Simulation {
       return now_;
     }
     // A reservation in the past (unused burst) means the message leaves now.
-    const double out = std::max(now_, reserve(egress_free_[from_node], now_, message_bytes(messages_[id])));
+    const double out =
+        std::max(now_, reserve(egress_free_[from_node], now_, message_bytes(messages_[id])));
     events_.push_stream(from_node, out, EventType::kEgressDone, id);
     return out;
   }
@@ -687,7 +748,9 @@ class Simulation {
 
   // ---- network ----
 
-  double wire_bytes(const Message& m) const { return double(m.t.bytes() + cfg_.message_overhead_bytes); }
+  double wire_bytes(const Message& m) const {
+    return double(m.t.bytes() + cfg_.message_overhead_bytes);
+  }
 
   void send(std::size_t ci, int id) {
     if (cfg_.bandwidth_bytes_per_sec <= 0) {  // unlimited links: latency only
@@ -752,7 +815,8 @@ class Simulation {
       int best = -1;
       double share = kInf;
       for (int l : touched_)
-        if (link_n_[l] > 0 && link_cap_[l] / link_n_[l] < share) share = link_cap_[l] / link_n_[l], best = l;
+        if (link_n_[l] > 0 && link_cap_[l] / link_n_[l] < share)
+          share = link_cap_[l] / link_n_[l], best = l;
       for (std::size_t k = 0; k < active_.size(); ++k) {
         if (frozen_[k]) continue;
         Channel& c = channels_[active_[k]];
@@ -772,8 +836,8 @@ class Simulation {
 
   // ---- traces ----
 
-  static void record(TraceRecorder& tr, const std::string& name, const char* lane, double t0, double t1,
-                     std::int64_t step) {
+  static void record(TraceRecorder& tr, const std::string& name, const char* lane, double t0,
+                     double t1, std::int64_t step) {
     TraceEvent e;
     e.name = name, e.lane = lane, e.ts_us = t0 * 1e6, e.dur_us = (t1 - t0) * 1e6, e.step = step;
     tr.record(std::move(e));
@@ -783,24 +847,32 @@ class Simulation {
     const Part& part = plan_.parts[m.t.part];
     const char* lane = m.kind == MsgKind::kPullReply ? "pull" : "push";
     TraceEvent e;
-    e.name = std::string(lane) + ":" + spec_.tensors[part.key].name + "#" + std::to_string(part.part);
+    e.name =
+        std::string(lane) + ":" + spec_.tensors[part.key].name + "#" + std::to_string(part.part);
     e.lane = lane, e.ts_us = m.started * 1e6, e.dur_us = (now_ - m.started) * 1e6, e.step = m.clock;
-    e.bytes = m.t.bytes(), e.key = part.key, e.part = part.part, e.priority = m.t.layer, e.has_priority = true;
+    e.bytes = m.t.bytes(), e.key = part.key, e.part = part.part, e.priority = m.t.layer,
+    e.has_priority = true;
     w.trace->record(std::move(e));
   }
 
   void write_traces() {
     std::filesystem::create_directories(cfg_.trace_dir);
-    const nlohmann::json cluster = {{"model", spec_.name},          {"mode", cfg_.mode.str()},
-                                    {"steps", cfg_.steps},          {"batch", profile_.batch},
-                                    {"seed", cfg_.seed},            {"partition_bytes", cfg_.partition_bytes},
-                                    {"policy", cfg_.policy.name},   {"slice_params", cfg_.policy.slice_params},
+    const nlohmann::json cluster = {{"model", spec_.name},
+                                    {"mode", cfg_.mode.str()},
+                                    {"steps", cfg_.steps},
+                                    {"batch", profile_.batch},
+                                    {"seed", cfg_.seed},
+                                    {"partition_bytes", cfg_.partition_bytes},
+                                    {"policy", cfg_.policy.name},
+                                    {"slice_params", cfg_.policy.slice_params},
                                     {"partition_params", cfg_.policy.partition_params},
-                                    {"credit_bytes", cfg_.policy.credit_bytes}, {"workers", W_}, {"servers", S_}};
-    const std::string link =
-        cfg_.bandwidth_bytes_per_sec > 0
-            ? format_bandwidth(cfg_.bandwidth_bytes_per_sec * 8) + ", " + std::to_string(int(cfg_.latency_s * 1e6)) + " us one way"
-            : "unshaped";
+                                    {"credit_bytes", cfg_.policy.credit_bytes},
+                                    {"workers", W_},
+                                    {"servers", S_}};
+    const std::string link = cfg_.bandwidth_bytes_per_sec > 0
+                                 ? format_bandwidth(cfg_.bandwidth_bytes_per_sec * 8) + ", " +
+                                       std::to_string(int(cfg_.latency_s * 1e6)) + " us one way"
+                                 : "unshaped";
     auto meta = [&](TraceRecorder& tr, const char* role) {
       tr.set_metadata("role", role);
       tr.set_metadata("cluster", cluster);

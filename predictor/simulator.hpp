@@ -52,22 +52,22 @@ struct SimConfig {
   double latency_s = 0;                // one way, every message
   LinkModel link_model = LinkModel::kFair;
   double message_delay_s = 0;  // software delay of every message, one way, beyond the latency
-  std::int64_t partition_bytes = 4 << 20;  // largest part (the live default)
-  int apply_lanes = 2;                     // apply threads per shard (the live default)
+  std::int64_t partition_bytes = 4 << 20;    // largest part (the live default)
+  int apply_lanes = 2;                       // apply threads per shard (the live default)
   std::int64_t message_overhead_bytes = 64;  // wire header of a data message
   std::int64_t steps = 200;                  // per worker
   std::int64_t warmup_steps = -1;  // excluded from the figures; < 0: the live worker's rule
   std::uint64_t seed = 1;
   double straggler_s = 0;  // worker-0 sleeps this long every step (as launch --straggler-ms)
-  std::string trace_dir;  // if set: one synthetic Chrome trace per node here
+  std::string trace_dir;   // if set: one synthetic Chrome trace per node here
 };
 
 struct SimResult {
-  double steps_per_sec = 0;   // sum over workers, steady window (as summary.json)
+  double steps_per_sec = 0;  // sum over workers, steady window (as summary.json)
   double images_per_sec = 0;
   double simulated_seconds = 0;
-  std::uint64_t events = 0;   // discrete events processed
-  double wall_seconds = 0;    // time the simulation took
+  std::uint64_t events = 0;  // discrete events processed
+  double wall_seconds = 0;   // time the simulation took
   std::vector<double> worker_steps_per_sec;
 };
 

@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 
 #include "core/error.hpp"
@@ -94,7 +93,8 @@ TEST_CASE("link metadata of a trace", "[predictor][profile]") {
   CHECK_FALSE(parse_link_metadata("fast", &bw, &lat));
 }
 
-TEST_CASE("calibration makes the simulated source run keep the measured pace", "[predictor][profile]") {
+TEST_CASE("calibration makes the simulated source run keep the measured pace",
+          "[predictor][profile]") {
   ProfileOptions o;
   o.run = kRun;
   o.skip_steps = 1;

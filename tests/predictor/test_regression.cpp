@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 
 #include "core/model_spec.hpp"
@@ -17,7 +16,8 @@ namespace fs = std::filesystem;
 TEST_CASE("recorded runs stay within the accuracy bounds", "[predictor][regression]") {
   const std::string dir = std::string(PSBED_FIXTURES_DIR) + "/predictor/regression";
   const Profile profile = Profile::load(dir + "/profile.json");
-  const ModelSpec spec = parse_model_spec(profile.source["model_toml"].get<std::string>(), "fixture profile");
+  const ModelSpec spec =
+      parse_model_spec(profile.source["model_toml"].get<std::string>(), "fixture profile");
   std::vector<std::string> runs;
   for (const auto& e : fs::directory_iterator(dir + "/runs")) runs.push_back(e.path().string());
   std::sort(runs.begin(), runs.end());

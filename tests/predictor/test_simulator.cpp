@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 
 #include "core/error.hpp"
@@ -57,8 +56,9 @@ SimConfig config(int workers, const std::string& mode = "bsp") {
 
 }  // namespace
 
-TEST_CASE("one worker, one link: step = compute + model both ways at link rate + four one-way latencies",
-          "[predictor][simulator]") {
+TEST_CASE(
+    "one worker, one link: step = compute + model both ways at link rate + four one-way latencies",
+    "[predictor][simulator]") {
   const ModelSpec spec = parse_model_spec(kTiny, "tiny");
   REQUIRE(spec.parameter_bytes() == 4000);
   const Profile p = fixed_profile(spec);
@@ -111,7 +111,8 @@ TEST_CASE("two workers share the server's link max-min fairly", "[predictor][sim
   CHECK(r2.steps_per_sec <= 2 / (0.0004 + 0.002 + 0.005) * (1 + 1e-9));
 }
 
-TEST_CASE("bsp holds every worker to the straggler's pace; async does not", "[predictor][simulator]") {
+TEST_CASE("bsp holds every worker to the straggler's pace; async does not",
+          "[predictor][simulator]") {
   const ModelSpec spec = parse_model_spec(kTiny, "tiny");
   const Profile p = fixed_profile(spec);
   SimConfig c = config(2);
@@ -195,9 +196,9 @@ TEST_CASE("analytic bounds after Yan et al.", "[predictor][analytic]") {
   const Profile p = fixed_profile(spec);
   SimConfig c = config(8);
   const AnalyticBounds a = analytic_bounds(p, spec, c);
-  CHECK(a.compute_bound == Approx(8 * 8 / 0.005));       // 5 ms of compute per step
-  CHECK(a.worker_link_bound == Approx(8 * 8 / 0.001));   // 4,000 bytes each way at 4 MB/s
-  CHECK(a.server_link_bound == Approx(8 / 0.001));       // the one shard moves 8 x 4,000 bytes
+  CHECK(a.compute_bound == Approx(8 * 8 / 0.005));      // 5 ms of compute per step
+  CHECK(a.worker_link_bound == Approx(8 * 8 / 0.001));  // 4,000 bytes each way at 4 MB/s
+  CHECK(a.server_link_bound == Approx(8 / 0.001));      // the one shard moves 8 x 4,000 bytes
   CHECK(a.upper == Approx(8000));
   // No overlap: 5 ms compute + 8 x 1 ms each way + 4 latencies.
   CHECK(a.serial == Approx(8 * 8 / (0.005 + 0.016 + 0.0004)));
@@ -221,8 +222,9 @@ TEST_CASE("bad simulation inputs are named", "[predictor][simulator]") {
   CHECK_THROWS_WITH(simulate(p, lenet, config(1)), Catch::Contains("layers"));
 }
 
-TEST_CASE("bucket links: each message passes the sender's bucket, then the receiver's, less the burst",
-          "[predictor][simulator]") {
+TEST_CASE(
+    "bucket links: each message passes the sender's bucket, then the receiver's, less the burst",
+    "[predictor][simulator]") {
   // fc1 of 32,767 x 4 weights + 4 biases: parts of 524,272 and 16 bytes.
   std::string big = kTiny;
   big.replace(big.find("[1, 1, 249]"), 11, "[1, 1, 32767]");
@@ -233,8 +235,8 @@ TEST_CASE("bucket links: each message passes the sender's bucket, then the recei
   SimConfig c = config(1);
   c.link_model = LinkModel::kBucket;
   c.steps = 10;
-  const double R = 1 / 4e6;             // seconds per byte
-  const double burst = 65536 * R;       // 64 KiB (more than 1 ms of line rate here)
+  const double R = 1 / 4e6;        // seconds per byte
+  const double burst = 65536 * R;  // 64 KiB (more than 1 ms of line rate here)
   const double W = 524272, b = 16;
   // Pull: both replies queue in the server's uplink bucket, then the worker's downlink bucket;
   // each bucket starts with a burst of credit. Push the same way round. Plus four latencies.
@@ -245,7 +247,8 @@ TEST_CASE("bucket links: each message passes the sender's bucket, then the recei
   const ModelSpec tiny = parse_model_spec(kTiny, "tiny");
   SimConfig t = config(1);
   t.link_model = LinkModel::kBucket;
-  CHECK(1 / simulate(fixed_profile(tiny), tiny, t).steps_per_sec == Approx(0.0004 + 0.005).epsilon(1e-9));
+  CHECK(1 / simulate(fixed_profile(tiny), tiny, t).steps_per_sec ==
+        Approx(0.0004 + 0.005).epsilon(1e-9));
 }
 
 TEST_CASE("the software delay per message adds like latency", "[predictor][simulator]") {
