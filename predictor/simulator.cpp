@@ -256,8 +256,12 @@ struct PartState {
 };
 
 struct Lane {
-  std::deque<int> queue;  // push messages waiting to be applied
-  bool busy = false;
+  std::deque<int> queue;  // pushes to apply and (bucket links) pulls to answer, in arrival order
+  bool busy = false;      // applying
+  // Bucket links: the lane sleeps in its sends until free_at. A wake-up event is scheduled
+  // only when work waits for it, so an idle lane's sleep costs no event.
+  double free_at = -std::numeric_limits<double>::infinity();
+  bool wake_pending = false;
 };
 
 class Simulation {
@@ -596,6 +600,11 @@ class Simulation {
   void start_lane(int li) {
     Lane& lane = lanes_[li];
     while (!lane.busy && !lane.queue.empty()) {
+      if (lane.free_at > now_) {
+        if (!lane.wake_pending)
+          lane.wake_pending = true, schedule(lane.free_at, EventType::kLaneFree, li);
+        return;
+      }
       const int id = lane.queue.front();
       const Message& m = messages_[id];
       if (m.kind == MsgKind::kPushData) {
@@ -607,16 +616,12 @@ class Simulation {
         return;
       }
       lane.queue.pop_front();
-      const double until = answer_pull(id);
-      if (until > now_) {
-        lane.busy = true;
-        schedule(until, EventType::kLaneFree, li);
-      }
+      lane.free_at = std::max(lane.free_at, answer_pull(id));
     }
   }
 
   void lane_free(int li) {
-    lanes_[li].busy = false;
+    lanes_[li].wake_pending = false;
     start_lane(li);
   }
 
@@ -659,12 +664,9 @@ class Simulation {
           still.push_back(w);
       p.waiting.swap(still);
     }
-    if (until > now_) {
-      schedule(until, EventType::kLaneFree, lane_index);
-    } else {
-      lane.busy = false;
-      start_lane(lane_index);
-    }
+    lane.busy = false;
+    lane.free_at = std::max(lane.free_at, until);
+    start_lane(lane_index);
   }
 
   // A worker's whole part for its current clock arrived. True if the slowest worker's clock
