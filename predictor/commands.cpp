@@ -143,6 +143,8 @@ int run_predict(const PredictOptions& o) {
                           {"bandwidth", bandwidth_text(c.bandwidth_bytes_per_sec)},
                           {"bandwidth_bytes_per_sec", c.bandwidth_bytes_per_sec},
                           {"latency_us", c.latency_s * 1e6},
+                          {"link_model", to_string(c.link_model)},
+                          {"message_delay_us", c.message_delay_s * 1e6},
                           {"analytic",
                            {{"upper_images_per_sec", a.upper},
                             {"serial_images_per_sec", a.serial},
