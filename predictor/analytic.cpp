@@ -47,8 +47,8 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   // No overlap: compute, the pull phase and the push phase one after the other, each phase as
   // slow as its busiest link, plus a round trip each.
   const double per_direction = B > 0 ? std::max(model_bytes, W * busiest) / B : 0.0;
-  const double serial_s = compute_s + 2 * per_direction +
-                          4 * (cfg.latency_s + cfg.message_delay_s) + W * busiest_apply / lanes;
+  const double serial_s = compute_s + 2 * per_direction + 4 * (cfg.latency_s + cfg.message_cost_s) +
+                          W * busiest_apply / lanes;
   a.serial = serial_s > 0 ? W * batch / serial_s : kInf;
   return a;
 }

@@ -68,7 +68,7 @@ SimConfig base_config(const Profile& profile, const SimFlags& f) {
                                   : parse_bandwidth_bps(f.bandwidth) / 8;
   c.latency_s = f.latency.empty() ? profile.latency_us * 1e-6 : parse_duration_s(f.latency);
   c.link_model = parse_link_model(f.link_model);
-  c.message_delay_s = profile.message_delay_us * 1e-6;
+  c.message_cost_s = profile.message_cost_us * 1e-6;
   c.partition_bytes = std::int64_t(parse_bytes(f.partition_bytes));
   c.policy.slice_params = f.slice_params;
   c.policy.partition_params = f.partition_params;
@@ -98,13 +98,13 @@ int run_profile(const ProfileCommandOptions& o) {
   p.save(o.out);
   std::fprintf(stderr,
                "profile of %s (batch %d) from %s: %zu steps, compute %.3f ms/step, link %s, "
-               "message delay %.0f us (calibrated to the run's %.1f steps/s)\n",
+               "message cost %.0f us (calibrated to the run's %.1f steps/s)\n",
                p.model.c_str(), p.batch, o.extract.run.c_str(), p.layers[0].forward_ms.size(),
                p.mean_compute_ms(),
                p.shaped.empty()
                    ? (bandwidth_text(p.bandwidth_bytes_per_sec) + " (estimated)").c_str()
                    : p.shaped.c_str(),
-               p.message_delay_us, p.source.value("measured_steps_per_sec", 0.0));
+               p.message_cost_us, p.source.value("measured_steps_per_sec", 0.0));
   std::printf("%s\n", o.out.c_str());
   return 0;
 }
@@ -145,7 +145,7 @@ int run_predict(const PredictOptions& o) {
                           {"bandwidth_bytes_per_sec", c.bandwidth_bytes_per_sec},
                           {"latency_us", c.latency_s * 1e6},
                           {"link_model", to_string(c.link_model)},
-                          {"message_delay_us", c.message_delay_s * 1e6},
+                          {"message_cost_us", c.message_cost_s * 1e6},
                           {"analytic",
                            {{"upper_images_per_sec", a.upper},
                             {"serial_images_per_sec", a.serial},
@@ -467,7 +467,7 @@ int run_bench_predict(const BenchPredictOptions& o) {
     c.bandwidth_bytes_per_sec = parse_bandwidth_bps(o.bandwidth) / 8;
     c.latency_s = 200e-6;
     c.link_model = parse_link_model(o.link_model);
-    c.message_delay_s = profile.message_delay_us * 1e-6;
+    c.message_cost_s = profile.message_cost_us * 1e-6;
     c.steps = o.steps;
     // CPU time beside wall time: on a shared machine the wall clock measures the neighbours.
     const std::clock_t cpu0 = std::clock();

@@ -278,13 +278,13 @@ Profile extract_profile(const ProfileOptions& opt) {
               {"measured_steps_per_sec", measured_sps},
               {"model_toml", exp["model_toml"]}};
   if (opt.calibrate && measured_sps > 0) {
-    p.message_delay_us = calibrate_message_delay_us(p, measured_sps);
+    p.message_cost_us = calibrate_message_cost_us(p, measured_sps);
     p.source["calibrated_link_model"] = "bucket";
   }
   return p;
 }
 
-double calibrate_message_delay_us(const Profile& profile, double steps_per_sec) {
+double calibrate_message_cost_us(const Profile& profile, double steps_per_sec) {
   const auto& src = profile.source;
   const ModelSpec spec =
       parse_model_spec(src.at("model_toml").get<std::string>(), "profile source model");
@@ -302,12 +302,12 @@ double calibrate_message_delay_us(const Profile& profile, double steps_per_sec) 
   c.latency_s = profile.latency_us * 1e-6;
   c.link_model = LinkModel::kBucket;
   c.steps = 120;
-  auto pace = [&](double delay_s) {
-    c.message_delay_s = delay_s;
+  auto pace = [&](double cost_s) {
+    c.message_cost_s = cost_s;
     return simulate(profile, spec, c).steps_per_sec;
   };
   if (pace(0) <= steps_per_sec) return 0;
-  // The pace falls as the delay grows: bracket the measured pace, then bisect.
+  // The pace falls as the cost grows: bracket the measured pace, then bisect.
   double lo = 0, hi = 1e-4;
   while (pace(hi) > steps_per_sec) {
     lo = hi, hi *= 2;

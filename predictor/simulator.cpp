@@ -319,7 +319,7 @@ class Simulation {
     channels_.resize(2 * std::size_t(W_) * S_);
     events_.set_slots(channels_.size(), 2 * std::size_t(W_ + S_));
     bucket_ = cfg.link_model == LinkModel::kBucket;
-    delay_ = cfg.latency_s + cfg.message_delay_s;
+    rx_free_.assign(std::size_t(nodes), -kInf);
     if (cfg.bandwidth_bytes_per_sec > 0)
       burst_s_ =
           std::max(64.0 * 1024, cfg.bandwidth_bytes_per_sec * 1e-3) / cfg.bandwidth_bytes_per_sec;
@@ -527,7 +527,7 @@ class Simulation {
           until = bucket_send(wi, id);
         } else {
           // A request is a header only: on fair links it costs latency, not bandwidth.
-          schedule(now_ + delay_, EventType::kDeliver, id);
+          arrive(id, now_ + cfg_.latency_s);
         }
       } else {
         const int id = new_message({MsgKind::kPushData, wi, shard, *t, w.step, now_});
@@ -654,7 +654,7 @@ class Simulation {
     if (bucket_)
       until = bucket_send(W_ + m.shard, id);
     else
-      schedule(now_ + delay_, EventType::kDeliver, id);
+      arrive(id, now_ + cfg_.latency_s);
     if (released) {
       std::vector<int> still;
       for (int w : p.waiting)
@@ -713,6 +713,18 @@ class Simulation {
     }
   }
 
+  // A message reached its receiver at `at` (latency included). Each node's receiving thread
+  // handles one message at a time for message_cost_s, so on a busy node (a shard serving many
+  // workers) messages queue for software as well as for the link.
+  void arrive(int id, double at) {
+    const Message& m = messages_[id];
+    const bool to_server = m.kind == MsgKind::kPullRequest || m.kind == MsgKind::kPushData;
+    const int node = to_server ? W_ + m.shard : m.worker;
+    double& free = rx_free_[std::size_t(node)];
+    free = std::max(free, at) + cfg_.message_cost_s;
+    events_.push_stream(W_ + S_ + node, free, EventType::kDeliver, id);
+  }
+
   // ---- bucket links: the live in-process emulation (ps/link.cpp) ----
   // Each node has a token bucket per direction with a burst of max(64 KiB, 1 ms of line rate).
   // A message first waits for the sender's uplink bucket (its sender sleeps until then), then,
@@ -730,7 +742,7 @@ class Simulation {
 
   double bucket_send(int from_node, int id) {
     if (cfg_.bandwidth_bytes_per_sec <= 0) {
-      schedule(now_ + delay_, EventType::kDeliver, id);
+      arrive(id, now_ + cfg_.latency_s);
       return now_;
     }
     // A reservation in the past (unused burst) means the message leaves now.
@@ -745,7 +757,7 @@ class Simulation {
     const bool to_server = m.kind == MsgKind::kPullRequest || m.kind == MsgKind::kPushData;
     const int node = to_server ? W_ + m.shard : m.worker;
     const double due = std::max(now_, reserve(ingress_free_[node], now_, message_bytes(m)));
-    events_.push_stream(W_ + S_ + node, due + delay_, EventType::kDeliver, id);
+    arrive(id, due + cfg_.latency_s);
   }
 
   // ---- network ----
@@ -756,7 +768,7 @@ class Simulation {
 
   void send(std::size_t ci, int id) {
     if (cfg_.bandwidth_bytes_per_sec <= 0) {  // unlimited links: latency only
-      schedule(now_ + delay_, EventType::kDeliver, id);
+      arrive(id, now_ + cfg_.latency_s);
       return;
     }
     Channel& c = channels_[ci];
@@ -774,7 +786,7 @@ class Simulation {
     Channel& c = channels_[ci];
     const int id = c.queue.front();
     c.queue.pop_front();
-    schedule(now_ + delay_, EventType::kDeliver, id);
+    arrive(id, now_ + cfg_.latency_s);
     if (!c.queue.empty()) {
       c.head_left = wire_bytes(messages_[c.queue.front()]);
       c.since = now_;
@@ -913,7 +925,7 @@ class Simulation {
   std::vector<char> frozen_;
   bool network_dirty_ = false;
   bool bucket_ = false;
-  double delay_ = 0;  // latency + software delay of one message
+  std::vector<double> rx_free_;  // when each node's receiving thread is next free
   double burst_s_ = 0;
   std::vector<double> egress_free_, ingress_free_;
   EventQueue events_;

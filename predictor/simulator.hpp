@@ -51,7 +51,9 @@ struct SimConfig {
   double bandwidth_bytes_per_sec = 0;  // every node, each direction; 0 = unlimited
   double latency_s = 0;                // one way, every message
   LinkModel link_model = LinkModel::kFair;
-  double message_delay_s = 0;  // software delay of every message, one way, beyond the latency
+  // Software time a node spends receiving one message (transport threads, wake-ups); a node
+  // handles its arrivals one at a time, so a shard serving many workers queues them.
+  double message_cost_s = 0;
   std::int64_t partition_bytes = 4 << 20;    // largest part (the live default)
   int apply_lanes = 2;                       // apply threads per shard (the live default)
   std::int64_t message_overhead_bytes = 64;  // wire header of a data message

@@ -251,10 +251,19 @@ TEST_CASE(
         Approx(0.0004 + 0.005).epsilon(1e-9));
 }
 
-TEST_CASE("the software delay per message adds like latency", "[predictor][simulator]") {
+TEST_CASE("a node handles its arrivals one at a time for the message cost",
+          "[predictor][simulator]") {
   const ModelSpec spec = parse_model_spec(kTiny, "tiny");
   SimConfig c = config(1);
-  c.message_delay_s = 250e-6;
-  const double step = 4 * (0.0001 + 0.00025) + 0.002 + 0.005;
+  c.message_cost_s = 250e-6;
+  // Pull: both requests reach the shard at L and are handled at L + c and L + 2c; the replies
+  // share the pair's channel (the weight's 3,984 bytes take 996 us) and the worker handles them
+  // one after the other: forward starts at 2L + 3c + 996 us. Push: the same way round, the
+  // acknowledgments handled at the worker last: 996 us + 2L + 3c after backward.
+  const double step = 4 * 0.0001 + 6 * 0.00025 + 2 * 0.000996 + 0.005;
   CHECK(1 / simulate(fixed_profile(spec), spec, c).steps_per_sec == Approx(step).epsilon(1e-9));
+  // Two workers: the shard's receiving thread now serves both, so the step grows.
+  SimConfig two = config(2);
+  two.message_cost_s = 250e-6;
+  CHECK(simulate(fixed_profile(spec), spec, two).worker_steps_per_sec[0] < 1 / step);
 }
