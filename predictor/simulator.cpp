@@ -720,6 +720,10 @@ class Simulation {
     const Message& m = messages_[id];
     const bool to_server = m.kind == MsgKind::kPullRequest || m.kind == MsgKind::kPushData;
     const int node = to_server ? W_ + m.shard : m.worker;
+    if (!bucket_ && cfg_.message_cost_s <= 0) {  // every arrival is now + latency: one FIFO
+      events_.push(at, EventType::kDeliver, id);
+      return;
+    }
     double& free = rx_free_[std::size_t(node)];
     free = std::max(free, at) + cfg_.message_cost_s;
     events_.push_stream(W_ + S_ + node, free, EventType::kDeliver, id);
