@@ -14,6 +14,7 @@
 #include "cluster/ctl.hpp"
 #include "cluster/launch.hpp"
 #include "cluster/sweep.hpp"
+#include "predictor/commands.hpp"
 #include "ps/bench_ps.hpp"
 #include "ps/coordinator.hpp"
 #include "ps/probe.hpp"
@@ -203,6 +204,110 @@ void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_leve
   app->add_option("--latency", o.latency, "emulated one-way latency of every link (e.g. 200us)");
 }
 
+// ---- predictor: profile, predict, validate, optimize, bench predict ----
+
+struct PredictorCommands {
+  predictor::ProfileCommandOptions profile;
+  predictor::PredictOptions predict;
+  predictor::ValidateOptions validate;
+  predictor::OptimizeOptions optimize;
+  predictor::BenchPredictOptions bench;
+};
+
+void add_sim_flags(CLI::App* app, predictor::SimFlags& f) {
+  app->add_option("--bandwidth", f.bandwidth, "link of every node, per direction, e.g. 1gbit (default: the profile's)");
+  app->add_option("--latency", f.latency, "one-way latency, e.g. 200us (default: the profile's)");
+  app->add_option("--link-model", f.link_model,
+                  "bucket: per-node FIFO token buckets as psbed launch --bandwidth emulates; fair: max-min fair "
+                  "sharing as TCP under kernel shaping")->capture_default_str();
+  app->add_option("--partition-bytes", f.partition_bytes, "largest part a tensor is cut into")->capture_default_str();
+  app->add_option("--slice-params", f.slice_params, "p3: parameters per slice")->capture_default_str();
+  app->add_option("--partition-params", f.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
+  app->add_option("--credit", f.credit, "p3/bytescheduler: bytes in flight at most (default: the policy's)");
+  app->add_option("--apply-threads", f.apply_lanes, "apply threads per server shard")->capture_default_str();
+  app->add_option("--steps", f.steps, "simulated steps per worker")->capture_default_str();
+  app->add_option("--seed", f.seed, "seed of the compute draws and tf-random")->capture_default_str();
+  app->add_option("--straggler-ms", f.straggler_ms, "worker-0 sleeps this long every step");
+}
+
+void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level) {
+  auto* prof = root.add_subcommand("profile", "Single-worker run folder -> profile.json");
+  prof->footer("Example: psbed profile runs/lenet5-1w -o profile.json");
+  add_common(prof, log_level);
+  prof->add_option("run", o.profile.extract.run, "run folder (the --out of psbed launch)")->required();
+  prof->add_option("-o,--out", o.profile.out, "profile to write")->capture_default_str();
+  prof->add_option("--worker", o.profile.extract.worker, "which worker's trace (needed if the run had several)");
+  prof->add_option("--skip-steps", o.profile.extract.skip_steps, "warm-up steps left out (default: the worker's rule)");
+  prof->add_flag("!--no-calibrate", o.profile.extract.calibrate, "leave message_cost_us at 0 (no fit to the run's own pace)");
+
+  auto* pred = root.add_subcommand("predict", "Profile + configurations -> predicted throughput (simulated)");
+  pred->footer("Example: psbed predict --profile profile.json --workers 1,2,4,8 --servers 1,2 --policy all --mode bsp "
+               "--bandwidth 1gbit --json out.json");
+  add_common(pred, log_level);
+  pred->add_option("--profile", o.predict.profile, "profile.json from psbed profile")->required();
+  pred->add_option("--workers", o.predict.workers, "worker counts")->delimiter(',')->capture_default_str();
+  pred->add_option("--servers", o.predict.servers, "server shard counts")->delimiter(',')->capture_default_str();
+  pred->add_option("--policy", o.predict.policies, "policies, or all")->delimiter(',')->capture_default_str();
+  pred->add_option("--mode", o.predict.modes, "async, bsp, ssp:K (several: comma-separated)")->delimiter(',')->capture_default_str();
+  add_sim_flags(pred, o.predict.sim);
+  pred->add_flag("--analytic", o.predict.analytic_only, "analytic bounds only (instant), no simulation");
+  pred->add_option("--json", o.predict.json_out, "write the predictions as JSON to this file");
+  pred->add_option("--trace-out", o.predict.trace_out, "write synthetic Chrome traces per node under this folder");
+
+  auto* val = root.add_subcommand("validate", "Profile + measured run folders -> prediction error table and plot");
+  val->footer("Example: psbed validate --profile profile.json runs/sweep-x/* --out report/");
+  add_common(val, log_level);
+  val->add_option("--profile", o.validate.profile, "profile.json from psbed profile")->required();
+  val->add_option("runs", o.validate.runs, "measured run folders")->required();
+  val->add_option("--out", o.validate.out, "report folder")->capture_default_str();
+  add_sim_flags(val, o.validate.sim);
+  o.validate.sim.steps = 0;
+  val->add_option("--python", o.validate.python, "interpreter with matplotlib for the plot")->capture_default_str();
+
+  auto* opt = root.add_subcommand("optimize", "Profile + constraints -> best workers/servers/policy/slice/credit");
+  opt->footer("Example: psbed optimize --profile profile.json --max-nodes 16 --bandwidth 1gbit");
+  add_common(opt, log_level);
+  opt->add_option("--profile", o.optimize.profile, "profile.json from psbed profile")->required();
+  opt->add_option("--max-nodes", o.optimize.max_nodes, "workers + servers at most")->capture_default_str();
+  opt->add_option("--max-servers", o.optimize.max_servers, "server shards at most")->capture_default_str();
+  opt->add_option("--policy", o.optimize.policies, "policies to consider, or all")->delimiter(',')->capture_default_str();
+  opt->add_option("--mode", o.optimize.mode, "async, bsp or ssp:K")->capture_default_str();
+  add_sim_flags(opt, o.optimize.sim);
+  o.optimize.sim.steps = 60;
+  opt->add_option("--top", o.optimize.top, "configurations listed per ranking")->capture_default_str();
+  opt->add_option("--json", o.optimize.json_out, "write the rankings as JSON to this file");
+
+  auto* bench = root.get_subcommand("bench")->add_subcommand("predict", "Simulator speed: events/s per worker count");
+  bench->footer("Target: 1,000 steps of 64 vgg-mini workers under p3 in <= 2 s on one core.");
+  add_common(bench, log_level);
+  bench->add_option("--profile", o.bench.profile, "profile to simulate (default: a synthetic one for --model)");
+  bench->add_option("--model", o.bench.model, "model")->capture_default_str();
+  bench->add_option("--workers", o.bench.workers, "worker counts")->delimiter(',')->capture_default_str();
+  bench->add_option("--policy", o.bench.policy, "policy")->capture_default_str();
+  bench->add_option("--steps", o.bench.steps, "steps per worker")->capture_default_str();
+  bench->add_option("--bandwidth", o.bench.bandwidth, "link")->capture_default_str();
+  bench->add_option("--link-model", o.bench.link_model, "bucket or fair")->capture_default_str();
+  bench->add_option("--json", o.bench.json_out, "write the timings as JSON to this file");
+}
+
+// Returns -1 if no predictor subcommand was given.
+int run_predictor(CLI::App& root, const PredictorCommands& o, const std::string& log_level) {
+  for (const char* name : {"profile", "predict", "validate", "optimize"})
+    if (root.got_subcommand(name)) {
+      setup_logging(name, log_level);
+      const std::string n = name;
+      if (n == "profile") return predictor::run_profile(o.profile);
+      if (n == "predict") return predictor::run_predict(o.predict);
+      if (n == "validate") return predictor::run_validate(o.validate);
+      return predictor::run_optimize(o.optimize);
+    }
+  if (auto* b = root.get_subcommand("bench"); b->parsed() && b->got_subcommand("predict")) {
+    setup_logging("bench", log_level);
+    return predictor::run_bench_predict(o.bench);
+  }
+  return -1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -231,6 +336,8 @@ int main(int argc, char** argv) {
   cluster::SweepOptions sweep;
   sweep.base.lr_schedule = "constant";
   cluster::add_sweep(root, sweep, log_level);
+  PredictorCommands predictor_commands;
+  add_predictor(root, predictor_commands, log_level);
   std::string probe_endpoint;
   int probe_sender = 0;
   {
@@ -246,6 +353,7 @@ int main(int argc, char** argv) {
     return root.exit(e);
   }
   try {
+    if (const int rc = run_predictor(root, predictor_commands, log_level); rc >= 0) return rc;
     if (root.got_subcommand("train")) {
       setup_logging("train", log_level);
       worker::run_train(train);

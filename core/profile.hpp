@@ -9,7 +9,8 @@
 //    "tensors": [{"name": "conv1.weight", "layer": 0, "bytes": 600}, ...],   // spec order
 //    "layers":  [{"name": "conv1", "forward_ms": [...], "backward_ms": [...]}, ...],  // every layer
 //    "server":  {"apply_ns_per_byte": 0.35, "apply_overhead_us": 5},
-//    "link":    {"bandwidth_bytes_per_sec": 1.2e8, "latency_us": 210, "shaped": "1gbit/200us"},
+//    "link":    {"bandwidth_bytes_per_sec": 1.2e8, "latency_us": 210, "shaped": "1gbit/200us",
+//                "message_cost_us": 120},   // software time per received message (optional)
 //    "step_overhead_ms": [...],   // per step: time not explained by compute or transfers
 //    "source":  {"run": "runs/x", "workers": 1, "servers": 1, "mode": "bsp", "policy": "wfbp",
 //                "compute": "real", "threads": 2, "steps": 300, ...}}
@@ -45,6 +46,10 @@ struct Profile {
   double apply_overhead_us = 0;    // server: fixed cost per applied part
   double bandwidth_bytes_per_sec = 0;  // link estimate (0 = unknown / unshaped)
   double latency_us = 0;
+  // Software time a node spends receiving one message (transport threads, wake-ups), handled
+  // one at a time per node: calibrated by `psbed profile` so the simulator reproduces the
+  // profiled run.
+  double message_cost_us = 0;
   std::string shaped;              // the link setting of the source run, "" if none
   std::vector<double> step_overhead_ms;
   nlohmann::json source = nlohmann::json::object();

@@ -1,0 +1,56 @@
+#include "predictor/analytic.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "core/partition.hpp"
+
+namespace psbed::predictor {
+
+AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
+                               const SimConfig& cfg) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const PartitionPlan plan = make_partition(spec, cfg.partition_bytes, cfg.servers);
+  const double W = cfg.workers, batch = profile.batch, B = cfg.bandwidth_bytes_per_sec;
+  double overhead_ms = 0;
+  if (!profile.step_overhead_ms.empty())
+    overhead_ms =
+        std::accumulate(profile.step_overhead_ms.begin(), profile.step_overhead_ms.end(), 0.0) /
+        double(profile.step_overhead_ms.size());
+  const double compute_s = (profile.mean_compute_ms() + overhead_ms) / 1e3;
+  double model_bytes = 0;
+  for (const auto& p : plan.parts) model_bytes += double(p.bytes() + cfg.message_overhead_bytes);
+  std::vector<double> shard_bytes(std::size_t(cfg.servers), 0),
+      shard_apply_s(std::size_t(cfg.servers), 0);
+  for (const auto& p : plan.parts) {
+    shard_bytes[p.shard] += double(p.bytes() + cfg.message_overhead_bytes);
+    shard_apply_s[p.shard] +=
+        profile.apply_overhead_us * 1e-6 + profile.apply_ns_per_byte * 1e-9 * double(p.bytes());
+  }
+  const double busiest = *std::max_element(shard_bytes.begin(), shard_bytes.end());
+  const double busiest_apply = *std::max_element(shard_apply_s.begin(), shard_apply_s.end());
+
+  AnalyticBounds a;
+  a.imbalance = plan.imbalance();
+  a.compute_bound = compute_s > 0 ? W * batch / compute_s : kInf;
+  // Pull and push use opposite directions of a link, so each direction carries the model once
+  // per step for a worker, and W shares of its part of the model for a shard.
+  a.worker_link_bound = B > 0 ? W * batch * B / model_bytes : kInf;
+  a.server_link_bound = B > 0 && busiest > 0 ? batch * B / busiest : kInf;
+  const double lanes = std::max(1, cfg.apply_lanes);
+  a.apply_bound = busiest_apply > 0 ? batch * lanes / busiest_apply : kInf;
+  a.upper = a.compute_bound, a.bottleneck = "compute";
+  if (a.worker_link_bound < a.upper) a.upper = a.worker_link_bound, a.bottleneck = "worker link";
+  if (a.server_link_bound < a.upper) a.upper = a.server_link_bound, a.bottleneck = "server link";
+  if (a.apply_bound < a.upper) a.upper = a.apply_bound, a.bottleneck = "apply";
+  // No overlap: compute, the pull phase and the push phase one after the other, each phase as
+  // slow as its busiest link, plus a round trip each.
+  const double per_direction = B > 0 ? std::max(model_bytes, W * busiest) / B : 0.0;
+  const double serial_s = compute_s + 2 * per_direction + 4 * (cfg.latency_s + cfg.message_cost_s) +
+                          W * busiest_apply / lanes;
+  a.serial = serial_s > 0 ? W * batch / serial_s : kInf;
+  return a;
+}
+
+}  // namespace psbed::predictor

@@ -1,0 +1,28 @@
+// Closed-form throughput bounds after Yan et al. (KDD 2015): a step cannot be faster than its
+// compute, than a worker's own link moving the model each way, or than the busiest shard's link
+// moving every worker's share of the model each way. Instant, and the sanity band printed beside
+// every simulated figure: `upper` assumes perfect overlap, `serial` none at all.
+#pragma once
+#include <string>
+
+#include "core/model_spec.hpp"
+#include "core/profile.hpp"
+#include "predictor/simulator.hpp"
+
+namespace psbed::predictor {
+
+struct AnalyticBounds {
+  double compute_bound = 0;      // images/s if transfers cost nothing
+  double worker_link_bound = 0;  // images/s if only each worker's link limited
+  double server_link_bound = 0;  // images/s if only the busiest shard's link limited
+  double apply_bound = 0;        // images/s if only the busiest shard's apply lanes limited
+  double upper = 0;              // min of the above: perfect overlap
+  double serial = 0;             // compute, then pull, then push, no overlap (bsp-like)
+  double imbalance = 1;          // busiest shard bytes / mean shard bytes
+  std::string bottleneck;        // "compute", "worker link", "server link" or "apply"
+};
+
+AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
+                               const SimConfig& config);
+
+}  // namespace psbed::predictor

@@ -1,0 +1,491 @@
+#include "predictor/commands.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/trace.hpp"
+#include "core/units.hpp"
+#include "predictor/analytic.hpp"
+#include "predictor/simulator.hpp"
+
+namespace psbed::predictor {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The spec travels in the profile when it came from a run, so a model that is not shipped
+// still predicts; older profiles fall back to the shipped spec of that name.
+ModelSpec spec_of(const Profile& p, const std::string& profile_path) {
+  ModelSpec spec = p.source.contains("model_toml")
+                       ? parse_model_spec(p.source["model_toml"].get<std::string>(),
+                                          profile_path + " (model spec)")
+                       : load_model(p.model);
+  p.check_matches(spec, "profile '" + profile_path + "'");
+  return spec;
+}
+
+void write_json(const std::string& path, const nlohmann::json& j) {
+  if (path.empty()) return;
+  if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
+  std::ofstream out(path);
+  if (!out) throw Error("cannot write '" + path + "'");
+  out << j.dump(2) << "\n";
+}
+
+std::vector<std::string> expand_policies(const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const auto& n : names)
+    if (n == "all") {
+      for (const auto& p : policy::policy_names()) out.push_back(p);
+    } else {
+      out.push_back(n);
+    }
+  return out;
+}
+
+std::string fmt(double v, int prec = 1) {
+  if (std::isinf(v)) return "inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
+  return buf;
+}
+
+// The configuration shared by every simulated point, from the flags and the profile's link.
+SimConfig base_config(const Profile& profile, const SimFlags& f) {
+  SimConfig c;
+  c.bandwidth_bytes_per_sec = f.bandwidth.empty() ? profile.bandwidth_bytes_per_sec
+                              : f.bandwidth == "0" || f.bandwidth == "unshaped"
+                                  ? 0.0
+                                  : parse_bandwidth_bps(f.bandwidth) / 8;
+  c.latency_s = f.latency.empty() ? profile.latency_us * 1e-6 : parse_duration_s(f.latency);
+  c.link_model = parse_link_model(f.link_model);
+  c.message_cost_s = profile.message_cost_us * 1e-6;
+  c.partition_bytes = std::int64_t(parse_bytes(f.partition_bytes));
+  c.policy.slice_params = f.slice_params;
+  c.policy.partition_params = f.partition_params;
+  if (!f.credit.empty()) c.policy.credit_bytes = std::int64_t(parse_bytes(f.credit));
+  c.apply_lanes = f.apply_lanes;
+  c.steps = f.steps;
+  c.seed = f.seed;
+  c.straggler_s = f.straggler_ms / 1e3;
+  return c;
+}
+
+// "runs/sweep/x/" -> "x"
+std::string run_name(const std::string& dir) {
+  fs::path p(dir);
+  if (p.filename().empty()) p = p.parent_path();
+  return p.filename().string();
+}
+
+std::string bandwidth_text(double bytes_per_sec) {
+  return bytes_per_sec > 0 ? format_bandwidth(bytes_per_sec * 8) : std::string("unlimited");
+}
+
+}  // namespace
+
+int run_profile(const ProfileCommandOptions& o) {
+  Profile p = extract_profile(o.extract);
+  p.save(o.out);
+  std::fprintf(stderr,
+               "profile of %s (batch %d) from %s: %zu steps, compute %.3f ms/step, link %s, "
+               "message cost %.0f us (calibrated to the run's %.1f steps/s)\n",
+               p.model.c_str(), p.batch, o.extract.run.c_str(), p.layers[0].forward_ms.size(),
+               p.mean_compute_ms(),
+               p.shaped.empty()
+                   ? (bandwidth_text(p.bandwidth_bytes_per_sec) + " (estimated)").c_str()
+                   : p.shaped.c_str(),
+               p.message_cost_us, p.source.value("measured_steps_per_sec", 0.0));
+  std::printf("%s\n", o.out.c_str());
+  return 0;
+}
+
+int run_predict(const PredictOptions& o) {
+  Profile profile = Profile::load(o.profile);
+  const ModelSpec spec = spec_of(profile, o.profile);
+  SimConfig base = base_config(profile, o.sim);
+  const auto policies = expand_policies(o.policies);
+  std::vector<SimConfig> configs;
+  for (const auto& mode : o.modes)
+    for (const auto& pol : policies)
+      for (int s : o.servers)
+        for (int w : o.workers) {
+          SimConfig c = base;
+          c.workers = w, c.servers = s, c.mode = Consistency::parse(mode), c.policy.name = pol;
+          policy::make_policy(c.policy);  // an unknown policy fails before any simulation
+          configs.push_back(c);
+        }
+  std::printf("model %s, batch %d, link %s, %.0f us one way, %s%s\n", profile.model.c_str(),
+              profile.batch, bandwidth_text(base.bandwidth_bytes_per_sec).c_str(),
+              base.latency_s * 1e6,
+              o.analytic_only ? "analytic bounds only"
+                              : (std::to_string(base.steps) + " simulated steps").c_str(),
+              o.analytic_only ? "" : " per worker");
+  std::printf("%-7s %-7s %-14s %-6s %10s %11s   %11s %11s  %s\n", "workers", "servers", "policy",
+              "mode", "steps/s", "images/s", "upper", "serial", "bottleneck");
+  nlohmann::json out = nlohmann::json::array();
+  int index = 0;
+  for (SimConfig& c : configs) {
+    ++index;
+    const AnalyticBounds a = analytic_bounds(profile, spec, c);
+    nlohmann::json row = {{"workers", c.workers},
+                          {"servers", c.servers},
+                          {"policy", c.policy.name},
+                          {"mode", c.mode.str()},
+                          {"bandwidth", bandwidth_text(c.bandwidth_bytes_per_sec)},
+                          {"bandwidth_bytes_per_sec", c.bandwidth_bytes_per_sec},
+                          {"latency_us", c.latency_s * 1e6},
+                          {"link_model", to_string(c.link_model)},
+                          {"message_cost_us", c.message_cost_s * 1e6},
+                          {"analytic",
+                           {{"upper_images_per_sec", a.upper},
+                            {"serial_images_per_sec", a.serial},
+                            {"compute_bound", a.compute_bound},
+                            {"worker_link_bound", a.worker_link_bound},
+                            {"server_link_bound", a.server_link_bound},
+                            {"apply_bound", a.apply_bound},
+                            {"imbalance", a.imbalance},
+                            {"bottleneck", a.bottleneck}}}};
+    if (o.analytic_only) {
+      std::printf("%-7d %-7d %-14s %-6s %10s %11s   %11s %11s  %s\n", c.workers, c.servers,
+                  c.policy.name.c_str(), c.mode.str().c_str(), "-", "-", fmt(a.upper, 0).c_str(),
+                  fmt(a.serial, 0).c_str(), a.bottleneck.c_str());
+    } else {
+      if (!o.trace_out.empty())
+        c.trace_dir = configs.size() == 1 ? o.trace_out
+                                          : o.trace_out + "/" + std::to_string(c.workers) + "w" +
+                                                std::to_string(c.servers) + "s-" + c.policy.name +
+                                                "-" + c.mode.str();
+      std::fprintf(stderr, "[%d/%zu] simulating %d worker(s), %d server(s), %s, %s\n", index,
+                   configs.size(), c.workers, c.servers, c.policy.name.c_str(),
+                   c.mode.str().c_str());
+      const SimResult r = simulate(profile, spec, c);
+      row["steps_per_sec"] = r.steps_per_sec;
+      row["images_per_sec"] = r.images_per_sec;
+      row["steps"] = c.steps;
+      row["simulated_seconds"] = r.simulated_seconds;
+      row["events"] = r.events;
+      if (!c.trace_dir.empty()) row["traces"] = c.trace_dir;
+      std::printf("%-7d %-7d %-14s %-6s %10s %11s   %11s %11s  %s\n", c.workers, c.servers,
+                  c.policy.name.c_str(), c.mode.str().c_str(), fmt(r.steps_per_sec, 2).c_str(),
+                  fmt(r.images_per_sec, 0).c_str(), fmt(a.upper, 0).c_str(),
+                  fmt(a.serial, 0).c_str(), a.bottleneck.c_str());
+    }
+    std::fflush(stdout);
+    out.push_back(row);
+  }
+  std::printf(
+      "upper: analytic bound with perfect overlap (Yan et al.); serial: no overlap at all\n");
+  write_json(o.json_out, out);
+  return 0;
+}
+
+namespace {
+
+struct MeasuredRun {
+  std::string run;
+  nlohmann::json summary;
+  SimConfig config;
+  double measured = 0;
+};
+
+// A measured run's configuration, from its summary.json and a worker trace's metadata (the
+// link and the policy parameters live there).
+MeasuredRun read_run(const std::string& dir, const SimConfig& base, const SimFlags& flags) {
+  MeasuredRun m;
+  m.run = dir;
+  const std::string path = dir + "/summary.json";
+  std::ifstream in(path);
+  if (!in)
+    throw Error("run folder '" + dir +
+                "' has no summary.json (expected the --out folder of `psbed launch`)");
+  try {
+    m.summary = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("'" + path + "' is not JSON: " + e.what());
+  }
+  const auto& s = m.summary;
+  for (const char* k : {"workers", "servers", "mode", "policy", "images_per_sec"})
+    if (!s.contains(k)) throw Error("'" + path + "' has no '" + k + "' (an unfinished run?)");
+  m.measured = s["images_per_sec"].get<double>();
+  SimConfig c = base;
+  c.workers = s["workers"].get<int>();
+  c.servers = s["servers"].get<int>();
+  c.mode = Consistency::parse(s["mode"].get<std::string>());
+  c.policy.name = s["policy"].get<std::string>();
+  c.partition_bytes = s.value("partition_bytes", c.partition_bytes);
+  if (flags.steps <= 0) c.steps = s.value("steps", std::int64_t(200));
+  // worker-0 carries the link, the policy parameters and the straggler setting of the run.
+  const fs::path trace = fs::path(dir) / "traces" / "worker-0.trace.json";
+  if (fs::exists(trace)) {
+    const LoadedTrace t = read_trace(trace.string());
+    double bw = 0, lat = 0;
+    const std::string link = t.metadata.value("link", std::string());
+    if (flags.bandwidth.empty() && parse_link_metadata(link, &bw, &lat))
+      c.bandwidth_bytes_per_sec = bw;
+    if (flags.latency.empty() && parse_link_metadata(link, &bw, &lat)) c.latency_s = lat;
+    const auto exp = t.metadata.value("cluster", nlohmann::json::object());
+    c.policy.slice_params = exp.value("slice_params", c.policy.slice_params);
+    c.policy.partition_params = exp.value("partition_params", c.policy.partition_params);
+    c.policy.credit_bytes = exp.value("credit_bytes", c.policy.credit_bytes);
+    if (flags.straggler_ms <= 0) c.straggler_s = t.metadata.value("straggle_ms", 0.0) / 1e3;
+  }
+  m.config = c;
+  return m;
+}
+
+}  // namespace
+
+nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
+                             const std::vector<std::string>& dirs, const SimFlags& flags) {
+  if (dirs.empty())
+    throw Error(
+        "validate: no run folders given (expected one or more `psbed launch` --out folders)");
+  const SimConfig base = base_config(profile, flags);
+  nlohmann::json runs = nlohmann::json::array();
+  double sum_abs = 0, max_abs = 0;
+  int i = 0;
+  for (const auto& dir : dirs) {
+    ++i;
+    MeasuredRun m = read_run(dir, base, flags);
+    std::fprintf(stderr, "[%d/%zu] %s: %d worker(s), %d server(s), %s, %s\n", i, dirs.size(),
+                 dir.c_str(), m.config.workers, m.config.servers, m.config.policy.name.c_str(),
+                 m.config.mode.str().c_str());
+    const SimResult r = simulate(profile, spec, m.config);
+    const double err = m.measured > 0 ? 100 * (r.images_per_sec - m.measured) / m.measured : 0.0;
+    sum_abs += std::fabs(err);
+    max_abs = std::max(max_abs, std::fabs(err));
+    runs.push_back({{"run", dir},
+                    {"workers", m.config.workers},
+                    {"servers", m.config.servers},
+                    {"policy", m.config.policy.name},
+                    {"mode", m.config.mode.str()},
+                    {"bandwidth", bandwidth_text(m.config.bandwidth_bytes_per_sec)},
+                    {"compute", m.summary.value("compute", std::string("real"))},
+                    {"measured_images_per_sec", m.measured},
+                    {"predicted_images_per_sec", r.images_per_sec},
+                    {"error_pct", err}});
+  }
+  return {{"runs", runs},
+          {"mean_abs_error_pct", sum_abs / double(dirs.size())},
+          {"max_abs_error_pct", max_abs}};
+}
+
+int run_validate(const ValidateOptions& o) {
+  const Profile profile = Profile::load(o.profile);
+  const ModelSpec spec = spec_of(profile, o.profile);
+  nlohmann::json v = validate_runs(profile, spec, o.runs, o.sim);
+  v["profile"] = o.profile;
+  fs::create_directories(o.out);
+  std::ostringstream md;
+  md << "| run | workers | servers | policy | mode | bandwidth | measured images/s | predicted "
+        "images/s | error % |\n"
+     << "|---|---:|---:|---|---|---|---:|---:|---:|\n";
+  for (const auto& r : v["runs"])
+    md << "| " << run_name(r["run"].get<std::string>()) << " | " << r["workers"] << " | "
+       << r["servers"] << " | " << r["policy"].get<std::string>() << " | "
+       << r["mode"].get<std::string>() << " | " << r["bandwidth"].get<std::string>() << " | "
+       << fmt(r["measured_images_per_sec"], 0) << " | " << fmt(r["predicted_images_per_sec"], 0)
+       << " | " << fmt(r["error_pct"], 1) << " |\n";
+  md << "\nmean |error| " << fmt(v["mean_abs_error_pct"], 1) << " %, max |error| "
+     << fmt(v["max_abs_error_pct"], 1) << " % over " << o.runs.size() << " run(s); profile "
+     << o.profile << "\n";
+  write_json(o.out + "/validation.json", v);
+  std::ofstream(o.out + "/validation.md") << md.str();
+  std::printf("%s", md.str().c_str());
+
+  // Plot: measured points and predicted lines against workers, one colour per policy and mode.
+  const std::string script = o.out + "/plot_validation.py";
+  std::ofstream(script) << R"PY(import json, sys
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:
+    print("matplotlib is not installed (cluster/install-deps.sh plot): no plot", file=sys.stderr)
+    sys.exit(3)
+v = json.load(open(sys.argv[1]))
+groups = {}
+for r in v["runs"]:
+    groups.setdefault((r["policy"], r["mode"], r["bandwidth"]), []).append(r)
+fig, ax = plt.subplots(figsize=(7, 4.5))
+for i, (key, rs) in enumerate(sorted(groups.items())):
+    rs.sort(key=lambda r: r["workers"])
+    c = "C%d" % (i % 10)
+    label = "%s %s %s" % key
+    ax.plot([r["workers"] for r in rs], [r["predicted_images_per_sec"] for r in rs], "-", color=c, label=label + " predicted")
+    ax.plot([r["workers"] for r in rs], [r["measured_images_per_sec"] for r in rs], "o", color=c, label=label + " measured")
+ax.set_xlabel("workers")
+ax.set_ylabel("images/s")
+ax.set_title("predicted (lines) and measured (points); mean |error| %.1f%%" % v["mean_abs_error_pct"])
+ax.legend(fontsize=7)
+fig.tight_layout()
+fig.savefig(sys.argv[2], dpi=120)
+)PY";
+  const std::string png = o.out + "/validation.png";
+  const std::string cmd =
+      o.python + " '" + script + "' '" + o.out + "/validation.json' '" + png + "'";
+  const int rc = std::system(cmd.c_str());
+  if (rc == 0)
+    std::fprintf(stderr, "plot: %s\n", png.c_str());
+  else
+    std::fprintf(stderr, "no plot written (%s failed; matplotlib: cluster/install-deps.sh plot)\n",
+                 o.python.c_str());
+  std::fprintf(stderr, "validation: %s/validation.json, %s/validation.md\n", o.out.c_str(),
+               o.out.c_str());
+  return 0;
+}
+
+int run_optimize(const OptimizeOptions& o) {
+  const Profile profile = Profile::load(o.profile);
+  const ModelSpec spec = spec_of(profile, o.profile);
+  SimConfig base = base_config(profile, o.sim);
+  base.mode = Consistency::parse(o.mode);
+  if (o.max_nodes < 2)
+    throw Error("optimize: --max-nodes must be at least 2 (one server and one worker)");
+  struct Point {
+    SimConfig c;
+    double ips;
+  };
+  std::vector<SimConfig> grid;
+  for (int s = 1; s <= std::min(o.max_servers, o.max_nodes - 1); ++s) {
+    // Worker counts 1, 2, 3, 4, 6, 8, 12, 16, ... and the most the node budget allows.
+    std::vector<int> counts;
+    for (int base_w = 1; base_w <= o.max_nodes - s; base_w *= 2)
+      for (int w : {base_w, base_w + base_w / 2})
+        if (w <= o.max_nodes - s && (counts.empty() || counts.back() < w)) counts.push_back(w);
+    if (counts.back() != o.max_nodes - s) counts.push_back(o.max_nodes - s);
+    for (int w : counts)
+      for (const auto& pol : expand_policies(o.policies)) {
+        SimConfig c = base;
+        c.workers = w, c.servers = s, c.policy.name = pol;
+        if (pol == "p3") {
+          for (std::int64_t slice : {10000, 40000, 160000})
+            for (std::int64_t credit : {1 << 20, 4 << 20, 16 << 20}) {
+              c.policy.slice_params = slice, c.policy.credit_bytes = credit;
+              grid.push_back(c);
+            }
+        } else if (pol == "bytescheduler") {
+          for (std::int64_t part : {250000, 1000000})
+            for (std::int64_t credit : {4 << 20, 16000000}) {
+              c.policy.partition_params = part, c.policy.credit_bytes = credit;
+              grid.push_back(c);
+            }
+        } else {
+          grid.push_back(c);
+        }
+      }
+  }
+  std::vector<Point> points;
+  int i = 0;
+  for (const SimConfig& c : grid) {
+    if (++i % 10 == 1) std::fprintf(stderr, "[%d/%zu] simulating...\n", i, grid.size());
+    points.push_back({c, simulate(profile, spec, c).images_per_sec});
+  }
+  auto describe = [](const SimConfig& c) {
+    std::string d = c.policy.name;
+    if (c.policy.name == "p3") d += " slice " + std::to_string(c.policy.slice_params);
+    if (c.policy.name == "bytescheduler")
+      d += " partition " + std::to_string(c.policy.partition_params);
+    if (c.policy.credit_bytes >= 0) d += " credit " + format_bytes(double(c.policy.credit_bytes));
+    return d;
+  };
+  nlohmann::json out = {{"by_images_per_sec", nlohmann::json::array()},
+                        {"by_images_per_sec_per_node", nlohmann::json::array()}};
+  auto show = [&](const char* title, const char* key, auto better) {
+    std::vector<Point> v = points;
+    std::stable_sort(v.begin(), v.end(), better);
+    std::printf("%s\n%-7s %-7s %-40s %11s %15s\n", title, "workers", "servers", "policy",
+                "images/s", "images/s/node");
+    for (int k = 0; k < std::min<int>(o.top, int(v.size())); ++k) {
+      const auto& p = v[k];
+      const int nodes = p.c.workers + p.c.servers;
+      std::printf("%-7d %-7d %-40s %11s %15s\n", p.c.workers, p.c.servers, describe(p.c).c_str(),
+                  fmt(p.ips, 0).c_str(), fmt(p.ips / nodes, 1).c_str());
+      out[key].push_back({{"workers", p.c.workers},
+                          {"servers", p.c.servers},
+                          {"policy", p.c.policy.name},
+                          {"slice_params", p.c.policy.slice_params},
+                          {"partition_params", p.c.policy.partition_params},
+                          {"credit_bytes", p.c.policy.credit_bytes},
+                          {"mode", p.c.mode.str()},
+                          {"images_per_sec", p.ips},
+                          {"images_per_sec_per_node", p.ips / nodes}});
+    }
+    std::printf("\n");
+  };
+  std::printf("model %s, mode %s, link %s, at most %d nodes: %zu configurations simulated\n\n",
+              profile.model.c_str(), base.mode.str().c_str(),
+              bandwidth_text(base.bandwidth_bytes_per_sec).c_str(), o.max_nodes, points.size());
+  show("top by images/s", "by_images_per_sec",
+       [](const Point& a, const Point& b) { return a.ips > b.ips; });
+  show("top by images/s per node", "by_images_per_sec_per_node",
+       [](const Point& a, const Point& b) {
+         return a.ips / (a.c.workers + a.c.servers) > b.ips / (b.c.workers + b.c.servers);
+       });
+  write_json(o.json_out, out);
+  return 0;
+}
+
+int run_bench_predict(const BenchPredictOptions& o) {
+  ModelSpec spec = load_model(o.model);
+  Profile profile;
+  if (!o.profile.empty()) {
+    profile = Profile::load(o.profile);
+    spec = spec_of(profile, o.profile);
+  } else {
+    // A synthetic profile: the simulator's cost depends on the number of events, not on the
+    // durations, so fixed per-layer times measure it fairly.
+    profile.model = spec.name;
+    profile.batch = 32;
+    for (const auto& t : spec.tensors) profile.tensors.push_back({t.name, t.layer, t.bytes()});
+    for (const auto& l : spec.layers) profile.layers.push_back({l.name, {1.0}, {2.0}});
+    profile.apply_ns_per_byte = 0.3;
+    profile.apply_overhead_us = 5;
+    profile.step_overhead_ms = {0.5};
+  }
+  std::printf("bench predict: %s, policy %s, %lld steps per worker, %s %s links, %s profile\n",
+              spec.name.c_str(), o.policy.c_str(), (long long)o.steps, o.bandwidth.c_str(),
+              o.link_model.c_str(), o.profile.empty() ? "synthetic" : "measured");
+  std::printf("%-8s %12s %12s %12s %14s %12s\n", "workers", "wall s", "cpu s", "events",
+              "events/cpu-s", "images/s");
+  nlohmann::json out = nlohmann::json::array();
+  for (int w : o.workers) {
+    SimConfig c;
+    c.workers = w;
+    c.servers = 1;
+    c.policy.name = o.policy;
+    c.bandwidth_bytes_per_sec = parse_bandwidth_bps(o.bandwidth) / 8;
+    c.latency_s = 200e-6;
+    c.link_model = parse_link_model(o.link_model);
+    c.message_cost_s = profile.message_cost_us * 1e-6;
+    c.steps = o.steps;
+    // CPU time beside wall time: on a shared machine the wall clock measures the neighbours.
+    const std::clock_t cpu0 = std::clock();
+    const SimResult r = simulate(profile, spec, c);
+    const double cpu = double(std::clock() - cpu0) / CLOCKS_PER_SEC;
+    std::printf("%-8d %12.3f %12.3f %12llu %14.0f %12.0f\n", w, r.wall_seconds, cpu,
+                (unsigned long long)r.events, r.events / cpu, r.images_per_sec);
+    std::fflush(stdout);
+    out.push_back({{"workers", w},
+                   {"link_model", o.link_model},
+                   {"seconds", r.wall_seconds},
+                   {"cpu_seconds", cpu},
+                   {"events", r.events},
+                   {"events_per_cpu_sec", r.events / cpu},
+                   {"images_per_sec", r.images_per_sec}});
+  }
+  write_json(o.json_out, out);
+  return 0;
+}
+
+}  // namespace psbed::predictor

@@ -1,0 +1,87 @@
+// The predictor's subcommands (`psbed profile | predict | validate | optimize | bench predict`):
+// options as plain structs filled by cluster/main.cpp, each command a function returning the
+// process exit status. Tables go to stdout, progress to stderr, results to JSON files.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/model_spec.hpp"
+#include "predictor/profile_extract.hpp"
+
+namespace psbed::predictor {
+
+struct ProfileCommandOptions {
+  ProfileOptions extract;
+  std::string out = "profile.json";
+};
+int run_profile(const ProfileCommandOptions& options);
+
+// What every prediction command shares: the link, partitioning, policy parameters and length.
+struct SimFlags {
+  std::string bandwidth;              // "1gbit"; empty: the profile's link
+  std::string latency;                // "200us"; empty: the profile's link
+  std::string link_model = "bucket";  // bucket (psbed's in-process emulation) or fair
+  std::string partition_bytes = "4MiB";
+  std::int64_t slice_params = 40000;
+  std::int64_t partition_params = 1000000;
+  std::string credit;  // empty: the policy's default
+  int apply_lanes = 2;
+  std::int64_t steps = 200;
+  std::uint64_t seed = 1;
+  double straggler_ms = 0;
+};
+
+struct PredictOptions {
+  std::string profile;
+  std::vector<int> workers{1, 2, 4, 8};
+  std::vector<int> servers{1};
+  std::vector<std::string> policies{"all"};
+  std::vector<std::string> modes{"bsp"};
+  SimFlags sim;
+  bool analytic_only = false;
+  std::string json_out;
+  std::string trace_out;
+};
+int run_predict(const PredictOptions& options);
+
+struct ValidateOptions {
+  std::string profile;
+  std::vector<std::string> runs;
+  std::string out = "validation";
+  SimFlags sim;  // steps: 0 = each run's own
+  std::string python = "/usr/bin/python3";
+};
+int run_validate(const ValidateOptions& options);
+// Predicts each measured run's configuration (its summary.json, and worker-0's trace metadata
+// for the link and policy parameters): {"runs": [{run, measured_images_per_sec,
+// predicted_images_per_sec, error_pct, ...}], "mean_abs_error_pct", "max_abs_error_pct"}.
+nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
+                             const std::vector<std::string>& runs, const SimFlags& flags);
+
+struct OptimizeOptions {
+  std::string profile;
+  int max_nodes = 16;
+  int max_servers = 4;
+  std::vector<std::string> policies{"all"};
+  std::string mode = "bsp";
+  SimFlags sim;
+  int top = 5;
+  std::string json_out;
+};
+int run_optimize(const OptimizeOptions& options);
+
+struct BenchPredictOptions {
+  std::string profile;  // empty: a synthetic vgg-mini profile (1 ms per layer and direction)
+  std::string model = "vgg-mini";
+  std::vector<int> workers{8, 16, 32, 64};
+  std::string policy = "p3";
+  std::int64_t steps = 1000;
+  std::string bandwidth = "1gbit";
+  std::string link_model = "bucket";
+  std::string json_out;
+};
+int run_bench_predict(const BenchPredictOptions& options);
+
+}  // namespace psbed::predictor

@@ -1,0 +1,323 @@
+#include "predictor/profile_extract.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "core/error.hpp"
+#include "core/model_spec.hpp"
+#include "core/trace.hpp"
+#include "predictor/simulator.hpp"
+
+namespace psbed::predictor {
+
+namespace fs = std::filesystem;
+
+bool parse_link_metadata(const std::string& text, double* bytes_per_sec, double* latency_s) {
+  double value = 0, latency_us = 0;
+  char unit[16] = {0};
+  if (text.empty() || text == "unshaped") return false;
+  if (std::sscanf(text.c_str(), "%lf %15[A-Za-z/], %lf us", &value, unit, &latency_us) < 2) {
+    // "unlimited, 200 us one way": latency only
+    if (std::sscanf(text.c_str(), "unlimited, %lf us", &latency_us) == 1) {
+      *bytes_per_sec = 0, *latency_s = latency_us * 1e-6;
+      return true;
+    }
+    return false;
+  }
+  const std::string u = unit;
+  double scale = 0;
+  if (u == "bit/s")
+    scale = 1;
+  else if (u == "Kbit/s")
+    scale = 1e3;
+  else if (u == "Mbit/s")
+    scale = 1e6;
+  else if (u == "Gbit/s")
+    scale = 1e9;
+  else
+    return false;
+  *bytes_per_sec = value * scale / 8;
+  *latency_s = latency_us * 1e-6;
+  return true;
+}
+
+namespace {
+
+struct Fit {
+  double intercept = 0, slope = 0;
+  bool ok = false;
+};
+
+// Least squares y = a + b x; needs two distinct x.
+Fit fit_line(const std::vector<std::pair<double, double>>& xy) {
+  Fit f;
+  if (xy.size() < 2) return f;
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (auto [x, y] : xy) sx += x, sy += y, sxx += x * x, sxy += x * y;
+  const double n = double(xy.size());
+  const double den = n * sxx - sx * sx;
+  if (den <= 0) return f;
+  f.slope = (n * sxy - sx * sy) / den;
+  f.intercept = (sy - f.slope * sx) / n;
+  f.ok = true;
+  return f;
+}
+
+std::vector<std::string> trace_files(const fs::path& dir) {
+  std::vector<std::string> v;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() > 11 && name.substr(name.size() - 11) == ".trace.json")
+      v.push_back(e.path().string());
+  }
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+}  // namespace
+
+Profile extract_profile(const ProfileOptions& opt) {
+  const fs::path run(opt.run);
+  if (!fs::is_directory(run))
+    throw Error("run folder '" + opt.run +
+                "' does not exist (expected the --out folder of `psbed launch`)");
+  const fs::path traces = run / "traces";
+  if (!fs::is_directory(traces))
+    throw Error("run folder '" + opt.run + "' has no traces/ (was it launched with --no-trace?)");
+  std::vector<LoadedTrace> workers, servers;
+  for (const auto& path : trace_files(traces)) {
+    LoadedTrace t = read_trace(path);
+    const std::string role = t.metadata.value("role", std::string());
+    if (role == "worker")
+      workers.push_back(std::move(t));
+    else if (role == "server")
+      servers.push_back(std::move(t));
+  }
+  if (workers.empty())
+    throw Error("run folder '" + opt.run +
+                "': no worker trace in traces/ (expected worker-N.trace.json)");
+  const LoadedTrace* worker = nullptr;
+  if (!opt.worker.empty()) {
+    for (const auto& w : workers)
+      if (w.node == opt.worker) worker = &w;
+    if (!worker)
+      throw Error("run folder '" + opt.run + "' has no trace of worker '" + opt.worker + "'");
+  } else if (workers.size() > 1) {
+    std::string names;
+    for (const auto& w : workers) names += (names.empty() ? "" : ", ") + w.node;
+    throw Error("run folder '" + opt.run + "' has " + std::to_string(workers.size()) +
+                " workers (" + names +
+                "): a profile is taken from one; pick it with --worker NAME");
+  } else {
+    worker = &workers[0];
+  }
+  const std::string where = "trace of " + worker->node + " in '" + opt.run + "'";
+  const nlohmann::json& meta = worker->metadata;
+  if (!meta.contains("cluster") || !meta["cluster"].contains("model_toml"))
+    throw Error(
+        where +
+        ": metadata has no cluster experiment with the model spec (expected a psbed worker trace)");
+  const nlohmann::json& exp = meta["cluster"];
+  const ModelSpec spec =
+      parse_model_spec(exp["model_toml"].get<std::string>(), where + " (model spec)");
+  const std::int64_t steps = exp.value("steps", std::int64_t(0));
+  const std::int64_t skip = opt.skip_steps >= 0 ? opt.skip_steps : default_warmup_steps(steps);
+
+  Profile p;
+  p.model = spec.name;
+  p.batch = exp.value("batch", 0);
+  if (p.batch <= 0) throw Error(where + ": metadata has no positive batch");
+  for (const auto& t : spec.tensors) p.tensors.push_back({t.name, t.layer, t.bytes()});
+
+  // Per step: each layer's forward and backward duration, each layer's last pull arrival, and
+  // the compute lane's gaps.
+  std::map<std::string, int> layer_index;
+  for (int l = 0; l < int(spec.layers.size()); ++l) layer_index[spec.layers[l].name] = l;
+  struct StepData {
+    std::vector<double> fwd, bwd;  // ms, -1 = missing
+    std::vector<const TraceEvent*> compute;
+    std::vector<double> pull_done;  // us, per layer
+    double all_pulls_done = 0, last_push_done = 0;
+    const TraceEvent* step = nullptr;
+  };
+  const int L = int(spec.layers.size());
+  std::map<std::int64_t, StepData> by_step;
+  auto step_data = [&](std::int64_t s) -> StepData& {
+    StepData& d = by_step[s];
+    if (d.fwd.empty()) d.fwd.assign(L, -1), d.bwd.assign(L, -1), d.pull_done.assign(L, 0);
+    return d;
+  };
+  std::vector<std::pair<double, double>> pull_points;  // (bytes, us)
+  for (const auto& e : worker->events) {
+    if (e.step < skip) continue;
+    if (e.lane == "compute" && (e.name.rfind("fwd:", 0) == 0 || e.name.rfind("bwd:", 0) == 0)) {
+      auto it = layer_index.find(e.name.substr(4));
+      if (it == layer_index.end())
+        throw Error(where + ": event '" + e.name + "' names no layer of " + spec.name);
+      StepData& d = step_data(e.step);
+      (e.name[0] == 'f' ? d.fwd : d.bwd)[it->second] = e.dur_us / 1e3;
+      d.compute.push_back(&e);
+    } else if (e.lane == "compute") {
+      step_data(e.step).compute.push_back(&e);  // straggle and the like: time the worker spends
+    } else if (e.lane == "pull" && e.has_priority && e.priority >= 0 && e.priority < L) {
+      StepData& d = step_data(e.step);
+      d.pull_done[e.priority] = std::max(d.pull_done[e.priority], e.ts_us + e.dur_us);
+      d.all_pulls_done = std::max(d.all_pulls_done, e.ts_us + e.dur_us);
+      if (e.bytes > 0) pull_points.emplace_back(double(e.bytes), e.dur_us);
+    } else if (e.lane == "push") {
+      StepData& d = step_data(e.step);
+      d.last_push_done = std::max(d.last_push_done, e.ts_us + e.dur_us);
+    } else if (e.lane == "step" && e.name == "step") {
+      step_data(e.step).step = &e;
+    }
+  }
+  const bool bulk = meta.value("policy", std::string()) == "bulk";
+  for (const auto& l : spec.layers) p.layers.push_back({l.name, {}, {}});
+  for (auto& [s, d] : by_step) {
+    if (!d.step) continue;  // the last, unfinished step of a stopped run
+    bool whole = true;
+    for (int l = 0; l < L; ++l) whole = whole && d.fwd[l] >= 0 && d.bwd[l] >= 0;
+    if (!whole) continue;
+    for (int l = 0; l < L; ++l)
+      p.layers[l].forward_ms.push_back(d.fwd[l]), p.layers[l].backward_ms.push_back(d.bwd[l]);
+    // Overhead: compute-lane gaps not spent waiting for a transfer (batch loading, the loss,
+    // bookkeeping). A gap before forward of layer l waits for that layer's pulls (all pulls
+    // under bulk); the gap after the last backward waits for the push acknowledgments.
+    std::sort(d.compute.begin(), d.compute.end(),
+              [](auto* a, auto* b) { return a->ts_us < b->ts_us; });
+    double overhead = 0, cursor = d.step->ts_us;
+    for (const TraceEvent* e : d.compute) {
+      double blocked_until = cursor;
+      if (e->name.rfind("fwd:", 0) == 0) {
+        const int l = layer_index[e->name.substr(4)];
+        double ready = bulk ? d.all_pulls_done : 0;
+        for (int k = 0; k <= l; ++k) ready = std::max(ready, d.pull_done[k]);
+        blocked_until = std::max(cursor, std::min(ready, e->ts_us));
+      }
+      overhead += std::max(0.0, e->ts_us - blocked_until);
+      cursor = std::max(cursor, e->ts_us + e->dur_us);
+    }
+    const double step_end = d.step->ts_us + d.step->dur_us;
+    overhead += std::max(0.0, step_end - std::max(cursor, std::min(d.last_push_done, step_end)));
+    p.step_overhead_ms.push_back(overhead / 1e3);
+  }
+  // The run's own pace over the profiled steps, for calibration.
+  double first_start = 0, last_end = 0;
+  std::int64_t counted = 0;
+  for (const auto& [st, d] : by_step) {
+    if (!d.step) continue;
+    if (counted == 0) first_start = d.step->ts_us;
+    last_end = std::max(last_end, d.step->ts_us + d.step->dur_us);
+    ++counted;
+  }
+  const double measured_sps =
+      counted > 0 && last_end > first_start ? counted / ((last_end - first_start) / 1e6) : 0;
+  if (p.layers.empty() || p.layers[0].forward_ms.empty())
+    throw Error(where + ": no complete step after the " + std::to_string(skip) +
+                " warm-up steps (expected fwd:/bwd: events of every layer and a step event; run "
+                "more steps)");
+
+  // Server: apply cost per byte from the apply events (a line through duration against bytes).
+  std::vector<std::pair<double, double>> apply_points;
+  for (const auto& s : servers)
+    for (const auto& e : s.events)
+      if (e.lane == "apply" && e.bytes >= 0 && e.step >= skip)
+        apply_points.emplace_back(double(e.bytes), e.dur_us);
+  const Fit apply = fit_line(apply_points);
+  if (apply.ok) {
+    p.apply_ns_per_byte = std::max(0.0, apply.slope * 1e3);
+    p.apply_overhead_us = std::max(0.0, apply.intercept);
+  } else if (!apply_points.empty()) {
+    double mean = 0;
+    for (auto [x, y] : apply_points) mean += y;
+    p.apply_overhead_us = mean / double(apply_points.size());
+  }
+
+  // Link: the run's configured emulation if it had one; otherwise what the pulls show (a pull
+  // is a request one way and the part the other: duration = 2 latency + bytes / bandwidth).
+  const std::string link = meta.value("link", std::string());
+  double bw = 0, lat = 0;
+  if (parse_link_metadata(link, &bw, &lat)) {
+    p.bandwidth_bytes_per_sec = bw, p.latency_us = lat * 1e6, p.shaped = link;
+  } else {
+    const Fit f = fit_line(pull_points);
+    if (f.ok && f.slope > 0) p.bandwidth_bytes_per_sec = 1e6 / f.slope;
+    if (f.ok) p.latency_us = std::max(0.0, f.intercept / 2);
+  }
+
+  int n_servers = int(servers.size());
+  std::string mode = exp.value("mode", std::string());
+  std::string policy = meta.value("policy", exp.value("policy", std::string()));
+  if (std::ifstream in(run / "summary.json"); in) {
+    try {
+      const auto s = nlohmann::json::parse(in);
+      n_servers = s.value("servers", n_servers);
+    } catch (const nlohmann::json::exception&) {
+    }
+  }
+  p.source = {{"run", opt.run},
+              {"worker", worker->node},
+              {"workers", int(workers.size())},
+              {"servers", n_servers},
+              {"mode", mode},
+              {"policy", policy},
+              {"compute", meta.value("compute", std::string("real"))},
+              {"threads", meta.value("threads", 0)},
+              {"steps", steps},
+              {"skipped_steps", skip},
+              {"profiled_steps", p.layers[0].forward_ms.size()},
+              {"partition_bytes", exp.value("partition_bytes", std::int64_t(4 << 20))},
+              {"link", link},
+              {"slice_params", exp.value("slice_params", std::int64_t(40000))},
+              {"partition_params", exp.value("partition_params", std::int64_t(1000000))},
+              {"credit_bytes", exp.value("credit_bytes", std::int64_t(-1))},
+              {"straggle_ms", meta.value("straggle_ms", 0.0)},
+              {"measured_steps_per_sec", measured_sps},
+              {"model_toml", exp["model_toml"]}};
+  if (opt.calibrate && measured_sps > 0) {
+    p.message_cost_us = calibrate_message_cost_us(p, measured_sps);
+    p.source["calibrated_link_model"] = "bucket";
+  }
+  return p;
+}
+
+double calibrate_message_cost_us(const Profile& profile, double steps_per_sec) {
+  const auto& src = profile.source;
+  const ModelSpec spec =
+      parse_model_spec(src.at("model_toml").get<std::string>(), "profile source model");
+  SimConfig c;
+  c.workers = 1;
+  c.servers = std::max(1, src.value("servers", 1));
+  c.mode = Consistency::parse(src.value("mode", std::string("bsp")));
+  c.policy.name = src.value("policy", std::string("wfbp"));
+  c.policy.slice_params = src.value("slice_params", c.policy.slice_params);
+  c.policy.partition_params = src.value("partition_params", c.policy.partition_params);
+  c.policy.credit_bytes = src.value("credit_bytes", c.policy.credit_bytes);
+  c.partition_bytes = src.value("partition_bytes", c.partition_bytes);
+  c.straggler_s = src.value("straggle_ms", 0.0) / 1e3;
+  c.bandwidth_bytes_per_sec = profile.bandwidth_bytes_per_sec;
+  c.latency_s = profile.latency_us * 1e-6;
+  c.link_model = LinkModel::kBucket;
+  c.steps = 120;
+  auto pace = [&](double cost_s) {
+    c.message_cost_s = cost_s;
+    return simulate(profile, spec, c).steps_per_sec;
+  };
+  if (pace(0) <= steps_per_sec) return 0;
+  // The pace falls as the cost grows: bracket the measured pace, then bisect.
+  double lo = 0, hi = 1e-4;
+  while (pace(hi) > steps_per_sec) {
+    lo = hi, hi *= 2;
+    if (hi > 1.0) return hi * 1e6;
+  }
+  for (int i = 0; i < 30; ++i) {
+    const double mid = (lo + hi) / 2;
+    (pace(mid) > steps_per_sec ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2 * 1e6;
+}
+
+}  // namespace psbed::predictor

@@ -1,0 +1,32 @@
+// `psbed profile`: a single-worker run folder (traces/ and summary.json, as `psbed launch` leaves
+// it) turned into a Profile (core/profile.hpp) that the simulator replays and compute replay
+// sleeps from.
+#pragma once
+#include <string>
+
+#include "core/profile.hpp"
+
+namespace psbed::predictor {
+
+struct ProfileOptions {
+  std::string run;               // run folder
+  std::string worker;            // which worker's trace; required when the run had more than one
+  std::int64_t skip_steps = -1;  // warm-up steps left out; < 0: the live worker's rule
+  // Fit Profile::message_cost_us so that simulating the run's own configuration (bucket links)
+  // gives its measured steps/s.
+  bool calibrate = true;
+};
+
+// Errors name the run folder or trace file and what was expected.
+Profile extract_profile(const ProfileOptions& options);
+
+// The software time per received message that makes the simulated source configuration (1 worker,
+// the run's servers, mode, policy and link, bucket links) run at `steps_per_sec`; 0 if even no
+// cost is too slow. Needs profile.source as extract_profile writes it.
+double calibrate_message_cost_us(const Profile& profile, double steps_per_sec);
+
+// "1.00 Gbit/s, 200 us one way" (a trace's "link" metadata) -> bytes/s and seconds; false if
+// the text says "unshaped" or cannot be read.
+bool parse_link_metadata(const std::string& text, double* bytes_per_sec, double* latency_s);
+
+}  // namespace psbed::predictor

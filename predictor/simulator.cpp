@@ -1,0 +1,947 @@
+#include "predictor/simulator.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <queue>
+
+#include "core/error.hpp"
+#include "core/partition.hpp"
+#include "core/trace.hpp"
+#include "core/units.hpp"
+
+namespace psbed::predictor {
+
+using policy::Direction;
+using policy::Transfer;
+
+Consistency Consistency::parse(const std::string& text) {
+  Consistency c;
+  if (text == "async") return c.kind = Kind::kAsync, c;
+  if (text == "bsp") return c.kind = Kind::kBsp, c;
+  if (text.rfind("ssp:", 0) == 0) {
+    try {
+      std::size_t used = 0;
+      c.staleness = std::stoi(text.substr(4), &used);
+      if (used == text.size() - 4 && c.staleness >= 0) return c.kind = Kind::kSsp, c;
+    } catch (const std::exception&) {
+    }
+  }
+  throw Error("unknown consistency mode '" + text + "', expected async, bsp or ssp:K (K >= 0)");
+}
+
+std::string Consistency::str() const {
+  switch (kind) {
+    case Kind::kAsync:
+      return "async";
+    case Kind::kBsp:
+      return "bsp";
+    case Kind::kSsp:
+      return "ssp:" + std::to_string(staleness);
+  }
+  return "?";
+}
+
+LinkModel parse_link_model(const std::string& text) {
+  if (text == "fair") return LinkModel::kFair;
+  if (text == "bucket") return LinkModel::kBucket;
+  throw Error("unknown link model '" + text + "', expected fair or bucket");
+}
+
+std::string to_string(LinkModel m) { return m == LinkModel::kFair ? "fair" : "bucket"; }
+
+std::int64_t default_warmup_steps(std::int64_t steps) {
+  return std::min<std::int64_t>(std::max<std::int64_t>(3, steps / 20), steps / 2);
+}
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+enum class EventType : std::uint8_t {
+  kComputeDone,
+  kDeliver,
+  kChannelDone,
+  kApplyDone,
+  kEgressDone,
+  kLaneFree
+};
+enum class MsgKind : std::uint8_t { kPullRequest, kPullReply, kPushData, kPushAck };
+
+struct Event {
+  double t;
+  std::uint64_t seq;  // ties at one instant go in the order they were scheduled
+  EventType type;
+  int a;  // worker, message id, channel, or shard lane
+  bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+// Pending events, kept in the cheapest structure for their shape, since the queue is most of
+// the simulator's cost:
+//  - fair links deliver every message one latency after it is scheduled, so deliveries come
+//    due in the order they were scheduled: one FIFO;
+//  - a channel (fair links) has at most one pending completion, moved in place when rates
+//    change; a stream (bucket links: one node's uplink departures, one node's arrivals) comes
+//    due in order. Both are slots of one indexed heap keyed by their next event, so the heap
+//    holds a slot per channel or stream, not an entry per message, and has no stale entries;
+//  - compute and apply events, a few per node, and anything out of order go to a plain heap.
+class EventQueue {
+ public:
+  void set_slots(std::size_t channels, std::size_t streams) {
+    channels_ = channels;
+    pos_.assign(channels + streams, -1);
+    key_.assign(channels + streams, Event{});
+    streams_.assign(streams, {});
+  }
+  void push(double t, EventType type, int a) {
+    const Event e{t, seq_++, type, a};
+    if (type == EventType::kDeliver && (fifo_.empty() || fifo_.back().t <= t))
+      fifo_.push_back(e);
+    else
+      heap_.push(e);
+  }
+  // Appends to stream k; an event earlier than the stream's last goes to the plain heap.
+  void push_stream(int k, double t, EventType type, int a) {
+    const Event e{t, seq_++, type, a};
+    auto& q = streams_[std::size_t(k)];
+    if (!q.empty() && q.back().t > t) {
+      heap_.push(e);
+      return;
+    }
+    q.push_back(e);
+    if (q.size() == 1) set_slot(int(channels_) + k, e);
+  }
+  // Schedules (or moves) channel c's completion.
+  void set_channel(int c, double t) { set_slot(c, Event{t, seq_++, EventType::kChannelDone, c}); }
+  void clear_channel(int c) { clear_slot(c); }
+  bool empty() const { return fifo_.empty() && heap_.empty() && cheap_.empty(); }
+  const Event* top() const {
+    const Event* best = nullptr;
+    if (!fifo_.empty()) best = &fifo_.front();
+    if (!heap_.empty() && (!best || *best > heap_.top())) best = &heap_.top();
+    if (!cheap_.empty() && (!best || *best > key_[cheap_[0]])) best = &key_[cheap_[0]];
+    return best;
+  }
+  // A channel completion stays queued: its handler moves it (set_channel, the common case of a
+  // next message on the same pair, costs one sift) or removes it (clear_channel).
+  Event pop() {
+    const Event e = *top();
+    if (!fifo_.empty() && fifo_.front().seq == e.seq) {
+      fifo_.pop_front();
+    } else if (!cheap_.empty() && key_[cheap_[0]].seq == e.seq) {
+      const int slot = cheap_[0];
+      if (slot >= int(channels_)) {
+        auto& q = streams_[std::size_t(slot) - channels_];
+        q.pop_front();
+        if (q.empty())
+          clear_slot(slot);
+        else
+          set_slot(slot, q.front());
+      }
+    } else {
+      heap_.pop();
+    }
+    return e;
+  }
+
+ private:
+  void set_slot(int s, const Event& e) {
+    key_[s] = e;
+    if (pos_[s] < 0) {
+      pos_[s] = int(cheap_.size());
+      cheap_.push_back(s);
+    }
+    sift_up(pos_[s]);
+    sift_down(pos_[s]);
+  }
+  void clear_slot(int s) {
+    const int i = pos_[s];
+    if (i < 0) return;
+    const int last = cheap_.back();
+    cheap_[i] = last, pos_[last] = i;
+    cheap_.pop_back();
+    pos_[s] = -1;
+    if (i < int(cheap_.size())) sift_up(i), sift_down(pos_[last]);
+  }
+  bool less(int i, int j) const { return key_[cheap_[j]] > key_[cheap_[i]]; }
+  void swap_at(int i, int j) {
+    std::swap(cheap_[i], cheap_[j]);
+    pos_[cheap_[i]] = i, pos_[cheap_[j]] = j;
+  }
+  void sift_up(int i) {
+    while (i > 0 && less(i, (i - 1) / 2)) swap_at(i, (i - 1) / 2), i = (i - 1) / 2;
+  }
+  void sift_down(int i) {
+    for (;;) {
+      int m = i;
+      const int l = 2 * i + 1, r = l + 1;
+      if (l < int(cheap_.size()) && less(l, m)) m = l;
+      if (r < int(cheap_.size()) && less(r, m)) m = r;
+      if (m == i) return;
+      swap_at(i, m), i = m;
+    }
+  }
+  std::size_t channels_ = 0;
+  std::deque<Event> fifo_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> heap_;
+  std::vector<int> cheap_;  // slots with a pending event, a binary heap on key_
+  std::vector<int> pos_;    // slot -> index in cheap_, -1 if none pending
+  std::vector<Event> key_;  // each slot's next event
+  std::vector<std::deque<Event>> streams_;
+  std::uint64_t seq_ = 0;
+};
+
+struct Message {
+  MsgKind kind;
+  int worker, shard;
+  Transfer t;
+  std::int64_t clock;
+  double started;  // when the worker started the transfer (for its trace event)
+};
+
+// One (sender, receiver) pair: its messages leave one after the other.
+struct Channel {
+  int up_link, down_link;  // indices into the link arrays
+  std::deque<int> queue;   // message ids; the head is on the wire
+  double head_left = 0;    // bytes of the head still to send
+  double rate = 0;         // bytes/s given by the last max-min allocation
+  double since = 0;        // time head_left was last brought up to date
+  int active_index = -1;   // position in the active list, -1 when idle
+};
+
+enum class Phase {
+  kStart,
+  kOverhead,
+  kOverheadRunning,
+  kForward,
+  kBackward,
+  kStraggle,
+  kWaitPush,
+  kDone
+};
+
+struct Worker {
+  std::unique_ptr<policy::Policy> policy;
+  ComputeSampler sampler;
+  std::int64_t step = 0;
+  Phase phase = Phase::kStart;
+  int layer = 0;
+  bool computing = false;
+  bool straggled = false;  // worker-0's deliberate sleep of this step is over
+  // Bucket links: a send sleeps in the thread that calls it, as the live ShapedTransport does.
+  // The compute thread resumes at blocked_until; the receiving thread takes the next arrival
+  // at deliver_free.
+  bool sleeping = false;
+  double blocked_until = 0, deliver_free = 0;
+  double compute_started = 0;
+  std::vector<std::int64_t> pulls_left;  // floats still to arrive, per layer
+  std::int64_t pulls_total = 0, pushes_total = 0;
+  std::int64_t in_flight = 0;
+  double step_started = 0, steady_start = 0, end = 0;
+  std::unique_ptr<TraceRecorder> trace;
+  Worker(const Profile& p, std::uint64_t seed) : sampler(p, seed) {}
+};
+
+// The store's view of one part on its shard.
+struct PartState {
+  std::int64_t bytes = 0;
+  std::vector<std::int64_t> got;        // bytes of the worker's current clock received
+  std::vector<std::int64_t> completed;  // clocks completed, per worker
+  std::int64_t min_completed = 0;
+  int at_min = 0;            // workers whose completed == min_completed
+  std::vector<int> waiting;  // pull-request message ids not yet answerable
+};
+
+struct Lane {
+  std::deque<int> queue;  // pushes to apply and (bucket links) pulls to answer, in arrival order
+  bool busy = false;      // applying
+  // Bucket links: the lane sleeps in its sends until free_at. A wake-up event is scheduled
+  // only when work waits for it, so an idle lane's sleep costs no event.
+  double free_at = -std::numeric_limits<double>::infinity();
+  bool wake_pending = false;
+};
+
+class Simulation {
+ public:
+  Simulation(const Profile& profile, const ModelSpec& spec, const SimConfig& cfg)
+      : profile_(profile), spec_(spec), cfg_(cfg) {
+    if (cfg.workers < 1) throw Error("simulation: workers must be at least 1");
+    if (cfg.servers < 1) throw Error("simulation: servers must be at least 1");
+    if (cfg.steps < 1) throw Error("simulation: steps must be at least 1");
+    if (cfg.bandwidth_bytes_per_sec < 0 || cfg.latency_s < 0)
+      throw Error("simulation: bandwidth and latency must not be negative");
+    profile.check_matches(spec, "profile of " + profile.model);
+    plan_ = make_partition(spec, cfg.partition_bytes, cfg.servers);
+    W_ = cfg.workers, S_ = cfg.servers, L_ = int(spec.layers.size());
+    warmup_ = cfg.warmup_steps >= 0 ? std::min(cfg.warmup_steps, cfg.steps - 1)
+                                    : default_warmup_steps(cfg.steps);
+    layer_floats_.assign(L_, 0);
+    part_layer_.resize(plan_.parts.size());
+    for (std::size_t i = 0; i < plan_.parts.size(); ++i) {
+      part_layer_[i] = spec.tensors[plan_.parts[i].key].layer;
+      layer_floats_[part_layer_[i]] += plan_.parts[i].numel;
+      total_floats_ += plan_.parts[i].numel;
+    }
+    parts_of_layer_.resize(L_);
+    for (int l = 0; l < L_; ++l)
+      for (int t : spec.layers[l].tensors)
+        for (int i : plan_.parts_of_key[t]) parts_of_layer_[l].push_back(i);
+    const bool tracing = !cfg.trace_dir.empty();
+    workers_.reserve(std::size_t(W_));
+    for (int w = 0; w < W_; ++w) {
+      workers_.emplace_back(profile, cfg.seed * 1000003 + std::uint64_t(w));
+      policy::PolicyOptions po = cfg.policy;
+      po.seed = cfg.policy.seed + std::uint64_t(w);
+      workers_.back().policy = policy::make_policy(po);
+      if (tracing)
+        workers_.back().trace = std::make_unique<TraceRecorder>("worker-" + std::to_string(w));
+    }
+    parts_.resize(plan_.parts.size());
+    for (std::size_t i = 0; i < plan_.parts.size(); ++i) {
+      PartState& p = parts_[i];
+      p.bytes = plan_.parts[i].bytes();
+      p.got.assign(W_, 0);
+      p.completed.assign(W_, 0);
+      p.at_min = W_;
+    }
+    lanes_.resize(std::size_t(S_) * std::max(1, cfg.apply_lanes));
+    lane_started_.assign(lanes_.size(), 0.0);
+    if (tracing)
+      for (int s = 0; s < S_; ++s)
+        server_traces_.push_back(std::make_unique<TraceRecorder>("server-" + std::to_string(s)));
+    // Nodes: workers 0..W-1, servers W..W+S-1; link 2n is node n's uplink, 2n+1 its downlink.
+    const int nodes = W_ + S_;
+    link_cap_.assign(2 * nodes, 0);
+    link_n_.assign(2 * nodes, 0);
+    channels_.resize(2 * std::size_t(W_) * S_);
+    events_.set_slots(channels_.size(), 2 * std::size_t(W_ + S_));
+    bucket_ = cfg.link_model == LinkModel::kBucket;
+    rx_free_.assign(std::size_t(nodes), -kInf);
+    if (cfg.bandwidth_bytes_per_sec > 0)
+      burst_s_ =
+          std::max(64.0 * 1024, cfg.bandwidth_bytes_per_sec * 1e-3) / cfg.bandwidth_bytes_per_sec;
+    egress_free_.assign(std::size_t(nodes), -kInf);
+    ingress_free_.assign(std::size_t(nodes), -kInf);
+    for (int w = 0; w < W_; ++w)
+      for (int s = 0; s < S_; ++s) {
+        Channel& push = channels_[push_channel(w, s)];
+        push.up_link = 2 * w, push.down_link = 2 * (W_ + s) + 1;
+        Channel& pull = channels_[pull_channel(w, s)];
+        pull.up_link = 2 * (W_ + s), pull.down_link = 2 * w + 1;
+      }
+  }
+
+  SimResult run() {
+    const auto wall0 = std::chrono::steady_clock::now();
+    for (int w = 0; w < W_; ++w) advance(w);
+    while (!events_.empty()) {
+      const Event e = events_.pop();
+      now_ = e.t;
+      ++processed_;
+      switch (e.type) {
+        case EventType::kComputeDone:
+          compute_done(e.a);
+          break;
+        case EventType::kDeliver:
+          deliver(e.a);
+          break;
+        case EventType::kChannelDone:
+          channel_done(e.a);
+          break;
+        case EventType::kApplyDone:
+          apply_done(e.a);
+          break;
+        case EventType::kEgressDone:
+          egress_done(e.a);
+          break;
+        case EventType::kLaneFree:
+          lane_free(e.a);
+          break;
+      }
+      // Rates change only when a pair starts or stops sending; events at one instant are
+      // settled together so a burst of sends costs one allocation.
+      if (network_dirty_ && (events_.empty() || events_.top()->t > now_)) reallocate();
+    }
+    SimResult r;
+    for (int w = 0; w < W_; ++w)
+      if (workers_[w].phase != Phase::kDone)
+        throw Error("simulation stalled: worker " + std::to_string(w) + " stopped at step " +
+                    std::to_string(workers_[w].step) + " (a bug in the simulator or the policy)");
+    for (const Worker& w : workers_) {
+      const double span = w.end - w.steady_start;
+      const double sps = span > 0 ? double(cfg_.steps - warmup_) / span : 0.0;
+      r.worker_steps_per_sec.push_back(sps);
+      r.steps_per_sec += sps;
+      r.simulated_seconds = std::max(r.simulated_seconds, w.end);
+    }
+    r.images_per_sec = r.steps_per_sec * profile_.batch;
+    r.events = processed_;
+    r.wall_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    if (!cfg_.trace_dir.empty()) write_traces();
+    return r;
+  }
+
+ private:
+  std::size_t push_channel(int w, int s) const { return std::size_t(w) * S_ + s; }
+  std::size_t pull_channel(int w, int s) const {
+    return std::size_t(W_) * S_ + std::size_t(w) * S_ + s;
+  }
+
+  void schedule(double t, EventType type, int a) { events_.push(t, type, a); }
+
+  int new_message(const Message& m) {
+    if (!free_messages_.empty()) {
+      const int id = free_messages_.back();
+      free_messages_.pop_back();
+      messages_[id] = m;
+      return id;
+    }
+    messages_.push_back(m);
+    return int(messages_.size()) - 1;
+  }
+
+  // ---- workers ----
+
+  void start_compute(Worker& w, int wi, double seconds) {
+    w.computing = true;
+    w.compute_started = now_;
+    schedule(now_ + seconds, EventType::kComputeDone, wi);
+  }
+
+  // Runs the worker's step forward until it must wait for compute or a transfer.
+  void advance(int wi) {
+    Worker& w = workers_[wi];
+    while (!w.computing) {
+      if (w.blocked_until > now_) {
+        w.sleeping = true;
+        start_compute(w, wi, w.blocked_until - now_);
+        return;
+      }
+      switch (w.phase) {
+        case Phase::kStart: {
+          if (w.step == warmup_) w.steady_start = now_;
+          w.step_started = now_;
+          w.pulls_left = layer_floats_;
+          w.pulls_total = w.pushes_total = total_floats_;
+          w.policy->begin_step(now_, std::uint64_t(w.step));
+          for (int i = 0; i < int(plan_.parts.size()); ++i)
+            w.policy->parameter_needed(
+                now_, {Direction::kPull, i, part_layer_[i], 0, plan_.parts[i].numel});
+          pump(wi, true);
+          w.phase = Phase::kOverhead;
+          break;
+        }
+        case Phase::kOverhead:
+          // Batch loading runs while the pulls are in flight, except under "pull everything first".
+          if (w.policy->pull_all_before_forward() && w.pulls_total > 0) return;
+          w.phase = Phase::kOverheadRunning;
+          start_compute(w, wi, w.sampler.step_overhead_s());
+          break;
+        case Phase::kOverheadRunning:  // only reached through compute_done
+          w.phase = Phase::kForward, w.layer = 0;
+          break;
+        case Phase::kForward:
+          if (w.layer == L_) {
+            w.phase = Phase::kBackward, w.layer = L_ - 1;
+            break;
+          }
+          if (w.pulls_left[w.layer] > 0) return;
+          start_compute(w, wi, w.sampler.forward_s(w.layer));
+          break;
+        case Phase::kBackward:
+          if (w.layer < 0) {
+            w.phase = Phase::kStraggle;
+            break;
+          }
+          start_compute(w, wi, w.sampler.backward_s(w.layer));
+          break;
+        case Phase::kStraggle:
+          // As `psbed launch --straggler-ms`: worker-0 sleeps after backward, before backward_done.
+          if (wi == 0 && cfg_.straggler_s > 0 && !w.straggled) {
+            w.straggled = true;
+            start_compute(w, wi, cfg_.straggler_s);
+            break;
+          }
+          w.straggled = false;
+          w.policy->backward_done(now_);
+          pump(wi, true);
+          w.phase = Phase::kWaitPush;
+          break;
+        case Phase::kWaitPush:
+          if (w.pushes_total > 0) return;
+          if (w.trace) record(*w.trace, "step", "step", w.step_started, now_, w.step);
+          ++w.step;
+          if (w.step == cfg_.steps) {
+            w.end = now_;
+            w.phase = Phase::kDone;
+            return;
+          }
+          w.phase = Phase::kStart;
+          break;
+        case Phase::kDone:
+          return;
+      }
+    }
+  }
+
+  void compute_done(int wi) {
+    Worker& w = workers_[wi];
+    w.computing = false;
+    if (w.sleeping) {
+      w.sleeping = false;
+    } else if (w.phase == Phase::kForward) {
+      if (w.trace)
+        record(*w.trace, "fwd:" + spec_.layers[w.layer].name, "compute", w.compute_started, now_,
+               w.step);
+      ++w.layer;
+    } else if (w.phase == Phase::kBackward) {
+      const int l = w.layer;
+      if (w.trace)
+        record(*w.trace, "bwd:" + spec_.layers[l].name, "compute", w.compute_started, now_, w.step);
+      for (int i : parts_of_layer_[l])
+        w.policy->gradient_ready(now_, {Direction::kPush, i, l, 0, plan_.parts[i].numel});
+      if (!parts_of_layer_[l].empty()) pump(wi, true);
+      --w.layer;
+    } else if (w.phase == Phase::kStraggle) {
+      if (w.trace) record(*w.trace, "straggle", "compute", w.compute_started, now_, w.step);
+    }
+    advance(wi);  // kOverheadRunning moves on to the first forward there
+  }
+
+  // The transmission scheduler's loop: take whatever the policy lets go now. With bucket links
+  // the calling thread (compute, or the one receiving replies) sleeps until its last send left.
+  void pump(int wi, bool from_compute) {
+    Worker& w = workers_[wi];
+    double until = now_;
+    while (auto t = w.policy->next(now_, w.in_flight)) {
+      w.in_flight += t->bytes();
+      w.policy->sent(now_, *t);
+      const int shard = plan_.parts[t->part].shard;
+      if (t->dir == Direction::kPull) {
+        const int id = new_message({MsgKind::kPullRequest, wi, shard, *t, w.step, now_});
+        if (bucket_) {
+          until = bucket_send(wi, id);
+        } else {
+          // A request is a header only: on fair links it costs latency, not bandwidth.
+          arrive(id, now_ + cfg_.latency_s);
+        }
+      } else {
+        const int id = new_message({MsgKind::kPushData, wi, shard, *t, w.step, now_});
+        if (bucket_)
+          until = bucket_send(wi, id);
+        else
+          send(push_channel(wi, shard), id);
+      }
+    }
+    if (until > now_) (from_compute ? w.blocked_until : w.deliver_free) = until;
+  }
+
+  void transfer_done(const Message& m) {
+    Worker& w = workers_[m.worker];
+    w.in_flight -= m.t.bytes();
+    w.policy->acked(now_, m.t);
+    if (w.trace) record_transfer(w, m);
+    if (m.kind == MsgKind::kPullReply) {
+      w.pulls_left[m.t.layer] -= m.t.count;
+      w.pulls_total -= m.t.count;
+    } else {
+      w.pushes_total -= m.t.count;
+    }
+    pump(m.worker, false);
+    advance(m.worker);
+  }
+
+  // ---- servers ----
+
+  bool pull_ready(const PartState& p, std::int64_t clock) const {
+    switch (cfg_.mode.kind) {
+      case Consistency::Kind::kAsync:
+        return true;
+      case Consistency::Kind::kBsp:
+        return p.min_completed >= clock;
+      case Consistency::Kind::kSsp:
+        return p.min_completed + cfg_.mode.staleness >= clock;
+    }
+    return true;
+  }
+
+  // Answers a pull; returns when the lane that sent it may go on (bucket links: after the
+  // reply left the server's uplink).
+  double reply(int request_id) {
+    Message& m = messages_[request_id];
+    m.kind = MsgKind::kPullReply;
+    if (bucket_) return bucket_send(W_ + m.shard, request_id);
+    send(pull_channel(m.worker, m.shard), request_id);
+    return now_;
+  }
+
+  double answer_pull(int request_id) {
+    const Message& m = messages_[request_id];
+    PartState& p = parts_[m.t.part];
+    if (pull_ready(p, m.clock)) return reply(request_id);
+    p.waiting.push_back(request_id);
+    return now_;
+  }
+
+  int lane_of(const Transfer& t) const {
+    const Part& p = plan_.parts[t.part];
+    const int lanes = std::max(1, cfg_.apply_lanes);
+    return plan_.parts[t.part].shard * lanes +
+           int((std::uint64_t(p.key) * 1000003u + std::uint64_t(p.part)) % lanes);
+  }
+
+  // A shard's apply lane takes its messages in order: a push is applied, acknowledged, and may
+  // release waiting pulls; a pull (bucket links) is answered or parked. With bucket links the
+  // lane sleeps in every send, as the live lane thread does.
+  void start_lane(int li) {
+    Lane& lane = lanes_[li];
+    while (!lane.busy && !lane.queue.empty()) {
+      if (lane.free_at > now_) {
+        if (!lane.wake_pending)
+          lane.wake_pending = true, schedule(lane.free_at, EventType::kLaneFree, li);
+        return;
+      }
+      const int id = lane.queue.front();
+      const Message& m = messages_[id];
+      if (m.kind == MsgKind::kPushData) {
+        lane.busy = true;
+        lane_started_[li] = now_;
+        const double cost = profile_.apply_overhead_us * 1e-6 +
+                            profile_.apply_ns_per_byte * 1e-9 * double(m.t.bytes());
+        schedule(now_ + cost, EventType::kApplyDone, li);
+        return;
+      }
+      lane.queue.pop_front();
+      lane.free_at = std::max(lane.free_at, answer_pull(id));
+    }
+  }
+
+  void lane_free(int li) {
+    lanes_[li].wake_pending = false;
+    start_lane(li);
+  }
+
+  void apply_done(int lane_index) {
+    Lane& lane = lanes_[lane_index];
+    const int id = lane.queue.front();
+    lane.queue.pop_front();
+    Message& m = messages_[id];
+    PartState& p = parts_[m.t.part];
+    if (!server_traces_.empty()) {
+      const Part& part = plan_.parts[m.t.part];
+      TraceEvent e;
+      e.name = "apply:" + spec_.tensors[part.key].name + "#" + std::to_string(part.part);
+      e.lane = "apply", e.ts_us = lane_started_[lane_index] * 1e6,
+      e.dur_us = (now_ - lane_started_[lane_index]) * 1e6;
+      e.step = m.clock, e.bytes = m.t.bytes(), e.key = part.key, e.part = part.part,
+      e.priority = m.t.layer;
+      e.has_priority = true;
+      server_traces_[m.shard]->record(std::move(e));
+    }
+    bool released = false;
+    p.got[m.worker] += m.t.bytes();
+    if (p.got[m.worker] >= p.bytes) {
+      p.got[m.worker] = 0;
+      released = complete_clock(p, m.worker);
+    }
+    // The acknowledgment goes first, then the pulls this push released (as the live shard).
+    m.kind = MsgKind::kPushAck;
+    double until = now_;
+    if (bucket_)
+      until = bucket_send(W_ + m.shard, id);
+    else
+      arrive(id, now_ + cfg_.latency_s);
+    if (released) {
+      std::vector<int> still;
+      for (int w : p.waiting)
+        if (pull_ready(p, messages_[w].clock))
+          until = std::max(until, reply(w));
+        else
+          still.push_back(w);
+      p.waiting.swap(still);
+    }
+    lane.busy = false;
+    lane.free_at = std::max(lane.free_at, until);
+    start_lane(lane_index);
+  }
+
+  // A worker's whole part for its current clock arrived. True if the slowest worker's clock
+  // moved, which may release waiting pulls.
+  bool complete_clock(PartState& p, int worker) {
+    const bool was_min = p.completed[worker] == p.min_completed;
+    ++p.completed[worker];
+    if (!was_min || --p.at_min > 0) return false;
+    p.min_completed = *std::min_element(p.completed.begin(), p.completed.end());
+    p.at_min = int(std::count(p.completed.begin(), p.completed.end(), p.min_completed));
+    return !p.waiting.empty();
+  }
+
+  void deliver(int id) {
+    Message& m = messages_[id];
+    switch (m.kind) {
+      case MsgKind::kPullRequest:
+        if (bucket_) {
+          const int lane = lane_of(m.t);
+          lanes_[lane].queue.push_back(id);
+          start_lane(lane);
+        } else {
+          answer_pull(id);
+        }
+        break;
+      case MsgKind::kPushData: {
+        const int lane = lane_of(m.t);
+        lanes_[lane].queue.push_back(id);
+        start_lane(lane);
+        break;
+      }
+      case MsgKind::kPullReply:
+      case MsgKind::kPushAck: {
+        Worker& w = workers_[m.worker];
+        if (w.deliver_free > now_) {  // the receiving thread still sleeps in a send
+          schedule(w.deliver_free, EventType::kDeliver, id);
+          break;
+        }
+        const Message done = m;
+        free_messages_.push_back(id);
+        transfer_done(done);
+        break;
+      }
+    }
+  }
+
+  // A message reached its receiver at `at` (latency included). Each node's receiving thread
+  // handles one message at a time for message_cost_s, so on a busy node (a shard serving many
+  // workers) messages queue for software as well as for the link.
+  void arrive(int id, double at) {
+    const Message& m = messages_[id];
+    const bool to_server = m.kind == MsgKind::kPullRequest || m.kind == MsgKind::kPushData;
+    const int node = to_server ? W_ + m.shard : m.worker;
+    if (!bucket_ && cfg_.message_cost_s <= 0) {  // every arrival is now + latency: one FIFO
+      events_.push(at, EventType::kDeliver, id);
+      return;
+    }
+    double& free = rx_free_[std::size_t(node)];
+    free = std::max(free, at) + cfg_.message_cost_s;
+    events_.push_stream(W_ + S_ + node, free, EventType::kDeliver, id);
+  }
+
+  // ---- bucket links: the live in-process emulation (ps/link.cpp) ----
+  // Each node has a token bucket per direction with a burst of max(64 KiB, 1 ms of line rate).
+  // A message first waits for the sender's uplink bucket (its sender sleeps until then), then,
+  // on arrival, for the receiver's downlink bucket, then one latency.
+
+  double reserve(double& next_free, double t, double bytes) const {
+    next_free = std::max(next_free, t - burst_s_) + bytes / cfg_.bandwidth_bytes_per_sec;
+    return next_free;
+  }
+
+  double message_bytes(const Message& m) const {
+    const bool data = m.kind == MsgKind::kPushData || m.kind == MsgKind::kPullReply;
+    return double((data ? m.t.bytes() : 0) + cfg_.message_overhead_bytes);
+  }
+
+  double bucket_send(int from_node, int id) {
+    if (cfg_.bandwidth_bytes_per_sec <= 0) {
+      arrive(id, now_ + cfg_.latency_s);
+      return now_;
+    }
+    // A reservation in the past (unused burst) means the message leaves now.
+    const double out =
+        std::max(now_, reserve(egress_free_[from_node], now_, message_bytes(messages_[id])));
+    events_.push_stream(from_node, out, EventType::kEgressDone, id);
+    return out;
+  }
+
+  void egress_done(int id) {
+    const Message& m = messages_[id];
+    const bool to_server = m.kind == MsgKind::kPullRequest || m.kind == MsgKind::kPushData;
+    const int node = to_server ? W_ + m.shard : m.worker;
+    const double due = std::max(now_, reserve(ingress_free_[node], now_, message_bytes(m)));
+    arrive(id, due + cfg_.latency_s);
+  }
+
+  // ---- network ----
+
+  double wire_bytes(const Message& m) const {
+    return double(m.t.bytes() + cfg_.message_overhead_bytes);
+  }
+
+  void send(std::size_t ci, int id) {
+    if (cfg_.bandwidth_bytes_per_sec <= 0) {  // unlimited links: latency only
+      arrive(id, now_ + cfg_.latency_s);
+      return;
+    }
+    Channel& c = channels_[ci];
+    c.queue.push_back(id);
+    if (c.queue.size() > 1) return;
+    c.head_left = wire_bytes(messages_[id]);
+    c.since = now_;
+    c.rate = 0;
+    c.active_index = int(active_.size());
+    active_.push_back(int(ci));
+    network_dirty_ = true;
+  }
+
+  void channel_done(int ci) {
+    Channel& c = channels_[ci];
+    const int id = c.queue.front();
+    c.queue.pop_front();
+    arrive(id, now_ + cfg_.latency_s);
+    if (!c.queue.empty()) {
+      c.head_left = wire_bytes(messages_[c.queue.front()]);
+      c.since = now_;
+      if (network_dirty_) {
+        c.rate = 0;  // the coming reallocation reschedules it
+        events_.clear_channel(ci);
+      } else {
+        events_.set_channel(ci, now_ + c.head_left / c.rate);
+      }
+      return;
+    }
+    events_.clear_channel(ci);
+    // Idle: leave the active list (swap with the last).
+    const int pos = c.active_index;
+    active_[pos] = active_.back();
+    channels_[active_[pos]].active_index = pos;
+    active_.pop_back();
+    c.active_index = -1;
+    network_dirty_ = true;
+  }
+
+  // Max-min fair rates for the active pairs by progressive filling: repeatedly saturate the
+  // link with the smallest fair share and freeze the pairs crossing it.
+  void reallocate() {
+    network_dirty_ = false;
+    const double bw = cfg_.bandwidth_bytes_per_sec;
+    touched_.clear();
+    for (int ci : active_) {
+      Channel& c = channels_[ci];
+      c.head_left = std::max(0.0, c.head_left - c.rate * (now_ - c.since));
+      c.since = now_;
+      for (int l : {c.up_link, c.down_link}) {
+        if (link_n_[l] == 0) link_cap_[l] = bw, touched_.push_back(l);
+        ++link_n_[l];
+      }
+    }
+    frozen_.assign(active_.size(), 0);
+    std::size_t left = active_.size();
+    while (left > 0) {
+      int best = -1;
+      double share = kInf;
+      for (int l : touched_)
+        if (link_n_[l] > 0 && link_cap_[l] / link_n_[l] < share)
+          share = link_cap_[l] / link_n_[l], best = l;
+      for (std::size_t k = 0; k < active_.size(); ++k) {
+        if (frozen_[k]) continue;
+        Channel& c = channels_[active_[k]];
+        if (c.up_link != best && c.down_link != best) continue;
+        frozen_[k] = 1, --left;
+        for (int l : {c.up_link, c.down_link}) link_cap_[l] -= share, --link_n_[l];
+        const double rate = std::max(share, 1e-9 * bw);
+        if (rate != c.rate || c.head_left == 0) {
+          c.rate = rate;
+          events_.set_channel(active_[k], now_ + c.head_left / c.rate);
+        }
+      }
+      link_n_[best] = 0;
+    }
+    for (int l : touched_) link_n_[l] = 0;
+  }
+
+  // ---- traces ----
+
+  static void record(TraceRecorder& tr, const std::string& name, const char* lane, double t0,
+                     double t1, std::int64_t step) {
+    TraceEvent e;
+    e.name = name, e.lane = lane, e.ts_us = t0 * 1e6, e.dur_us = (t1 - t0) * 1e6, e.step = step;
+    tr.record(std::move(e));
+  }
+
+  void record_transfer(Worker& w, const Message& m) {
+    const Part& part = plan_.parts[m.t.part];
+    const char* lane = m.kind == MsgKind::kPullReply ? "pull" : "push";
+    TraceEvent e;
+    e.name =
+        std::string(lane) + ":" + spec_.tensors[part.key].name + "#" + std::to_string(part.part);
+    e.lane = lane, e.ts_us = m.started * 1e6, e.dur_us = (now_ - m.started) * 1e6, e.step = m.clock;
+    e.bytes = m.t.bytes(), e.key = part.key, e.part = part.part, e.priority = m.t.layer,
+    e.has_priority = true;
+    w.trace->record(std::move(e));
+  }
+
+  void write_traces() {
+    std::filesystem::create_directories(cfg_.trace_dir);
+    const nlohmann::json cluster = {{"model", spec_.name},
+                                    {"mode", cfg_.mode.str()},
+                                    {"steps", cfg_.steps},
+                                    {"batch", profile_.batch},
+                                    {"seed", cfg_.seed},
+                                    {"partition_bytes", cfg_.partition_bytes},
+                                    {"policy", cfg_.policy.name},
+                                    {"slice_params", cfg_.policy.slice_params},
+                                    {"partition_params", cfg_.policy.partition_params},
+                                    {"credit_bytes", cfg_.policy.credit_bytes},
+                                    {"workers", W_},
+                                    {"servers", S_}};
+    const std::string link = cfg_.bandwidth_bytes_per_sec > 0
+                                 ? format_bandwidth(cfg_.bandwidth_bytes_per_sec * 8) + ", " +
+                                       std::to_string(int(cfg_.latency_s * 1e6)) + " us one way"
+                                 : "unshaped";
+    auto meta = [&](TraceRecorder& tr, const char* role) {
+      tr.set_metadata("role", role);
+      tr.set_metadata("cluster", cluster);
+      tr.set_metadata("compute", "simulated");
+      tr.set_metadata("link", link);
+      tr.set_metadata("policy", cfg_.policy.name);
+      tr.set_metadata("clock", "simulated microseconds");
+      tr.write(cfg_.trace_dir + "/" + tr.node() + ".trace.json");
+    };
+    for (auto& w : workers_) meta(*w.trace, "worker");
+    for (auto& s : server_traces_) meta(*s, "server");
+  }
+
+  const Profile& profile_;
+  const ModelSpec& spec_;
+  SimConfig cfg_;
+  PartitionPlan plan_;
+  int W_ = 0, S_ = 0, L_ = 0;
+  std::int64_t warmup_ = 0;
+  std::vector<std::int64_t> layer_floats_;
+  std::int64_t total_floats_ = 0;
+  std::vector<int> part_layer_;
+  std::vector<std::vector<int>> parts_of_layer_;
+  std::vector<Worker> workers_;
+  std::vector<PartState> parts_;
+  std::vector<Lane> lanes_;
+  std::vector<double> lane_started_;
+  std::vector<std::unique_ptr<TraceRecorder>> server_traces_;
+  std::vector<Message> messages_;
+  std::vector<int> free_messages_;
+  std::vector<Channel> channels_;
+  std::vector<int> active_;
+  std::vector<double> link_cap_;
+  std::vector<int> link_n_;
+  std::vector<int> touched_;
+  std::vector<char> frozen_;
+  bool network_dirty_ = false;
+  bool bucket_ = false;
+  std::vector<double> rx_free_;  // when each node's receiving thread is next free
+  double burst_s_ = 0;
+  std::vector<double> egress_free_, ingress_free_;
+  EventQueue events_;
+  std::uint64_t processed_ = 0;
+  double now_ = 0;
+};
+
+}  // namespace
+
+SimResult simulate(const Profile& profile, const ModelSpec& spec, const SimConfig& config) {
+  Simulation sim(profile, spec, config);
+  return sim.run();
+}
+
+}  // namespace psbed::predictor

@@ -1,0 +1,82 @@
+// The predictor's discrete-event simulator: N workers and S server shards replayed from a
+// single-worker profile, after the ICPE 2020 throughput-prediction method. Each node has an uplink
+// and a downlink of one bandwidth and latency; the transfers of one (sender, receiver) pair go
+// one after the other (one TCP connection per peer pair, as ZeroMQ keeps it), and the pairs
+// active on a link share it max-min fairly, each limited by both the sender's uplink and the
+// receiver's downlink. Workers run the live worker's step (pull parts, forward layer by layer as
+// parts arrive, backward, hand each gradient part to the policy, wait for every push
+// acknowledgment); servers apply with the profiled cost and honour async, bsp and ssp:K. The
+// transmission policy objects are the ones in core/, driven by the simulated clock.
+//
+// Everything random (per-layer compute draws, tf-random) is seeded: the same inputs give the
+// same figures.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/model_spec.hpp"
+#include "core/policy.hpp"
+#include "core/profile.hpp"
+
+namespace psbed::predictor {
+
+// async: apply each gradient on arrival. bsp: a pull for clock c waits until every worker's
+// clock c-1 gradient of that part is applied. ssp:K: a pull for clock c waits until every
+// worker completed clock c-K.
+struct Consistency {
+  enum class Kind { kAsync, kBsp, kSsp } kind = Kind::kBsp;
+  int staleness = 0;
+  static Consistency parse(const std::string& text);  // throws Error naming the text
+  std::string str() const;
+};
+
+// How a link carries concurrent messages.
+//  kFair: the pairs sending on a link share it max-min fairly, each limited by the sender's
+//         uplink and the receiver's downlink at once (TCP flows under kernel shaping).
+//  kBucket: psbed's in-process emulation (ps/link.cpp): per node and direction a FIFO token
+//         bucket with a burst allowance; a message passes the sender's bucket, then the
+//         receiver's, then the latency, and the thread that sends sleeps until its message
+//         left (so a live worker's compute or reply thread and a shard's apply lane wait on
+//         their own sends). This is what `psbed launch --bandwidth` measures.
+enum class LinkModel { kFair, kBucket };
+LinkModel parse_link_model(const std::string& text);  // "fair" | "bucket"
+std::string to_string(LinkModel m);
+
+struct SimConfig {
+  int workers = 1;
+  int servers = 1;
+  Consistency mode;
+  policy::PolicyOptions policy;
+  double bandwidth_bytes_per_sec = 0;  // every node, each direction; 0 = unlimited
+  double latency_s = 0;                // one way, every message
+  LinkModel link_model = LinkModel::kFair;
+  // Software time a node spends receiving one message (transport threads, wake-ups); a node
+  // handles its arrivals one at a time, so a shard serving many workers queues them.
+  double message_cost_s = 0;
+  std::int64_t partition_bytes = 4 << 20;    // largest part (the live default)
+  int apply_lanes = 2;                       // apply threads per shard (the live default)
+  std::int64_t message_overhead_bytes = 64;  // wire header of a data message
+  std::int64_t steps = 200;                  // per worker
+  std::int64_t warmup_steps = -1;  // excluded from the figures; < 0: the live worker's rule
+  std::uint64_t seed = 1;
+  double straggler_s = 0;  // worker-0 sleeps this long every step (as launch --straggler-ms)
+  std::string trace_dir;   // if set: one synthetic Chrome trace per node here
+};
+
+struct SimResult {
+  double steps_per_sec = 0;  // sum over workers, steady window (as summary.json)
+  double images_per_sec = 0;
+  double simulated_seconds = 0;
+  std::uint64_t events = 0;  // discrete events processed
+  double wall_seconds = 0;   // time the simulation took
+  std::vector<double> worker_steps_per_sec;
+};
+
+// Throws Error if the profile does not match the model or the configuration is invalid.
+SimResult simulate(const Profile& profile, const ModelSpec& spec, const SimConfig& config);
+
+// The live worker's warm-up rule: steps excluded from the steady-state figures.
+std::int64_t default_warmup_steps(std::int64_t steps);
+
+}  // namespace psbed::predictor

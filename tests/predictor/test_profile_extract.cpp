@@ -1,0 +1,116 @@
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "core/model_spec.hpp"
+#include "predictor/profile_extract.hpp"
+#include "predictor/simulator.hpp"
+
+using namespace psbed;
+using namespace psbed::predictor;
+
+namespace fs = std::filesystem;
+
+namespace {
+// A hand-written single-worker run of the one-layer "tiny" model, four steps of batch 8
+// (tests/fixtures/predictor/run-1w): step s has fwd:fc1 100 + 10 s us, fwd:relu1 50 us,
+// bwd:relu1 40 us, bwd:fc1 200 us; pulls of 3,984 and 16 bytes take 598.4 and 201.6 us
+// (2 x 100 us latency + bytes at 10 bytes/us); applies take 2 us + 0.5 ns per byte.
+const std::string kRun = std::string(PSBED_FIXTURES_DIR) + "/predictor/run-1w";
+}  // namespace
+
+TEST_CASE("profile extraction from a single-worker run", "[predictor][profile]") {
+  ProfileOptions o;
+  o.run = kRun;
+  o.skip_steps = 1;
+  const Profile p = extract_profile(o);
+  CHECK(p.model == "tiny");
+  CHECK(p.batch == 8);
+  REQUIRE(p.tensors.size() == 2);
+  CHECK(p.tensors[0].bytes == 3984);
+  CHECK(p.tensors[1].bytes == 16);
+  REQUIRE(p.layers.size() == 2);
+  CHECK(p.layers[0].name == "fc1");
+  REQUIRE(p.layers[0].forward_ms.size() == 3);  // steps 1, 2, 3
+  CHECK(p.layers[0].forward_ms[0] == Approx(0.11));
+  CHECK(p.layers[0].forward_ms[2] == Approx(0.13));
+  CHECK(p.layers[0].backward_ms[1] == Approx(0.2));
+  CHECK(p.layers[1].forward_ms[0] == Approx(0.05));
+  CHECK(p.layers[1].backward_ms[0] == Approx(0.04));
+  // Overhead: 51.6 us between the weight's arrival and fwd:fc1, 40 - 10 (s - 1) us before
+  // fwd:relu1, 10 us before bwd:relu1, 50 us after the last acknowledgment.
+  REQUIRE(p.step_overhead_ms.size() == 3);
+  CHECK(p.step_overhead_ms[0] == Approx(0.1516));
+  CHECK(p.step_overhead_ms[1] == Approx(0.1416));
+  CHECK(p.step_overhead_ms[2] == Approx(0.1316));
+  CHECK(p.apply_ns_per_byte == Approx(0.5));
+  CHECK(p.apply_overhead_us == Approx(2.0));
+  // Unshaped: estimated from the pulls.
+  CHECK(p.shaped.empty());
+  CHECK(p.bandwidth_bytes_per_sec == Approx(1e7));
+  CHECK(p.latency_us == Approx(100));
+  CHECK(p.source["workers"] == 1);
+  CHECK(p.source["servers"] == 1);
+  CHECK(p.source["mode"] == "bsp");
+  CHECK(p.source["policy"] == "wfbp");
+  CHECK(p.source["profiled_steps"] == 3);
+  // The default warm-up rule for 4 steps leaves out 2.
+  ProfileOptions d;
+  d.run = kRun;
+  CHECK(extract_profile(d).layers[0].forward_ms.size() == 2);
+}
+
+TEST_CASE("profile extraction names what is missing", "[predictor][profile]") {
+  ProfileOptions o;
+  o.run = kRun + "-nonexistent";
+  CHECK_THROWS_WITH(extract_profile(o), Catch::Contains("does not exist"));
+  const fs::path tmp = fs::temp_directory_path() / "psbed-profile-test";
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  o.run = tmp.string();
+  CHECK_THROWS_WITH(extract_profile(o), Catch::Contains("no traces/"));
+  fs::create_directories(tmp / "traces");
+  CHECK_THROWS_WITH(extract_profile(o), Catch::Contains("no worker trace"));
+  fs::copy_file(kRun + "/traces/worker-0.trace.json", tmp / "traces/worker-0.trace.json");
+  fs::copy_file(kRun + "/traces/worker-0.trace.json", tmp / "traces/worker-1.trace.json");
+  CHECK_THROWS_WITH(extract_profile(o), Catch::Contains("--worker NAME"));
+  o.worker = "worker-7";
+  CHECK_THROWS_WITH(extract_profile(o), Catch::Contains("no trace of worker 'worker-7'"));
+  o.worker = "worker-0";
+  CHECK(extract_profile(o).model == "tiny");
+  fs::remove_all(tmp);
+}
+
+TEST_CASE("link metadata of a trace", "[predictor][profile]") {
+  double bw = 0, lat = 0;
+  CHECK(parse_link_metadata("1.00 Gbit/s, 200 us one way", &bw, &lat));
+  CHECK(bw == Approx(1.25e8));
+  CHECK(lat == Approx(200e-6));
+  CHECK(parse_link_metadata("100.00 Mbit/s, 0 us one way", &bw, &lat));
+  CHECK(bw == Approx(1.25e7));
+  CHECK(lat == 0);
+  CHECK_FALSE(parse_link_metadata("unshaped", &bw, &lat));
+  CHECK_FALSE(parse_link_metadata("fast", &bw, &lat));
+}
+
+TEST_CASE("calibration makes the simulated source run keep the measured pace",
+          "[predictor][profile]") {
+  ProfileOptions o;
+  o.run = kRun;
+  o.skip_steps = 1;
+  const Profile p = extract_profile(o);
+  // Steps 1-3 start 10 ms apart and last 1.3 ms: 3 steps in 21.3 ms.
+  const double measured = p.source["measured_steps_per_sec"].get<double>();
+  CHECK(measured == Approx(3 / 0.0213));
+  REQUIRE(p.message_cost_us > 0);
+  SimConfig c;
+  c.link_model = LinkModel::kBucket;
+  c.bandwidth_bytes_per_sec = p.bandwidth_bytes_per_sec;
+  c.latency_s = p.latency_us * 1e-6;
+  c.message_cost_s = p.message_cost_us * 1e-6;
+  c.steps = 120;
+  const ModelSpec spec = parse_model_spec(p.source["model_toml"].get<std::string>(), "fixture");
+  CHECK(simulate(p, spec, c).steps_per_sec == Approx(measured).epsilon(0.005));
+  o.calibrate = false;
+  CHECK(extract_profile(o).message_cost_us == 0);
+}

@@ -1,0 +1,269 @@
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "core/model_spec.hpp"
+#include "core/profile.hpp"
+#include "core/trace.hpp"
+#include "predictor/analytic.hpp"
+#include "predictor/simulator.hpp"
+
+using namespace psbed;
+using namespace psbed::predictor;
+
+namespace {
+
+// One fully-connected layer of 249 x 4 weights + 4 biases: 1,000 floats, 4,000 bytes in two
+// parts (weight 3,984 bytes, bias 16), then a relu without parameters.
+const char* kTiny = R"(name = "tiny"
+input = [1, 1, 249]
+classes = 4
+
+[[layer]]
+type = "fc"
+name = "fc1"
+in = 249
+out = 4
+
+[[layer]]
+type = "relu"
+)";
+
+// Fixed compute: forward of fc1 2 ms, backward 3 ms; relu and overhead cost nothing.
+Profile fixed_profile(const ModelSpec& spec, double apply_ns_per_byte = 0) {
+  Profile p;
+  p.model = spec.name;
+  p.batch = 8;
+  for (const auto& t : spec.tensors) p.tensors.push_back({t.name, t.layer, t.bytes()});
+  p.layers.push_back({"fc1", {2.0}, {3.0}});
+  p.layers.push_back({spec.layers[1].name, {0.0}, {0.0}});
+  p.apply_ns_per_byte = apply_ns_per_byte;
+  return p;
+}
+
+SimConfig config(int workers, const std::string& mode = "bsp") {
+  SimConfig c;
+  c.workers = workers;
+  c.servers = 1;
+  c.mode = Consistency::parse(mode);
+  c.policy.name = "wfbp";
+  c.bandwidth_bytes_per_sec = 4e6;  // 4,000 bytes take 1 ms
+  c.latency_s = 100e-6;
+  c.message_overhead_bytes = 0;
+  c.steps = 20;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "one worker, one link: step = compute + model both ways at link rate + four one-way latencies",
+    "[predictor][simulator]") {
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  REQUIRE(spec.parameter_bytes() == 4000);
+  const Profile p = fixed_profile(spec);
+  // pull request (L) + 4,000 bytes (1 ms) + reply (L), forward 2 ms, backward 3 ms,
+  // push 4,000 bytes (1 ms) + L, apply 0, acknowledgment L.
+  const double step = 0.0001 + 0.001 + 0.0001 + 0.002 + 0.003 + 0.001 + 0.0001 + 0.0001;
+  for (const char* pol : {"wfbp", "bulk", "p3", "bytescheduler", "tf-random"}) {
+    SimConfig c = config(1);
+    c.policy.name = pol;
+    const SimResult r = simulate(p, spec, c);
+    INFO(pol);
+    CHECK(r.steps_per_sec == Approx(1 / step).epsilon(1e-9));
+    CHECK(r.images_per_sec == Approx(8 / step).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("wire overhead and apply cost add to the step", "[predictor][simulator]") {
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  // 0.5 ns per byte: the weight part applies in 1.992 us, the bias part in 0.008 us.
+  const Profile p = fixed_profile(spec, 0.5);
+  SimConfig c = config(1);
+  c.message_overhead_bytes = 1000;  // two parts each way: 2,000 extra bytes = 0.5 ms per direction
+  c.apply_lanes = 1;                // one lane: the two applies run one after the other
+  const double step = 0.0004 + 0.005 + 2 * (6000 / 4e6);
+  // Apply: the weight part arrives first and applies while the bias part is still on the wire
+  // (1,016 bytes take 0.254 ms > 1.992 us), so only the bias part's 0.008 us adds.
+  const SimResult r = simulate(p, spec, c);
+  CHECK(1 / r.steps_per_sec == Approx(step + 16 * 0.5e-9).epsilon(1e-9));
+}
+
+TEST_CASE("two workers share the server's link max-min fairly", "[predictor][simulator]") {
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  const Profile p = fixed_profile(spec);
+  // Both pulls leave the server at once at half the rate each (2 ms), both pushes enter it at
+  // half the rate each (2 ms): step = 4 L + 4 ms + 5 ms.
+  const double step = 0.0004 + 0.004 + 0.005;
+  const SimResult r = simulate(p, spec, config(2));
+  REQUIRE(r.worker_steps_per_sec.size() == 2);
+  CHECK(r.worker_steps_per_sec[0] == Approx(1 / step).epsilon(1e-9));
+  CHECK(r.worker_steps_per_sec[1] == Approx(1 / step).epsilon(1e-9));
+  CHECK(r.steps_per_sec == Approx(2 / step).epsilon(1e-9));
+
+  // With two shards the parts split (weight on shard 0, bias on shard 1): only the 16-byte bias
+  // moves off shard 0's link, so the figure lies between the one-shard step and a step whose
+  // transfers share nothing.
+  SimConfig two = config(2);
+  two.servers = 2;
+  const SimResult r2 = simulate(p, spec, two);
+  CHECK(r2.steps_per_sec >= r.steps_per_sec * (1 - 1e-9));
+  CHECK(r2.steps_per_sec <= 2 / (0.0004 + 0.002 + 0.005) * (1 + 1e-9));
+}
+
+TEST_CASE("bsp holds every worker to the straggler's pace; async does not",
+          "[predictor][simulator]") {
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  const Profile p = fixed_profile(spec);
+  SimConfig c = config(2);
+  c.bandwidth_bytes_per_sec = 0;  // unlimited links
+  c.latency_s = 0;
+  c.straggler_s = 0.005;  // worker-0 sleeps 5 ms a step
+  c.steps = 30;
+  const SimResult bsp = simulate(p, spec, c);
+  // Compute 5 ms, straggle 5 ms: in bsp both run at worker-0's 10 ms.
+  CHECK(bsp.worker_steps_per_sec[0] == Approx(100).epsilon(1e-9));
+  CHECK(bsp.worker_steps_per_sec[1] == Approx(100).epsilon(1e-6));
+  c.mode = Consistency::parse("async");
+  const SimResult async = simulate(p, spec, c);
+  CHECK(async.worker_steps_per_sec[0] == Approx(100).epsilon(1e-9));
+  CHECK(async.worker_steps_per_sec[1] == Approx(200).epsilon(1e-9));
+  // ssp:2 lets worker-1 run ahead only two clocks: over a long run it keeps worker-0's pace.
+  c.mode = Consistency::parse("ssp:2");
+  c.steps = 200;
+  const SimResult ssp = simulate(p, spec, c);
+  CHECK(ssp.worker_steps_per_sec[1] < 110);
+  CHECK(ssp.worker_steps_per_sec[1] > 95);
+}
+
+TEST_CASE("a seeded simulation is reproducible", "[predictor][simulator]") {
+  const ModelSpec spec = load_model("lenet5");
+  Profile p;
+  p.model = spec.name;
+  p.batch = 32;
+  for (const auto& t : spec.tensors) p.tensors.push_back({t.name, t.layer, t.bytes()});
+  for (const auto& l : spec.layers) p.layers.push_back({l.name, {0.1, 0.5, 0.9}, {0.2, 0.4, 1.3}});
+  p.step_overhead_ms = {0.1, 0.3};
+  p.apply_ns_per_byte = 0.3;
+  SimConfig c;
+  c.workers = 3;
+  c.mode = Consistency::parse("async");
+  c.policy.name = "tf-random";
+  c.bandwidth_bytes_per_sec = 1.25e7;
+  c.latency_s = 50e-6;
+  c.steps = 50;
+  c.seed = 7;
+  const SimResult a = simulate(p, spec, c), b = simulate(p, spec, c);
+  CHECK(a.steps_per_sec == b.steps_per_sec);
+  CHECK(a.events == b.events);
+  CHECK(a.worker_steps_per_sec == b.worker_steps_per_sec);
+  c.seed = 8;
+  const SimResult other = simulate(p, spec, c);
+  CHECK(other.steps_per_sec != a.steps_per_sec);
+}
+
+TEST_CASE("synthetic traces use the measured trace schema", "[predictor][simulator]") {
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  const Profile p = fixed_profile(spec);
+  SimConfig c = config(2);
+  c.steps = 5;
+  c.trace_dir = (std::filesystem::temp_directory_path() / "psbed-sim-trace-test").string();
+  std::filesystem::remove_all(c.trace_dir);
+  simulate(p, spec, c);
+  const LoadedTrace w = read_trace(c.trace_dir + "/worker-1.trace.json");
+  CHECK(w.node == "worker-1");
+  CHECK(w.metadata["role"] == "worker");
+  CHECK(w.metadata["compute"] == "simulated");
+  int fwd = 0, pulls = 0, steps = 0;
+  for (const auto& e : w.events) {
+    fwd += e.name == "fwd:fc1" && e.lane == "compute";
+    pulls += e.name == "pull:fc1.weight#0" && e.lane == "pull" && e.bytes == 3984;
+    steps += e.name == "step" && e.lane == "step";
+    if (e.name == "fwd:fc1") CHECK(e.dur_us == Approx(2000));
+  }
+  CHECK(fwd == 5);
+  CHECK(pulls == 5);
+  CHECK(steps == 5);
+  const LoadedTrace s = read_trace(c.trace_dir + "/server-0.trace.json");
+  int applies = 0;
+  for (const auto& e : s.events) applies += e.lane == "apply";
+  CHECK(applies == 2 * 2 * 5);  // two parts, two workers, five steps
+  std::filesystem::remove_all(c.trace_dir);
+}
+
+TEST_CASE("analytic bounds after Yan et al.", "[predictor][analytic]") {
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  const Profile p = fixed_profile(spec);
+  SimConfig c = config(8);
+  const AnalyticBounds a = analytic_bounds(p, spec, c);
+  CHECK(a.compute_bound == Approx(8 * 8 / 0.005));      // 5 ms of compute per step
+  CHECK(a.worker_link_bound == Approx(8 * 8 / 0.001));  // 4,000 bytes each way at 4 MB/s
+  CHECK(a.server_link_bound == Approx(8 / 0.001));      // the one shard moves 8 x 4,000 bytes
+  CHECK(a.upper == Approx(8000));
+  // No overlap: 5 ms compute + 8 x 1 ms each way + 4 latencies.
+  CHECK(a.serial == Approx(8 * 8 / (0.005 + 0.016 + 0.0004)));
+  CHECK(a.bottleneck == "server link");
+  // The simulation can never beat the upper bound.
+  const SimResult r = simulate(p, spec, c);
+  CHECK(r.images_per_sec <= a.upper * (1 + 1e-9));
+  CHECK(r.images_per_sec >= a.serial * (1 - 1e-9));
+}
+
+TEST_CASE("bad simulation inputs are named", "[predictor][simulator]") {
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  const Profile p = fixed_profile(spec);
+  SimConfig c = config(0);
+  CHECK_THROWS_WITH(simulate(p, spec, c), Catch::Contains("workers"));
+  c = config(1);
+  c.policy.name = "nope";
+  CHECK_THROWS_WITH(simulate(p, spec, c), Catch::Contains("unknown policy 'nope'"));
+  CHECK_THROWS_WITH(Consistency::parse("ssp:x"), Catch::Contains("ssp:x"));
+  const ModelSpec lenet = load_model("lenet5");
+  CHECK_THROWS_WITH(simulate(p, lenet, config(1)), Catch::Contains("layers"));
+}
+
+TEST_CASE(
+    "bucket links: each message passes the sender's bucket, then the receiver's, less the burst",
+    "[predictor][simulator]") {
+  // fc1 of 32,767 x 4 weights + 4 biases: parts of 524,272 and 16 bytes.
+  std::string big = kTiny;
+  big.replace(big.find("[1, 1, 249]"), 11, "[1, 1, 32767]");
+  big.replace(big.find("in = 249"), 8, "in = 32767");
+  const ModelSpec spec = parse_model_spec(big, "big");
+  Profile p = fixed_profile(spec);
+  p.layers[0] = {"fc1", {20.0}, {30.0}};  // idle gaps longer than the burst: every step alike
+  SimConfig c = config(1);
+  c.link_model = LinkModel::kBucket;
+  c.steps = 10;
+  const double R = 1 / 4e6;        // seconds per byte
+  const double burst = 65536 * R;  // 64 KiB (more than 1 ms of line rate here)
+  const double W = 524272, b = 16;
+  // Pull: both replies queue in the server's uplink bucket, then the worker's downlink bucket;
+  // each bucket starts with a burst of credit. Push the same way round. Plus four latencies.
+  const double step = 0.0004 + 0.05 + 2 * ((2 * W + b) * R - 2 * burst);
+  const SimResult r = simulate(p, spec, c);
+  CHECK(1 / r.steps_per_sec == Approx(step).epsilon(1e-9));
+  // Messages within the burst cost nothing but latency.
+  const ModelSpec tiny = parse_model_spec(kTiny, "tiny");
+  SimConfig t = config(1);
+  t.link_model = LinkModel::kBucket;
+  CHECK(1 / simulate(fixed_profile(tiny), tiny, t).steps_per_sec ==
+        Approx(0.0004 + 0.005).epsilon(1e-9));
+}
+
+TEST_CASE("a node handles its arrivals one at a time for the message cost",
+          "[predictor][simulator]") {
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  SimConfig c = config(1);
+  c.message_cost_s = 250e-6;
+  // Pull: both requests reach the shard at L and are handled at L + c and L + 2c; the replies
+  // share the pair's channel (the weight's 3,984 bytes take 996 us) and the worker handles them
+  // one after the other: forward starts at 2L + 3c + 996 us. Push: the same way round, the
+  // acknowledgments handled at the worker last: 996 us + 2L + 3c after backward.
+  const double step = 4 * 0.0001 + 6 * 0.00025 + 2 * 0.000996 + 0.005;
+  CHECK(1 / simulate(fixed_profile(spec), spec, c).steps_per_sec == Approx(step).epsilon(1e-9));
+  // Two workers: the shard's receiving thread now serves both, so the step grows.
+  SimConfig two = config(2);
+  two.message_cost_s = 250e-6;
+  CHECK(simulate(fixed_profile(spec), spec, two).worker_steps_per_sec[0] < 1 / step);
+}
