@@ -56,6 +56,7 @@ HttpHandler make_control_handler(ControlPlaneApi api) {
       if (!get) return respond(method_not_allowed("GET"));
       return respond(api.prediction());
     }
+    if (req.path == "/favicon.ico") return respond(HttpResponse{204, "image/x-icon", "", {}});
     for (const auto& a : dashboard_assets()) {
       if (a.path != req.path && !(a.path == "/" && req.path == "/index.html")) continue;
       if (!get) return respond(method_not_allowed("GET"));

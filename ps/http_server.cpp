@@ -286,8 +286,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
       const std::string bearer =
           auth.rfind("Bearer ", 0) == 0 ? trim(auth.substr(7)) : std::string();
       const auto query_token = req_.query_param("token");
-      if (!same_secret(bearer, opt_.token) &&
-          !(query_token && same_secret(*query_token, opt_.token))) {
+      const bool by_query = query_token && same_secret(*query_token, opt_.token);
+      // A page opened as /?token=... loads its scripts and styles without the query: the
+      // answer to that first request leaves the token in a cookie those requests carry.
+      set_cookie_ = by_query;
+      if (!same_secret(bearer, opt_.token) && !by_query &&
+          !same_secret(cookie("psbed_token"), opt_.token)) {
         HttpResponse r = HttpResponse::error(
             401, "a token is required: send 'Authorization: Bearer TOKEN' or ?token=TOKEN");
         r.headers.emplace_back("WWW-Authenticate", "Bearer");
@@ -317,11 +321,26 @@ class Connection : public std::enable_shared_from_this<Connection> {
     out_ += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
     out_ += "Cache-Control: no-store\r\nConnection: close\r\n";
     for (const auto& [k, v] : r.headers) out_ += k + ": " + v + "\r\n";
+    if (set_cookie_)
+      out_ += "Set-Cookie: psbed_token=" + opt_.token + "; Path=/; HttpOnly; SameSite=Strict\r\n";
     out_ += "\r\n";
     if (req_.method != "HEAD") out_ += r.body;
     asio::async_write(
         socket_, asio::buffer(out_),
         [self = shared_from_this()](const asio::error_code&, std::size_t) { self->close(); });
+  }
+
+  std::string cookie(const std::string& name) const {
+    std::string_view c = req_.headers.count("cookie") ? std::string_view(req_.headers.at("cookie"))
+                                                      : std::string_view();
+    while (!c.empty()) {
+      const auto semi = c.find(';');
+      std::string pair = trim(c.substr(0, semi));
+      if (pair.rfind(name + "=", 0) == 0) return pair.substr(name.size() + 1);
+      if (semi == std::string_view::npos) break;
+      c.remove_prefix(semi + 1);
+    }
+    return {};
   }
 
   void close() {
@@ -350,6 +369,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   HttpRequest req_;
   std::string out_;
   bool answered_ = false;
+  bool set_cookie_ = false;
 };
 
 void accept_next(const std::shared_ptr<HttpServer::Core>& core) {

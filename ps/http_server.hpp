@@ -47,8 +47,9 @@ using HttpHandler = std::function<void(const HttpRequest&, HttpRespond)>;
 
 struct HttpOptions {
   std::string address = "127.0.0.1:8080";  // HOST:PORT, :PORT or PORT (loopback); port 0 = any
-  // Required when the address is not loopback: then every request must carry it as
-  // "Authorization: Bearer TOKEN" or "?token=TOKEN".
+  // Required when the address is not loopback (and checked whenever given): every request must
+  // carry it as "Authorization: Bearer TOKEN", "?token=TOKEN" or the cookie psbed_token, which
+  // an answer to a request with ?token= sets (so a page's scripts load too).
   std::string token;
   std::size_t max_header_bytes = 16 << 10;
   std::size_t max_body_bytes = 1 << 20;
