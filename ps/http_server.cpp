@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <asio.hpp>
 #include <atomic>
 #include <cctype>
@@ -233,8 +234,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     timer_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         std::chrono::duration<double>(opt_.read_timeout_s)));
     timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
-      if (!ec && !self->answered_)
-        self->send(HttpResponse::error(408, "the request did not arrive in time"));
+      if (ec || self->answered_) return;
+      // The read still pending is aborted first: the lingering close reads the socket next.
+      asio::error_code ignored;
+      self->socket_.cancel(ignored);
+      self->send(HttpResponse::error(408, "the request did not arrive in time"));
     });
     asio::async_read_until(socket_, buf_, "\r\n\r\n",
                            [self = shared_from_this()](const asio::error_code& ec, std::size_t n) {
@@ -325,9 +329,32 @@ class Connection : public std::enable_shared_from_this<Connection> {
       out_ += "Set-Cookie: psbed_token=" + opt_.token + "; Path=/; HttpOnly; SameSite=Strict\r\n";
     out_ += "\r\n";
     if (req_.method != "HEAD") out_ += r.body;
-    asio::async_write(
-        socket_, asio::buffer(out_),
-        [self = shared_from_this()](const asio::error_code&, std::size_t) { self->close(); });
+    asio::async_write(socket_, asio::buffer(out_),
+                      [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
+                        if (ec) return self->close();
+                        self->linger();
+                      });
+  }
+
+  // Closing a socket with unread request bytes in it sends a reset, which may destroy the
+  // answer before the client reads it (a 413 to a large body, a 431 to a long head). So: stop
+  // sending, read and discard what still comes for a moment, then close.
+  void linger() {
+    asio::error_code ignored;
+    socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+    timer_.expires_after(std::chrono::seconds(2));
+    timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+      if (!ec) self->close();
+    });
+    drain();
+  }
+
+  void drain() {
+    socket_.async_read_some(asio::buffer(scratch_),
+                            [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
+                              if (ec) return self->close();
+                              self->drain();
+                            });
   }
 
   std::string cookie(const std::string& name) const {
@@ -370,6 +397,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string out_;
   bool answered_ = false;
   bool set_cookie_ = false;
+  std::array<char, 4096> scratch_;
 };
 
 void accept_next(const std::shared_ptr<HttpServer::Core>& core) {
