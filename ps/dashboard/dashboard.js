@@ -120,7 +120,8 @@ function renderTables(s) {
   const rows = s.nodes.map((n) => {
     const w = byName[n.name] || {};
     const state = n.alive ? (w.done ? 'done' : 'alive') : 'dead';
-    return `<tr><td>${n.name}</td><td>${n.address || ''}</td><td class="${n.alive ? '' : 'dead'}">${state}</td>` +
+    // The address goes in the name's tooltip: a column of endpoints would crowd the table.
+    return `<tr><td title="${n.address || ''}">${n.name}</td><td class="${n.alive ? '' : 'dead'}">${state}</td>` +
            `<td>${fmt(n.heartbeat_age_s, 1)} s</td><td>${w.step ?? ''}</td><td>${w.images_per_sec != null ? fmt(w.images_per_sec) : ''}</td>` +
            `<td>${w.loss != null ? fmt(w.loss, 3) : ''}</td><td>${w.policy || ''}</td></tr>`;
   });

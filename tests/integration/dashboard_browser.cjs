@@ -32,7 +32,7 @@ async function main() {
                                    document.getElementById('switch-result').textContent), null, {timeout: 40000});
     const result = await page.textContent('#switch-result');
     // A few more samples, so the chart shows throughput on both sides of the switch mark.
-    await page.waitForTimeout(3500);
+    await page.waitForTimeout(2500);
     const charts = await page.locator('canvas').count();
     const policyNow = await page.textContent('#policy-now');
     await page.screenshot({path: screenshot, fullPage: true});
