@@ -112,6 +112,10 @@ class Launcher {
       if (std::ifstream in(out_ + "/logs/coordinator.http"); in) std::getline(in, url);
       if (!url.empty())
         spdlog::info("dashboard: {}{}", url, opt_.http_token.empty() ? "" : "?token=<your --http-token>");
+      // The coordinator listens inside its own namespace, which this host's browser cannot enter.
+      if (netns_ && !url.empty())
+        spdlog::warn("with --netns the dashboard is inside the namespace {}: reach it with `ip netns exec {} curl {}api/status`",
+                     netns_->namespaces().front(), netns_->namespaces().front(), url);
     }
     for (int i = 0; i < opt_.servers; ++i) spawn("server-" + std::to_string(i), "server", server_args(coord, i), true);
     for (int i = 0; i < opt_.workers; ++i) spawn("worker-" + std::to_string(i), "worker", worker_args(coord, i), true);

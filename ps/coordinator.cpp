@@ -398,15 +398,16 @@ class Coordinator {
   // (HTTP status, reason) and nothing changes; otherwise `reply` gets the outcome later, from
   // finish_switch_locked.
   std::optional<std::pair<int, std::string>> start_switch_locked(const json& req, SwitchReply reply) {
-    if (!map_sent_) return std::make_pair(503, std::string("the run has not started yet: not every node has registered"));
-    if (finished_) return std::make_pair(409, std::string("the run has ended"));
-    if (switch_) return std::make_pair(409, std::string("a policy switch is already under way"));
+    // A bad request is named first, whatever the run's state: the caller can fix it now.
     policy::PolicyOptions o;
     try {
       o = policy_from_request(req, policy_);
     } catch (const Error& e) {
       return std::make_pair(400, std::string(e.what()));
     }
+    if (!map_sent_) return std::make_pair(503, std::string("the run has not started yet: not every node has registered"));
+    if (finished_) return std::make_pair(409, std::string("the run has ended"));
+    if (switch_) return std::make_pair(409, std::string("a policy switch is already under way"));
     Switch sw;
     sw.seq = ++switch_seq_;
     sw.reply = std::move(reply);
