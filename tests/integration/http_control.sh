@@ -13,6 +13,22 @@ if "$PSBED" coordinator --http 0.0.0.0:0 --bind "tcp://127.0.0.1:*" >"$WORK/refu
 fi
 grep -q "reachable beyond this host" "$WORK/refused.out" || { cat "$WORK/refused.out"; fail "no reason for the refusal"; }
 
+# Before every node has registered: status says so, a switch is refused with 503.
+"$PSBED" coordinator --http :0 --http-file "$WORK/alone.http" --bind "tcp://127.0.0.1:*" --register-timeout 30 \
+  >"$WORK/alone.out" 2>&1 &
+alone=$!
+PIDS+=($alone)
+for _ in $(seq 1 100); do [ -s "$WORK/alone.http" ] && break; sleep 0.05; done
+alone_url=$(cat "$WORK/alone.http") || fail "the lone coordinator wrote no dashboard address"
+case "$alone_url" in http://127.0.0.1:*) ;; *) fail "':0' did not bind loopback: $alone_url" ;; esac
+curl -s "${alone_url}api/status" >"$WORK/alone.json"
+json "$WORK/alone.json" 'sys.exit(0 if not s["started"] and s["workers"] == [] else 1)' || fail "status before the start"
+[ "$(curl -s -o "$WORK/body" -w '%{http_code}' -X POST -d '{"policy":"p3"}' "${alone_url}api/policy")" = 503 ] ||
+  { cat "$WORK/body"; fail "a switch before the start was not refused with 503"; }
+[ "$(curl -s -o "$WORK/body" -w '%{http_code}' -X POST -d '{"policy":"nope"}' "${alone_url}api/policy")" = 400 ] ||
+  fail "a bad body before the start did not get 400"
+kill "$alone"
+
 token=secret-$$
 echo '{}' >"$WORK/profile.json"
 timeout 150 "$PSBED" launch --servers 2 --workers 2 --model lenet5 --data mnist --steps 100000 --batch 32 \
