@@ -166,7 +166,7 @@ async function poll() {
   $('step').textContent = `${s.step} / ${s.steps}`;
   $('policy-now').textContent = s.policy.describe + (s.switch_pending ? ' (switching…)' : '');
   renderTables(s);
-  if (!s.started) return;
+  if (!s.started || (hist.t.length && s.t_s <= hist.t[hist.t.length - 1])) return;
   hist.t.push(s.t_s);
   push('total', s.totals.images_per_sec);
   push('predicted', predicted);
@@ -210,5 +210,16 @@ $('policy-form').addEventListener('submit', async (ev) => {
 window.addEventListener('resize', () => {
   for (const k in charts) charts[k].chart.setSize({width: $('chart-ips').clientWidth, height: 220});
 });
-poll();
-setInterval(poll, 1000);
+// One poll at a time: a slow answer must not let samples arrive out of order (x must ascend).
+let polling = false;
+async function tick() {
+  if (polling) return;
+  polling = true;
+  try {
+    await poll();
+  } finally {
+    polling = false;
+  }
+}
+tick();
+setInterval(tick, 1000);
