@@ -36,6 +36,7 @@ demo: build data
 
 # Every test: unit + integration on the release build, then the unit tests under ASan+UBSan.
 test: build data build-asan
+	@cluster/install-deps.sh test
 	@cluster/fetch-web.sh test
 	@cd build/release && ctest --output-on-failure --timeout 900
 	@cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest -L unit --output-on-failure --timeout 900

