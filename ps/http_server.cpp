@@ -3,13 +3,16 @@
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 #include <asio.hpp>
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <future>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -200,6 +203,10 @@ std::string http_status_text(int status) {
 // server is gone) finds a live io_context and is dropped there instead of touching freed memory.
 // Members are destroyed bottom up: the io_context (and with it the connections its queued
 // handlers hold, which read `opt` and count down `connections`) before what they use.
+namespace {
+class Connection;
+}
+
 struct HttpServer::Core {
   HttpOptions opt;
   HttpHandler handler;
@@ -207,6 +214,8 @@ struct HttpServer::Core {
   std::atomic<bool> stopped{false};
   std::string host;
   std::weak_ptr<Core> self;
+  // Touched on the server's thread only: stop() closes what is still open there.
+  std::vector<std::weak_ptr<Connection>> open;
   asio::io_context io;
   asio::ip::tcp::acceptor acceptor{io};
   std::thread thread;
@@ -227,6 +236,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     ++core_.connections;
   }
   ~Connection() { --core_.connections; }
+
+  // Ends the exchange without an answer (the server is stopping).
+  void abort() {
+    answered_ = true;
+    close();
+  }
 
   void start(bool over_capacity) {
     if (over_capacity)
@@ -407,7 +422,13 @@ void accept_next(const std::shared_ptr<HttpServer::Core>& core) {
     if (!core || core->stopped) return;
     if (!ec) {
       const bool over = core->connections.load() >= core->opt.max_connections;
-      std::make_shared<Connection>(std::move(socket), *core)->start(over);
+      auto c = std::make_shared<Connection>(std::move(socket), *core);
+      auto& open = core->open;
+      open.erase(
+          std::remove_if(open.begin(), open.end(), [](const auto& w) { return w.expired(); }),
+          open.end());
+      open.push_back(c);
+      c->start(over);
     } else if (ec == asio::error::operation_aborted) {
       return;
     }
@@ -459,10 +480,17 @@ void HttpServer::start() {
 
 void HttpServer::stop() {
   if (core_->stopped.exchange(true)) return;
-  asio::post(core_->io, [core = core_] {
+  // Close the acceptor and every open connection on the server's thread (which owns them), so
+  // a client waiting for an answer that will not come sees the end at once.
+  std::promise<void> closed;
+  asio::post(core_->io, [core = core_.get(), &closed] {
     asio::error_code ignored;
     core->acceptor.close(ignored);
+    for (auto& w : core->open)
+      if (auto c = w.lock()) c->abort();
+    closed.set_value();
   });
+  if (core_->thread.joinable()) closed.get_future().wait_for(std::chrono::seconds(2));
   core_->io.stop();
   if (core_->thread.joinable()) core_->thread.join();
 }

@@ -10,6 +10,8 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -23,7 +25,8 @@ using json = nlohmann::json;
 
 namespace {
 
-// Sends `raw` to 127.0.0.1:port and returns everything the server answers before it closes.
+// Sends `raw` to 127.0.0.1:port, half-closes, and returns everything the server answers before
+// it closes.
 std::string round_trip(std::uint16_t port, const std::string& raw) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   REQUIRE(fd >= 0);
@@ -39,6 +42,7 @@ std::string round_trip(std::uint16_t port, const std::string& raw) {
     if (n <= 0) break;  // the server may answer and stop reading before all of a huge request
     sent += std::size_t(n);
   }
+  ::shutdown(fd, SHUT_WR);  // all sent: a server waiting for more sees the end at once
   std::string out;
   char buf[4096];
   for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, std::size_t(n));
@@ -83,7 +87,8 @@ TEST_CASE("HTTP addresses: loopback by default, bad ones named", "[ps][http]") {
 
 TEST_CASE("HTTP request heads parse, and malformed ones are named", "[ps][http]") {
   HttpRequest r;
-  REQUIRE_FALSE(parse_http_head("POST /api/policy?token=a%20b&x=1 HTTP/1.1\r\nContent-Length: 5\r\nX-A:  b \r\n", r));
+  REQUIRE_FALSE(parse_http_head(
+      "POST /api/policy?token=a%20b&x=1 HTTP/1.1\r\nContent-Length: 5\r\nX-A:  b \r\n", r));
   CHECK(r.method == "POST");
   CHECK(r.path == "/api/policy");
   CHECK(r.query_param("token") == std::optional<std::string>("a b"));
@@ -99,7 +104,8 @@ TEST_CASE("HTTP request heads parse, and malformed ones are named", "[ps][http]"
   CHECK(parse_http_head("GET / HTTP/1.1\r\nno colon here", bad));
 }
 
-TEST_CASE("an HTTP server answers, refuses bad requests with a reason, and keeps serving", "[ps][http]") {
+TEST_CASE("an HTTP server answers, refuses bad requests with a reason, and keeps serving",
+          "[ps][http]") {
   HttpOptions o;
   o.address = "127.0.0.1:0";
   o.max_header_bytes = 1024;
@@ -120,18 +126,23 @@ TEST_CASE("an HTTP server answers, refuses bad requests with a reason, and keeps
   CHECK(r.find("Connection: close") != std::string::npos);
 
   CHECK(status_of(round_trip(port, "GARBAGE\r\n\r\n")) == 400);
-  CHECK(body_of(round_trip(port, "GARBAGE\r\n\r\n")).find("malformed request line") != std::string::npos);
+  CHECK(body_of(round_trip(port, "GARBAGE\r\n\r\n")).find("malformed request line") !=
+        std::string::npos);
   CHECK(status_of(round_trip(port, "GET / HTTP/1.1\r\nContent-Length: lots\r\n\r\n")) == 400);
-  CHECK(status_of(round_trip(port, "GET / HTTP/1.1\r\nX: " + std::string(2000, 'a') + "\r\n\r\n")) == 431);
-  CHECK(status_of(round_trip(port, "POST / HTTP/1.1\r\nContent-Length: 101\r\n\r\n" + std::string(101, 'b'))) == 413);
-  CHECK(status_of(round_trip(port, "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n")) == 411);
+  CHECK(status_of(round_trip(
+            port, "GET / HTTP/1.1\r\nX: " + std::string(2000, 'a') + "\r\n\r\n")) == 431);
+  CHECK(status_of(round_trip(port, "POST / HTTP/1.1\r\nContent-Length: 101\r\n\r\n" +
+                                       std::string(101, 'b'))) == 413);
+  CHECK(status_of(round_trip(port, "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n")) ==
+        411);
   CHECK(status_of(round_trip(port, std::string("\0\1\2\3\r\n\r\n", 8))) == 400);
   // A client that goes away mid-request costs nothing.
   round_trip(port, "POST / HTTP/1.1\r\nContent-Length: 50\r\n\r\nshort");
   CHECK(status_of(round_trip(port, "GET /still HTTP/1.1\r\n\r\n")) == 200);
 }
 
-TEST_CASE("an HTTP server beyond loopback needs a token, and checks it on every request", "[ps][http]") {
+TEST_CASE("an HTTP server beyond loopback needs a token, and checks it on every request",
+          "[ps][http]") {
   HttpOptions o;
   o.address = "0.0.0.0:0";
   CHECK_THROWS_WITH(HttpServer(o, echo()), Catch::Contains("give a token"));
@@ -140,23 +151,32 @@ TEST_CASE("an HTTP server beyond loopback needs a token, and checks it on every 
   server.start();
   const auto port = server.port();
   CHECK(status_of(round_trip(port, "GET / HTTP/1.1\r\n\r\n")) == 401);
-  CHECK(status_of(round_trip(port, "GET / HTTP/1.1\r\nAuthorization: Bearer wrong\r\n\r\n")) == 401);
+  CHECK(status_of(round_trip(port, "GET / HTTP/1.1\r\nAuthorization: Bearer wrong\r\n\r\n")) ==
+        401);
   CHECK(status_of(round_trip(port, "GET /?token=s3cre HTTP/1.1\r\n\r\n")) == 401);
-  CHECK(status_of(round_trip(port, "GET / HTTP/1.1\r\nAuthorization: Bearer s3cret\r\n\r\n")) == 200);
+  CHECK(status_of(round_trip(port, "GET / HTTP/1.1\r\nAuthorization: Bearer s3cret\r\n\r\n")) ==
+        200);
   const std::string by_query = round_trip(port, "GET /?token=s3cret HTTP/1.1\r\n\r\n");
   CHECK(status_of(by_query) == 200);
   CHECK(by_query.find("Set-Cookie: psbed_token=s3cret;") != std::string::npos);
-  CHECK(status_of(round_trip(port, "GET /x.js HTTP/1.1\r\nCookie: a=b; psbed_token=s3cret\r\n\r\n")) == 200);
-  CHECK(status_of(round_trip(port, "GET /x.js HTTP/1.1\r\nCookie: psbed_token=nope\r\n\r\n")) == 401);
+  CHECK(status_of(round_trip(
+            port, "GET /x.js HTTP/1.1\r\nCookie: a=b; psbed_token=s3cret\r\n\r\n")) == 200);
+  CHECK(status_of(round_trip(port, "GET /x.js HTTP/1.1\r\nCookie: psbed_token=nope\r\n\r\n")) ==
+        401);
 }
 
-TEST_CASE("an HTTP answer may come later from another thread, or after the server stopped", "[ps][http]") {
+TEST_CASE("an HTTP answer may come later from another thread, or after the server stopped",
+          "[ps][http]") {
+  // The handler runs on the server's thread: what it hands over is guarded.
+  std::mutex mu;
+  std::condition_variable cv;
   HttpRespond kept;
   std::thread later;
   HttpOptions o;
   o.address = "127.0.0.1:0";
   {
     HttpServer server(o, [&](const HttpRequest& req, HttpRespond respond) {
+      std::lock_guard<std::mutex> lock(mu);
       if (req.path == "/late") {
         later = std::thread([respond] {
           std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -165,18 +185,32 @@ TEST_CASE("an HTTP answer may come later from another thread, or after the serve
         });
       } else {
         kept = respond;  // never answered while the server runs
+        cv.notify_all();
       }
     });
     server.start();
     const std::string r = round_trip(server.port(), "GET /late HTTP/1.1\r\n\r\n");
     CHECK(status_of(r) == 200);
     CHECK(body_of(r).find("late") != std::string::npos);
-    later.join();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      later.join();
+    }
     // Ask for /kept and stop the server before it is answered.
-    std::thread client([port = server.port()] { round_trip(port, "GET /kept HTTP/1.1\r\n\r\n"); });
-    while (!kept) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::string unanswered = "none yet";
+    std::thread client([port = server.port(), &unanswered] {
+      unanswered = round_trip(port, "GET /kept HTTP/1.1\r\n\r\n");
+    });
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return bool(kept); });
+    }
+    const auto t0 = std::chrono::steady_clock::now();
     server.stop();
     client.join();
+    // stop() closed the connection: the client saw the end at once, with no answer.
+    CHECK(unanswered.empty());
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
   }
   kept(HttpResponse::json(200, {}));  // after the server is gone: dropped, no crash
   kept = nullptr;
@@ -193,7 +227,8 @@ TEST_CASE("the control routes: status codes, bodies parsed once, dashboard files
   };
   api.prediction = [] { return HttpResponse::error(404, "no profile"); };
   const HttpHandler h = make_control_handler(api);
-  auto call = [&](const std::string& method, const std::string& path, const std::string& body = "") {
+  auto call = [&](const std::string& method, const std::string& path,
+                  const std::string& body = "") {
     HttpRequest r;
     r.method = method, r.path = path, r.body = body;
     HttpResponse out;
