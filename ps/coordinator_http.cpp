@@ -39,6 +39,12 @@ HttpHandler make_control_handler(ControlPlaneApi api) {
     }
     if (req.path == "/api/policy") {
       if (req.method != "POST") return respond(method_not_allowed("POST"));
+      // Any web page the user has open may POST to a loopback port (a plain-text body needs no
+      // preflight); browsers name the page's origin, so a switch from a foreign one is refused.
+      if (const std::string origin = req.header("origin");
+          !origin.empty() && origin != "http://" + req.header("host"))
+        return respond(
+            HttpResponse::error(403, "cross-origin request from " + origin + " refused"));
       json body;
       try {
         body = json::parse(req.body);

@@ -227,10 +227,12 @@ TEST_CASE("the control routes: status codes, bodies parsed once, dashboard files
   };
   api.prediction = [] { return HttpResponse::error(404, "no profile"); };
   const HttpHandler h = make_control_handler(api);
-  auto call = [&](const std::string& method, const std::string& path,
-                  const std::string& body = "") {
+  auto call = [&](const std::string& method, const std::string& path, const std::string& body = "",
+                  const std::string& origin = "") {
     HttpRequest r;
     r.method = method, r.path = path, r.body = body;
+    r.headers["host"] = "127.0.0.1:8080";
+    if (!origin.empty()) r.headers["origin"] = origin;
     HttpResponse out;
     h(r, [&](HttpResponse x) { out = std::move(x); });
     return out;
@@ -246,6 +248,11 @@ TEST_CASE("the control routes: status codes, bodies parsed once, dashboard files
   CHECK(sw.status == 200);
   CHECK(seen["policy"] == "p3");
   CHECK(json::parse(sw.body)["step"] == 12);
+  // The dashboard's own page may switch; another site open in the same browser may not.
+  CHECK(call("POST", "/api/policy", R"({"policy":"p3"})", "http://127.0.0.1:8080").status == 200);
+  seen = nullptr;
+  CHECK(call("POST", "/api/policy", R"({"policy":"p3"})", "https://evil.example").status == 403);
+  CHECK(seen.is_null());
   CHECK(call("GET", "/api/prediction").status == 404);
   const HttpResponse page = call("GET", "/");
   CHECK(page.status == 200);
