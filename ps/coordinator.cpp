@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <condition_variable>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -89,6 +90,7 @@ class Coordinator {
                  transport_->endpoint(), opt_.servers, opt_.workers, spec_.name, mode_.str(), opt_.policy.name);
     std::unique_lock<std::mutex> lock(mu_);
     auto next_progress = Clock::now() + dsec(opt_.progress_every_s);
+    auto next_sample = Clock::now();
     const auto register_deadline = Clock::now() + dsec(opt_.register_timeout_s);
     while (!finished_) {
       cv_.wait_for(lock, dsec(std::min(opt_.heartbeat_s / 2, 0.25)));
@@ -104,6 +106,10 @@ class Coordinator {
       if (map_sent_ && now >= next_progress) {
         print_progress_locked();
         next_progress = now + dsec(opt_.progress_every_s);
+      }
+      if (map_sent_ && http_ && now >= next_sample) {
+        record_sample_locked();
+        next_sample = now + std::chrono::seconds(1);
       }
       lock.unlock();
       flush_outbox();
@@ -484,6 +490,10 @@ class Coordinator {
       cv_.notify_all();
     };
     api.prediction = [this] { return prediction(); };
+    api.history = [this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return json{{"samples", json(history_)}, {"policy_switches", switches_}};
+    };
     HttpOptions h;
     h.address = opt_.http;
     h.token = opt_.http_token;
@@ -498,6 +508,26 @@ class Coordinator {
   }
 
   double since_start_s() const { return (now_us() - started_us_) / 1e6; }
+
+  // The dashboard's memory: one sample a second of what it charts, the last ten minutes, so a
+  // page opened in the middle of a run starts with its history (GET /api/history).
+  static constexpr std::size_t kHistory = 600;
+
+  void record_sample_locked() {
+    const json st = status_locked();
+    json workers = json::object();
+    for (const auto& w : st["workers"]) {
+      // Not yet reporting, finished or dead: nothing to draw (not a zero).
+      if (!w["alive"].get<bool>() || w["done"].get<bool>() || !w.contains("images_per_sec")) continue;
+      workers[w["name"].get<std::string>()] = {{"images_per_sec", w.value("images_per_sec", 0.0)},
+                                               {"bytes_up_per_sec", w["bytes_up_per_sec"]},
+                                               {"bytes_down_per_sec", w["bytes_down_per_sec"]},
+                                               {"loss", w.value("loss", json(nullptr))}};
+    }
+    if (workers.empty()) return;
+    history_.push_back({{"t_s", st["t_s"]}, {"images_per_sec", st["totals"]["images_per_sec"]}, {"workers", workers}});
+    if (history_.size() > kHistory) history_.pop_front();
+  }
 
   json status_locked() {
     const auto now = Clock::now();
@@ -779,6 +809,7 @@ class Coordinator {
   std::int64_t steps_ = 0;
   Clock::time_point started_, training_started_;
   double started_us_ = 0;
+  std::deque<json> history_;
   std::mutex predict_mu_;  // one prediction at a time; guards the two below
   std::string predicted_for_;
   double predicted_ = 0;

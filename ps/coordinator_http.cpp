@@ -30,6 +30,10 @@ HttpHandler make_control_handler(ControlPlaneApi api) {
       if (!get) return respond(method_not_allowed("GET"));
       return respond(HttpResponse::json(200, api.status()));
     }
+    if (req.path == "/api/history") {
+      if (!get) return respond(method_not_allowed("GET"));
+      return respond(HttpResponse::json(200, api.history()));
+    }
     if (req.path == "/metrics") {
       if (!get) return respond(method_not_allowed("GET"));
       HttpResponse r;

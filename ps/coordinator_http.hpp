@@ -4,6 +4,7 @@
 //
 //   GET  /                the dashboard (and its scripts, styles and charting library)
 //   GET  /api/status      nodes, per-worker progress and link use, policy, mode, step
+//   GET  /api/history     one sample a second of what the dashboard charts, last ten minutes
 //   GET  /metrics         Prometheus text format
 //   POST /api/policy      {"policy":"p3","credit":"2MiB"}: every worker switches at its next step
 //                         boundary; the answer carries that step
@@ -25,6 +26,8 @@ struct ControlPlaneApi {
   std::function<void(const nlohmann::json& request, std::function<void(int, nlohmann::json)> done)>
       switch_policy;
   std::function<HttpResponse()> prediction;
+  // {"samples":[{"t_s", "images_per_sec", "workers":{name:{...}}}...], "policy_switches":[...]}
+  std::function<nlohmann::json()> history;
 };
 
 HttpHandler make_control_handler(ControlPlaneApi api);

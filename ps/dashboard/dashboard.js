@@ -94,6 +94,29 @@ function redraw() {
   }
 }
 
+// A page opened in the middle of a run starts with the coordinator's last ten minutes.
+async function seedHistory() {
+  try {
+    const r = await api('api/history');
+    if (!r.ok) return;
+    const h = await r.json();
+    for (const x of h.samples) {
+      hist.t.push(x.t_s);
+      push('total', x.images_per_sec);
+      push('predicted', null);
+      for (const w of workerNames) {
+        const v = x.workers[w];
+        push('ips:' + w, v ? v.images_per_sec : null);
+        push('up:' + w, v ? mb(v.bytes_up_per_sec) : null);
+        push('down:' + w, v ? mb(v.bytes_down_per_sec) : null);
+        push('loss:' + w, v ? v.loss : null);
+      }
+    }
+  } catch (e) {
+    // No history: the charts start now.
+  }
+}
+
 async function refreshPrediction(status) {
   const key = JSON.stringify(status.policy) + status.workers.length;
   if (key === predictedFor) return;
@@ -153,7 +176,9 @@ async function poll() {
   }
   const names = s.workers.map((w) => w.name);
   if (names.join() !== workerNames.join()) {
+    const first = workerNames.length === 0;
     workerNames = names;
+    if (first && s.started) await seedHistory();
     buildCharts();
   }
   switches = s.policy_switches;

@@ -143,6 +143,16 @@ json "$WORK/body" 'sys.exit(0 if s["policy"]["policy"] == "p3" and len(s["policy
 code GET /metrics "${auth[@]}" >/dev/null
 grep -q '^psbed_policy_switches_total 1$' "$WORK/body" || fail "metrics do not count the switch"
 
+expect "$(code GET /api/history "${auth[@]}")" 200 "history"
+python3 - "$WORK/body" <<'PY' || fail "history"
+import json, sys
+h = json.load(open(sys.argv[1]))
+t = [x["t_s"] for x in h["samples"]]
+assert len(t) >= 2 and t == sorted(t), t
+assert any(set(x["workers"]) == {"worker-0", "worker-1"} and x["images_per_sec"] > 0 for x in h["samples"]), h["samples"][-1]
+assert len(h["policy_switches"]) == 1
+print("history:", len(t), "samples")
+PY
 expect "$(code GET /api/prediction "${auth[@]}")" 503 "prediction without a predictor"
 grep -q "without a predictor" "$WORK/body" || fail "no reason for the missing prediction"
 expect "$(code GET / "${auth[@]}")" 200 "the dashboard"

@@ -226,6 +226,7 @@ TEST_CASE("the control routes: status codes, bodies parsed once, dashboard files
     done(200, {{"step", 12}});
   };
   api.prediction = [] { return HttpResponse::error(404, "no profile"); };
+  api.history = [] { return json{{"samples", json::array()}}; };
   const HttpHandler h = make_control_handler(api);
   auto call = [&](const std::string& method, const std::string& path, const std::string& body = "",
                   const std::string& origin = "") {
@@ -254,6 +255,7 @@ TEST_CASE("the control routes: status codes, bodies parsed once, dashboard files
   CHECK(call("POST", "/api/policy", R"({"policy":"p3"})", "https://evil.example").status == 403);
   CHECK(seen.is_null());
   CHECK(call("GET", "/api/prediction").status == 404);
+  CHECK(json::parse(call("GET", "/api/history").body)["samples"].is_array());
   const HttpResponse page = call("GET", "/");
   CHECK(page.status == 200);
   CHECK(page.content_type.rfind("text/html", 0) == 0);
