@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 PSBED := build/release/cluster/psbed
 export PSBED_DATA_DIR ?= $(CURDIR)/data/mnist
 
-.PHONY: all deps data build build-asan demo test test-unit test-asan bench clean
+.PHONY: all deps data web build build-asan demo test test-unit test-asan bench clean
 
 all: build
 
@@ -14,7 +14,11 @@ deps:
 data: deps
 	@workloads/fetch-mnist.sh data/mnist
 
-build: deps
+# The dashboard's charting library (npm), built into psbed.
+web: deps
+	@cluster/fetch-web.sh
+
+build: deps web
 	@cmake --preset release >/dev/null
 	@cmake --build --preset release -j $(JOBS)
 
@@ -32,6 +36,8 @@ demo: build data
 
 # Every test: unit + integration on the release build, then the unit tests under ASan+UBSan.
 test: build data build-asan
+	@cluster/install-deps.sh test
+	@cluster/fetch-web.sh test
 	@cd build/release && ctest --output-on-failure --timeout 900
 	@cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest -L unit --output-on-failure --timeout 900
 

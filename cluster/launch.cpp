@@ -29,6 +29,7 @@
 #include "core/trace.hpp"
 #include "core/units.hpp"
 #include "ps/cluster_map.hpp"
+#include "ps/http_server.hpp"
 #include "ps/link.hpp"
 #include "worker/net.hpp"
 
@@ -79,6 +80,9 @@ class Launcher {
     po.name = opt_.policy, po.slice_params = opt_.slice_params, po.partition_params = opt_.partition_params;
     if (!opt_.credit.empty()) po.credit_bytes = std::int64_t(parse_bytes(opt_.credit));
     policy::make_policy(po);
+    if (!opt_.http.empty() && !ps::parse_http_address(opt_.http).loopback() && opt_.http_token.empty() &&
+        !std::getenv("PSBED_HTTP_TOKEN"))
+      throw Error("--http " + opt_.http + " is reachable beyond this host: give --http-token (or bind 127.0.0.1)");
     out_ = opt_.out.empty() ? default_out() : opt_.out;
     fs::create_directories(out_ + "/logs");
     if (opt_.trace) fs::create_directories(out_ + "/traces");
@@ -103,6 +107,17 @@ class Launcher {
       sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
       failure_ = "the coordinator did not start listening";
       return finish(1);
+    }
+    if (!opt_.http.empty()) {
+      // Written before the coordinator's endpoint file, so it is there by now.
+      std::string url;
+      if (std::ifstream in(out_ + "/logs/coordinator.http"); in) std::getline(in, url);
+      if (!url.empty())
+        spdlog::info("dashboard: {}{}", url, opt_.http_token.empty() ? "" : "?token=<your --http-token>");
+      // The coordinator listens inside its own namespace, which this host's browser cannot enter.
+      if (netns_ && !url.empty())
+        spdlog::warn("with --netns the dashboard is inside the namespace {}: reach it with `ip netns exec {} curl {}api/status`",
+                     netns_->namespaces().front(), netns_->namespaces().front(), url);
     }
     for (int i = 0; i < opt_.servers; ++i) spawn("server-" + std::to_string(i), "server", server_args(coord, i), true);
     for (int i = 0; i < opt_.workers; ++i) spawn("worker-" + std::to_string(i), "worker", worker_args(coord, i), true);
@@ -175,6 +190,9 @@ class Launcher {
                                   "--summary", out_ + "/summary.json", "--endpoint-file", endpoint_file,
                                   "--compute", opt_.compute};
     if (!opt_.credit.empty()) a.insert(a.end(), {"--credit", opt_.credit});
+    if (!opt_.http.empty()) a.insert(a.end(), {"--http", opt_.http, "--http-file", out_ + "/logs/coordinator.http"});
+    if (!opt_.http_token.empty()) a.insert(a.end(), {"--http-token", opt_.http_token});
+    if (!opt_.profile.empty()) a.insert(a.end(), {"--profile", opt_.profile});
     return a;
   }
 

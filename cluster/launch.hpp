@@ -43,6 +43,9 @@ struct LaunchOptions {
   double straggler_ms = 0;         // worker-0 sleeps this long every step
   std::string save_params;         // evaluating worker writes the final parameters here
   std::vector<std::string> worker_args;  // extra flags passed to every worker
+  std::string http;                // the coordinator's dashboard and HTTP API (HOST:PORT; "" = off)
+  std::string http_token;
+  std::string profile;             // for the coordinator's /api/prediction
 };
 
 int run_launch(const LaunchOptions& opt);

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -123,6 +124,10 @@ void add_coordinator(CLI::App& root, ps::CoordinatorOptions& o, std::string& par
   app->add_option("--summary", o.summary_path, "write summary.json here at the end");
   app->add_option("--endpoint-file", o.endpoint_file, "write the bound endpoint here (for --bind with port *)");
   app->add_option("--compute", o.compute, "compute mode recorded in the summary")->capture_default_str();
+  app->add_option("--http", o.http, "serve the dashboard and HTTP API on HOST:PORT (:PORT = loopback; port 0 = any)");
+  app->add_option("--http-token", o.http_token, "token every HTTP request must carry (required beyond loopback; default $PSBED_HTTP_TOKEN)");
+  app->add_option("--http-file", o.http_file, "write the dashboard's URL here once listening");
+  app->add_option("--profile", o.profile, "profile.json (psbed profile): /api/prediction predicts from it");
 }
 
 void add_server(CLI::App& root, ps::ServerOptions& o, std::string& log_level) {
@@ -202,6 +207,9 @@ void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_leve
   app->add_option("--bandwidth", o.bandwidth, "emulated link rate of every server and worker, per direction (e.g. 1gbit)");
   app->add_flag("--netns", o.netns, "one network namespace per node on a bridge, --bandwidth shaped by tc tbf (needs root; all removed on exit)");
   app->add_option("--latency", o.latency, "emulated one-way latency of every link (e.g. 200us)");
+  app->add_option("--http", o.http, "the coordinator serves the dashboard and HTTP API on HOST:PORT (:PORT = loopback; port 0 = any)");
+  app->add_option("--http-token", o.http_token, "token for the HTTP API (required beyond loopback; default $PSBED_HTTP_TOKEN)");
+  app->add_option("--profile", o.profile, "profile.json given to the coordinator for /api/prediction");
 }
 
 // ---- predictor: profile, predict, validate, optimize, bench predict ----
@@ -363,6 +371,8 @@ int main(int argc, char** argv) {
       setup_logging("coordinator", log_level);
       coord.partition_bytes = std::int64_t(parse_bytes(partition));
       if (!coord_credit.empty()) coord.policy.credit_bytes = std::int64_t(parse_bytes(coord_credit));
+      if (const char* t = std::getenv("PSBED_HTTP_TOKEN"); coord.http_token.empty() && t) coord.http_token = t;
+      // The predictor (predictor/) plugs in here: coord.predict = predict_images_per_sec;
       return ps::run_coordinator(coord);
     }
     if (root.got_subcommand("server")) {

@@ -3,9 +3,13 @@
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <condition_variable>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -21,6 +25,9 @@
 #include "core/trace.hpp"
 #include "ps/cluster_map.hpp"
 #include "ps/control.hpp"
+#include "ps/coordinator_http.hpp"
+#include "ps/http_server.hpp"
+#include "ps/metrics.hpp"
 #include "ps/zmq_transport.hpp"
 
 namespace psbed::ps {
@@ -44,9 +51,16 @@ struct Node {
   bool alive = true;
   std::string failure;
   json extra;
-  // Workers: latest progress and the final report.
-  json progress, report;
+  // Workers: latest progress and the final report. Servers: latest stats.
+  json progress, report, stats;
+  // Workers: step times reported so far, binned as kStepBuckets (the last bin is +Inf).
+  std::vector<double> step_bins;
+  double step_sum_s = 0;
 };
+
+// Bounds of the step-time histogram in /metrics, in seconds: a tiny CNN on a fast link steps in
+// a millisecond, a large one on a slow link in seconds.
+const std::vector<double> kStepBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 
 class Coordinator {
  public:
@@ -65,6 +79,7 @@ class Coordinator {
     started_ = Clock::now();
     started_us_ = now_us();
     transport_->start([this](Message&& m) { receive(std::move(m)); });
+    if (!opt_.http.empty()) start_http();
     if (!opt_.endpoint_file.empty()) {
       // Written whole, then renamed: a reader never sees half an address.
       const std::string tmp = opt_.endpoint_file + ".tmp";
@@ -75,6 +90,7 @@ class Coordinator {
                  transport_->endpoint(), opt_.servers, opt_.workers, spec_.name, mode_.str(), opt_.policy.name);
     std::unique_lock<std::mutex> lock(mu_);
     auto next_progress = Clock::now() + dsec(opt_.progress_every_s);
+    auto next_sample = Clock::now();
     const auto register_deadline = Clock::now() + dsec(opt_.register_timeout_s);
     while (!finished_) {
       cv_.wait_for(lock, dsec(std::min(opt_.heartbeat_s / 2, 0.25)));
@@ -91,6 +107,10 @@ class Coordinator {
         print_progress_locked();
         next_progress = now + dsec(opt_.progress_every_s);
       }
+      if (map_sent_ && http_ && now >= next_sample) {
+        record_sample_locked();
+        next_sample = now + std::chrono::seconds(1);
+      }
       lock.unlock();
       flush_outbox();
       lock.lock();
@@ -102,6 +122,7 @@ class Coordinator {
     flush_outbox();
     // Give the shutdown messages time to leave before the socket closes.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    if (http_) http_->stop();
     transport_->stop();
     spdlog::info("coordinator done{}", exit_code_ == 0 ? "" : " (the run failed)");
     return exit_code_;
@@ -173,7 +194,10 @@ class Coordinator {
     std::lock_guard<std::mutex> lock(mu_);
     if (m.header.op == Op::kRegister) return on_register(m.peer, j);
     // `psbed ctl` (or any peer) asking something of the run; it need not be a node.
-    if (m.header.op == Op::kControl && j.is_object() && j.value("event", "") == "ctl") return on_ctl(m.peer, j);
+    if (m.header.op == Op::kControl && j.is_object() && j.value("event", "") == "ctl") {
+      PeerId peer = m.peer;
+      return on_ctl(j, [this, peer](json reply) { ctl_reply(peer, std::move(reply)); });
+    }
     auto it = nodes_.find(m.peer);
     if (it == nodes_.end()) {
       spdlog::warn("{} message from unregistered peer {}, dropped", op_name(m.header.op), peer_name(m.peer));
@@ -292,6 +316,17 @@ class Coordinator {
     const std::string ev = j.value("event", "");
     if (ev == "progress") {
       n.progress = j;
+      if (n.step_bins.empty()) n.step_bins.assign(kStepBuckets.size() + 1, 0);
+      if (auto it = j.find("step_ms"); it != j.end() && it->is_array()) {
+        for (const auto& ms : *it) {
+          if (!ms.is_number() || ms.get<double>() < 0) continue;
+          const double t = ms.get<double>() / 1e3;
+          n.step_bins[std::lower_bound(kStepBuckets.begin(), kStepBuckets.end(), t) - kStepBuckets.begin()] += 1;
+          n.step_sum_s += t;
+        }
+      }
+    } else if (ev == "stats") {
+      n.stats = j;
     } else if (ev == "report") {
       n.report = j;
       if (switch_) finish_switch_locked(false);  // a worker done training will not switch
@@ -323,9 +358,13 @@ class Coordinator {
 
   static constexpr double kSwitchTimeoutS = 30;
 
+  // Answers a switch request: `psbed ctl` over ZeroMQ, or an HTTP client. Called with mu_ held,
+  // so it must only queue its answer.
+  using SwitchReply = std::function<void(json)>;
+
   struct Switch {
     std::uint64_t seq = 0;
-    PeerId requester;
+    SwitchReply reply;
     policy::PolicyOptions options;
     Clock::time_point requested;
     double requested_s = 0;  // since the coordinator started
@@ -337,7 +376,7 @@ class Coordinator {
     send_to(peer, Op::kControl, j);
   }
 
-  void on_ctl(const PeerId& peer, const json& j) {
+  void on_ctl(const json& j, const SwitchReply& reply) {
     const std::string command = j.value("command", "");
     if (command == "status") {
       json workers = json::array();
@@ -349,26 +388,35 @@ class Coordinator {
             if (n.progress.contains(k)) w[k] = n.progress[k];
         workers.push_back(w);
       }
-      return ctl_reply(peer, {{"ok", true}, {"policy", policy_to_json(policy_)}, {"describe", describe_policy(policy_)},
-                              {"mode", mode_.str()}, {"steps", steps_}, {"started", map_sent_}, {"workers", workers},
-                              {"policy_switches", switches_}});
+      return reply({{"ok", true}, {"policy", policy_to_json(policy_)}, {"describe", describe_policy(policy_)},
+                    {"mode", mode_.str()}, {"steps", steps_}, {"started", map_sent_}, {"workers", workers},
+                    {"policy_switches", switches_}});
     }
     if (command != "policy")
-      return ctl_reply(peer, {{"ok", false}, {"error", "unknown command '" + command + "', expected policy or status"}});
-    if (!map_sent_) return ctl_reply(peer, {{"ok", false}, {"error", "the run has not started yet: not every node has registered"}});
-    if (switch_) return ctl_reply(peer, {{"ok", false}, {"error", "a policy switch is already under way"}});
+      return reply({{"ok", false}, {"error", "unknown command '" + command + "', expected policy or status"}});
     json req = j;
     req.erase("event");
     req.erase("command");
+    if (auto refused = start_switch_locked(req, reply)) reply({{"ok", false}, {"error", refused->second}});
+  }
+
+  // The one way a policy switch starts, for ctl and HTTP alike. A refusal comes back at once as
+  // (HTTP status, reason) and nothing changes; otherwise `reply` gets the outcome later, from
+  // finish_switch_locked.
+  std::optional<std::pair<int, std::string>> start_switch_locked(const json& req, SwitchReply reply) {
+    // A bad request is named first, whatever the run's state: the caller can fix it now.
     policy::PolicyOptions o;
     try {
       o = policy_from_request(req, policy_);
     } catch (const Error& e) {
-      return ctl_reply(peer, {{"ok", false}, {"error", e.what()}});
+      return std::make_pair(400, std::string(e.what()));
     }
+    if (!map_sent_) return std::make_pair(503, std::string("the run has not started yet: not every node has registered"));
+    if (finished_) return std::make_pair(409, std::string("the run has ended"));
+    if (switch_) return std::make_pair(409, std::string("a policy switch is already under way"));
     Switch sw;
     sw.seq = ++switch_seq_;
-    sw.requester = peer;
+    sw.reply = std::move(reply);
     sw.options = o;
     sw.requested = Clock::now();
     sw.requested_s = (now_us() - started_us_) / 1e6;
@@ -378,6 +426,7 @@ class Coordinator {
         send_to(w->peer, Op::kControl, {{"event", "set_policy"}, {"seq", sw.seq}, {"policy", policy_to_json(o)}});
     switch_ = std::move(sw);
     finish_switch_locked(false);
+    return std::nullopt;
   }
 
   // Answers the pending switch once every live worker still training has switched (or, with
@@ -393,7 +442,7 @@ class Coordinator {
     std::int64_t step = -1;
     for (const auto& [_, s] : sw.workers.items()) step = std::max(step, s.get<std::int64_t>());
     json reply = {{"policy", policy_to_json(sw.options)}, {"describe", describe_policy(sw.options)},
-                  {"workers", sw.workers}, {"step", step}};
+                  {"workers", sw.workers}, {"step", step}, {"timed_out", !missing.empty()}};
     if (sw.workers.empty()) {
       reply["ok"] = false;
       reply["error"] = missing.empty() ? "training ended before any worker switched"
@@ -407,10 +456,218 @@ class Coordinator {
       }
       policy_ = sw.options;
       switches_.push_back({{"seq", sw.seq}, {"policy", policy_to_json(sw.options)}, {"describe", describe_policy(sw.options)},
-                           {"requested_s", sw.requested_s}, {"step", step}, {"workers", sw.workers}});
+                           {"requested_s", sw.requested_s}, {"effective_s", (now_us() - started_us_) / 1e6},
+                           {"step", step}, {"workers", sw.workers}});
       spdlog::info("policy switch {} took effect: {} from step {}", sw.seq, describe_policy(sw.options), step);
     }
-    ctl_reply(sw.requester, reply);
+    sw.reply(reply);
+  }
+
+  // ---- HTTP: status, metrics, policy switch, prediction ------------------------------------
+
+  void start_http() {
+    ControlPlaneApi api;
+    api.status = [this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return status_locked();
+    };
+    api.metrics = [this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return metrics_locked();
+    };
+    api.switch_policy = [this](const json& req, std::function<void(int, json)> done) {
+      std::unique_lock<std::mutex> lock(mu_);
+      auto refused = start_switch_locked(req, [done](json reply) {
+        const bool ok = reply.value("ok", false);
+        done(ok ? 200 : reply.value("timed_out", false) ? 504 : 409, std::move(reply));
+      });
+      if (refused) {
+        lock.unlock();
+        return done(refused->first, {{"ok", false}, {"error", refused->second}});
+      }
+      // The set_policy messages wait in the outbox: wake the run loop to send them, so this
+      // thread never blocks on the coordinator's socket.
+      cv_.notify_all();
+    };
+    api.prediction = [this] { return prediction(); };
+    api.history = [this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return json{{"samples", json(history_)}, {"policy_switches", switches_}};
+    };
+    HttpOptions h;
+    h.address = opt_.http;
+    h.token = opt_.http_token;
+    http_ = std::make_unique<HttpServer>(h, make_control_handler(std::move(api)));
+    http_->start();
+    spdlog::info("dashboard on {}{}", http_->url(), opt_.http_token.empty() ? "" : " (token required)");
+    if (!opt_.http_file.empty()) {
+      const std::string tmp = opt_.http_file + ".tmp";
+      std::ofstream(tmp) << http_->url() << "\n";
+      std::rename(tmp.c_str(), opt_.http_file.c_str());
+    }
+  }
+
+  double since_start_s() const { return (now_us() - started_us_) / 1e6; }
+
+  // The dashboard's memory: one sample a second of what it charts, the last ten minutes, so a
+  // page opened in the middle of a run starts with its history (GET /api/history).
+  static constexpr std::size_t kHistory = 600;
+
+  void record_sample_locked() {
+    const json st = status_locked();
+    json workers = json::object();
+    for (const auto& w : st["workers"]) {
+      // Not yet reporting, finished or dead: nothing to draw (not a zero).
+      if (!w["alive"].get<bool>() || w["done"].get<bool>() || !w.contains("images_per_sec")) continue;
+      workers[w["name"].get<std::string>()] = {{"images_per_sec", w.value("images_per_sec", 0.0)},
+                                               {"bytes_up_per_sec", w["bytes_up_per_sec"]},
+                                               {"bytes_down_per_sec", w["bytes_down_per_sec"]},
+                                               {"loss", w.value("loss", json(nullptr))}};
+    }
+    if (workers.empty()) return;
+    history_.push_back({{"t_s", st["t_s"]}, {"images_per_sec", st["totals"]["images_per_sec"]}, {"workers", workers}});
+    if (history_.size() > kHistory) history_.pop_front();
+  }
+
+  json status_locked() {
+    const auto now = Clock::now();
+    auto age = [&](Clock::time_point t) { return std::chrono::duration<double>(now - t).count(); };
+    json nodes = json::array(), workers = json::array(), servers = json::array();
+    double ips = 0, sps = 0, up = 0, down = 0;
+    std::int64_t min_step = -1;
+    for (const auto& [_, n] : nodes_) {
+      json node = {{"role", n.role}, {"id", n.id}, {"name", n.name}, {"address", n.address}, {"alive", n.alive},
+                   {"heartbeat_age_s", age(n.last_seen)}};
+      if (!n.failure.empty()) node["failure"] = n.failure;
+      nodes.push_back(node);
+      if (n.role == "server") {
+        json sv = {{"name", n.name}, {"id", n.id}, {"alive", n.alive}};
+        for (const char* k : {"pushes", "pulls", "bad_messages", "queue_depth"})
+          if (n.stats.contains(k)) sv[k] = n.stats[k];
+        servers.push_back(sv);
+        continue;
+      }
+      json w = {{"name", n.name}, {"id", n.id}, {"alive", n.alive}, {"done", !n.report.is_null()}};
+      for (const char* k : {"step", "loss", "steps_per_sec", "images_per_sec", "policy", "bytes_pushed", "bytes_pulled"})
+        if (n.progress.contains(k)) w[k] = n.progress[k];
+      w["bytes_up_per_sec"] = num(n.progress, "bytes_pushed_per_sec");
+      w["bytes_down_per_sec"] = num(n.progress, "bytes_pulled_per_sec");
+      // A finished or dead worker adds nothing to the cluster's rate any more.
+      if (n.alive && n.report.is_null()) {
+        ips += num(n.progress, "images_per_sec");
+        sps += num(n.progress, "steps_per_sec");
+        up += w["bytes_up_per_sec"].get<double>();
+        down += w["bytes_down_per_sec"].get<double>();
+        const auto step = std::int64_t(num(n.progress, "step"));
+        min_step = min_step < 0 ? step : std::min(min_step, step);
+      }
+      workers.push_back(w);
+    }
+    auto by_id = [](const json& a, const json& b) { return a["id"] < b["id"]; };
+    std::sort(nodes.begin(), nodes.end(), [](const json& a, const json& b) {
+      return std::make_pair(a["role"].get<std::string>(), a["id"].get<int>()) <
+             std::make_pair(b["role"].get<std::string>(), b["id"].get<int>());
+    });
+    std::sort(workers.begin(), workers.end(), by_id);
+    std::sort(servers.begin(), servers.end(), by_id);
+    json policy = policy_to_json(policy_);
+    policy["describe"] = describe_policy(policy_);
+    json st = {{"t_s", since_start_s()},
+               {"model", spec_.name},
+               {"mode", mode_.str()},
+               {"batch", opt_.batch},
+               {"steps", steps_},
+               {"step", std::max<std::int64_t>(min_step, 0)},
+               {"started", map_sent_},
+               {"finished", finished_},
+               {"policy", policy},
+               {"policies", policy::policy_names()},
+               {"switch_pending", switch_.has_value()},
+               {"policy_switches", switches_},
+               {"nodes", nodes},
+               {"workers", workers},
+               {"servers", servers},
+               {"totals", {{"images_per_sec", ips}, {"steps_per_sec", sps}, {"bytes_up_per_sec", up},
+                           {"bytes_down_per_sec", down}}},
+               {"prediction", {{"available", !opt_.profile.empty() && bool(opt_.predict)}}}};
+    return st;
+  }
+
+  std::string metrics_locked() {
+    const auto now = Clock::now();
+    MetricsText m;
+    auto labels = [](const Node& n) { return MetricLabels{{"role", n.role}, {"node", n.name}}; };
+    m.family("psbed_node_up", "gauge", "1 while the node is alive, 0 once declared dead");
+    for (const auto& [_, n] : nodes_) m.sample("psbed_node_up", labels(n), n.alive ? 1 : 0);
+    m.family("psbed_node_heartbeat_age_seconds", "gauge", "Seconds since the coordinator last heard from the node");
+    for (const auto& [_, n] : nodes_)
+      m.sample("psbed_node_heartbeat_age_seconds", labels(n), std::chrono::duration<double>(now - n.last_seen).count());
+    auto workers = [&](const char* name, const char* type, const char* help, const char* key) {
+      m.family(name, type, help);
+      for (const auto& [_, n] : nodes_)
+        if (n.role == "worker" && n.progress.contains(key)) m.sample(name, labels(n), num(n.progress, key));
+    };
+    workers("psbed_worker_steps_total", "counter", "Training steps the worker has finished", "step");
+    workers("psbed_bytes_pushed_total", "counter", "Gradient bytes the worker has pushed to the servers", "bytes_pushed");
+    workers("psbed_bytes_pulled_total", "counter", "Parameter bytes the worker has pulled from the servers", "bytes_pulled");
+    workers("psbed_worker_images_per_second", "gauge", "Images per second over the worker's last progress interval",
+            "images_per_sec");
+    workers("psbed_worker_loss", "gauge", "Training loss of the worker's latest step", "loss");
+    m.family("psbed_step_duration_seconds", "histogram", "Duration of the worker's training steps");
+    for (const auto& [_, n] : nodes_)
+      if (n.role == "worker" && !n.step_bins.empty())
+        m.histogram("psbed_step_duration_seconds", labels(n), kStepBuckets, n.step_bins, n.step_sum_s);
+    auto servers = [&](const char* name, const char* type, const char* help, const char* key) {
+      m.family(name, type, help);
+      for (const auto& [_, n] : nodes_)
+        if (n.role == "server" && n.stats.contains(key)) m.sample(name, labels(n), num(n.stats, key));
+    };
+    servers("psbed_server_pushes_total", "counter", "Gradient pushes the server shard has applied", "pushes");
+    servers("psbed_server_pulls_total", "counter", "Parameter pulls the server shard has answered", "pulls");
+    servers("psbed_queue_depth", "gauge", "Messages waiting in the server shard's apply queues", "queue_depth");
+    m.family("psbed_bad_messages_total", "counter", "Malformed or out-of-range messages dropped");
+    m.sample("psbed_bad_messages_total", {{"role", "coordinator"}, {"node", "coordinator"}},
+             double(transport_->bad_messages().total()));
+    for (const auto& [_, n] : nodes_)
+      if (n.role == "server" && n.stats.contains("bad_messages"))
+        m.sample("psbed_bad_messages_total", labels(n), num(n.stats, "bad_messages"));
+    m.family("psbed_policy_switches_total", "counter", "Live policy switches that took effect");
+    m.sample("psbed_policy_switches_total", {}, double(switches_.size()));
+    m.family("psbed_policy_info", "gauge", "The transmission policy the workers run now (value always 1)");
+    m.sample("psbed_policy_info", {{"policy", policy_.name}, {"describe", describe_policy(policy_)}}, 1);
+    m.family("psbed_run_steps", "gauge", "Steps each worker trains in this run");
+    m.sample("psbed_run_steps", {}, double(steps_));
+    return m.str();
+  }
+
+  // The predictor's figure for the configuration running now; computed once per configuration
+  // (a simulation may take a while), outside mu_ so the coordinator goes on meanwhile.
+  HttpResponse prediction() {
+    if (opt_.profile.empty())
+      return HttpResponse::error(404, "no prediction: start the coordinator with --profile profile.json (from psbed profile)");
+    if (!opt_.predict)
+      return HttpResponse::error(503, "no prediction: this psbed was built without a predictor, measured figures only");
+    json config;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      int live_workers = 0;
+      for (const auto& [_, n] : nodes_) live_workers += n.role == "worker" && n.alive;
+      config = {{"model", spec_.name}, {"workers", map_sent_ ? live_workers : opt_.workers}, {"servers", opt_.servers},
+                {"mode", mode_.str()}, {"batch", opt_.batch}, {"partition_bytes", opt_.partition_bytes},
+                {"policy", policy_to_json(policy_)}};
+    }
+    std::lock_guard<std::mutex> lock(predict_mu_);
+    const std::string key = config.dump();
+    if (key != predicted_for_) {
+      try {
+        predicted_ = opt_.predict(opt_.profile, config);
+      } catch (const std::exception& e) {
+        return HttpResponse::error(500, std::string("the predictor failed: ") + e.what());
+      }
+      predicted_for_ = key;
+    }
+    return HttpResponse::json(200, {{"images_per_sec", predicted_}, {"config", config}, {"profile", opt_.profile},
+                                    {"t_s", since_start_s()}});
   }
 
   void check_heartbeats_locked(Clock::time_point now) {
@@ -552,6 +809,12 @@ class Coordinator {
   std::int64_t steps_ = 0;
   Clock::time_point started_, training_started_;
   double started_us_ = 0;
+  std::deque<json> history_;
+  std::mutex predict_mu_;  // one prediction at a time; guards the two below
+  std::string predicted_for_;
+  double predicted_ = 0;
+  // Last: destroyed first, so no request is being handled while the state it reads goes away.
+  std::unique_ptr<HttpServer> http_;
 };
 
 }  // namespace
@@ -559,6 +822,7 @@ class Coordinator {
 int run_coordinator(const CoordinatorOptions& opt) {
   if (opt.servers < 1 || opt.workers < 1) throw Error("need at least 1 server and 1 worker");
   policy::make_policy(opt.policy);  // refuse an unknown policy before anyone registers
+  if (!opt.profile.empty() && !std::ifstream(opt.profile)) throw Error("cannot read the profile '" + opt.profile + "'");
   Coordinator c(opt);
   return c.run();
 }

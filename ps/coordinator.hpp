@@ -2,7 +2,10 @@
 // run's summary. It holds no parameters; it decides who is who and how tensors are split.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "core/optimizer.hpp"
 #include "core/policy.hpp"
@@ -30,6 +33,16 @@ struct CoordinatorOptions {
   std::string summary_path;           // summary.json, written at the end
   std::string endpoint_file;          // write the bound endpoint here once listening
   std::string compute = "real";       // recorded in the summary: real | replay:<profile>
+  // Live control plane and dashboard over HTTP (ps/coordinator_http.hpp): "" = off, else
+  // HOST:PORT (":PORT" = loopback). Any address beyond loopback needs `http_token`.
+  std::string http;
+  std::string http_token;
+  std::string http_file;              // write the dashboard's URL here once listening
+  std::string profile;                // profile.json: /api/prediction predicts from it
+  // images/s the predictor expects of `config` (model, workers, servers, mode, batch,
+  // partition_bytes, policy) given `profile`; set by the executable where a predictor is linked
+  // in. Unset: /api/prediction answers 503 and says why.
+  std::function<double(const std::string& profile, const nlohmann::json& config)> predict;
 };
 
 // Runs until the workers finish (0) or the run cannot go on (non-zero), then tells every node

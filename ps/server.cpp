@@ -48,8 +48,11 @@ int run_server(const ServerOptions& in) {
   trace.set_metadata("role", "server");
   trace.set_metadata("cluster", map.to_json()["experiment"]);
   shard.start(map, link.id());
-  while (!link.wait_shutdown(3600)) {
-  }
+  // Every second, the shard's counters go to the coordinator (its /metrics and /api/status).
+  while (!link.wait_shutdown(1.0))
+    link.send_control({{"event", "stats"}, {"pushes", shard.pushes()}, {"pulls", shard.pulls()},
+                       {"bad_messages", shard.bad().total() + transport.bad_messages().total()},
+                       {"queue_depth", shard.queue_depth()}});
   transport.stop();  // first: wakes a lane blocked in send() by a peer that stopped reading
   shard.stop();
   const auto& bad = shard.bad();

@@ -31,6 +31,15 @@ void Shard::worker_dead(int w) {
   }
 }
 
+std::size_t Shard::queue_depth() const {
+  std::size_t n = 0;
+  for (const auto& l : lanes_) {
+    std::lock_guard<std::mutex> lock(l->mu);
+    n += l->queue.size() + l->waiting.size();
+  }
+  return n;
+}
+
 void Shard::start(const ClusterMap& map, int shard) {
   map_ = map;
   shard_ = shard;

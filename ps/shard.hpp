@@ -36,6 +36,8 @@ class Shard {
   const BadMessageCounter& bad() const { return bad_; }
   std::uint64_t pushes() const { return pushes_; }
   std::uint64_t pulls() const { return pulls_; }
+  // Messages waiting in the apply lanes (held-back pulls included): the shard's backlog.
+  std::size_t queue_depth() const;
 
  private:
   struct Lane {

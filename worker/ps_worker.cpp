@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -151,6 +152,9 @@ class PsWorker {
     double steady_start = 0, last_report = now_us();
     double loss = 0;
     std::int64_t report_steps = 0;
+    // For the coordinator's live view: link use per interval and each step's time.
+    std::uint64_t last_pushed = 0, last_pulled = 0;
+    nlohmann::json step_ms = nlohmann::json::array();
     for (std::int64_t s = 0; s < exp.steps && !link.shutdown_requested(); ++s) {
       if (s == warmup) steady_start = now_us();
       step_ = s;
@@ -191,13 +195,20 @@ class PsWorker {
       sched.backward_done();
       pushes_.wait_all();
       trace_.complete("step", "step", step_t0, s);
+      step_ms.push_back(std::round((now_us() - step_t0) / 10) / 100);
       ++report_steps;
       if (now_us() - last_report >= opt_.progress_every_s * 1e6 || s + 1 == exp.steps) {
         const double dt = (now_us() - last_report) / 1e6;
+        const std::uint64_t pushed = client.bytes_pushed(), pulled = client.bytes_pulled();
         link.send_control({{"event", "progress"}, {"step", s + 1}, {"loss", loss}, {"policy", sched.policy().name()},
-                           {"steps_per_sec", report_steps / dt}, {"images_per_sec", report_steps * exp.batch / dt}});
+                           {"steps_per_sec", report_steps / dt}, {"images_per_sec", report_steps * exp.batch / dt},
+                           {"bytes_pushed", pushed}, {"bytes_pulled", pulled},
+                           {"bytes_pushed_per_sec", (pushed - last_pushed) / dt},
+                           {"bytes_pulled_per_sec", (pulled - last_pulled) / dt}, {"step_ms", std::move(step_ms)}});
         last_report = now_us();
         report_steps = 0;
+        last_pushed = pushed, last_pulled = pulled;
+        step_ms = nlohmann::json::array();
       }
     }
     const double end = now_us();
