@@ -16,6 +16,9 @@
 #include "cluster/launch.hpp"
 #include "cluster/sweep.hpp"
 #include "predictor/commands.hpp"
+#include "predictor/simulator.hpp"
+#include "ps/control.hpp"
+#include "core/profile.hpp"
 #include "ps/bench_ps.hpp"
 #include "ps/coordinator.hpp"
 #include "ps/probe.hpp"
@@ -372,7 +375,22 @@ int main(int argc, char** argv) {
       coord.partition_bytes = std::int64_t(parse_bytes(partition));
       if (!coord_credit.empty()) coord.policy.credit_bytes = std::int64_t(parse_bytes(coord_credit));
       if (const char* t = std::getenv("PSBED_HTTP_TOKEN"); coord.http_token.empty() && t) coord.http_token = t;
-      // The predictor (predictor/) plugs in here: coord.predict = predict_images_per_sec;
+      // /api/prediction: the simulator on the profile's link, for the cluster as it runs now.
+      coord.predict = [](const std::string& profile_path, const nlohmann::json& cfg) {
+        const Profile profile = Profile::load(profile_path);
+        predictor::SimConfig c;
+        c.workers = cfg.at("workers").get<int>();
+        c.servers = cfg.at("servers").get<int>();
+        c.mode = predictor::Consistency::parse(cfg.at("mode").get<std::string>());
+        c.policy = ps::policy_from_json(cfg.at("policy"));
+        c.partition_bytes = cfg.at("partition_bytes").get<std::int64_t>();
+        c.bandwidth_bytes_per_sec = profile.bandwidth_bytes_per_sec;
+        c.latency_s = profile.latency_us * 1e-6;
+        c.link_model = predictor::LinkModel::kBucket;
+        c.message_cost_s = profile.message_cost_us * 1e-6;
+        c.steps = 100;
+        return predictor::simulate(profile, load_model(cfg.at("model").get<std::string>()), c).images_per_sec;
+      };
       return ps::run_coordinator(coord);
     }
     if (root.got_subcommand("server")) {

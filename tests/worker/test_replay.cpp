@@ -20,7 +20,7 @@ Profile profile_of(const ModelSpec& spec, double fwd_ms, double bwd_ms, int batc
 
 }  // namespace
 
-TEST_CASE("--compute takes real or replay:<profile>", "[worker][replay]") {
+TEST_CASE("compute takes real or replay:<profile>", "[worker][replay]") {
   CHECK(worker::replay_profile_path("real").empty());
   CHECK(worker::replay_profile_path("replay:/tmp/p.json") == "/tmp/p.json");
   CHECK_THROWS_WITH(worker::replay_profile_path("replay:"), Catch::Contains("replay:<profile.json>"));
