@@ -31,8 +31,14 @@ build-asan: deps
 demo: build data
 	@mkdir -p runs/demo
 	$(PSBED) train --model lenet5 --data mnist --epochs 3 --batch 32 --lr 0.03 --threads 2 --json runs/demo/train.json
+	$(PSBED) launch --servers 1 --workers 1 --model lenet5 --data mnist --steps 300 --batch 32 --lr 0.01 \
+	  --mode async --out runs/demo/single
+	$(PSBED) profile runs/demo/single -o runs/demo/profile.json
+	$(PSBED) predict --profile runs/demo/profile.json --workers 4 --servers 2 --policy wfbp --mode async \
+	  --json runs/demo/predicted.json
 	$(PSBED) launch --servers 2 --workers 4 --model lenet5 --data mnist --epochs 3 --batch 32 --lr 0.01 \
 	  --mode async --out runs/demo/cluster
+	$(PSBED) validate --profile runs/demo/profile.json runs/demo/cluster --out runs/demo/validation
 
 # Every test: unit + integration on the release build, then the unit tests under ASan+UBSan.
 test: build data build-asan
