@@ -71,34 +71,12 @@ class TfRandom final : public Fifo {
   std::mt19937_64 rng_;
 };
 
-// P3 / ByteScheduler: slices in a strict priority queue (layer, then arrival order: a valid
-// strict weak ordering, unlike a `<=` comparator), at most `credit` bytes in flight, so a newly
-// ready high-priority slice waits behind at most one credit of data.
-class PriorityCredit final : public Policy {
+// Slices of parts in a strict priority queue: pulls first (a pull blocks the next forward, a push
+// only the next step), then layers nearest the input, then arrival order (a valid strict weak
+// ordering, unlike a `<=` comparator). Shared by the slicing policies.
+class SliceQueue {
  public:
-  PriorityCredit(std::string name, std::int64_t slice, std::int64_t credit)
-      : name_(std::move(name)), slice_(slice), credit_(credit) {}
-  std::string name() const override { return name_; }
-  void parameter_needed(double, const Transfer& t) override { add(t); }
-  void gradient_ready(double, const Transfer& t) override { add(t); }
-  std::optional<Transfer> next(double, std::int64_t in_flight) override {
-    if (queue_.empty()) return std::nullopt;
-    const Transfer& t = queue_.begin()->t;
-    // An idle link always takes the next slice, whatever its size.
-    if (in_flight > 0 && in_flight + t.bytes() > credit_) return std::nullopt;
-    Transfer out = t;
-    queue_.erase(queue_.begin());
-    return out;
-  }
-
- private:
-  struct Entry {
-    int dir_rank;  // pulls first: a pull blocks the next forward, a push only the next step
-    int layer;
-    std::uint64_t seq;
-    Transfer t;
-    bool operator<(const Entry& o) const { return std::tie(dir_rank, layer, seq) < std::tie(o.dir_rank, o.layer, o.seq); }
-  };
+  explicit SliceQueue(std::int64_t slice) : slice_(slice) {}
   void add(const Transfer& t) {
     for (std::int64_t off = 0; off < t.count; off += slice_) {
       Transfer s = t;
@@ -107,10 +85,48 @@ class PriorityCredit final : public Policy {
       queue_.insert(Entry{t.dir == Direction::kPull ? 0 : 1, t.layer, seq_++, s});
     }
   }
-  std::string name_;
-  std::int64_t slice_, credit_;
+  bool empty() const { return queue_.empty(); }
+  const Transfer& front() const { return queue_.begin()->t; }
+  void pop() { queue_.erase(queue_.begin()); }
+
+ private:
+  struct Entry {
+    int dir_rank;
+    int layer;
+    std::uint64_t seq;
+    Transfer t;
+    bool operator<(const Entry& o) const { return std::tie(dir_rank, layer, seq) < std::tie(o.dir_rank, o.layer, o.seq); }
+  };
+  std::int64_t slice_;
   std::set<Entry> queue_;
   std::uint64_t seq_ = 0;
+};
+
+// P3 / ByteScheduler: slices in a strict priority queue (layer, then arrival order: a valid
+// strict weak ordering, unlike a `<=` comparator), at most `credit` bytes in flight, so a newly
+// ready high-priority slice waits behind at most one credit of data.
+class PriorityCredit final : public Policy {
+ public:
+  PriorityCredit(std::string name, std::int64_t slice, std::int64_t credit)
+      : name_(std::move(name)), credit_(credit), queue_(slice) {}
+  std::string name() const override { return name_; }
+  void parameter_needed(double, const Transfer& t) override { add(t); }
+  void gradient_ready(double, const Transfer& t) override { add(t); }
+  std::optional<Transfer> next(double, std::int64_t in_flight) override {
+    if (queue_.empty()) return std::nullopt;
+    const Transfer& t = queue_.front();
+    // An idle link always takes the next slice, whatever its size.
+    if (in_flight > 0 && in_flight + t.bytes() > credit_) return std::nullopt;
+    Transfer out = t;
+    queue_.pop();
+    return out;
+  }
+
+ private:
+  void add(const Transfer& t) { queue_.add(t); }
+  std::string name_;
+  std::int64_t credit_;
+  SliceQueue queue_;
 };
 
 // Prophet: gradients become ready at stepwise times during backward, and those times repeat from
@@ -123,7 +139,7 @@ class PriorityCredit final : public Policy {
 // caller (bandwidth_estimate) or, failing that, from the policy's own busy periods.
 class Prophet final : public Policy {
  public:
-  Prophet(std::int64_t slice, std::int64_t max_block) : slice_(slice), max_block_(max_block) {}
+  Prophet(std::int64_t slice, std::int64_t max_block) : queue_(slice), max_block_(max_block) {}
   std::string name() const override { return "prophet"; }
   void begin_step(double now, std::uint64_t) override {
     // Learned offsets follow the last step, smoothed so one hiccup does not skew every block.
@@ -167,12 +183,12 @@ class Prophet final : public Policy {
       block_left_ = block_bytes(now);
       block_fresh_ = true;
     }
-    const Transfer t = queue_.begin()->t;
+    const Transfer t = queue_.front();
     if (!block_fresh_ && t.bytes() > block_left_) {
       block_left_ = 0;  // the block is full; the next one opens when it has drained
       return std::nullopt;
     }
-    queue_.erase(queue_.begin());
+    queue_.pop();
     block_left_ -= t.bytes();
     block_fresh_ = false;
     if (queue_.empty()) block_left_ = 0;  // a block never outlives what was pending when it opened
@@ -189,24 +205,9 @@ class Prophet final : public Policy {
     if (gap < 0) return max_block_;
     return std::clamp<std::int64_t>(std::llround(gap * bandwidth_), 1, max_block_);
   }
-  struct Entry {
-    int dir_rank;
-    int layer;
-    std::uint64_t seq;
-    Transfer t;
-    bool operator<(const Entry& o) const { return std::tie(dir_rank, layer, seq) < std::tie(o.dir_rank, o.layer, o.seq); }
-  };
-  void add(const Transfer& t) {
-    for (std::int64_t off = 0; off < t.count; off += slice_) {
-      Transfer s = t;
-      s.offset = t.offset + off;
-      s.count = std::min(slice_, t.count - off);
-      queue_.insert(Entry{t.dir == Direction::kPull ? 0 : 1, t.layer, seq_++, s});
-    }
-  }
-  std::int64_t slice_, max_block_;
-  std::set<Entry> queue_;
-  std::uint64_t seq_ = 0;
+  void add(const Transfer& t) { queue_.add(t); }
+  SliceQueue queue_;
+  std::int64_t max_block_;
   std::map<int, double> learned_, seen_;  // layer -> gradient-ready offset from the step start
   double step_start_ = 0;
   bool backward_over_ = false;
