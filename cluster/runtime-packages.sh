@@ -14,7 +14,14 @@ if [[ -n $missing ]]; then
   echo "runtime-packages: $1 needs libraries that are not installed: $missing" >&2
   exit 1
 fi
+# The CUDA runtime and cuBLAS of a build with the GPU backend come from the CUDA toolkit, which
+# may be installed outside Debian's packages (/usr/local/cuda); the GPU image variant installs
+# them itself, so they are left out here (and named on stderr).
 ldd "$1" | awk '$3 ~ /^\// {print $3}' | while read -r lib; do
+  if [[ $(basename "$lib") =~ ^lib(cudart|cublas|cublasLt)\.so ]] && ! dpkg -S "$lib" >/dev/null 2>&1; then
+    echo "runtime-packages: $lib is from the CUDA toolkit, not a Debian package: left to the GPU image" >&2
+    continue
+  fi
   # /lib is a link to /usr/lib on merged-/usr systems; dpkg knows one of the two spellings.
   dpkg -S "$lib" 2>/dev/null || dpkg -S "$(readlink -f "$lib")" 2>/dev/null ||
     { echo "runtime-packages: no Debian package holds $lib" >&2; exit 1; }

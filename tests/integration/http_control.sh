@@ -2,7 +2,7 @@
 # The coordinator's HTTP API against a live cluster bound beyond loopback (0.0.0.0, with a
 # token): 401 without the token; /api/status fields; /metrics passes `promtool check metrics`;
 # bad bodies get 400 naming the field, bad requests 400/405/413 and the server goes on; a POST
-# /api/policy switch takes effect and answers with its step; /api/prediction says why it has none.
+# /api/policy switch takes effect and answers with its step; /api/prediction predicts the running configuration from --profile.
 source "$(dirname "$0")/lib.sh"
 need_data
 command -v curl >/dev/null || { echo "SKIP: no curl"; exit 0; }
@@ -30,7 +30,7 @@ json "$WORK/alone.json" 'sys.exit(0 if not s["started"] and s["workers"] == [] e
 kill "$alone"
 
 token=secret-$$
-echo '{}' >"$WORK/profile.json"
+cp "$SRC/tests/fixtures/predictor/regression/profile.json" "$WORK/profile.json"  # a recorded lenet5 profile
 timeout 150 "$PSBED" launch --servers 2 --workers 2 --model lenet5 --data mnist --steps 100000 --batch 32 \
   --lr 0.02 --http 0.0.0.0:0 --http-token "$token" --profile "$WORK/profile.json" --out "$WORK/run" >"$WORK/run.out" 2>&1 &
 PIDS+=($!)
@@ -153,8 +153,9 @@ assert any(set(x["workers"]) == {"worker-0", "worker-1"} and x["images_per_sec"]
 assert len(h["policy_switches"]) == 1
 print("history:", len(t), "samples")
 PY
-expect "$(code GET /api/prediction "${auth[@]}")" 503 "prediction without a predictor"
-grep -q "without a predictor" "$WORK/body" || fail "no reason for the missing prediction"
+expect "$(code GET /api/prediction "${auth[@]}")" 200 "the prediction"
+json "$WORK/body" 'sys.exit(0 if s["images_per_sec"] > 0 and s["config"]["workers"] == 2 and s["config"]["policy"]["policy"] == "p3" else 1)' ||
+  { cat "$WORK/body"; fail "the prediction is not for the running configuration (2 workers, p3)"; }
 expect "$(code GET / "${auth[@]}")" 200 "the dashboard"
 grep -q "<title>psbed dashboard</title>" "$WORK/body" || fail "/ is not the dashboard"
 expect "$(code GET /dashboard.js "${auth[@]}")" 200 "the dashboard's script"
