@@ -29,10 +29,11 @@ lp=$(launcher_pid "$WORK/run")
 victim=$(node_pid worker-2)
 [ -n "$victim" ] || { tail "$WORK/run.out"; fail "worker-2 never started"; }
 [ "$(ours "$lp")" = 6 ] || fail "expected 6 namespaces (coordinator, server, 3 workers, bridge), got $(ours "$lp")"
-tc -n "psbed$lp-worker-0" qdisc show dev eth0 | grep -q "tbf.*rate 100Mbit" || fail "worker-0's uplink is not shaped"
-tc -n "psbed$lp-br" qdisc show | grep -q "tbf.*rate 100Mbit" || fail "the bridge side is not shaped"
+# Output captured first: with pipefail, `cmd | grep -q` fails when grep exits before cmd writes all.
+q=$(tc -n "psbed$lp-worker-0" qdisc show dev eth0); grep -q "tbf.*rate 100Mbit" <<<"$q" || fail "worker-0's uplink is not shaped"
+q=$(tc -n "psbed$lp-br" qdisc show); grep -q "tbf.*rate 100Mbit" <<<"$q" || fail "the bridge side is not shaped"
 # The nodes really are apart: worker-0 cannot see the host's loopback services, only 10.213/16.
-ip -n "psbed$lp-worker-0" -o addr show dev eth0 | grep -q "inet 10\.213\." || fail "worker-0 has no 10.213/16 address"
+q=$(ip -n "psbed$lp-worker-0" -o addr show dev eth0); grep -q "inet 10\.213\." <<<"$q" || fail "worker-0 has no 10.213/16 address"
 kill -KILL "$victim"
 wait "${PIDS[0]}" || true
 json "$WORK/run/summary.json" 'sys.exit(0 if s["ok"] else 1)' || { tail -20 "$WORK/run.out"; fail "the run failed"; }
