@@ -3,6 +3,10 @@
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
 namespace psbed::ps {
 
 Shard::Shard(std::uint64_t max_message_bytes, Transport& transport, TraceRecorder& trace, int lanes)
@@ -128,8 +132,16 @@ void Shard::handle(Lane& lane, Message&& m) {
   const Header& h = m.header;
   if (h.op == Op::kPush) {
     const double t0 = now_us();
-    const std::string refused = store_->push(int(h.sender), h.clock, int(h.key), int(h.part), h.offset,
-                                             reinterpret_cast<const float*>(m.payload.data()), h.length);
+    // ZeroMQ hands small frames over inside its receive buffer at any offset; floats are read
+    // from an aligned copy then (small by construction, so the copy is cheap).
+    const float* grad = reinterpret_cast<const float*>(m.payload.data());
+    std::vector<float> aligned;
+    if (reinterpret_cast<std::uintptr_t>(grad) % alignof(float) != 0) {
+      aligned.resize(h.length / sizeof(float));
+      std::memcpy(aligned.data(), m.payload.data(), h.length);
+      grad = aligned.data();
+    }
+    const std::string refused = store_->push(int(h.sender), h.clock, int(h.key), int(h.part), h.offset, grad, h.length);
     if (!refused.empty()) {
       if (bad_.record(m.peer, Problem::kRange))
         spdlog::warn("push from {} refused: {} (further bad messages from it are only counted)", peer_name(m.peer),
