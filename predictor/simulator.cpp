@@ -66,8 +66,7 @@ enum class EventType : std::uint8_t {
   kDeliver,
   kChannelDone,
   kApplyDone,
-  kEgressDone,
-  kLaneFree
+  kEgressDone
 };
 enum class MsgKind : std::uint8_t { kPullRequest, kPullReply, kPushData, kPushAck };
 
@@ -231,11 +230,9 @@ struct Worker {
   int layer = 0;
   bool computing = false;
   bool straggled = false;  // worker-0's deliberate sleep of this step is over
-  // Bucket links: a send sleeps in the thread that calls it, as the live ShapedTransport does.
-  // The compute thread resumes at blocked_until; the receiving thread takes the next arrival
-  // at deliver_free.
-  bool sleeping = false;
-  double blocked_until = 0, deliver_free = 0;
+  // Bucket links: replies and acks that came due while the receiving thread was stuck in a
+  // send (its send buffer full), in arrival order.
+  std::deque<int> held;
   double compute_started = 0;
   std::vector<std::int64_t> pulls_left;  // floats still to arrive, per layer
   std::int64_t pulls_total = 0, pushes_total = 0;
@@ -258,10 +255,27 @@ struct PartState {
 struct Lane {
   std::deque<int> queue;  // pushes to apply and (bucket links) pulls to answer, in arrival order
   bool busy = false;      // applying
-  // Bucket links: the lane sleeps in its sends until free_at. A wake-up event is scheduled
-  // only when work waits for it, so an idle lane's sleep costs no event.
-  double free_at = -std::numeric_limits<double>::infinity();
-  bool wake_pending = false;
+};
+
+// Bucket links: a thread that sends (a worker's compute thread, its receiving thread, a shard's
+// apply lane). Its sends go out in order; while the send buffer of the next one is full, the
+// thread waits in send() and does nothing else, as the live ShapedTransport::send blocks.
+struct SendThread {
+  std::deque<int> outbox;  // message ids not yet taken by the send buffer
+  bool blocked = false;
+};
+
+// Bucket links: one send buffer (a live ShapedTransport's queue): bytes queued or being paced.
+struct SendBuffer {
+  double queued = 0;
+  std::deque<int> waiting;  // threads blocked on it, in the order they blocked
+};
+
+// Bucket links: one node's pacer, taking queued messages round-robin across peers.
+struct Egress {
+  std::vector<std::deque<int>> per_peer;  // queued message ids per peer (shard or worker)
+  std::deque<int> turn;                   // peers with queued messages, in turn order
+  bool pacing = false;                    // a message waits for its bytes to leave
 };
 
 class Simulation {
@@ -325,6 +339,12 @@ class Simulation {
           std::max(64.0 * 1024, cfg.bandwidth_bytes_per_sec * 1e-3) / cfg.bandwidth_bytes_per_sec;
     egress_free_.assign(std::size_t(nodes), -kInf);
     ingress_free_.assign(std::size_t(nodes), -kInf);
+    if (bucket_) {
+      threads_.resize(2 * std::size_t(W_) + lanes_.size());
+      buffers_.resize(std::size_t(W_) * S_ + S_);
+      egress_.resize(std::size_t(nodes));
+      for (int n = 0; n < nodes; ++n) egress_[n].per_peer.resize(std::size_t(n < W_ ? S_ : W_));
+    }
     for (int w = 0; w < W_; ++w)
       for (int s = 0; s < S_; ++s) {
         Channel& push = channels_[push_channel(w, s)];
@@ -356,9 +376,6 @@ class Simulation {
           break;
         case EventType::kEgressDone:
           egress_done(e.a);
-          break;
-        case EventType::kLaneFree:
-          lane_free(e.a);
           break;
       }
       // Rates change only when a pair starts or stops sending; events at one instant are
@@ -416,11 +433,7 @@ class Simulation {
   void advance(int wi) {
     Worker& w = workers_[wi];
     while (!w.computing) {
-      if (w.blocked_until > now_) {
-        w.sleeping = true;
-        start_compute(w, wi, w.blocked_until - now_);
-        return;
-      }
+      if (bucket_ && threads_[wi].blocked) return;  // waits in a send for room in the buffer
       switch (w.phase) {
         case Phase::kStart: {
           if (w.step == warmup_) w.steady_start = now_;
@@ -491,9 +504,7 @@ class Simulation {
   void compute_done(int wi) {
     Worker& w = workers_[wi];
     w.computing = false;
-    if (w.sleeping) {
-      w.sleeping = false;
-    } else if (w.phase == Phase::kForward) {
+    if (w.phase == Phase::kForward) {
       if (w.trace)
         record(*w.trace, "fwd:" + spec_.layers[w.layer].name, "compute", w.compute_started, now_,
                w.step);
@@ -513,10 +524,11 @@ class Simulation {
   }
 
   // The transmission scheduler's loop: take whatever the policy lets go now. With bucket links
-  // the calling thread (compute, or the one receiving replies) sleeps until its last send left.
+  // the calling thread (compute, or the one receiving replies) hands them to the send buffer and
+  // waits there while it is full.
   void pump(int wi, bool from_compute) {
     Worker& w = workers_[wi];
-    double until = now_;
+    const int thread = from_compute ? wi : W_ + wi;
     while (auto t = w.policy->next(now_, w.in_flight)) {
       w.in_flight += t->bytes();
       w.policy->sent(now_, *t);
@@ -524,7 +536,7 @@ class Simulation {
       if (t->dir == Direction::kPull) {
         const int id = new_message({MsgKind::kPullRequest, wi, shard, *t, w.step, now_});
         if (bucket_) {
-          until = bucket_send(wi, id);
+          send_from(thread, id);
         } else {
           // A request is a header only: on fair links it costs latency, not bandwidth.
           arrive(id, now_ + cfg_.latency_s);
@@ -532,12 +544,11 @@ class Simulation {
       } else {
         const int id = new_message({MsgKind::kPushData, wi, shard, *t, w.step, now_});
         if (bucket_)
-          until = bucket_send(wi, id);
+          send_from(thread, id);
         else
           send(push_channel(wi, shard), id);
       }
     }
-    if (until > now_) (from_compute ? w.blocked_until : w.deliver_free) = until;
   }
 
   void transfer_done(const Message& m) {
@@ -569,22 +580,23 @@ class Simulation {
     return true;
   }
 
-  // Answers a pull; returns when the lane that sent it may go on (bucket links: after the
-  // reply left the server's uplink).
-  double reply(int request_id) {
+  // Answers a pull (bucket links: from the lane thread that took it).
+  void reply(int request_id, int lane) {
     Message& m = messages_[request_id];
     m.kind = MsgKind::kPullReply;
-    if (bucket_) return bucket_send(W_ + m.shard, request_id);
-    send(pull_channel(m.worker, m.shard), request_id);
-    return now_;
+    if (bucket_)
+      send_from(lane_thread(lane), request_id);
+    else
+      send(pull_channel(m.worker, m.shard), request_id);
   }
 
-  double answer_pull(int request_id) {
+  void answer_pull(int request_id, int lane) {
     const Message& m = messages_[request_id];
     PartState& p = parts_[m.t.part];
-    if (pull_ready(p, m.clock)) return reply(request_id);
-    p.waiting.push_back(request_id);
-    return now_;
+    if (pull_ready(p, m.clock))
+      reply(request_id, lane);
+    else
+      p.waiting.push_back(request_id);
   }
 
   int lane_of(const Transfer& t) const {
@@ -596,15 +608,11 @@ class Simulation {
 
   // A shard's apply lane takes its messages in order: a push is applied, acknowledged, and may
   // release waiting pulls; a pull (bucket links) is answered or parked. With bucket links the
-  // lane sleeps in every send, as the live lane thread does.
+  // lane waits in a send while the shard's send buffer is full, as the live lane thread does.
   void start_lane(int li) {
     Lane& lane = lanes_[li];
     while (!lane.busy && !lane.queue.empty()) {
-      if (lane.free_at > now_) {
-        if (!lane.wake_pending)
-          lane.wake_pending = true, schedule(lane.free_at, EventType::kLaneFree, li);
-        return;
-      }
+      if (bucket_ && threads_[lane_thread(li)].blocked) return;
       const int id = lane.queue.front();
       const Message& m = messages_[id];
       if (m.kind == MsgKind::kPushData) {
@@ -616,13 +624,8 @@ class Simulation {
         return;
       }
       lane.queue.pop_front();
-      lane.free_at = std::max(lane.free_at, answer_pull(id));
+      answer_pull(id, li);
     }
-  }
-
-  void lane_free(int li) {
-    lanes_[li].wake_pending = false;
-    start_lane(li);
   }
 
   void apply_done(int lane_index) {
@@ -650,22 +653,20 @@ class Simulation {
     }
     // The acknowledgment goes first, then the pulls this push released (as the live shard).
     m.kind = MsgKind::kPushAck;
-    double until = now_;
     if (bucket_)
-      until = bucket_send(W_ + m.shard, id);
+      send_from(lane_thread(lane_index), id);
     else
       arrive(id, now_ + cfg_.latency_s);
     if (released) {
       std::vector<int> still;
       for (int w : p.waiting)
         if (pull_ready(p, messages_[w].clock))
-          until = std::max(until, reply(w));
+          reply(w, lane_index);
         else
           still.push_back(w);
       p.waiting.swap(still);
     }
     lane.busy = false;
-    lane.free_at = std::max(lane.free_at, until);
     start_lane(lane_index);
   }
 
@@ -689,7 +690,7 @@ class Simulation {
           lanes_[lane].queue.push_back(id);
           start_lane(lane);
         } else {
-          answer_pull(id);
+          answer_pull(id, lane_of(m.t));
         }
         break;
       case MsgKind::kPushData: {
@@ -701,13 +702,11 @@ class Simulation {
       case MsgKind::kPullReply:
       case MsgKind::kPushAck: {
         Worker& w = workers_[m.worker];
-        if (w.deliver_free > now_) {  // the receiving thread still sleeps in a send
-          schedule(w.deliver_free, EventType::kDeliver, id);
+        if (bucket_ && (threads_[W_ + m.worker].blocked || !w.held.empty())) {
+          w.held.push_back(id);  // the receiving thread still waits in a send
           break;
         }
-        const Message done = m;
-        free_messages_.push_back(id);
-        transfer_done(done);
+        finish(id);
         break;
       }
     }
@@ -729,10 +728,30 @@ class Simulation {
     events_.push_stream(W_ + S_ + node, free, EventType::kDeliver, id);
   }
 
+  // A reply or an acknowledgment taken by the worker's receiving thread.
+  void finish(int id) {
+    const Message done = messages_[id];
+    free_messages_.push_back(id);
+    transfer_done(done);
+  }
+
   // ---- bucket links: the live in-process emulation (ps/link.cpp) ----
   // Each node has a token bucket per direction with a burst of max(64 KiB, 1 ms of line rate).
-  // A message first waits for the sender's uplink bucket (its sender sleeps until then), then,
-  // on arrival, for the receiver's downlink bucket, then one latency.
+  // send() puts a message in the sender's send buffer (per shard connection on a worker, one
+  // per shard node) and returns, unless the buffer is full: then the sending thread waits. The
+  // node's pacer takes queued messages round-robin across peers and lets each go when the
+  // uplink bucket has passed its bytes; on arrival the receiver's downlink bucket passes them,
+  // then one latency, and its receiving thread takes them in order.
+
+  int lane_thread(int lane) const { return 2 * W_ + lane; }
+  static bool to_server(const Message& m) {
+    return m.kind == MsgKind::kPullRequest || m.kind == MsgKind::kPushData;
+  }
+  int sender_node(const Message& m) const { return to_server(m) ? m.worker : W_ + m.shard; }
+  int receiver_node(const Message& m) const { return to_server(m) ? W_ + m.shard : m.worker; }
+  std::size_t buffer_of(const Message& m) const {
+    return to_server(m) ? std::size_t(m.worker) * S_ + m.shard : std::size_t(W_) * S_ + m.shard;
+  }
 
   double reserve(double& next_free, double t, double bytes) const {
     next_free = std::max(next_free, t - burst_s_) + bytes / cfg_.bandwidth_bytes_per_sec;
@@ -744,24 +763,94 @@ class Simulation {
     return double((data ? m.t.bytes() : 0) + cfg_.message_overhead_bytes);
   }
 
-  double bucket_send(int from_node, int id) {
+  void send_from(int thread, int id) {
     if (cfg_.bandwidth_bytes_per_sec <= 0) {
       arrive(id, now_ + cfg_.latency_s);
-      return now_;
+      return;
     }
+    threads_[std::size_t(thread)].outbox.push_back(id);
+    if (!threads_[std::size_t(thread)].blocked) flush(thread);
+  }
+
+  // Moves the thread's sends into their buffers while there is room (a message goes alone into
+  // an empty buffer, however big). False if the thread now waits for room.
+  bool flush(int thread) {
+    SendThread& th = threads_[std::size_t(thread)];
+    while (!th.outbox.empty()) {
+      const int id = th.outbox.front();
+      const Message& m = messages_[id];
+      SendBuffer& b = buffers_[buffer_of(m)];
+      const double bytes = message_bytes(m);
+      if (b.queued > 0 && b.queued + bytes > double(cfg_.send_buffer_bytes)) {
+        th.blocked = true;
+        b.waiting.push_back(thread);
+        return false;
+      }
+      th.outbox.pop_front();
+      b.queued += bytes;
+      const int node = sender_node(m);
+      Egress& e = egress_[std::size_t(node)];
+      auto& q = e.per_peer[std::size_t(to_server(m) ? m.shard : m.worker)];
+      if (q.empty()) e.turn.push_back(to_server(m) ? m.shard : m.worker);
+      q.push_back(id);
+      if (!e.pacing) pace(node);
+    }
+    return true;
+  }
+
+  // The pacer takes the next peer's oldest message and waits for its bytes to leave.
+  void pace(int node) {
+    Egress& e = egress_[std::size_t(node)];
+    if (e.turn.empty()) {
+      e.pacing = false;
+      return;
+    }
+    const int peer = e.turn.front();
+    e.turn.pop_front();
+    auto& q = e.per_peer[std::size_t(peer)];
+    const int id = q.front();
+    q.pop_front();
+    if (!q.empty()) e.turn.push_back(peer);
+    e.pacing = true;
     // A reservation in the past (unused burst) means the message leaves now.
     const double out =
-        std::max(now_, reserve(egress_free_[from_node], now_, message_bytes(messages_[id])));
-    events_.push_stream(from_node, out, EventType::kEgressDone, id);
-    return out;
+        std::max(now_, reserve(egress_free_[std::size_t(node)], now_, message_bytes(messages_[id])));
+    events_.push_stream(node, out, EventType::kEgressDone, id);
   }
 
   void egress_done(int id) {
     const Message& m = messages_[id];
-    const bool to_server = m.kind == MsgKind::kPullRequest || m.kind == MsgKind::kPushData;
-    const int node = to_server ? W_ + m.shard : m.worker;
-    const double due = std::max(now_, reserve(ingress_free_[node], now_, message_bytes(m)));
+    const double bytes = message_bytes(m);
+    SendBuffer& b = buffers_[buffer_of(m)];
+    b.queued -= bytes;
+    const double due =
+        std::max(now_, reserve(ingress_free_[std::size_t(receiver_node(m))], now_, bytes));
     arrive(id, due + cfg_.latency_s);
+    pace(sender_node(m));
+    // Room in the buffer: the threads waiting on it try again, in the order they blocked.
+    if (b.waiting.empty()) return;
+    std::deque<int> retry;
+    retry.swap(b.waiting);
+    for (int thread : retry) {
+      threads_[std::size_t(thread)].blocked = false;
+      if (flush(thread)) resume(thread);
+    }
+  }
+
+  // A thread's sends all went into their buffers: it carries on where it stopped.
+  void resume(int thread) {
+    if (thread < W_) {
+      advance(thread);
+    } else if (thread < 2 * W_) {
+      Worker& w = workers_[std::size_t(thread - W_)];
+      while (!w.held.empty() && !threads_[std::size_t(thread)].blocked) {
+        const int id = w.held.front();
+        w.held.pop_front();
+        finish(id);
+      }
+    } else {
+      start_lane(thread - 2 * W_);
+    }
   }
 
   // ---- network ----
@@ -931,7 +1020,10 @@ class Simulation {
   bool bucket_ = false;
   std::vector<double> rx_free_;  // when each node's receiving thread is next free
   double burst_s_ = 0;
-  std::vector<double> egress_free_, ingress_free_;
+  std::vector<double> egress_free_, ingress_free_;  // bucket links: each node's two buckets
+  std::vector<SendThread> threads_;  // bucket links: compute, receiving (per worker), lanes
+  std::vector<SendBuffer> buffers_;  // bucket links: per (worker, shard), then per shard
+  std::vector<Egress> egress_;       // bucket links: per node
   EventQueue events_;
   std::uint64_t processed_ = 0;
   double now_ = 0;

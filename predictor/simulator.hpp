@@ -34,11 +34,12 @@ struct Consistency {
 // How a link carries concurrent messages.
 //  kFair: the pairs sending on a link share it max-min fairly, each limited by the sender's
 //         uplink and the receiver's downlink at once (TCP flows under kernel shaping).
-//  kBucket: psbed's in-process emulation (ps/link.cpp): per node and direction a FIFO token
-//         bucket with a burst allowance; a message passes the sender's bucket, then the
-//         receiver's, then the latency, and the thread that sends sleeps until its message
-//         left (so a live worker's compute or reply thread and a shard's apply lane wait on
-//         their own sends). This is what `psbed launch --bandwidth` measures.
+//  kBucket: psbed's in-process emulation (ps/link.cpp): per node and direction a token bucket
+//         with a burst allowance. A send goes into the sender's send buffer and returns (the
+//         thread waits only while the buffer is full); the node's pacer takes queued messages
+//         round-robin across peers and lets each go once the uplink bucket passed its bytes;
+//         the receiver's downlink bucket passes it, then the latency, and the receiving thread
+//         takes arrivals in order. This is what `psbed launch --bandwidth` measures.
 enum class LinkModel { kFair, kBucket };
 LinkModel parse_link_model(const std::string& text);  // "fair" | "bucket"
 std::string to_string(LinkModel m);
@@ -57,6 +58,9 @@ struct SimConfig {
   std::int64_t partition_bytes = 4 << 20;    // largest part (the live default)
   int apply_lanes = 2;                       // apply threads per shard (the live default)
   std::int64_t message_overhead_bytes = 64;  // wire header of a data message
+  // Bucket links: a send buffer's size (the live ShapedTransport::kSendBufferBytes): a worker
+  // has one per shard connection, a shard one for all its workers.
+  std::int64_t send_buffer_bytes = 16 << 20;
   std::int64_t steps = 200;                  // per worker
   std::int64_t warmup_steps = -1;  // excluded from the figures; < 0: the live worker's rule
   std::uint64_t seed = 1;

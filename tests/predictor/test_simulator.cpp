@@ -267,3 +267,56 @@ TEST_CASE("a node handles its arrivals one at a time for the message cost",
   two.message_cost_s = 250e-6;
   CHECK(simulate(fixed_profile(spec), spec, two).worker_steps_per_sec[0] < 1 / step);
 }
+
+TEST_CASE("bucket links: a send returns at once unless the send buffer is full, then the thread waits",
+          "[predictor][simulator]") {
+  // fc1 (20 floats) near the input, fc2 (524,272-byte weight, 131,068-byte bias) at the output:
+  // backward computes fc2 first and pushes it, then computes fc1.
+  const char* two = R"(name = "two"
+input = [1, 1, 4]
+classes = 32767
+[[layer]]
+type = "fc"
+name = "fc1"
+in = 4
+out = 4
+[[layer]]
+type = "relu"
+[[layer]]
+type = "fc"
+name = "fc2"
+in = 4
+out = 32767
+)";
+  const ModelSpec spec = parse_model_spec(two, "two");
+  Profile p;
+  p.model = spec.name;
+  p.batch = 8;
+  for (const auto& t : spec.tensors) p.tensors.push_back({t.name, t.layer, t.bytes()});
+  p.layers = {{"fc1", {20.0}, {30.0}}, {spec.layers[1].name, {0.0}, {0.0}}, {"fc2", {20.0}, {30.0}}};
+  SimConfig c = config(1);
+  c.link_model = LinkModel::kBucket;
+  c.steps = 6;
+  const double R = 1 / 4e6, burst = 65536 * R, weight = 524272;
+  // When does bwd:fc1 start after bwd:fc2 ends, in the last step?
+  auto gap = [&](std::int64_t buffer) {
+    c.send_buffer_bytes = buffer;
+    c.trace_dir = (std::filesystem::temp_directory_path() / "psbed-sim-buffer-test").string();
+    std::filesystem::remove_all(c.trace_dir);
+    simulate(p, spec, c);
+    const LoadedTrace w = read_trace(c.trace_dir + "/worker-0.trace.json");
+    std::filesystem::remove_all(c.trace_dir);
+    double fc2_end = 0, fc1_start = 0;
+    for (const auto& e : w.events) {
+      if (e.step != c.steps - 1) continue;
+      if (e.name == "bwd:fc2") fc2_end = e.ts_us + e.dur_us;
+      if (e.name == "bwd:fc1") fc1_start = e.ts_us;
+    }
+    return (fc1_start - fc2_end) * 1e-6;
+  };
+  // The default 16 MiB buffer takes both fc2 parts: backward goes straight on.
+  CHECK(gap(16 << 20) == Approx(0).margin(1e-9));
+  // A 100,000-byte buffer takes the weight alone (into an empty buffer, however big), and the
+  // bias waits until the weight has left the uplink: an idle bucket's burst, then line rate.
+  CHECK(gap(100000) == Approx(weight * R - burst).epsilon(1e-6));
+}
