@@ -105,6 +105,11 @@ int run_profile(const ProfileCommandOptions& o) {
                    ? (bandwidth_text(p.bandwidth_bytes_per_sec) + " (estimated)").c_str()
                    : p.shaped.c_str(),
                p.message_cost_us, p.source.value("measured_steps_per_sec", 0.0));
+  if (p.source.contains("refused_message_cost_us"))
+    std::fprintf(stderr,
+                 "  (a per-message cost of %.0f us would match the run's pace, beyond the %.0f us any "
+                 "receive costs here: the gap is not per-message work, so the cost stays 0)\n",
+                 p.source["refused_message_cost_us"].get<double>(), kMaxPlausibleMessageCostUs);
   std::printf("%s\n", o.out.c_str());
   return 0;
 }
@@ -314,21 +319,31 @@ except ImportError:
     print("matplotlib is not installed (cluster/install-deps.sh plot): no plot", file=sys.stderr)
     sys.exit(3)
 v = json.load(open(sys.argv[1]))
-groups = {}
-for r in v["runs"]:
-    groups.setdefault((r["policy"], r["mode"], r["bandwidth"]), []).append(r)
-fig, ax = plt.subplots(figsize=(7, 4.5))
-for i, (key, rs) in enumerate(sorted(groups.items())):
-    rs.sort(key=lambda r: r["workers"])
-    c = "C%d" % (i % 10)
-    label = "%s %s %s" % key
-    ax.plot([r["workers"] for r in rs], [r["predicted_images_per_sec"] for r in rs], "-", color=c, label=label + " predicted")
-    ax.plot([r["workers"] for r in rs], [r["measured_images_per_sec"] for r in rs], "o", color=c, label=label + " measured")
-ax.set_xlabel("workers")
-ax.set_ylabel("images/s")
-ax.set_title("predicted (lines) and measured (points); mean |error| %.1f%%" % v["mean_abs_error_pct"])
-ax.legend(fontsize=7)
-fig.tight_layout()
+# One panel per (mode, bandwidth); in each, one colour per policy: a line for the prediction,
+# points for the measurements.
+panels = sorted({(r["mode"], r["bandwidth"]) for r in v["runs"]})
+policies = sorted({r["policy"] for r in v["runs"]})
+colour = {p: "C%d" % (i % 10) for i, p in enumerate(policies)}
+fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels) + 1.5, 4.2), squeeze=False)
+for ax, (mode, bw) in zip(axes[0], panels):
+    for p in policies:
+        rs = sorted((r for r in v["runs"] if (r["policy"], r["mode"], r["bandwidth"]) == (p, mode, bw)),
+                    key=lambda r: r["workers"])
+        if not rs:
+            continue
+        ax.plot([r["workers"] for r in rs], [r["predicted_images_per_sec"] for r in rs], "-", color=colour[p])
+        ax.plot([r["workers"] for r in rs], [r["measured_images_per_sec"] for r in rs], "o", color=colour[p])
+    ax.set_title("%s, %s" % (mode, bw))
+    ax.set_xlabel("workers")
+    ax.set_ylabel("images/s (all workers)")
+    ax.grid(alpha=0.3)
+handles = [plt.Line2D([], [], color=colour[p], marker="o", label=p) for p in policies]
+handles += [plt.Line2D([], [], color="grey", label="predicted"),
+            plt.Line2D([], [], color="grey", marker="o", linestyle="", label="measured")]
+fig.legend(handles=handles, loc="center right", fontsize=8)
+fig.suptitle("predicted (lines) and measured (points); mean |error| %.1f%%, max %.1f%%"
+             % (v["mean_abs_error_pct"], v["max_abs_error_pct"]))
+fig.tight_layout(rect=(0, 0, 1 - 1.4 / (5.5 * len(panels) + 1.5), 1))
 fig.savefig(sys.argv[2], dpi=120)
 )PY";
   const std::string png = o.out + "/validation.png";

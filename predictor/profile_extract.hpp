@@ -13,9 +13,11 @@ struct ProfileOptions {
   std::string worker;            // which worker's trace; required when the run had more than one
   std::int64_t skip_steps = -1;  // warm-up steps left out; < 0: the live worker's rule
   // Fit Profile::message_cost_us so that simulating the run's own configuration (bucket links)
-  // gives its measured steps/s.
+  // gives its measured steps/s; a fit above kMaxPlausibleMessageCostUs is refused (recorded as
+  // source.refused_message_cost_us, the cost left at 0).
   bool calibrate = true;
 };
+constexpr double kMaxPlausibleMessageCostUs = 500;
 
 // Errors name the run folder or trace file and what was expected.
 Profile extract_profile(const ProfileOptions& options);

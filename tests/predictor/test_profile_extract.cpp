@@ -102,15 +102,21 @@ TEST_CASE("calibration makes the simulated source run keep the measured pace",
   // Steps 1-3 start 10 ms apart and last 1.3 ms: 3 steps in 21.3 ms.
   const double measured = p.source["measured_steps_per_sec"].get<double>();
   CHECK(measured == Approx(3 / 0.0213));
-  REQUIRE(p.message_cost_us > 0);
+  const double fit = calibrate_message_cost_us(p, measured);
+  REQUIRE(fit > 0);
   SimConfig c;
   c.link_model = LinkModel::kBucket;
   c.bandwidth_bytes_per_sec = p.bandwidth_bytes_per_sec;
   c.latency_s = p.latency_us * 1e-6;
-  c.message_cost_s = p.message_cost_us * 1e-6;
+  c.message_cost_s = fit * 1e-6;
   c.steps = 120;
   const ModelSpec spec = parse_model_spec(p.source["model_toml"].get<std::string>(), "fixture");
   CHECK(simulate(p, spec, c).steps_per_sec == Approx(measured).epsilon(0.005));
+  // This fixture idles ~8.7 ms between 1.3 ms steps: no per-message software cost explains
+  // that, so the profile refuses the fit and records it.
+  REQUIRE(fit > kMaxPlausibleMessageCostUs);
+  CHECK(p.message_cost_us == 0);
+  CHECK(p.source["refused_message_cost_us"].get<double>() == Approx(fit));
   o.calibrate = false;
   CHECK(extract_profile(o).message_cost_us == 0);
 }
