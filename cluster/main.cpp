@@ -15,6 +15,7 @@
 #include "cluster/ctl.hpp"
 #include "cluster/launch.hpp"
 #include "cluster/sweep.hpp"
+#include "cluster/verify.hpp"
 #include "predictor/commands.hpp"
 #include "predictor/simulator.hpp"
 #include "ps/control.hpp"
@@ -222,6 +223,7 @@ struct PredictorCommands {
   predictor::PredictOptions predict;
   predictor::ValidateOptions validate;
   predictor::OptimizeOptions optimize;
+  cluster::VerifyOptions verify;
   predictor::BenchPredictOptions bench;
 };
 
@@ -276,7 +278,9 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   val->add_option("--python", o.validate.python, "interpreter with matplotlib for the plot")->capture_default_str();
 
   auto* opt = root.add_subcommand("optimize", "Profile + constraints -> best workers/servers/policy/slice/credit");
-  opt->footer("Example: psbed optimize --profile profile.json --max-nodes 16 --bandwidth 1gbit");
+  opt->footer("Example: psbed optimize --profile profile.json --max-nodes 16 --bandwidth 1gbit\n"
+              "With --verify it then launches the first configuration by images/s on this host, predicts that run\n"
+              "for its own length and prints measured beside predicted (and RUN/verify.json).");
   add_common(opt, log_level);
   opt->add_option("--profile", o.optimize.profile, "profile.json from psbed profile")->required();
   opt->add_option("--max-nodes", o.optimize.max_nodes, "workers + servers at most")->capture_default_str();
@@ -287,6 +291,15 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   o.optimize.sim.steps = 60;
   opt->add_option("--top", o.optimize.top, "configurations listed per ranking")->capture_default_str();
   opt->add_option("--json", o.optimize.json_out, "write the rankings as JSON to this file");
+  opt->add_flag("--verify", o.verify.enabled,
+                "launch the first configuration by images/s on this host (psbed launch) and print measured beside "
+                "predicted");
+  opt->add_option("--verify-steps", o.verify.steps, "--verify: steps per worker of the run")->capture_default_str();
+  opt->add_option("--verify-data", o.verify.data, "--verify: mnist or synthetic")->capture_default_str();
+  opt->add_option("--verify-compute", o.verify.compute,
+                  "--verify: real, or replay:<profile.json> (default: replay of --profile, so many workers fit "
+                  "on few cores)");
+  opt->add_option("--verify-out", o.verify.out, "--verify: run folder (default runs/verify-<model>-<W>w<S>s-<time>)");
 
   auto* bench = root.get_subcommand("bench")->add_subcommand("predict", "Simulator speed: events/s per worker count");
   bench->footer("Target: 1,000 steps of 64 vgg-mini workers under p3 in <= 2 s on one core.");
@@ -310,7 +323,7 @@ int run_predictor(CLI::App& root, const PredictorCommands& o, const std::string&
       if (n == "profile") return predictor::run_profile(o.profile);
       if (n == "predict") return predictor::run_predict(o.predict);
       if (n == "validate") return predictor::run_validate(o.validate);
-      return predictor::run_optimize(o.optimize);
+      return cluster::run_optimize_verify(o.optimize, o.verify);
     }
   if (auto* b = root.get_subcommand("bench"); b->parsed() && b->got_subcommand("predict")) {
     setup_logging("bench", log_level);

@@ -20,11 +20,9 @@ namespace psbed::predictor {
 
 namespace fs = std::filesystem;
 
-namespace {
-
 // The spec travels in the profile when it came from a run, so a model that is not shipped
 // still predicts; older profiles fall back to the shipped spec of that name.
-ModelSpec spec_of(const Profile& p, const std::string& profile_path) {
+ModelSpec profile_model_spec(const Profile& p, const std::string& profile_path) {
   ModelSpec spec = p.source.contains("model_toml")
                        ? parse_model_spec(p.source["model_toml"].get<std::string>(),
                                           profile_path + " (model spec)")
@@ -32,6 +30,8 @@ ModelSpec spec_of(const Profile& p, const std::string& profile_path) {
   p.check_matches(spec, "profile '" + profile_path + "'");
   return spec;
 }
+
+namespace {
 
 void write_json(const std::string& path, const nlohmann::json& j) {
   if (path.empty()) return;
@@ -116,7 +116,7 @@ int run_profile(const ProfileCommandOptions& o) {
 
 int run_predict(const PredictOptions& o) {
   Profile profile = Profile::load(o.profile);
-  const ModelSpec spec = spec_of(profile, o.profile);
+  const ModelSpec spec = profile_model_spec(profile, o.profile);
   SimConfig base = base_config(profile, o.sim);
   const auto policies = expand_policies(o.policies);
   std::vector<SimConfig> configs;
@@ -287,7 +287,7 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
 
 int run_validate(const ValidateOptions& o) {
   const Profile profile = Profile::load(o.profile);
-  const ModelSpec spec = spec_of(profile, o.profile);
+  const ModelSpec spec = profile_model_spec(profile, o.profile);
   nlohmann::json v = validate_runs(profile, spec, o.runs, o.sim);
   v["profile"] = o.profile;
   fs::create_directories(o.out);
@@ -360,9 +360,9 @@ fig.savefig(sys.argv[2], dpi=120)
   return 0;
 }
 
-int run_optimize(const OptimizeOptions& o) {
+int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
   const Profile profile = Profile::load(o.profile);
-  const ModelSpec spec = spec_of(profile, o.profile);
+  const ModelSpec spec = profile_model_spec(profile, o.profile);
   SimConfig base = base_config(profile, o.sim);
   base.mode = Consistency::parse(o.mode);
   if (o.max_nodes < 2)
@@ -448,6 +448,31 @@ int run_optimize(const OptimizeOptions& o) {
          return a.ips / (a.c.workers + a.c.servers) > b.ips / (b.c.workers + b.c.servers);
        });
   write_json(o.json_out, out);
+  if (best && !points.empty()) {
+    const Point& p = *std::max_element(points.begin(), points.end(),
+                                       [](const Point& a, const Point& b) { return a.ips < b.ips; });
+    best->workers = p.c.workers, best->servers = p.c.servers;
+    best->policy = p.c.policy.name, best->mode = p.c.mode.str();
+    best->slice_params = p.c.policy.slice_params, best->partition_params = p.c.policy.partition_params;
+    best->credit_bytes = p.c.policy.credit_bytes;
+    // The link as launch flags: the one simulated, if the profile's run was shaped or the flags
+    // named it; an estimate from an unshaped run's pulls is not something to emulate.
+    const bool shaped = !o.sim.bandwidth.empty() || !profile.shaped.empty();
+    char text[64];
+    best->bandwidth.clear(), best->latency.clear();
+    if (shaped && base.bandwidth_bytes_per_sec > 0) {
+      const double bps = base.bandwidth_bytes_per_sec * 8;
+      if (std::fmod(bps, 1e9) == 0) std::snprintf(text, sizeof text, "%.0fgbit", bps / 1e9);
+      else if (std::fmod(bps, 1e6) == 0) std::snprintf(text, sizeof text, "%.0fmbit", bps / 1e6);
+      else std::snprintf(text, sizeof text, "%.0fbit", bps);
+      best->bandwidth = text;
+    }
+    if ((shaped || !o.sim.latency.empty()) && base.latency_s > 0) {
+      std::snprintf(text, sizeof text, "%.0fus", base.latency_s * 1e6);
+      best->latency = text;
+    }
+    best->images_per_sec = p.ips;
+  }
   return 0;
 }
 
@@ -456,7 +481,7 @@ int run_bench_predict(const BenchPredictOptions& o) {
   Profile profile;
   if (!o.profile.empty()) {
     profile = Profile::load(o.profile);
-    spec = spec_of(profile, o.profile);
+    spec = profile_model_spec(profile, o.profile);
   } else {
     // A synthetic profile: the simulator's cost depends on the number of events, not on the
     // durations, so fixed per-layer times measure it fairly.

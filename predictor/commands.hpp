@@ -12,6 +12,10 @@
 
 namespace psbed::predictor {
 
+// The model a profile was taken on: the spec it carries (so a model that is not shipped still
+// works), else the shipped spec of its name; throws if the profile does not match it.
+ModelSpec profile_model_spec(const Profile& profile, const std::string& profile_path);
+
 struct ProfileCommandOptions {
   ProfileOptions extract;
   std::string out = "profile.json";
@@ -70,7 +74,15 @@ struct OptimizeOptions {
   int top = 5;
   std::string json_out;
 };
-int run_optimize(const OptimizeOptions& options);
+// The configuration ranked first by images/s (what `psbed optimize --verify` launches).
+struct OptimizeChoice {
+  int workers = 0, servers = 0;
+  std::string policy, mode;
+  std::int64_t slice_params = 0, partition_params = 0, credit_bytes = -1;  // -1: the policy's default
+  std::string bandwidth, latency;  // the simulated link, as launch flags ("" = unshaped)
+  double images_per_sec = 0;
+};
+int run_optimize(const OptimizeOptions& options, OptimizeChoice* best = nullptr);
 
 struct BenchPredictOptions {
   std::string profile;  // empty: a synthetic vgg-mini profile (1 ms per layer and direction)

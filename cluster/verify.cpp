@@ -1,0 +1,114 @@
+#include "cluster/verify.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cluster/launch.hpp"
+#include "core/error.hpp"
+#include "core/model_spec.hpp"
+#include "core/profile.hpp"
+
+namespace psbed::cluster {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string default_out(const std::string& model, int workers, int servers) {
+  char stamp[32];
+  const std::time_t t = std::time(nullptr);
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&t));
+  return "runs/verify-" + model + "-" + std::to_string(workers) + "w" + std::to_string(servers) + "s-" + stamp;
+}
+
+}  // namespace
+
+int run_optimize_verify(const predictor::OptimizeOptions& o, const VerifyOptions& v) {
+  if (v.enabled && v.steps < 1)
+    throw Error("optimize --verify-steps must be at least 1, got " + std::to_string(v.steps));
+  predictor::OptimizeChoice best;
+  const int rc = predictor::run_optimize(o, v.enabled ? &best : nullptr);
+  if (rc != 0 || !v.enabled) return rc;
+  if (best.workers == 0) throw Error("optimize --verify: no configuration was simulated, nothing to launch");
+
+  const Profile profile = Profile::load(o.profile);
+  const ModelSpec spec = predictor::profile_model_spec(profile, o.profile);
+  LaunchOptions l;
+  l.workers = best.workers, l.servers = best.servers;
+  l.mode = best.mode, l.policy = best.policy;
+  l.slice_params = best.slice_params, l.partition_params = best.partition_params;
+  if (best.credit_bytes >= 0) l.credit = std::to_string(best.credit_bytes);
+  l.partition_bytes = o.sim.partition_bytes;
+  l.bandwidth = best.bandwidth, l.latency = best.latency;
+  l.straggler_ms = o.sim.straggler_ms;
+  l.batch = profile.batch, l.steps = v.steps;
+  l.lr_schedule = "constant";
+  l.data = v.data;
+  l.compute = v.compute.empty() ? "replay:" + o.profile : v.compute;
+  l.timeout_s = v.timeout_s;
+  l.out = v.out.empty() ? default_out(spec.name, l.workers, l.servers) : v.out;
+  fs::create_directories(l.out);
+  // The model the profile was taken on: the shipped one of that name if it is the same network,
+  // else the spec the profile carries, so a model that is not shipped launches too.
+  l.model = profile.model;
+  if (profile.source.contains("model_toml")) {
+    bool shipped = false;
+    try {
+      profile.check_matches(load_model(profile.model), "profile '" + o.profile + "'");
+      shipped = true;
+    } catch (const Error&) {
+    }
+    if (!shipped) {
+      l.model = l.out + "/model.toml";
+      std::ofstream(l.model) << profile.source["model_toml"].get<std::string>();
+    }
+  }
+  std::printf("verify: launching the first by images/s: %d workers, %d servers, %s, %s, link %s%s%s, "
+              "compute %s, %lld steps -> %s\n",
+              l.workers, l.servers, l.policy.c_str(), l.mode.c_str(),
+              l.bandwidth.empty() ? "unshaped" : l.bandwidth.c_str(), l.latency.empty() ? "" : " + ",
+              l.latency.c_str(), l.compute.c_str(), (long long)l.steps, l.out.c_str());
+  std::fflush(stdout);
+  const int launch_rc = run_launch(l);
+  if (launch_rc != 0) {
+    spdlog::error("verify: the run in {} failed (status {}); see {}/launch.log and its logs/", l.out, launch_rc, l.out);
+    return launch_rc;
+  }
+  // The same configuration predicted for the run's own length, beside what it measured.
+  predictor::SimFlags flags = o.sim;
+  flags.steps = 0;
+  const nlohmann::json val = predictor::validate_runs(profile, spec, {l.out}, flags);
+  const auto& r = val.at("runs").at(0);
+  const double measured = r.at("measured_images_per_sec").get<double>();
+  const double predicted = r.at("predicted_images_per_sec").get<double>();
+  const double error = r.at("error_pct").get<double>();
+  std::printf("\nverify: %s\n  measured  %10.1f images/s\n  predicted %10.1f images/s (%+.1f%%; optimize's "
+              "ranking said %.1f over %lld simulated steps)\n",
+              l.out.c_str(), measured, predicted, error, best.images_per_sec, (long long)o.sim.steps);
+  nlohmann::json out = {{"run", l.out},
+                        {"workers", l.workers},
+                        {"servers", l.servers},
+                        {"policy", l.policy},
+                        {"mode", l.mode},
+                        {"slice_params", l.slice_params},
+                        {"partition_params", l.partition_params},
+                        {"credit_bytes", best.credit_bytes},
+                        {"bandwidth", l.bandwidth},
+                        {"latency", l.latency},
+                        {"compute", l.compute},
+                        {"steps", l.steps},
+                        {"measured_images_per_sec", measured},
+                        {"predicted_images_per_sec", predicted},
+                        {"error_pct", error},
+                        {"optimize_images_per_sec", best.images_per_sec}};
+  std::ofstream(l.out + "/verify.json") << out.dump(2) << "\n";
+  std::printf("  written to %s/verify.json\n", l.out.c_str());
+  return 0;
+}
+
+}  // namespace psbed::cluster

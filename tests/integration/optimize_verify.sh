@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# `psbed optimize --verify`: ranks configurations from the recorded lenet5 profile, launches the
+# first by images/s as real processes (compute replay of the profile), and reports measured beside
+# predicted, in the terminal and in RUN/verify.json; the run is the configuration the ranking put
+# first. A bad --verify-steps is refused before anything is simulated or launched.
+source "$(dirname "$0")/lib.sh"
+PROFILE="$SRC/tests/fixtures/predictor/regression/profile.json"
+
+"$PSBED" optimize --profile "$PROFILE" --max-nodes 3 --verify --verify-steps 0 >"$WORK/bad.out" 2>&1 &&
+  fail "--verify-steps 0 was accepted"
+grep -q "verify-steps must be at least 1, got 0" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no reason given"; }
+grep -q "simulating" "$WORK/bad.out" && fail "simulated before refusing the bad option"
+
+timeout 300 "$PSBED" optimize --profile "$PROFILE" --max-nodes 3 --policy wfbp,bulk --mode async \
+  --bandwidth 100mbit --latency 200us --steps 20 --top 3 --json "$WORK/rank.json" \
+  --verify --verify-steps 40 --verify-data synthetic --verify-out "$WORK/run" >"$WORK/out" 2>&1 ||
+  { tail -30 "$WORK/out"; fail "optimize --verify failed"; }
+grep -q "measured .* images/s" "$WORK/out" || fail "no measured figure printed"
+grep -q "predicted .* images/s" "$WORK/out" || fail "no predicted figure printed"
+python3 - "$WORK/rank.json" "$WORK/run" <<'PY' || fail "verify.json does not match the ranking and the run"
+import json, os, sys
+rank = json.load(open(sys.argv[1]))["by_images_per_sec"][0]
+run = sys.argv[2]
+v = json.load(open(os.path.join(run, "verify.json")))
+s = json.load(open(os.path.join(run, "summary.json")))
+assert s["ok"], s.get("failed_nodes")
+for k in ("workers", "servers", "policy", "mode"):
+    assert v[k] == rank[k] == s[k], (k, v[k], rank[k], s[k])
+assert v["workers"] + v["servers"] <= 3
+assert v["compute"].startswith("replay:") and s["compute"] == v["compute"]
+assert v["bandwidth"] == "100mbit" and v["latency"] == "200us", (v["bandwidth"], v["latency"])
+m, p = v["measured_images_per_sec"], v["predicted_images_per_sec"]
+assert abs(m - s["images_per_sec"]) <= 1e-6 * m, (m, s["images_per_sec"])
+assert m > 0 and p > 0
+assert abs(v["error_pct"] - 100 * (p - m) / m) < 1e-6, v
+assert abs(v["optimize_images_per_sec"] - rank["images_per_sec"]) < 1e-6 * rank["images_per_sec"]
+PY
+echo "PASS"
