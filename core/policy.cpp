@@ -5,7 +5,7 @@
 #include <deque>
 #include <map>
 #include <random>
-#include <set>
+#include <vector>
 #include <tuple>
 
 #include "core/error.hpp"
@@ -77,17 +77,30 @@ class TfRandom final : public Fifo {
 class SliceQueue {
  public:
   explicit SliceQueue(std::int64_t slice) : slice_(slice) {}
+  // A transfer's slices are contiguous in the order (same direction and layer, consecutive
+  // arrival), so the heap holds whole transfers and cuts the next slice off the top one: one
+  // heap entry per part rather than per slice (the simulator calls this for every slice of
+  // every worker).
   void add(const Transfer& t) {
-    for (std::int64_t off = 0; off < t.count; off += slice_) {
-      Transfer s = t;
-      s.offset = t.offset + off;
-      s.count = std::min(slice_, t.count - off);
-      queue_.insert(Entry{t.dir == Direction::kPull ? 0 : 1, t.layer, seq_++, s});
-    }
+    if (t.count <= 0) return;
+    heap_.push_back(Entry{t.dir == Direction::kPull ? 0 : 1, t.layer, seq_++, t, 0});
+    std::push_heap(heap_.begin(), heap_.end(), Later{});
   }
-  bool empty() const { return queue_.empty(); }
-  const Transfer& front() const { return queue_.begin()->t; }
-  void pop() { queue_.erase(queue_.begin()); }
+  bool empty() const { return heap_.empty(); }
+  Transfer front() const {
+    const Entry& e = heap_.front();
+    Transfer s = e.t;
+    s.offset = e.t.offset + e.done;
+    s.count = std::min(slice_, e.t.count - e.done);
+    return s;
+  }
+  void pop() {
+    Entry& e = heap_.front();
+    e.done += std::min(slice_, e.t.count - e.done);
+    if (e.done < e.t.count) return;  // the key is unchanged: still the top
+    std::pop_heap(heap_.begin(), heap_.end(), Later{});
+    heap_.pop_back();
+  }
 
  private:
   struct Entry {
@@ -95,10 +108,15 @@ class SliceQueue {
     int layer;
     std::uint64_t seq;
     Transfer t;
-    bool operator<(const Entry& o) const { return std::tie(dir_rank, layer, seq) < std::tie(o.dir_rank, o.layer, o.seq); }
+    std::int64_t done;  // floats of t already taken as slices
+  };
+  struct Later {  // max-heap comparator: true if a comes after b
+    bool operator()(const Entry& a, const Entry& b) const {
+      return std::tie(a.dir_rank, a.layer, a.seq) > std::tie(b.dir_rank, b.layer, b.seq);
+    }
   };
   std::int64_t slice_;
-  std::set<Entry> queue_;
+  std::vector<Entry> heap_;
   std::uint64_t seq_ = 0;
 };
 
@@ -114,12 +132,11 @@ class PriorityCredit final : public Policy {
   void gradient_ready(double, const Transfer& t) override { add(t); }
   std::optional<Transfer> next(double, std::int64_t in_flight) override {
     if (queue_.empty()) return std::nullopt;
-    const Transfer& t = queue_.front();
+    const Transfer t = queue_.front();
     // An idle link always takes the next slice, whatever its size.
     if (in_flight > 0 && in_flight + t.bytes() > credit_) return std::nullopt;
-    Transfer out = t;
     queue_.pop();
-    return out;
+    return t;
   }
 
  private:
