@@ -251,7 +251,7 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   prof->add_option("-o,--out", o.profile.out, "profile to write")->capture_default_str();
   prof->add_option("--worker", o.profile.extract.worker, "which worker's trace (needed if the run had several)");
   prof->add_option("--skip-steps", o.profile.extract.skip_steps, "warm-up steps left out (default: the worker's rule)");
-  prof->add_flag("!--no-calibrate", o.profile.extract.calibrate, "leave message_cost_us at 0 (no fit to the run's own pace)");
+  prof->add_flag("!--no-calibrate", o.profile.extract.calibrate, "leave message_cost_us and transit_ns_per_byte at 0 (no fit to the run's own pace)");
 
   auto* pred = root.add_subcommand("predict", "Profile + configurations -> predicted throughput (simulated)");
   pred->footer("Example: psbed predict --profile profile.json --workers 1,2,4,8 --servers 1,2 --policy all --mode bsp "
@@ -401,6 +401,7 @@ int main(int argc, char** argv) {
         c.latency_s = profile.latency_us * 1e-6;
         c.link_model = predictor::LinkModel::kBucket;
         c.message_cost_s = profile.message_cost_us * 1e-6;
+        c.transit_s_per_byte = profile.transit_ns_per_byte * 1e-9;
         c.steps = 100;
         return predictor::simulate(profile, load_model(cfg.at("model").get<std::string>()), c).images_per_sec;
       };

@@ -50,6 +50,10 @@ struct Profile {
   // one at a time per node: calibrated by `psbed profile` so the simulator reproduces the
   // profiled run.
   double message_cost_us = 0;
+  // Host time per byte between leaving the sender's link and reaching the receiver's (the copies
+  // through the loopback stack and ZeroMQ): each message arrives bytes x this later. Calibrated
+  // instead of message_cost_us where a per-message fit would be implausible (big messages).
+  double transit_ns_per_byte = 0;
   std::string shaped;              // the link setting of the source run, "" if none
   std::vector<double> step_overhead_ms;
   nlohmann::json source = nlohmann::json::object();

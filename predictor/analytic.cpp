@@ -48,6 +48,7 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   // slow as its busiest link, plus a round trip each.
   const double per_direction = B > 0 ? std::max(model_bytes, W * busiest) / B : 0.0;
   const double serial_s = compute_s + 2 * per_direction + 4 * (cfg.latency_s + cfg.message_cost_s) +
+                          2 * model_bytes * cfg.transit_s_per_byte +
                           W * busiest_apply / lanes;
   a.serial = serial_s > 0 ? W * batch / serial_s : kInf;
   return a;

@@ -283,18 +283,35 @@ Profile extract_profile(const ProfileOptions& opt) {
     // simulator lacks), and charging it to every message would distort configurations that send
     // many more messages (small slices, more workers). Then the cost stays 0 and the fit is kept
     // for the record.
+    //
+    // Big messages are another matter: each waits for the host to copy it through loopback and
+    // ZeroMQ between the two links, a cost per byte. So a refused per-message fit is tried per
+    // byte instead, within what a copy costs (kMaxPlausibleTransitNsPerByte).
     const double fit = calibrate_message_cost_us(p, measured_sps);
     if (fit <= kMaxPlausibleMessageCostUs) {
       p.message_cost_us = fit;
       p.source["calibrated_link_model"] = "bucket";
     } else {
       p.source["refused_message_cost_us"] = fit;
+      const double per_byte = calibrate_transit_ns_per_byte(p, measured_sps);
+      if (per_byte <= kMaxPlausibleTransitNsPerByte) {
+        p.transit_ns_per_byte = per_byte;
+        p.source["calibrated_link_model"] = "bucket";
+      } else {
+        p.source["refused_transit_ns_per_byte"] = per_byte;
+      }
     }
   }
   return p;
 }
 
-double calibrate_message_cost_us(const Profile& profile, double steps_per_sec) {
+namespace {
+
+// The source run's configuration (1 worker, its servers, mode, policy and link, bucket links)
+// with `set(c, x)` applied, bisected for the x that gives `steps_per_sec`. x starts at `first`
+// and doubles while the pace is still too fast; returns `give_up` or more if even `give_up` is.
+template <typename Set>
+double calibrate(const Profile& profile, double steps_per_sec, double first, double give_up, Set set) {
   const auto& src = profile.source;
   const ModelSpec spec =
       parse_model_spec(src.at("model_toml").get<std::string>(), "profile source model");
@@ -310,24 +327,38 @@ double calibrate_message_cost_us(const Profile& profile, double steps_per_sec) {
   c.straggler_s = src.value("straggle_ms", 0.0) / 1e3;
   c.bandwidth_bytes_per_sec = profile.bandwidth_bytes_per_sec;
   c.latency_s = profile.latency_us * 1e-6;
+  c.message_cost_s = profile.message_cost_us * 1e-6;
+  c.transit_s_per_byte = profile.transit_ns_per_byte * 1e-9;
   c.link_model = LinkModel::kBucket;
   c.steps = 120;
-  auto pace = [&](double cost_s) {
-    c.message_cost_s = cost_s;
+  auto pace = [&](double x) {
+    set(c, x);
     return simulate(profile, spec, c).steps_per_sec;
   };
   if (pace(0) <= steps_per_sec) return 0;
-  // The pace falls as the cost grows: bracket the measured pace, then bisect.
-  double lo = 0, hi = 1e-4;
+  // The pace falls as x grows: bracket the measured pace, then bisect.
+  double lo = 0, hi = first;
   while (pace(hi) > steps_per_sec) {
     lo = hi, hi *= 2;
-    if (hi > 1.0) return hi * 1e6;
+    if (hi > give_up) return hi;
   }
   for (int i = 0; i < 30; ++i) {
     const double mid = (lo + hi) / 2;
     (pace(mid) > steps_per_sec ? lo : hi) = mid;
   }
-  return (lo + hi) / 2 * 1e6;
+  return (lo + hi) / 2;
+}
+
+}  // namespace
+
+double calibrate_message_cost_us(const Profile& profile, double steps_per_sec) {
+  return 1e6 * calibrate(profile, steps_per_sec, 1e-4, 1.0,
+                         [](SimConfig& c, double s) { c.message_cost_s = s; });
+}
+
+double calibrate_transit_ns_per_byte(const Profile& profile, double steps_per_sec) {
+  return 1e9 * calibrate(profile, steps_per_sec, 1e-10, 1e-6,
+                         [](SimConfig& c, double s) { c.transit_s_per_byte = s; });
 }
 
 }  // namespace psbed::predictor

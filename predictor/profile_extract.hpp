@@ -18,6 +18,10 @@ struct ProfileOptions {
   bool calibrate = true;
 };
 constexpr double kMaxPlausibleMessageCostUs = 500;
+// A refused per-message fit is tried as a host copy cost per byte (Profile::transit_ns_per_byte);
+// above this (under 200 MB/s through the host) it is refused too and recorded as
+// source.refused_transit_ns_per_byte.
+constexpr double kMaxPlausibleTransitNsPerByte = 5;
 
 // Errors name the run folder or trace file and what was expected.
 Profile extract_profile(const ProfileOptions& options);
@@ -26,6 +30,8 @@ Profile extract_profile(const ProfileOptions& options);
 // the run's servers, mode, policy and link, bucket links) run at `steps_per_sec`; 0 if even no
 // cost is too slow. Needs profile.source as extract_profile writes it.
 double calibrate_message_cost_us(const Profile& profile, double steps_per_sec);
+// The same for the host copy cost per byte between the links (message cost as in the profile).
+double calibrate_transit_ns_per_byte(const Profile& profile, double steps_per_sec);
 
 // "1.00 Gbit/s, 200 us one way" (a trace's "link" metadata) -> bytes/s and seconds; false if
 // the text says "unshaped" or cannot be read.

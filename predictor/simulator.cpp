@@ -765,7 +765,7 @@ class Simulation {
 
   void send_from(int thread, int id) {
     if (cfg_.bandwidth_bytes_per_sec <= 0) {
-      arrive(id, now_ + cfg_.latency_s);
+      arrive(id, now_ + cfg_.latency_s + message_bytes(messages_[id]) * cfg_.transit_s_per_byte);
       return;
     }
     threads_[std::size_t(thread)].outbox.push_back(id);
@@ -823,8 +823,8 @@ class Simulation {
     const double bytes = message_bytes(m);
     SendBuffer& b = buffers_[buffer_of(m)];
     b.queued -= bytes;
-    const double due =
-        std::max(now_, reserve(ingress_free_[std::size_t(receiver_node(m))], now_, bytes));
+    const double in = now_ + bytes * cfg_.transit_s_per_byte;
+    const double due = std::max(in, reserve(ingress_free_[std::size_t(receiver_node(m))], in, bytes));
     arrive(id, due + cfg_.latency_s);
     pace(sender_node(m));
     // Room in the buffer: the threads waiting on it try again, in the order they blocked.
@@ -860,8 +860,8 @@ class Simulation {
   }
 
   void send(std::size_t ci, int id) {
-    if (cfg_.bandwidth_bytes_per_sec <= 0) {  // unlimited links: latency only
-      arrive(id, now_ + cfg_.latency_s);
+    if (cfg_.bandwidth_bytes_per_sec <= 0) {  // unlimited links: latency (and host copies) only
+      arrive(id, now_ + cfg_.latency_s + wire_bytes(messages_[id]) * cfg_.transit_s_per_byte);
       return;
     }
     Channel& c = channels_[ci];
@@ -879,7 +879,7 @@ class Simulation {
     Channel& c = channels_[ci];
     const int id = c.queue.front();
     c.queue.pop_front();
-    arrive(id, now_ + cfg_.latency_s);
+    arrive(id, now_ + cfg_.latency_s + wire_bytes(messages_[id]) * cfg_.transit_s_per_byte);
     if (!c.queue.empty()) {
       c.head_left = wire_bytes(messages_[c.queue.front()]);
       c.since = now_;

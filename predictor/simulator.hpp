@@ -55,6 +55,9 @@ struct SimConfig {
   // Software time a node spends receiving one message (transport threads, wake-ups); a node
   // handles its arrivals one at a time, so a shard serving many workers queues them.
   double message_cost_s = 0;
+  // Host time per byte from the sender's link to the receiver's (loopback and ZeroMQ copies):
+  // every message arrives bytes x this later (a delay, not a shared resource).
+  double transit_s_per_byte = 0;
   std::int64_t partition_bytes = 4 << 20;    // largest part (the live default)
   int apply_lanes = 2;                       // apply threads per shard (the live default)
   std::int64_t message_overhead_bytes = 64;  // wire header of a data message

@@ -117,6 +117,32 @@ TEST_CASE("calibration makes the simulated source run keep the measured pace",
   REQUIRE(fit > kMaxPlausibleMessageCostUs);
   CHECK(p.message_cost_us == 0);
   CHECK(p.source["refused_message_cost_us"].get<double>() == Approx(fit));
+  // Nor does a host copy cost: the fixture moves a few kilobytes per step, so the per-byte fit is
+  // far beyond any copy and refused as well.
+  CHECK(p.transit_ns_per_byte == 0);
+  CHECK(p.source["refused_transit_ns_per_byte"].get<double>() > kMaxPlausibleTransitNsPerByte);
   o.calibrate = false;
-  CHECK(extract_profile(o).message_cost_us == 0);
+  const Profile uncalibrated = extract_profile(o);
+  CHECK(uncalibrated.message_cost_us == 0);
+  CHECK(uncalibrated.transit_ns_per_byte == 0);
+}
+
+TEST_CASE("the per-byte calibration finds the host copy cost that gives a pace",
+          "[predictor][profile]") {
+  ProfileOptions o;
+  o.run = kRun;
+  o.skip_steps = 1;
+  o.calibrate = false;
+  const Profile p = extract_profile(o);
+  const ModelSpec spec = parse_model_spec(p.source["model_toml"].get<std::string>(), "fixture");
+  SimConfig c;
+  c.link_model = LinkModel::kBucket;
+  c.bandwidth_bytes_per_sec = p.bandwidth_bytes_per_sec;
+  c.latency_s = p.latency_us * 1e-6;
+  c.steps = 120;
+  c.transit_s_per_byte = 40e-9;
+  const double pace = simulate(p, spec, c).steps_per_sec;
+  c.transit_s_per_byte = 0;
+  REQUIRE(pace < simulate(p, spec, c).steps_per_sec);  // the cost slows it down
+  CHECK(calibrate_transit_ns_per_byte(p, pace) == Approx(40).epsilon(0.01));
 }

@@ -268,6 +268,26 @@ TEST_CASE("a node handles its arrivals one at a time for the message cost",
   CHECK(simulate(fixed_profile(spec), spec, two).worker_steps_per_sec[0] < 1 / step);
 }
 
+TEST_CASE("host copies delay every message by its bytes x the transit cost", "[predictor][simulator]") {
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  const double T = 100e-9;  // 100 ns per byte: the weight part (3,984 bytes) arrives 398.4 us later
+  // Fair links: as the first test, each direction's weight part now reaches the other side
+  // 398.4 us after it left the wire; the bias part (16 bytes, 1.6 us) is no longer the last.
+  SimConfig fair = config(1);
+  fair.transit_s_per_byte = T;
+  const double fair_step = 4 * 0.0001 + 0.005 + 2 * (0.000996 + 3984 * T);
+  CHECK(1 / simulate(fixed_profile(spec), spec, fair).steps_per_sec == Approx(fair_step).epsilon(1e-9));
+  // Bucket links: 4,000 bytes fit in the burst (64 KiB), so the links add nothing and each
+  // direction is two latencies plus the weight part's copy.
+  SimConfig bucket = config(1);
+  bucket.link_model = LinkModel::kBucket;
+  bucket.transit_s_per_byte = T;
+  const double bucket_step = 4 * 0.0001 + 0.005 + 2 * 3984 * T;
+  CHECK(1 / simulate(fixed_profile(spec), spec, bucket).steps_per_sec == Approx(bucket_step).epsilon(1e-9));
+  bucket.transit_s_per_byte = 0;
+  CHECK(1 / simulate(fixed_profile(spec), spec, bucket).steps_per_sec == Approx(4 * 0.0001 + 0.005).epsilon(1e-9));
+}
+
 TEST_CASE("bucket links: a send returns at once unless the send buffer is full, then the thread waits",
           "[predictor][simulator]") {
   // fc1 (20 floats) near the input, fc2 (524,272-byte weight, 131,068-byte bias) at the output:
