@@ -166,8 +166,10 @@ class PsWorker {
       pulls_.reset(layer_floats_);
       pushes_.reset(layer_floats_);
       sched.begin_step(std::uint64_t(s));
+      std::vector<policy::Transfer> parts;
       for (int i = 0; i < int(map_.plan.parts.size()); ++i)
-        sched.need({policy::Direction::kPull, i, layer_of(i), 0, map_.plan.parts[i].numel});
+        parts.push_back({policy::Direction::kPull, i, layer_of(i), 0, map_.plan.parts[i].numel});
+      sched.need(parts);
       if (pull_all_first) pulls_.wait_all();
       batcher.next(images.data(), labels.data());
       net_->set_batch(images.data(), labels.data(), exp.batch);
@@ -183,9 +185,11 @@ class PsWorker {
         const double t0 = now_us();
         net_->backward(l);
         trace_.complete("bwd:" + spec.layers[l].name, "compute", t0, s);
+        parts.clear();
         for (int t : spec.layers[l].tensors)
           for (int i : map_.plan.parts_of_key[t])
-            sched.ready({policy::Direction::kPush, i, l, 0, map_.plan.parts[i].numel});
+            parts.push_back({policy::Direction::kPush, i, l, 0, map_.plan.parts[i].numel});
+        if (!parts.empty()) sched.ready(parts);
       }
       if (opt_.straggle_ms > 0) {
         const double t0 = now_us();

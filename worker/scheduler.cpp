@@ -12,13 +12,18 @@ namespace {
 double now_s() { return now_us() / 1e6; }
 }  // namespace
 
-TransmissionScheduler::TransmissionScheduler(ps::PsClient& client, std::unique_ptr<policy::Policy> policy,
-                                             Buffer buffer, Done done)
-    : client_(client), policy_(std::move(policy)), buffer_(std::move(buffer)), done_(std::move(done)) {}
+TransmissionScheduler::TransmissionScheduler(ps::PsClient& client,
+                                             std::unique_ptr<policy::Policy> policy, Buffer buffer,
+                                             Done done)
+    : client_(client),
+      policy_(std::move(policy)),
+      buffer_(std::move(buffer)),
+      done_(std::move(done)) {}
 
 void TransmissionScheduler::set_policy(std::unique_ptr<policy::Policy> policy) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (in_flight_ != 0) throw Error("a policy can only be switched between steps, with nothing in flight");
+  if (in_flight_ != 0)
+    throw Error("a policy can only be switched between steps, with nothing in flight");
   policy_ = std::move(policy);
 }
 
@@ -31,18 +36,20 @@ void TransmissionScheduler::begin_step(std::uint64_t step) {
   pump();
 }
 
-void TransmissionScheduler::need(const Transfer& t) {
+void TransmissionScheduler::need(const std::vector<Transfer>& parts) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    policy_->parameter_needed(now_s(), t);
+    const double now = now_s();
+    for (const Transfer& t : parts) policy_->parameter_needed(now, t);
   }
   pump();
 }
 
-void TransmissionScheduler::ready(const Transfer& t) {
+void TransmissionScheduler::ready(const std::vector<Transfer>& parts) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    policy_->gradient_ready(now_s(), t);
+    const double now = now_s();
+    for (const Transfer& t : parts) policy_->gradient_ready(now, t);
   }
   pump();
 }

@@ -20,14 +20,19 @@ class TransmissionScheduler {
   using Buffer = std::function<float*(const policy::Transfer&)>;
   using Done = std::function<void(const policy::Transfer&, double started_us)>;
 
-  TransmissionScheduler(ps::PsClient& client, std::unique_ptr<policy::Policy> policy, Buffer buffer, Done done);
+  TransmissionScheduler(ps::PsClient& client, std::unique_ptr<policy::Policy> policy, Buffer buffer,
+                        Done done);
 
   const policy::Policy& policy() const { return *policy_; }
   // Between steps only (nothing in flight): the live policy switch.
   void set_policy(std::unique_ptr<policy::Policy> policy);
   void begin_step(std::uint64_t step);
-  void need(const policy::Transfer& t);   // a parameter part, for the current step's clock
-  void ready(const policy::Transfer& t);  // a gradient part of the current step
+  // Parameter parts needed for the current step's clock, and gradient parts of the current step.
+  // Everything that happens at one moment is handed over together before the policy is asked
+  // what to send: a policy that orders what is pending (tf-random's shuffle, p3's priorities)
+  // then sees all of it, as the simulator shows it all at once.
+  void need(const std::vector<policy::Transfer>& parts);
+  void ready(const std::vector<policy::Transfer>& parts);
   void backward_done();
   std::int64_t bytes_in_flight();
 
