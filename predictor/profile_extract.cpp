@@ -46,6 +46,10 @@ bool parse_link_metadata(const std::string& text, double* bytes_per_sec, double*
 
 namespace {
 
+// A push handed over within this long after a compute event ends was handed over by the compute
+// thread itself (the scheduler pumps right after each backward).
+constexpr double kSendStartUs = 500;
+
 struct Fit {
   double intercept = 0, slope = 0;
   bool ok = false;
@@ -141,6 +145,7 @@ Profile extract_profile(const ProfileOptions& opt) {
     std::vector<const TraceEvent*> compute;
     std::vector<double> pull_done;  // us, per layer
     double all_pulls_done = 0, last_push_done = 0;
+    std::vector<double> push_issued;  // us: when the worker handed each push to the transport
     const TraceEvent* step = nullptr;
   };
   const int L = int(spec.layers.size());
@@ -170,6 +175,7 @@ Profile extract_profile(const ProfileOptions& opt) {
     } else if (e.lane == "push") {
       StepData& d = step_data(e.step);
       d.last_push_done = std::max(d.last_push_done, e.ts_us + e.dur_us);
+      d.push_issued.push_back(e.ts_us);
     } else if (e.lane == "step" && e.name == "step") {
       step_data(e.step).step = &e;
     }
@@ -185,9 +191,13 @@ Profile extract_profile(const ProfileOptions& opt) {
       p.layers[l].forward_ms.push_back(d.fwd[l]), p.layers[l].backward_ms.push_back(d.bwd[l]);
     // Overhead: compute-lane gaps not spent waiting for a transfer (batch loading, the loss,
     // bookkeeping). A gap before forward of layer l waits for that layer's pulls (all pulls
-    // under bulk); the gap after the last backward waits for the push acknowledgments.
+    // under bulk); the gap after the last backward waits for the push acknowledgments. A gap
+    // that opens with the compute thread handing pushes over (right after a backward) lasts
+    // at least until its last hand-over: the thread was blocked in send() on a full send
+    // buffer, which the simulator models itself, so it is no overhead.
     std::sort(d.compute.begin(), d.compute.end(),
               [](auto* a, auto* b) { return a->ts_us < b->ts_us; });
+    std::sort(d.push_issued.begin(), d.push_issued.end());
     double overhead = 0, cursor = d.step->ts_us;
     for (const TraceEvent* e : d.compute) {
       double blocked_until = cursor;
@@ -196,6 +206,11 @@ Profile extract_profile(const ProfileOptions& opt) {
         double ready = bulk ? d.all_pulls_done : 0;
         for (int k = 0; k <= l; ++k) ready = std::max(ready, d.pull_done[k]);
         blocked_until = std::max(cursor, std::min(ready, e->ts_us));
+      }
+      auto first = std::lower_bound(d.push_issued.begin(), d.push_issued.end(), cursor);
+      if (first != d.push_issued.end() && *first <= std::min(cursor + kSendStartUs, e->ts_us)) {
+        auto last = std::upper_bound(first, d.push_issued.end(), e->ts_us);
+        blocked_until = std::max(blocked_until, *std::prev(last));
       }
       overhead += std::max(0.0, e->ts_us - blocked_until);
       cursor = std::max(cursor, e->ts_us + e->dur_us);

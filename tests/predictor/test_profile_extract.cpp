@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
 #include "core/model_spec.hpp"
@@ -58,6 +60,45 @@ TEST_CASE("profile extraction from a single-worker run", "[predictor][profile]")
   ProfileOptions d;
   d.run = kRun;
   CHECK(extract_profile(d).layers[0].forward_ms.size() == 2);
+}
+
+TEST_CASE("time blocked handing pushes to a full send buffer is no overhead",
+          "[predictor][profile]") {
+  // Step 1 of the fixture, changed: after bwd:relu1 (ends at 1010900 us) the compute thread hands
+  // two pushes over, at 1010900 and 1010960 (the second waited for room), and bwd:fc1 starts at
+  // 1010970; the fc1 pushes follow it at 1011170 and the step ends at 1011400.
+  const fs::path tmp = fs::temp_directory_path() / "psbed-profile-send-test";
+  fs::remove_all(tmp);
+  fs::create_directories(tmp / "traces");
+  nlohmann::json t;
+  std::ifstream(kRun + "/traces/worker-0.trace.json") >> t;
+  nlohmann::json extra = nlohmann::json::array();
+  for (auto& e : t["traceEvents"]) {
+    if (e.value("ph", "") != "X" || e["args"].value("step", -1) != 1) continue;
+    const std::string name = e["name"];
+    if (name == "bwd:fc1") e["ts"] = 1010970;
+    if (name.rfind("push:", 0) == 0) e["ts"] = 1011170;
+    if (name == "step") e["dur"] = 1400;
+    if (name == "push:fc1.bias#0")
+      for (double ts : {1010900.0, 1010960.0}) {
+        nlohmann::json p = e;
+        p["ts"] = ts;
+        extra.push_back(p);
+      }
+  }
+  for (auto& e : extra) t["traceEvents"].push_back(e);
+  std::ofstream(tmp / "traces/worker-0.trace.json") << t.dump();
+  ProfileOptions o;
+  o.run = tmp.string();
+  o.skip_steps = 1;
+  const Profile p = extract_profile(o);
+  // 51.6 (weight's arrival) + 40 (before fwd:relu1) + 10 (before bwd:relu1) + 10 (after the last
+  // hand-over, before bwd:fc1) + 80 (after the last acknowledgment) us; the 60 us in send() are
+  // left out.
+  REQUIRE(p.step_overhead_ms.size() == 3);
+  CHECK(p.step_overhead_ms[0] == Approx(0.1916));
+  CHECK(p.step_overhead_ms[1] == Approx(0.1416));
+  fs::remove_all(tmp);
 }
 
 TEST_CASE("profile extraction names what is missing", "[predictor][profile]") {
