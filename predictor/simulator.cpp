@@ -340,7 +340,7 @@ class Simulation {
     egress_free_.assign(std::size_t(nodes), -kInf);
     ingress_free_.assign(std::size_t(nodes), -kInf);
     if (bucket_) {
-      threads_.resize(2 * std::size_t(W_) + lanes_.size());
+      threads_.resize(2 * std::size_t(W_) + lanes_.size() + std::size_t(S_));
       buffers_.resize(std::size_t(W_) * S_ + S_);
       egress_.resize(std::size_t(nodes));
       for (int n = 0; n < nodes; ++n) egress_[n].per_peer.resize(std::size_t(n < W_ ? S_ : W_));
@@ -686,7 +686,17 @@ class Simulation {
     switch (m.kind) {
       case MsgKind::kPullRequest:
         if (bucket_) {
+          // As the live shard: a pull whose part is ready and not being applied right now is
+          // answered on arrival by the shard's reply thread, in arrival order; otherwise the
+          // part's lane takes it in turn.
           const int lane = lane_of(m.t);
+          const Lane& l = lanes_[lane];
+          const bool applying = l.busy && messages_[l.queue.front()].t.part == m.t.part;
+          if (!applying && pull_ready(parts_[m.t.part], m.clock)) {
+            m.kind = MsgKind::kPullReply;
+            send_from(reply_thread(m.shard), id);
+            break;
+          }
           lanes_[lane].queue.push_back(id);
           start_lane(lane);
         } else {
@@ -744,6 +754,7 @@ class Simulation {
   // then one latency, and its receiving thread takes them in order.
 
   int lane_thread(int lane) const { return 2 * W_ + lane; }
+  int reply_thread(int shard) const { return 2 * W_ + int(lanes_.size()) + shard; }
   static bool to_server(const Message& m) {
     return m.kind == MsgKind::kPullRequest || m.kind == MsgKind::kPushData;
   }
@@ -848,9 +859,9 @@ class Simulation {
         w.held.pop_front();
         finish(id);
       }
-    } else {
+    } else if (thread < reply_thread(0)) {
       start_lane(thread - 2 * W_);
-    }
+    }  // a shard's reply thread only sends: nothing else waited
   }
 
   // ---- network ----

@@ -21,6 +21,7 @@ int Shard::lane_of(std::uint32_t key, std::uint32_t part) const {
 }
 
 void Shard::enqueue(Message&& m) {
+  if (m.header.op == Op::kPull && answer_now(m)) return;
   Lane& l = *lanes_[lane_of(m.header.key, m.header.part)];
   std::lock_guard<std::mutex> lock(l.mu);
   l.queue.push_back(std::move(m));
@@ -35,8 +36,42 @@ void Shard::worker_dead(int w) {
   }
 }
 
+// On the receiving thread: a well-formed pull whose part is ready and not being changed is
+// handed to the reply thread with the version it reads. False: the part's lane takes it.
+bool Shard::answer_now(Message& m) {
+  if (!started_.load(std::memory_order_acquire)) return false;
+  if (!check(m)) return true;  // dropped and counted, as a lane would
+  Buffer snap = store_->try_snapshot(int(m.header.key), int(m.header.part), m.header.clock);
+  if (!snap) return false;
+  ++pulls_;
+  {
+    std::lock_guard<std::mutex> lock(reply_mu_);
+    replies_.emplace_back(std::move(m), std::move(snap));
+  }
+  reply_cv_.notify_one();
+  return true;
+}
+
+void Shard::reply_loop() {
+  pthread_setname_np(pthread_self(), "ps-reply");
+  for (;;) {
+    std::deque<std::pair<Message, Buffer>> batch;
+    {
+      std::unique_lock<std::mutex> lock(reply_mu_);
+      reply_cv_.wait(lock, [&] { return stopping_ || !replies_.empty(); });
+      if (stopping_) return;
+      batch.swap(replies_);
+    }
+    for (const auto& [pull, snap] : batch) send_reply(pull, snap);
+  }
+}
+
 std::size_t Shard::queue_depth() const {
   std::size_t n = 0;
+  {
+    std::lock_guard<std::mutex> lock(reply_mu_);
+    n += replies_.size();
+  }
   for (const auto& l : lanes_) {
     std::lock_guard<std::mutex> lock(l->mu);
     n += l->queue.size() + l->waiting.size();
@@ -52,6 +87,8 @@ void Shard::start(const ClusterMap& map, int shard) {
   spdlog::info("shard {} holds {} parts, {:.2f} MiB; mode {}; {} apply lane(s)", shard_, store_->parts_owned(),
                store_->bytes_owned() / 1048576.0, map_.exp.mode.str(), lanes_.size());
   for (int i = 0; i < int(lanes_.size()); ++i) lanes_[i]->thread = std::thread([this, i] { loop(i); });
+  replier_ = std::thread([this] { reply_loop(); });
+  started_.store(true, std::memory_order_release);
 }
 
 void Shard::stop() {
@@ -62,6 +99,9 @@ void Shard::stop() {
   }
   for (auto& l : lanes_)
     if (l->thread.joinable()) l->thread.join();
+  { std::lock_guard<std::mutex> lock(reply_mu_); }
+  reply_cv_.notify_one();
+  if (replier_.joinable()) replier_.join();
 }
 
 void Shard::loop(int index) {
@@ -172,8 +212,11 @@ void Shard::handle(Lane& lane, Message&& m) {
 }
 
 void Shard::reply(const Message& pull) {
+  send_reply(pull, store_->snapshot(int(pull.header.key), int(pull.header.part)));
+}
+
+void Shard::send_reply(const Message& pull, const Buffer& snap) {
   const Header& h = pull.header;
-  Buffer snap = store_->snapshot(int(h.key), int(h.part));
   Message r;
   r.peer = pull.peer;
   r.header = h;

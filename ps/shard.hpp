@@ -1,10 +1,15 @@
 // A server shard's engine, independent of how the process was started (psbed server, or
 // in-process for `psbed bench ps`). Apply lanes own the parts: a part always goes to the same
-// lane (hash of key and part), so its updates and pulls are ordered and need no locks, and a
-// pull never sees a half-applied update; different parts are applied in parallel, since the
-// optimizer's pass over a part is memory-bound work that a single thread cannot hide behind
-// the network. Messages from the transport's owner thread (which must not block) and control
-// events queue per lane.
+// lane (hash of key and part), so its updates are ordered, and a pull never sees a half-applied
+// update; different parts are applied in parallel, since the optimizer's pass over a part is
+// memory-bound work that a single thread cannot hide behind the network. Messages from the
+// transport's receiving thread (which must not block) and control events queue per lane.
+//
+// A pull that can be answered when it arrives (its part is ready under the consistency model
+// and its lane is not changing it) is answered in arrival order by the reply thread instead:
+// the worker's policy chose that order, and lanes woken one after the other on a busy host
+// would otherwise send their replies lane by lane (a layer's bias stuck behind megabytes of
+// another lane's weights).
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -53,7 +58,10 @@ class Shard {
   bool check(const Message& m);
   void handle(Lane& lane, Message&& m);
   void reply(const Message& pull);
+  void send_reply(const Message& pull, const Buffer& snap);
   void retry_pulls(Lane& lane);
+  bool answer_now(Message& m);
+  void reply_loop();
 
   std::uint64_t max_message_bytes_;
   Transport& transport_;
@@ -63,7 +71,13 @@ class Shard {
   std::unique_ptr<Store> store_;
   std::unique_ptr<PlanPartSizes> parts_;
   std::vector<std::unique_ptr<Lane>> lanes_;
+  // Pulls answered on arrival, with the version they read, for the reply thread.
+  mutable std::mutex reply_mu_;
+  std::condition_variable reply_cv_;
+  std::deque<std::pair<Message, Buffer>> replies_;
+  std::thread replier_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> started_{false};  // the store exists: pulls may be answered on arrival
   BadMessageCounter bad_;
   std::atomic<std::uint64_t> pushes_{0}, pulls_{0};
 };

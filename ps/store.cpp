@@ -48,7 +48,10 @@ std::vector<std::pair<int, int>> Store::parts() const {
 }
 
 void Store::drain(int key, int part) {
-  if (mode_.kind == Consistency::Kind::kBsp) drain_bsp(state(key, part));
+  if (mode_.kind != Consistency::Kind::kBsp) return;
+  PartState& s = state(key, part);
+  std::lock_guard<std::mutex> lock(*s.mu);
+  drain_bsp(s);
 }
 
 std::vector<float>& Store::writable(PartState& s) {
@@ -85,6 +88,7 @@ void Store::apply(PartState& s, std::uint64_t clock, std::uint64_t off, const fl
 std::string Store::push(int worker, std::uint64_t clock, int key, int part, std::uint64_t offset_bytes,
                         const float* grad, std::uint64_t bytes) {
   PartState& s = state(key, part);
+  std::lock_guard<std::mutex> lock(*s.mu);
   const std::uint64_t off = offset_bytes / 4, n = bytes / 4;
   const std::uint64_t part_bytes = std::uint64_t(s.part.bytes());
   if (!alive_[worker]) return "worker " + std::to_string(worker) + " was declared dead";
@@ -139,6 +143,13 @@ bool Store::pull_ready(int key, int part, std::uint64_t clock) const {
 }
 
 Buffer Store::snapshot(int key, int part) const { return owned_.at({key, part}).current; }
+
+Buffer Store::try_snapshot(int key, int part, std::uint64_t clock) {
+  PartState& s = state(key, part);
+  std::unique_lock<std::mutex> lock(*s.mu, std::try_to_lock);
+  if (!lock.owns_lock() || !pull_ready(key, part, clock)) return nullptr;
+  return s.current;
+}
 
 void Store::worker_dead(int worker) {
   if (worker < 0 || worker >= workers_) return;

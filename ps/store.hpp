@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "core/optimizer.hpp"
@@ -22,6 +23,9 @@ using Buffer = std::shared_ptr<std::vector<float>>;
 
 struct PartState {
   Part part;
+  // Held by the part's lane while it changes the part, and by the receiving thread while it
+  // checks and snapshots the part for a pull it answers at once (Store::try_snapshot).
+  std::unique_ptr<std::mutex> mu = std::make_unique<std::mutex>();
   Buffer current;
   std::vector<Buffer> spares;
   std::vector<float> velocity;
@@ -45,8 +49,11 @@ class Store {
             const float* grad, std::uint64_t bytes);
   // Whether a pull of (key, part) for `clock` may be answered now.
   bool pull_ready(int key, int part, std::uint64_t clock) const;
-  // The current version to reply with (shared, read-only while shared).
+  // The current version to reply with (shared, read-only while shared). From the part's lane.
   Buffer snapshot(int key, int part) const;
+  // From any other thread: the current version if a pull for `clock` may be answered now and
+  // the part's lane is not changing it at this moment; otherwise null (the lane answers).
+  Buffer try_snapshot(int key, int part, std::uint64_t clock);
   // Marks the worker dead everywhere; then each lane calls drain(key, part) for its parts
   // (bsp clocks that waited only for it can be applied).
   void worker_dead(int worker);
