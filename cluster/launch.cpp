@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,7 +43,18 @@ struct Child {
   pid_t pid = -1;
   bool running = true;
   int status = 0;
+  double cpu_s = -1;  // user + system CPU seconds, once reaped
 };
+
+// waitpid that also returns the child's CPU time (user + system seconds).
+pid_t reap_child(pid_t which, int* status, int options, double* cpu_s) {
+  rusage ru{};
+  const pid_t pid = ::wait4(which, status, options, &ru);
+  if (pid > 0)
+    *cpu_s = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+             double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  return pid;
+}
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
@@ -273,12 +285,14 @@ class Launcher {
     bool ok = true;
     for (;;) {
       int status = 0;
-      pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      double cpu_s = -1;
+      pid_t pid = reap_child(-1, &status, WNOHANG, &cpu_s);
       if (pid <= 0) break;
       Child* c = find(pid);
       if (!c) continue;
       c->running = false;
       c->status = status;
+      c->cpu_s = cpu_s;
       const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
       if (c->role == "coordinator") {
         coordinator_done_ = true;
@@ -311,9 +325,10 @@ class Launcher {
       signal_all(SIGKILL);
       while (running() > 0) {
         int status;
-        pid_t pid = ::waitpid(-1, &status, 0);
+        double cpu_s = -1;
+        pid_t pid = reap_child(-1, &status, 0, &cpu_s);
         if (pid <= 0) break;
-        if (Child* c = find(pid)) c->running = false, c->status = status;
+        if (Child* c = find(pid)) c->running = false, c->status = status, c->cpu_s = cpu_s;
       }
     }
   }
@@ -379,8 +394,9 @@ class Launcher {
     nlohmann::json procs = nlohmann::json::array();
     for (const auto& c : children_)
       procs.push_back({{"name", c.name}, {"role", c.role}, {"pid", c.pid}, {"status", describe_status(c.status)},
-                       {"log", c.log}});
-    s["launch"] = {{"processes", procs}, {"failed_processes", failed_}, {"out", out_}};
+                       {"cpu_s", c.cpu_s >= 0 ? nlohmann::json(c.cpu_s) : nlohmann::json()}, {"log", c.log}});
+    s["launch"] = {{"processes", procs}, {"failed_processes", failed_}, {"out", out_},
+                   {"host_cpus", ::sysconf(_SC_NPROCESSORS_ONLN)}};
     if (!netns_json.is_null()) s["launch"]["netns"] = netns_json;
     if (!failure_.empty()) s["ok"] = false, s["failure"] = failure_;
     std::ofstream(path) << s.dump(2) << "\n";

@@ -17,4 +17,7 @@ json "$WORK/run/summary.json" '[f["name"] for f in s["failed_nodes"]]' | grep -q
 json "$WORK/run/summary.json" 'sys.exit(0 if s["ok"] else 1)' || fail "the run did not finish"
 alive=$(json "$WORK/run/summary.json" 'sum(1 for w in s["per_worker"] if w["alive"] and w.get("steps") == 2000)')
 [ "$alive" -eq 2 ] || fail "expected the 2 other workers to finish all steps, got $alive"
+# Every reaped process has its CPU time, the killed one too; the workers that trained used some.
+json "$WORK/run/summary.json" 'sys.exit(0 if s["launch"]["host_cpus"] >= 1 and all(p["cpu_s"] is not None and p["cpu_s"] >= 0 for p in s["launch"]["processes"]) and all(p["cpu_s"] > 0.1 for p in s["launch"]["processes"] if p["name"] in ("worker-0", "worker-2")) else 1)' ||
+  fail "summary lacks per-process CPU seconds"
 echo "PASS"
