@@ -223,6 +223,7 @@ class Launcher {
     if (!opt_.data_dir.empty()) a.insert(a.end(), {"--data-dir", opt_.data_dir});
     if (!opt_.save_params.empty()) a.insert(a.end(), {"--save-params", opt_.save_params});
     if (i == 0 && opt_.straggler_ms > 0) a.insert(a.end(), {"--straggle-ms", std::to_string(opt_.straggler_ms)});
+    if (opt_.start_stagger_ms > 0) a.insert(a.end(), {"--start-stagger-ms", std::to_string(opt_.start_stagger_ms)});
     a.insert(a.end(), opt_.worker_args.begin(), opt_.worker_args.end());
     return a;
   }

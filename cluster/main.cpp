@@ -169,6 +169,8 @@ void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level
   app->add_option("--trace-dir", o.trace_dir, "write <name>.trace.json here");
   app->add_option("--save-params", o.save_params, "the evaluating worker writes final parameters here (raw float32)");
   app->add_option("--straggle-ms", o.straggle_ms, "sleep this long every step (a deliberate straggler)");
+  app->add_option("--start-stagger-ms", o.start_stagger_ms,
+                  "worker i of N waits i x this / N before its first step (a de-synchronized start)");
   app->add_option("--bandwidth", o.bandwidth, "emulated link rate per direction, e.g. 100mbit (default: none)");
   app->add_option("--latency", o.latency, "emulated one-way latency, e.g. 200us");
 }
@@ -208,6 +210,8 @@ void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_leve
   app->add_flag("!--no-trace", o.trace, "do not write traces");
   app->add_option("--save-params", o.save_params, "final parameters to this file (raw float32)");
   app->add_option("--straggler-ms", o.straggler_ms, "make worker-0 a straggler: it sleeps this long every step");
+  app->add_option("--start-stagger-ms", o.start_stagger_ms,
+                  "worker i of N waits i x this / N before its first step (default: all start together)");
   app->add_option("--bandwidth", o.bandwidth, "emulated link rate of every server and worker, per direction (e.g. 1gbit)");
   app->add_flag("--netns", o.netns, "one network namespace per node on a bridge, --bandwidth shaped by tc tbf (needs root; all removed on exit)");
   app->add_option("--latency", o.latency, "emulated one-way latency of every link (e.g. 200us)");
@@ -241,6 +245,8 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f) {
   app->add_option("--steps", f.steps, "simulated steps per worker")->capture_default_str();
   app->add_option("--seed", f.seed, "seed of the compute draws and tf-random")->capture_default_str();
   app->add_option("--straggler-ms", f.straggler_ms, "worker-0 sleeps this long every step");
+  app->add_option("--start-stagger-ms", f.start_stagger_ms,
+                  "worker i of N starts i x this / N later (validate: the run's own)");
 }
 
 void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level) {

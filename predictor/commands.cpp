@@ -78,6 +78,7 @@ SimConfig base_config(const Profile& profile, const SimFlags& f) {
   c.steps = f.steps;
   c.seed = f.seed;
   c.straggler_s = f.straggler_ms / 1e3;
+  c.start_stagger_s = std::max(0.0, f.start_stagger_ms) / 1e3;
   return c;
 }
 
@@ -158,6 +159,7 @@ int run_predict(const PredictOptions& o) {
                           {"link_model", to_string(c.link_model)},
                           {"message_cost_us", c.message_cost_s * 1e6},
                           {"transit_ns_per_byte", c.transit_s_per_byte * 1e9},
+                          {"start_stagger_ms", c.start_stagger_s * 1e3},
                           {"analytic",
                            {{"upper_images_per_sec", a.upper},
                             {"serial_images_per_sec", a.serial},
@@ -250,6 +252,7 @@ MeasuredRun read_run(const std::string& dir, const SimConfig& base, const SimFla
     c.policy.partition_params = exp.value("partition_params", c.policy.partition_params);
     c.policy.credit_bytes = exp.value("credit_bytes", c.policy.credit_bytes);
     if (flags.straggler_ms <= 0) c.straggler_s = t.metadata.value("straggle_ms", 0.0) / 1e3;
+    if (flags.start_stagger_ms < 0) c.start_stagger_s = t.metadata.value("start_stagger_ms", 0.0) / 1e3;
   }
   m.config = c;
   return m;

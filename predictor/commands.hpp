@@ -35,6 +35,7 @@ struct SimFlags {
   std::int64_t steps = 200;
   std::uint64_t seed = 1;
   double straggler_ms = 0;
+  double start_stagger_ms = -1;  // < 0: the run's own (validate), else 0
 };
 
 struct PredictOptions {

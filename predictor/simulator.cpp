@@ -230,6 +230,7 @@ struct Worker {
   int layer = 0;
   bool computing = false;
   bool straggled = false;  // worker-0's deliberate sleep of this step is over
+  bool started = false;     // the start delay (start_stagger_s) is over
   // Bucket links: replies and acks that came due while the receiving thread was stuck in a
   // send (its send buffer full), in arrival order.
   std::deque<int> held;
@@ -285,6 +286,7 @@ class Simulation {
     if (cfg.workers < 1) throw Error("simulation: workers must be at least 1");
     if (cfg.servers < 1) throw Error("simulation: servers must be at least 1");
     if (cfg.steps < 1) throw Error("simulation: steps must be at least 1");
+    if (cfg.start_stagger_s < 0) throw Error("simulation: the start stagger must not be negative");
     if (cfg.bandwidth_bytes_per_sec < 0 || cfg.latency_s < 0)
       throw Error("simulation: bandwidth and latency must not be negative");
     profile.check_matches(spec, "profile of " + profile.model);
@@ -436,6 +438,13 @@ class Simulation {
       if (bucket_ && threads_[wi].blocked) return;  // waits in a send for room in the buffer
       switch (w.phase) {
         case Phase::kStart: {
+          if (w.step == 0 && !w.started) {  // as launch --start-stagger-ms
+            w.started = true;
+            if (cfg_.start_stagger_s > 0 && wi > 0) {
+              start_compute(w, wi, cfg_.start_stagger_s * wi / W_);
+              break;
+            }
+          }
           if (w.step == warmup_) w.steady_start = now_;
           w.step_started = now_;
           w.pulls_left = layer_floats_;
@@ -519,6 +528,8 @@ class Simulation {
       --w.layer;
     } else if (w.phase == Phase::kStraggle) {
       if (w.trace) record(*w.trace, "straggle", "compute", w.compute_started, now_, w.step);
+    } else if (w.phase == Phase::kStart) {
+      if (w.trace) record(*w.trace, "start-delay", "compute", w.compute_started, now_, -1);
     }
     advance(wi);  // kOverheadRunning moves on to the first forward there
   }

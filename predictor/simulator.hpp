@@ -68,6 +68,7 @@ struct SimConfig {
   std::int64_t warmup_steps = -1;  // excluded from the figures; < 0: the live worker's rule
   std::uint64_t seed = 1;
   double straggler_s = 0;  // worker-0 sleeps this long every step (as launch --straggler-ms)
+  double start_stagger_s = 0;  // worker w starts w x this / workers later (launch --start-stagger-ms)
   std::string trace_dir;   // if set: one synthetic Chrome trace per node here
 };
 

@@ -116,6 +116,7 @@ class PsWorker {
     trace_.set_metadata("compute", replay.empty() ? "real" : opt_.compute);
     trace_.set_metadata("threads", opt_.threads);
     trace_.set_metadata("straggle_ms", opt_.straggle_ms);
+    trace_.set_metadata("start_stagger_ms", opt_.start_stagger_ms);
 
     replay_ = !replay.empty();
     net_ = replay_ ? make_replay_net(spec, exp.batch, exp.seed + std::uint64_t(id_), *profile, "profile '" + replay + "'")
@@ -155,6 +156,12 @@ class PsWorker {
     // For the coordinator's live view: link use per interval and each step's time.
     std::uint64_t last_pushed = 0, last_pulled = 0;
     nlohmann::json step_ms = nlohmann::json::array();
+    if (opt_.start_stagger_ms > 0) {
+      const double t0 = now_us();
+      const double delay_ms = opt_.start_stagger_ms * id_ / workers;
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay_ms));
+      trace_.complete("start-delay", "compute", t0, -1);
+    }
     for (std::int64_t s = 0; s < exp.steps && !link.shutdown_requested(); ++s) {
       if (s == warmup) steady_start = now_us();
       step_ = s;

@@ -24,6 +24,9 @@ struct WorkerOptions {
   std::string bandwidth;       // link emulation: "100mbit" per direction ("" = none)
   std::string latency;         // link emulation: one-way latency
   double straggle_ms = 0;     // sleep this long every step (a deliberate straggler, for experiments)
+  // Worker i of N waits i x this / N before its first step: a de-synchronized start, for
+  // experiments with regimes that depend on how the workers start (0 = all at once).
+  double start_stagger_ms = 0;
   std::string save_params;    // evaluating worker: write the final parameters here (raw float32)
   std::string compute = "real";  // or replay:<profile.json>: sleep per layer instead of computing
 };

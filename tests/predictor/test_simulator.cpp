@@ -340,3 +340,29 @@ out = 32767
   // bias waits until the weight has left the uplink: an idle bucket's burst, then line rate.
   CHECK(gap(100000) == Approx(weight * R - burst).epsilon(1e-6));
 }
+
+TEST_CASE("a staggered start delays worker w by w x stagger / workers before its first step",
+          "[predictor][simulator]") {
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  const Profile p = fixed_profile(spec);
+  // Unshaped links: each worker's step is its 5 ms of compute plus 4 latencies, alone.
+  for (const char* mode : {"async", "bsp"}) {
+    SimConfig c = config(4, mode);
+    c.bandwidth_bytes_per_sec = 0;
+    c.start_stagger_s = 0.040;
+    const SimResult r = simulate(p, spec, c);
+    INFO(mode);
+    const double step = 0.005 + 4 * 0.0001;
+    if (std::string(mode) == "async") {
+      // Apart: every worker keeps its own pace; the last starts 30 ms late and ends 30 ms late.
+      for (double sps : r.worker_steps_per_sec) CHECK(sps == Approx(1 / step).epsilon(1e-9));
+      CHECK(r.simulated_seconds == Approx(0.030 + 20 * step).epsilon(1e-9));
+    } else {
+      // bsp waits for the last worker's first gradients: nobody's step 0 ends before it starts.
+      CHECK(r.simulated_seconds >= 0.030 + 20 * step - 1e-9);
+    }
+  }
+  SimConfig c = config(2);
+  c.start_stagger_s = -0.001;
+  CHECK_THROWS_WITH(simulate(p, spec, c), Catch::Contains("start stagger"));
+}
