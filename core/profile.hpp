@@ -10,7 +10,9 @@
 //    "layers":  [{"name": "conv1", "forward_ms": [...], "backward_ms": [...]}, ...],  // every layer
 //    "server":  {"apply_ns_per_byte": 0.35, "apply_overhead_us": 5},
 //    "link":    {"bandwidth_bytes_per_sec": 1.2e8, "latency_us": 210, "shaped": "1gbit/200us",
-//                "message_cost_us": 120},   // software time per received message (optional)
+//                "message_cost_us": 120,    // software time per received message, per node
+//                "transit_ns_per_byte": 0}, // copy time per byte between the links (optional)
+//    "host":    {"cpus": 2, "cpu_per_message_us": 90, "cpu_per_byte_ns": 0.8},  // optional
 //    "step_overhead_ms": [...],   // per step: time not explained by compute or transfers
 //    "source":  {"run": "runs/x", "workers": 1, "servers": 1, "mode": "bsp", "policy": "wfbp",
 //                "compute": "real", "threads": 2, "steps": 300, ...}}
@@ -54,6 +56,12 @@ struct Profile {
   // through the loopback stack and ZeroMQ): each message arrives bytes x this later. Calibrated
   // instead of message_cost_us where a per-message fit would be implausible (big messages).
   double transit_ns_per_byte = 0;
+  // The host the run shared: its CPU count and the CPU time its worker and shards spent over the
+  // steady steps, per message received and per byte (transport threads, the pacer, the shard
+  // and client work around a message): the analytic host bound. 0 = not measured.
+  int host_cpus = 0;
+  double cpu_per_message_us = 0;
+  double cpu_per_byte_ns = 0;  // measured on the host (copies through loopback and memory)
   std::string shaped;              // the link setting of the source run, "" if none
   std::vector<double> step_overhead_ms;
   nlohmann::json source = nlohmann::json::object();

@@ -15,6 +15,12 @@ double now_us() {
   return double(ts.tv_sec) * 1e6 + double(ts.tv_nsec) / 1e3;
 }
 
+double process_cpu_s() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
+}
+
 void TraceRecorder::record(TraceEvent e) {
   if (!enabled_) return;
   std::lock_guard<std::mutex> lock(mu_);

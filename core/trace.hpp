@@ -19,6 +19,8 @@ namespace psbed {
 
 // Microseconds on the monotonic clock that every process of a host shares.
 double now_us();
+// CPU seconds this process has used so far, every thread, user and system.
+double process_cpu_s();
 
 struct TraceEvent {
   std::string name;  // "fwd:conv1", "push:conv1.weight#2"

@@ -40,10 +40,23 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   a.server_link_bound = B > 0 && busiest > 0 ? batch * B / busiest : kInf;
   const double lanes = std::max(1, cfg.apply_lanes);
   a.apply_bound = busiest_apply > 0 ? batch * lanes / busiest_apply : kInf;
+  // Every worker-step's messages (four per slice: a pull request and its reply, a push and its
+  // acknowledgment) and bytes (the model each way) cost CPU on the host's shared cores.
+  const std::string& pol = cfg.policy.name;
+  const std::int64_t slice = pol == "p3" || pol == "prophet" ? cfg.policy.slice_params
+                             : pol == "bytescheduler"         ? cfg.policy.partition_params
+                                                              : 0;
+  double transfers = 0;
+  for (const auto& p : plan.parts)
+    transfers += slice > 0 ? double((p.numel + slice - 1) / slice) : 1.0;
+  const double host_step_s = 4 * transfers * profile.cpu_per_message_us * 1e-6 +
+                             2 * model_bytes * profile.cpu_per_byte_ns * 1e-9;
+  a.host_bound = profile.host_cpus > 0 && host_step_s > 0 ? profile.host_cpus * batch / host_step_s : kInf;
   a.upper = a.compute_bound, a.bottleneck = "compute";
   if (a.worker_link_bound < a.upper) a.upper = a.worker_link_bound, a.bottleneck = "worker link";
   if (a.server_link_bound < a.upper) a.upper = a.server_link_bound, a.bottleneck = "server link";
   if (a.apply_bound < a.upper) a.upper = a.apply_bound, a.bottleneck = "apply";
+  if (a.host_bound < a.upper) a.upper = a.host_bound, a.bottleneck = "host cpu";
   // No overlap: compute, the pull phase and the push phase one after the other, each phase as
   // slow as its busiest link, plus a round trip each.
   const double per_direction = B > 0 ? std::max(model_bytes, W * busiest) / B : 0.0;

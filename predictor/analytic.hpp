@@ -1,6 +1,7 @@
 // Closed-form throughput bounds after Yan et al. (KDD 2015): a step cannot be faster than its
 // compute, than a worker's own link moving the model each way, or than the busiest shard's link
-// moving every worker's share of the model each way. Instant, and the sanity band printed beside
+// moving every worker's share of the model each way; nor, where the profile measured the host's
+// CPU, than the host's cores doing every node's work for the messages and bytes of the steps. Instant, and the sanity band printed beside
 // every simulated figure: `upper` assumes perfect overlap, `serial` none at all.
 #pragma once
 #include <string>
@@ -16,10 +17,11 @@ struct AnalyticBounds {
   double worker_link_bound = 0;  // images/s if only each worker's link limited
   double server_link_bound = 0;  // images/s if only the busiest shard's link limited
   double apply_bound = 0;        // images/s if only the busiest shard's apply lanes limited
+  double host_bound = 0;         // images/s if only the host's cores limited (inf: unmeasured)
   double upper = 0;              // min of the above: perfect overlap
   double serial = 0;             // compute, then pull, then push, no overlap (bsp-like)
   double imbalance = 1;          // busiest shard bytes / mean shard bytes
-  std::string bottleneck;        // "compute", "worker link", "server link" or "apply"
+  std::string bottleneck;        // "compute", "worker link", "server link", "apply" or "host cpu"
 };
 
 AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,

@@ -68,8 +68,7 @@ SimConfig base_config(const Profile& profile, const SimFlags& f) {
                                   : parse_bandwidth_bps(f.bandwidth) / 8;
   c.latency_s = f.latency.empty() ? profile.latency_us * 1e-6 : parse_duration_s(f.latency);
   c.link_model = parse_link_model(f.link_model);
-  c.message_cost_s = profile.message_cost_us * 1e-6;
-  c.transit_s_per_byte = profile.transit_ns_per_byte * 1e-9;
+  take_host_costs(profile, c);
   c.partition_bytes = std::int64_t(parse_bytes(f.partition_bytes));
   c.policy.slice_params = f.slice_params;
   c.policy.partition_params = f.partition_params;
@@ -107,6 +106,11 @@ int run_profile(const ProfileCommandOptions& o) {
                    ? (bandwidth_text(p.bandwidth_bytes_per_sec) + " (estimated)").c_str()
                    : p.shaped.c_str(),
                p.message_cost_us, p.transit_ns_per_byte, p.source.value("measured_steps_per_sec", 0.0));
+  if (p.host_cpus > 0)
+    std::fprintf(stderr,
+                 "  host: %d CPUs; the nodes' CPU over the steady steps is %.0f us per message received + "
+                 "%.2f ns per byte (measured copies)\n",
+                 p.host_cpus, p.cpu_per_message_us, p.cpu_per_byte_ns);
   if (p.source.contains("refused_message_cost_us"))
     std::fprintf(stderr,
                  "  (a per-message cost of %.0f us would match the run's pace, beyond the %.0f us any "
@@ -167,6 +171,7 @@ int run_predict(const PredictOptions& o) {
                             {"worker_link_bound", a.worker_link_bound},
                             {"server_link_bound", a.server_link_bound},
                             {"apply_bound", a.apply_bound},
+                            {"host_bound", a.host_bound},
                             {"imbalance", a.imbalance},
                             {"bottleneck", a.bottleneck}}}};
     if (o.analytic_only) {
@@ -517,8 +522,7 @@ int run_bench_predict(const BenchPredictOptions& o) {
     c.bandwidth_bytes_per_sec = parse_bandwidth_bps(o.bandwidth) / 8;
     c.latency_s = 200e-6;
     c.link_model = parse_link_model(o.link_model);
-    c.message_cost_s = profile.message_cost_us * 1e-6;
-    c.transit_s_per_byte = profile.transit_ns_per_byte * 1e-9;
+    take_host_costs(profile, c);
     c.steps = o.steps;
     // CPU time beside wall time: on a shared machine the wall clock measures the neighbours.
     const std::clock_t cpu0 = std::clock();

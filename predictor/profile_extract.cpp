@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/model_spec.hpp"
 #include "core/trace.hpp"
+#include "predictor/host_cost.hpp"
 #include "predictor/simulator.hpp"
 
 namespace psbed::predictor {
@@ -49,6 +50,23 @@ namespace {
 // A push handed over within this long after a compute event ends was handed over by the compute
 // thread itself (the scheduler pumps right after each backward).
 constexpr double kSendStartUs = 500;
+
+// CPU seconds a process used between t0 and t1 (us), from [time_us, cpu_s] samples taken a
+// few times a second, read off the line between the samples around each end; -1 if the samples
+// do not cover the span.
+double cpu_between(const nlohmann::json& samples, double t0, double t1) {
+  auto at = [&](double t) {
+    for (std::size_t i = 1; i < samples.size(); ++i) {
+      const double ta = samples[i - 1][0], tb = samples[i][0];
+      if (t < ta || t > tb) continue;
+      const double ca = samples[i - 1][1], cb = samples[i][1];
+      return tb > ta ? ca + (cb - ca) * (t - ta) / (tb - ta) : ca;
+    }
+    return -1.0;
+  };
+  const double a = at(t0), b = at(t1);
+  return a < 0 || b < 0 ? -1.0 : b - a;
+}
 
 struct Fit {
   double intercept = 0, slope = 0;
@@ -266,11 +284,50 @@ Profile extract_profile(const ProfileOptions& opt) {
   int n_servers = int(servers.size());
   std::string mode = exp.value("mode", std::string());
   std::string policy = meta.value("policy", exp.value("policy", std::string()));
+  nlohmann::json summary;
   if (std::ifstream in(run / "summary.json"); in) {
     try {
-      const auto s = nlohmann::json::parse(in);
-      n_servers = s.value("servers", n_servers);
+      summary = nlohmann::json::parse(in);
+      n_servers = summary.value("servers", n_servers);
     } catch (const nlohmann::json::exception&) {
+    }
+  }
+  // Host: the CPU the worker and the shards spent over the worker's steady steps (its trace
+  // carries its own, the shards' traces samples of theirs), less the worker's computing, per
+  // message received on either side (a transfer is two messages: a push and its acknowledgment,
+  // a pull request and its reply). From a replay run that is all transport and bookkeeping; from
+  // a real one the compute's share is estimated as its duration x its threads.
+  const int host_cpus = summary.is_object() && summary.contains("launch")
+                            ? summary["launch"].value("host_cpus", 0)
+                            : 0;
+  double steady_cpu_s = -1;
+  if (host_cpus > 0 && meta.contains("cpu_steady")) {
+    const auto& steady = meta["cpu_steady"];
+    const double t0 = steady.value("from_us", 0.0), t1 = steady.value("to_us", 0.0);
+    double cpu = steady.value("cpu_s", 0.0);
+    bool every_shard = t1 > t0;
+    for (const auto& sv : servers) {
+      const auto samples = sv.metadata.value("cpu_samples", nlohmann::json::array());
+      const double used = cpu_between(samples, t0, t1);
+      every_shard = every_shard && used >= 0;
+      cpu += std::max(0.0, used);
+    }
+    double transfers = 0, bytes = 0, compute_s = 0;
+    for (const auto& e : worker->events) {
+      const double end = e.ts_us + e.dur_us;
+      if (end < t0 || end > t1) continue;
+      if (e.lane == "push" || e.lane == "pull") ++transfers, bytes += double(std::max<std::int64_t>(0, e.bytes));
+      if (e.lane == "compute" && (e.name.rfind("fwd:", 0) == 0 || e.name.rfind("bwd:", 0) == 0))
+        compute_s += e.dur_us / 1e6;
+    }
+    if (meta.value("compute", std::string("real")) == "real")
+      cpu -= compute_s * std::max(1, meta.value("threads", 1));
+    if (every_shard && transfers > 0 && cpu > 0) {
+      p.host_cpus = host_cpus;
+      p.cpu_per_byte_ns = opt.copy_cpu_ns_per_byte >= 0 ? opt.copy_cpu_ns_per_byte
+                                                        : measure_copy_cpu_ns_per_byte();
+      p.cpu_per_message_us = std::max(0.0, cpu - bytes * p.cpu_per_byte_ns * 1e-9) / (2 * transfers) * 1e6;
+      steady_cpu_s = cpu;
     }
   }
   p.source = {{"run", opt.run},
@@ -292,6 +349,7 @@ Profile extract_profile(const ProfileOptions& opt) {
               {"straggle_ms", meta.value("straggle_ms", 0.0)},
               {"measured_steps_per_sec", measured_sps},
               {"model_toml", exp["model_toml"]}};
+  if (steady_cpu_s >= 0) p.source["steady_cpu_s"] = steady_cpu_s;
   if (opt.calibrate && measured_sps > 0) {
     // A receive costs tens of microseconds of software here; a fit far beyond that means the
     // gap between the run and its simulation lies elsewhere (compute contention, a model the
@@ -342,15 +400,16 @@ double calibrate(const Profile& profile, double steps_per_sec, double first, dou
   c.straggler_s = src.value("straggle_ms", 0.0) / 1e3;
   c.bandwidth_bytes_per_sec = profile.bandwidth_bytes_per_sec;
   c.latency_s = profile.latency_us * 1e-6;
-  c.message_cost_s = profile.message_cost_us * 1e-6;
-  c.transit_s_per_byte = profile.transit_ns_per_byte * 1e-9;
+  take_host_costs(profile, c);
   c.link_model = LinkModel::kBucket;
   c.steps = 120;
   auto pace = [&](double x) {
     set(c, x);
     return simulate(profile, spec, c).steps_per_sec;
   };
-  if (pace(0) <= steps_per_sec) return 0;
+  // A gap under kCalibrationTolerance is within what repeated runs of one configuration vary
+  // here: no evidence of a missing cost.
+  if (pace(0) <= steps_per_sec * (1 + kCalibrationTolerance)) return 0;
   // The pace falls as x grows: bracket the measured pace, then bisect.
   double lo = 0, hi = first;
   while (pace(hi) > steps_per_sec) {

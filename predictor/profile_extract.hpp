@@ -16,6 +16,9 @@ struct ProfileOptions {
   // gives its measured steps/s; a fit above kMaxPlausibleMessageCostUs is refused (recorded as
   // source.refused_message_cost_us, the cost left at 0).
   bool calibrate = true;
+  // Host CPU: ns a byte costs on its way through the host (of the CPU the run's nodes used, this
+  // is charged per byte and the rest per message); < 0: measure it now.
+  double copy_cpu_ns_per_byte = -1;
 };
 constexpr double kMaxPlausibleMessageCostUs = 500;
 // A refused per-message fit is tried as a host copy cost per byte (Profile::transit_ns_per_byte);
@@ -32,6 +35,8 @@ Profile extract_profile(const ProfileOptions& options);
 double calibrate_message_cost_us(const Profile& profile, double steps_per_sec);
 // The same for the host copy cost per byte between the links (message cost as in the profile).
 double calibrate_transit_ns_per_byte(const Profile& profile, double steps_per_sec);
+// Calibration leaves a simulated pace within this fraction above the measured one alone.
+constexpr double kCalibrationTolerance = 0.03;
 
 // "1.00 Gbit/s, 200 us one way" (a trace's "link" metadata) -> bytes/s and seconds; false if
 // the text says "unshaped" or cannot be read.

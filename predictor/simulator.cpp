@@ -53,6 +53,11 @@ LinkModel parse_link_model(const std::string& text) {
 
 std::string to_string(LinkModel m) { return m == LinkModel::kFair ? "fair" : "bucket"; }
 
+void take_host_costs(const Profile& profile, SimConfig& c) {
+  c.message_cost_s = profile.message_cost_us * 1e-6;
+  c.transit_s_per_byte = profile.transit_ns_per_byte * 1e-9;
+}
+
 std::int64_t default_warmup_steps(std::int64_t steps) {
   return std::min<std::int64_t>(std::max<std::int64_t>(3, steps / 20), steps / 2);
 }

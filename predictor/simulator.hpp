@@ -81,6 +81,9 @@ struct SimResult {
   std::vector<double> worker_steps_per_sec;
 };
 
+// The host costs a profile calibrated (the per-message cost, the copy cost per byte), set on `c`.
+void take_host_costs(const Profile& profile, SimConfig& c);
+
 // Throws Error if the profile does not match the model or the configuration is invalid.
 SimResult simulate(const Profile& profile, const ModelSpec& spec, const SimConfig& config);
 

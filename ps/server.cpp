@@ -48,11 +48,18 @@ int run_server(const ServerOptions& in) {
   trace.set_metadata("role", "server");
   trace.set_metadata("cluster", map.to_json()["experiment"]);
   shard.start(map, link.id());
-  // Every second, the shard's counters go to the coordinator (its /metrics and /api/status).
-  while (!link.wait_shutdown(1.0))
-    link.send_control({{"event", "stats"}, {"pushes", shard.pushes()}, {"pulls", shard.pulls()},
-                       {"bad_messages", shard.bad().total() + transport.bad_messages().total()},
-                       {"queue_depth", shard.queue_depth()}});
+  // Every second, the shard's counters go to the coordinator (its /metrics and /api/status);
+  // four times a second, the process's CPU seconds go to the trace (the profile's host cost).
+  nlohmann::json cpu_samples = nlohmann::json::array();
+  for (int tick = 0;; ++tick) {
+    cpu_samples.push_back({now_us(), process_cpu_s()});
+    if (link.wait_shutdown(0.25)) break;
+    if (tick % 4 == 3)
+      link.send_control({{"event", "stats"}, {"pushes", shard.pushes()}, {"pulls", shard.pulls()},
+                         {"bad_messages", shard.bad().total() + transport.bad_messages().total()},
+                         {"queue_depth", shard.queue_depth()}});
+  }
+  cpu_samples.push_back({now_us(), process_cpu_s()});
   transport.stop();  // first: wakes a lane blocked in send() by a peer that stopped reading
   shard.stop();
   const auto& bad = shard.bad();
@@ -69,6 +76,7 @@ int run_server(const ServerOptions& in) {
   }
   if (!opt.trace_dir.empty()) {
     trace.set_metadata("bad_messages", bad.total() + tbad.total());
+    trace.set_metadata("cpu_samples", cpu_samples);
     trace.set_metadata("bad_messages_by_kind", by_kind);
     std::filesystem::create_directories(opt.trace_dir);
     trace.write(opt.trace_dir + "/" + opt.name + ".trace.json");

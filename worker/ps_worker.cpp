@@ -150,7 +150,7 @@ class PsWorker {
     std::vector<float> images(std::size_t(spec.input.numel()) * exp.batch);
     std::vector<std::int32_t> labels(exp.batch);
     const std::int64_t warmup = std::min<std::int64_t>(std::max<std::int64_t>(3, exp.steps / 20), exp.steps / 2);
-    double steady_start = 0, last_report = now_us();
+    double steady_start = 0, steady_cpu = 0, last_report = now_us();
     double loss = 0;
     std::int64_t report_steps = 0;
     // For the coordinator's live view: link use per interval and each step's time.
@@ -163,7 +163,7 @@ class PsWorker {
       trace_.complete("start-delay", "compute", t0, -1);
     }
     for (std::int64_t s = 0; s < exp.steps && !link.shutdown_requested(); ++s) {
-      if (s == warmup) steady_start = now_us();
+      if (s == warmup) steady_start = now_us(), steady_cpu = process_cpu_s();
       step_ = s;
       if (auto j = take_pending_policy()) {
         switch_policy(sched, link, *j, s);
@@ -223,6 +223,10 @@ class PsWorker {
       }
     }
     const double end = now_us();
+    // What this process spent over the steady steps (compute, transfers, everything): the
+    // profile's host cost per message comes from it.
+    trace_.set_metadata("cpu_steady", {{"from_us", steady_start}, {"to_us", end},
+                                       {"cpu_s", process_cpu_s() - steady_cpu}});
     const std::int64_t steady_steps = exp.steps - warmup;
     const double steady_s = (end - steady_start) / 1e6;
     nlohmann::json report = {{"event", "report"}, {"steps", exp.steps}, {"final_loss", loss}, {"steady_steps", steady_steps},

@@ -101,6 +101,53 @@ TEST_CASE("time blocked handing pushes to a full send buffer is no overhead",
   fs::remove_all(tmp);
 }
 
+TEST_CASE("host CPU per message and per byte from the traces' CPU over the steady steps",
+          "[predictor][profile]") {
+  // The fixture run, with the CPU the live nodes record: the worker used 0.02 s over its steady
+  // steps (1010000-1031300 us; 12 transfers end inside, 24,000 bytes), the shard's samples say
+  // 0.01 s over the same span. At 1 ns per byte (0.000024 s) the rest is 0.029976 s over 24
+  // messages: 1249 us each.
+  const fs::path tmp = fs::temp_directory_path() / "psbed-profile-host-test";
+  fs::remove_all(tmp);
+  fs::create_directories(tmp / "traces");
+  nlohmann::json w, sv, summary;
+  std::ifstream(kRun + "/traces/worker-0.trace.json") >> w;
+  std::ifstream(kRun + "/traces/server-0.trace.json") >> sv;
+  std::ifstream(kRun + "/summary.json") >> summary;
+  w["metadata"]["compute"] = "replay:x.json";
+  w["metadata"]["cpu_steady"] = {{"from_us", 1010000}, {"to_us", 1031300}, {"cpu_s", 0.02}};
+  sv["metadata"]["cpu_samples"] = {{1000000, 0.99}, {1010000, 1.0}, {1031300, 1.01}, {1041300, 1.02}};
+  summary["launch"] = {{"host_cpus", 2}};
+  std::ofstream(tmp / "traces/worker-0.trace.json") << w.dump();
+  std::ofstream(tmp / "traces/server-0.trace.json") << sv.dump();
+  std::ofstream(tmp / "summary.json") << summary.dump();
+  ProfileOptions o;
+  o.run = tmp.string();
+  o.skip_steps = 1;
+  o.calibrate = false;
+  o.copy_cpu_ns_per_byte = 1;
+  Profile p = extract_profile(o);
+  int transfers = 0;
+  double bytes = 0;
+  for (const auto& e : w["traceEvents"]) {
+    if (e.value("ph", "") != "X" || e["tid"] != 3 && e["tid"] != 1) continue;
+    const double end = e["ts"].get<double>() + e["dur"].get<double>();
+    if (end >= 1010000 && end <= 1031300) ++transfers, bytes += e["args"]["bytes"].get<double>();
+  }
+  REQUIRE(transfers > 0);
+  CHECK(p.host_cpus == 2);
+  CHECK(p.cpu_per_byte_ns == 1);
+  CHECK(p.cpu_per_message_us == Approx((0.02 + 0.01 - bytes * 1e-9) / (2 * transfers) * 1e6));
+  CHECK(p.to_json()["host"]["cpus"] == 2);
+  // Without the shard's samples over the span the host stays unmeasured.
+  sv["metadata"]["cpu_samples"] = {{1015000, 1.0}, {1041300, 1.01}};
+  std::ofstream(tmp / "traces/server-0.trace.json") << sv.dump();
+  p = extract_profile(o);
+  CHECK(p.host_cpus == 0);
+  CHECK_FALSE(p.to_json().contains("host"));
+  fs::remove_all(tmp);
+}
+
 TEST_CASE("profile extraction names what is missing", "[predictor][profile]") {
   ProfileOptions o;
   o.run = kRun + "-nonexistent";

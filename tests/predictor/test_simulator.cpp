@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <limits>
 
 #include "core/error.hpp"
 #include "core/model_spec.hpp"
@@ -207,6 +208,29 @@ TEST_CASE("analytic bounds after Yan et al.", "[predictor][analytic]") {
   const SimResult r = simulate(p, spec, c);
   CHECK(r.images_per_sec <= a.upper * (1 + 1e-9));
   CHECK(r.images_per_sec >= a.serial * (1 - 1e-9));
+}
+
+TEST_CASE("the analytic host bound: the host's cores doing every step's messages and bytes",
+          "[predictor][analytic]") {
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  Profile p = fixed_profile(spec);
+  SimConfig c = config(8);
+  c.bandwidth_bytes_per_sec = 0;
+  CHECK(analytic_bounds(p, spec, c).host_bound == Approx(std::numeric_limits<double>::infinity()));
+  p.host_cpus = 2;
+  p.cpu_per_message_us = 400;
+  p.cpu_per_byte_ns = 5;
+  // wfbp: 2 parts -> 8 messages (3.2 ms) and 8,000 bytes (40 us) a worker-step; 2 cores. Below
+  // the compute bound of 8 x 8 / 5 ms.
+  AnalyticBounds a = analytic_bounds(p, spec, c);
+  CHECK(a.host_bound == Approx(2 * 8 / 0.00324));
+  CHECK(a.bottleneck == "host cpu");
+  CHECK(a.upper == Approx(a.host_bound));
+  // p3 with 100-float slices: the weight's 996 floats go as 10 slices, the bias as 1: 44 messages.
+  c.policy.name = "p3";
+  c.policy.slice_params = 100;
+  a = analytic_bounds(p, spec, c);
+  CHECK(a.host_bound == Approx(2 * 8 / (44 * 400e-6 + 8000 * 5e-9)));
 }
 
 TEST_CASE("bad simulation inputs are named", "[predictor][simulator]") {
