@@ -247,6 +247,10 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f) {
   app->add_option("--straggler-ms", f.straggler_ms, "worker-0 sleeps this long every step");
   app->add_option("--start-stagger-ms", f.start_stagger_ms,
                   "worker i of N starts i x this / N later (validate: the run's own)");
+  app->add_option("--host-cpus", f.host_cpus,
+                  "cores every node of the cluster shares, each message taking the profile's CPU per message "
+                  "and byte on one (default: the profile's host; 0: the host's CPU not modelled)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level) {

@@ -64,7 +64,8 @@ nlohmann::json Profile::to_json() const {
     j["layers"].push_back({{"name", l.name}, {"forward_ms", l.forward_ms}, {"backward_ms", l.backward_ms}});
   j["server"] = {{"apply_ns_per_byte", apply_ns_per_byte}, {"apply_overhead_us", apply_overhead_us}};
   j["link"] = {{"bandwidth_bytes_per_sec", bandwidth_bytes_per_sec}, {"latency_us", latency_us}, {"shaped", shaped},
-               {"message_cost_us", message_cost_us}, {"transit_ns_per_byte", transit_ns_per_byte}};
+               {"message_cost_us", message_cost_us}, {"message_latency_us", message_latency_us},
+               {"transit_ns_per_byte", transit_ns_per_byte}};
   if (host_cpus > 0)
     j["host"] = {{"cpus", host_cpus},
                  {"cpu_per_message_us", cpu_per_message_us},
@@ -107,6 +108,8 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& name) {
   p.shaped = field_or<std::string>(link, "shaped", "", name + ": link");
   p.message_cost_us = field_or<double>(link, "message_cost_us", 0.0, name + ": link");
   if (!(p.message_cost_us >= 0)) throw Error(name + ": link: message_cost_us must not be negative");
+  p.message_latency_us = field_or<double>(link, "message_latency_us", 0.0, name + ": link");
+  if (!(p.message_latency_us >= 0)) throw Error(name + ": link: message_latency_us must not be negative");
   p.transit_ns_per_byte = field_or<double>(link, "transit_ns_per_byte", 0.0, name + ": link");
   if (!(p.transit_ns_per_byte >= 0)) throw Error(name + ": link: transit_ns_per_byte must not be negative");
   const auto host = field_or<nlohmann::json>(j, "host", nlohmann::json::object(), name);

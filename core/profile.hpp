@@ -11,6 +11,7 @@
 //    "server":  {"apply_ns_per_byte": 0.35, "apply_overhead_us": 5},
 //    "link":    {"bandwidth_bytes_per_sec": 1.2e8, "latency_us": 210, "shaped": "1gbit/200us",
 //                "message_cost_us": 120,    // software time per received message, per node
+//                "message_latency_us": 80,  // a delay per message besides (optional)
 //                "transit_ns_per_byte": 0}, // copy time per byte between the links (optional)
 //    "host":    {"cpus": 2, "cpu_per_message_us": 90, "cpu_per_byte_ns": 0.8},  // optional
 //    "step_overhead_ms": [...],   // per step: time not explained by compute or transfers
@@ -52,6 +53,10 @@ struct Profile {
   // one at a time per node: calibrated by `psbed profile` so the simulator reproduces the
   // profiled run.
   double message_cost_us = 0;
+  // A delay every message takes besides (thread hand-overs, wake-ups): time, not a resource.
+  // Where the host's CPU was measured, message_cost_us is the receiving node's share of the CPU
+  // per message and this is the rest of what the calibration finds.
+  double message_latency_us = 0;
   // Host time per byte between leaving the sender's link and reaching the receiver's (the copies
   // through the loopback stack and ZeroMQ): each message arrives bytes x this later. Calibrated
   // instead of message_cost_us where a per-message fit would be implausible (big messages).

@@ -49,9 +49,8 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   double transfers = 0;
   for (const auto& p : plan.parts)
     transfers += slice > 0 ? double((p.numel + slice - 1) / slice) : 1.0;
-  const double host_step_s = 4 * transfers * profile.cpu_per_message_us * 1e-6 +
-                             2 * model_bytes * profile.cpu_per_byte_ns * 1e-9;
-  a.host_bound = profile.host_cpus > 0 && host_step_s > 0 ? profile.host_cpus * batch / host_step_s : kInf;
+  const double host_step_s = 4 * transfers * cfg.cpu_per_message_s + 2 * model_bytes * cfg.cpu_per_byte_s;
+  a.host_bound = cfg.host_cpus > 0 && host_step_s > 0 ? cfg.host_cpus * batch / host_step_s : kInf;
   a.upper = a.compute_bound, a.bottleneck = "compute";
   if (a.worker_link_bound < a.upper) a.upper = a.worker_link_bound, a.bottleneck = "worker link";
   if (a.server_link_bound < a.upper) a.upper = a.server_link_bound, a.bottleneck = "server link";
@@ -60,7 +59,8 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   // No overlap: compute, the pull phase and the push phase one after the other, each phase as
   // slow as its busiest link, plus a round trip each.
   const double per_direction = B > 0 ? std::max(model_bytes, W * busiest) / B : 0.0;
-  const double serial_s = compute_s + 2 * per_direction + 4 * (cfg.latency_s + cfg.message_cost_s) +
+  const double serial_s = compute_s + 2 * per_direction +
+                          4 * (cfg.latency_s + cfg.message_cost_s + cfg.message_latency_s) +
                           2 * model_bytes * cfg.transit_s_per_byte +
                           W * busiest_apply / lanes;
   a.serial = serial_s > 0 ? W * batch / serial_s : kInf;

@@ -78,6 +78,7 @@ SimConfig base_config(const Profile& profile, const SimFlags& f) {
   c.seed = f.seed;
   c.straggler_s = f.straggler_ms / 1e3;
   c.start_stagger_s = std::max(0.0, f.start_stagger_ms) / 1e3;
+  if (f.host_cpus >= 0) c.host_cpus = f.host_cpus;
   return c;
 }
 
@@ -99,23 +100,27 @@ int run_profile(const ProfileCommandOptions& o) {
   p.save(o.out);
   std::fprintf(stderr,
                "profile of %s (batch %d) from %s: %zu steps, compute %.3f ms/step, link %s, "
-               "message cost %.0f us, host copies %.2f ns/byte (calibrated to the run's %.1f steps/s)\n",
+               "message cost %.0f us + latency %.0f us, host copies %.2f ns/byte (calibrated to the run's "
+               "%.1f steps/s)\n",
                p.model.c_str(), p.batch, o.extract.run.c_str(), p.layers[0].forward_ms.size(),
                p.mean_compute_ms(),
                p.shaped.empty()
                    ? (bandwidth_text(p.bandwidth_bytes_per_sec) + " (estimated)").c_str()
                    : p.shaped.c_str(),
-               p.message_cost_us, p.transit_ns_per_byte, p.source.value("measured_steps_per_sec", 0.0));
+               p.message_cost_us, p.message_latency_us, p.transit_ns_per_byte,
+               p.source.value("measured_steps_per_sec", 0.0));
   if (p.host_cpus > 0)
     std::fprintf(stderr,
                  "  host: %d CPUs; the nodes' CPU over the steady steps is %.0f us per message received + "
                  "%.2f ns per byte (measured copies)\n",
                  p.host_cpus, p.cpu_per_message_us, p.cpu_per_byte_ns);
-  if (p.source.contains("refused_message_cost_us"))
-    std::fprintf(stderr,
-                 "  (a per-message cost of %.0f us would match the run's pace, beyond the %.0f us any "
-                 "receive costs here: the gap is not per-message work, so it was fitted per byte)\n",
-                 p.source["refused_message_cost_us"].get<double>(), kMaxPlausibleMessageCostUs);
+  for (const char* key : {"refused_message_cost_us", "refused_message_latency_us"})
+    if (p.source.contains(key))
+      std::fprintf(stderr,
+                   "  (a per-message %s of %.0f us would match the run's pace, beyond the %.0f us any "
+                   "receive takes here: the gap is not per-message work, so it was fitted per byte)\n",
+                   std::string(key).find("latency") != std::string::npos ? "latency" : "cost",
+                   p.source[key].get<double>(), kMaxPlausibleMessageCostUs);
   if (p.source.contains("refused_transit_ns_per_byte"))
     std::fprintf(stderr,
                  "  (nor per byte: %.1f ns/byte is beyond the %.0f ns/byte a host copy costs; both stay 0 and the "
@@ -162,7 +167,11 @@ int run_predict(const PredictOptions& o) {
                           {"latency_us", c.latency_s * 1e6},
                           {"link_model", to_string(c.link_model)},
                           {"message_cost_us", c.message_cost_s * 1e6},
+                          {"message_latency_us", c.message_latency_s * 1e6},
                           {"transit_ns_per_byte", c.transit_s_per_byte * 1e9},
+                          {"host_cpus", c.host_cpus},
+                          {"cpu_per_message_us", c.cpu_per_message_s * 1e6},
+                          {"cpu_per_byte_ns", c.cpu_per_byte_s * 1e9},
                           {"start_stagger_ms", c.start_stagger_s * 1e3},
                           {"analytic",
                            {{"upper_images_per_sec", a.upper},

@@ -36,6 +36,7 @@ struct SimFlags {
   std::uint64_t seed = 1;
   double straggler_ms = 0;
   double start_stagger_ms = -1;  // < 0: the run's own (validate), else 0
+  int host_cpus = -1;            // < 0: the profile's; 0: the host's CPU not modelled
 };
 
 struct PredictOptions {

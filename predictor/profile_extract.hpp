@@ -35,6 +35,8 @@ Profile extract_profile(const ProfileOptions& options);
 double calibrate_message_cost_us(const Profile& profile, double steps_per_sec);
 // The same for the host copy cost per byte between the links (message cost as in the profile).
 double calibrate_transit_ns_per_byte(const Profile& profile, double steps_per_sec);
+// Profile::message_latency_us (a delay per message, no resource) that gives the pace.
+double calibrate_message_latency_us(const Profile& profile, double steps_per_sec);
 // Calibration leaves a simulated pace within this fraction above the measured one alone.
 constexpr double kCalibrationTolerance = 0.03;
 

@@ -55,7 +55,11 @@ std::string to_string(LinkModel m) { return m == LinkModel::kFair ? "fair" : "bu
 
 void take_host_costs(const Profile& profile, SimConfig& c) {
   c.message_cost_s = profile.message_cost_us * 1e-6;
+  c.message_latency_s = profile.message_latency_us * 1e-6;
   c.transit_s_per_byte = profile.transit_ns_per_byte * 1e-9;
+  c.host_cpus = profile.host_cpus;
+  c.cpu_per_message_s = profile.cpu_per_message_us * 1e-6;
+  c.cpu_per_byte_s = profile.cpu_per_byte_ns * 1e-9;
 }
 
 std::int64_t default_warmup_steps(std::int64_t steps) {
@@ -341,6 +345,8 @@ class Simulation {
     events_.set_slots(channels_.size(), 2 * std::size_t(W_ + S_));
     bucket_ = cfg.link_model == LinkModel::kBucket;
     rx_free_.assign(std::size_t(nodes), -kInf);
+    if (cfg.host_cpus > 0 && cfg.cpu_per_message_s + cfg.cpu_per_byte_s > 0)
+      cores_.resize(std::size_t(cfg.host_cpus));
     if (cfg.bandwidth_bytes_per_sec > 0)
       burst_s_ =
           std::max(64.0 * 1024, cfg.bandwidth_bytes_per_sec * 1e-3) / cfg.bandwidth_bytes_per_sec;
@@ -745,13 +751,40 @@ class Simulation {
     const Message& m = messages_[id];
     const bool to_server = m.kind == MsgKind::kPullRequest || m.kind == MsgKind::kPushData;
     const int node = to_server ? W_ + m.shard : m.worker;
-    if (!bucket_ && cfg_.message_cost_s <= 0) {  // every arrival is now + latency: one FIFO
-      events_.push(at, EventType::kDeliver, id);
+    if (!bucket_ && cfg_.message_cost_s <= 0 && cores_.empty()) {  // now + latency: one FIFO
+      events_.push(at + cfg_.message_latency_s, EventType::kDeliver, id);
       return;
     }
     double& free = rx_free_[std::size_t(node)];
-    free = std::max(free, at) + cfg_.message_cost_s;
-    events_.push_stream(W_ + S_ + node, free, EventType::kDeliver, id);
+    double start = std::max(free, at);
+    if (!cores_.empty()) {  // the receiving thread runs when a core is free
+      const double cpu = cfg_.cpu_per_message_s + double(wire_bytes(m)) * cfg_.cpu_per_byte_s;
+      start = book_core(start, cpu);
+    }
+    free = start + cfg_.message_cost_s;
+    events_.push_stream(W_ + S_ + node, free + cfg_.message_latency_s, EventType::kDeliver, id);
+  }
+
+  // Books `cpu` seconds on the core that can start it first, at or after `from`; returns when.
+  double book_core(double from, double cpu) {
+    double best = kInf;
+    std::size_t best_core = 0, best_at = 0;
+    for (std::size_t k = 0; k < cores_.size(); ++k) {
+      auto& busy = cores_[k];
+      std::size_t done = 0;  // bookings over before now hold nothing up any more
+      while (done < busy.size() && busy[done].second <= now_) ++done;
+      busy.erase(busy.begin(), busy.begin() + std::ptrdiff_t(done));
+      double t = from;
+      std::size_t i = 0;
+      for (; i < busy.size(); ++i) {
+        if (t + cpu <= busy[i].first) break;
+        t = std::max(t, busy[i].second);
+      }
+      if (t < best) best = t, best_core = k, best_at = i;
+    }
+    auto& busy = cores_[best_core];
+    busy.insert(busy.begin() + std::ptrdiff_t(best_at), {best, best + cpu});
+    return best;
   }
 
   // A reply or an acknowledgment taken by the worker's receiving thread.
@@ -1046,6 +1079,10 @@ class Simulation {
   bool network_dirty_ = false;
   bool bucket_ = false;
   std::vector<double> rx_free_;  // when each node's receiving thread is next free
+  // Each host core's booked work, [from, to) in time order (host_cpus > 0). Work is booked when
+  // a message is received, possibly ahead of the clock (its node busy until then), so a core
+  // keeps the gaps before such bookings for earlier work.
+  std::vector<std::vector<std::pair<double, double>>> cores_;
   double burst_s_ = 0;
   std::vector<double> egress_free_, ingress_free_;  // bucket links: each node's two buckets
   std::vector<SendThread> threads_;  // bucket links: compute, receiving (per worker), lanes

@@ -55,6 +55,15 @@ struct SimConfig {
   // Software time a node spends receiving one message (transport threads, wake-ups); a node
   // handles its arrivals one at a time, so a shard serving many workers queues them.
   double message_cost_s = 0;
+  // A delay every message takes after the receiving node's serial work (thread hand-overs and
+  // wake-ups): time, not a resource, so nothing else waits for it.
+  double message_latency_s = 0;
+  // The host's cores, shared by every node of a local cluster (0: not modelled). Each message
+  // takes cpu_per_message_s + bytes x cpu_per_byte_s of one core (both ends' CPU, charged when
+  // it is received), so many nodes on few cores queue for the CPU as well as for the links.
+  int host_cpus = 0;
+  double cpu_per_message_s = 0;
+  double cpu_per_byte_s = 0;
   // Host time per byte from the sender's link to the receiver's (loopback and ZeroMQ copies):
   // every message arrives bytes x this later (a delay, not a shared resource).
   double transit_s_per_byte = 0;

@@ -234,3 +234,21 @@ TEST_CASE("the per-byte calibration finds the host copy cost that gives a pace",
   REQUIRE(pace < simulate(p, spec, c).steps_per_sec);  // the cost slows it down
   CHECK(calibrate_transit_ns_per_byte(p, pace) == Approx(40).epsilon(0.01));
 }
+
+TEST_CASE("the latency calibration finds the per-message delay that gives a pace",
+          "[predictor][profile]") {
+  ProfileOptions o;
+  o.run = kRun;
+  o.skip_steps = 1;
+  o.calibrate = false;
+  const Profile p = extract_profile(o);
+  const ModelSpec spec = parse_model_spec(p.source["model_toml"].get<std::string>(), "fixture");
+  SimConfig c;
+  c.link_model = LinkModel::kBucket;
+  c.bandwidth_bytes_per_sec = p.bandwidth_bytes_per_sec;
+  c.latency_s = p.latency_us * 1e-6;
+  c.steps = 120;
+  c.message_latency_s = 300e-6;
+  const double pace = simulate(p, spec, c).steps_per_sec;
+  CHECK(calibrate_message_latency_us(p, pace) == Approx(300).epsilon(0.01));
+}

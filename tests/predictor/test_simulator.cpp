@@ -220,6 +220,7 @@ TEST_CASE("the analytic host bound: the host's cores doing every step's messages
   p.host_cpus = 2;
   p.cpu_per_message_us = 400;
   p.cpu_per_byte_ns = 5;
+  take_host_costs(p, c);  // as predict does: the profile's host unless --host-cpus says otherwise
   // wfbp: 2 parts -> 8 messages (3.2 ms) and 8,000 bytes (40 us) a worker-step; 2 cores. Below
   // the compute bound of 8 x 8 / 5 ms.
   AnalyticBounds a = analytic_bounds(p, spec, c);
@@ -310,6 +311,50 @@ TEST_CASE("host copies delay every message by its bytes x the transit cost", "[p
   CHECK(1 / simulate(fixed_profile(spec), spec, bucket).steps_per_sec == Approx(bucket_step).epsilon(1e-9));
   bucket.transit_s_per_byte = 0;
   CHECK(1 / simulate(fixed_profile(spec), spec, bucket).steps_per_sec == Approx(4 * 0.0001 + 0.005).epsilon(1e-9));
+}
+
+TEST_CASE("a message latency delays every message and holds up nothing else",
+          "[predictor][simulator]") {
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  // The critical path has four hops (request, reply, push, acknowledgment): each M later.
+  const double M = 300e-6;
+  for (LinkModel link : {LinkModel::kFair, LinkModel::kBucket}) {
+    SimConfig c = config(1);
+    c.link_model = link;
+    const double base = 1 / simulate(fixed_profile(spec), spec, c).steps_per_sec;
+    c.message_latency_s = M;
+    CHECK(1 / simulate(fixed_profile(spec), spec, c).steps_per_sec == Approx(base + 4 * M).epsilon(1e-9));
+  }
+  // Unlike a message cost, it is no resource: eight workers on one shard keep their pace.
+  SimConfig eight = config(8, "async");
+  eight.bandwidth_bytes_per_sec = 0;
+  eight.message_latency_s = M;
+  const SimResult r = simulate(fixed_profile(spec), spec, eight);
+  CHECK(r.worker_steps_per_sec[0] == Approx(1 / (0.005 + 4 * (0.0001 + M))).epsilon(1e-6));
+}
+
+TEST_CASE("the host's cores: every message takes one for its CPU, so a busy host caps the pace",
+          "[predictor][simulator]") {
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  // wfbp on tiny: 8 messages a worker-step (2 requests, 2 replies, 2 pushes, 2 acks) of 0, 16 or
+  // 3,984 bytes: 8 x 400 us + 8,000 x 5 ns = 3.24 ms of CPU. Eight workers computing 5 ms a
+  // step would make 1,600 steps/s; one core does 1 / 3.24 ms, two cores twice that.
+  for (int cpus : {1, 2}) {
+    SimConfig c = config(8, "async");
+    c.bandwidth_bytes_per_sec = 0;
+    c.steps = 200;
+    c.host_cpus = cpus;
+    c.cpu_per_message_s = 400e-6;
+    c.cpu_per_byte_s = 5e-9;
+    const SimResult r = simulate(fixed_profile(spec), spec, c);
+    CHECK(r.steps_per_sec == Approx(cpus / 0.00324).epsilon(0.02));
+    // With a core per node and more the host is no limit: compute and the latencies are.
+    c.host_cpus = 64;
+    c.cpu_per_message_s = 10e-6;
+    c.cpu_per_byte_s = 0;
+    CHECK(simulate(fixed_profile(spec), spec, c).worker_steps_per_sec[0] ==
+          Approx(1 / (0.005 + 4 * 0.0001 + 4 * 10e-6)).epsilon(0.01));
+  }
 }
 
 TEST_CASE("bucket links: a send returns at once unless the send buffer is full, then the thread waits",

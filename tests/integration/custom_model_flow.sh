@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# A model spec that psbed does not ship goes through the whole flow: a single worker trains it,
+# `psbed profile` profiles that run, `psbed predict` predicts two workers, `psbed launch` runs
+# them (compute replay of the profile) and `psbed validate` puts measured beside predicted.
+source "$(dirname "$0")/lib.sh"
+cat >"$WORK/blocks.toml" <<'TOML'
+# Not shipped: two conv blocks and a classifier for 3x16x16 inputs.
+name = "blocks"
+input = [3, 16, 16]
+classes = 10
+
+[[layer]]
+type = "conv"
+name = "stem"
+in_channels = 3
+out_channels = 16
+kernel = 3
+pad = 1
+
+[[layer]]
+type = "relu"
+
+[[layer]]
+type = "maxpool"
+kernel = 2
+
+[[layer]]
+type = "conv"
+name = "body"
+in_channels = 16
+out_channels = 32
+kernel = 3
+pad = 1
+
+[[layer]]
+type = "relu"
+
+[[layer]]
+type = "maxpool"
+kernel = 2
+
+[[layer]]
+type = "fc"
+name = "head"
+in = 512
+out = 10
+TOML
+MODEL="$WORK/blocks.toml"
+timeout 120 "$PSBED" launch --servers 1 --workers 1 --model "$MODEL" --data synthetic --steps 80 --batch 16 \
+  --threads 1 --mode bsp --bandwidth 100mbit --out "$WORK/single" >"$WORK/single.out" 2>&1 ||
+  { tail -20 "$WORK/single.out"; fail "the single-worker run failed"; }
+"$PSBED" profile "$WORK/single" -o "$WORK/profile.json" >"$WORK/profile.out" 2>&1 ||
+  { cat "$WORK/profile.out"; fail "profile failed"; }
+json "$WORK/profile.json" 's["model"]' | grep -qx blocks || fail "the profile does not name the model"
+"$PSBED" predict --profile "$WORK/profile.json" --workers 2 --policy wfbp --mode bsp --steps 60 \
+  --json "$WORK/predicted.json" >"$WORK/predict.out" 2>&1 || { cat "$WORK/predict.out"; fail "predict failed"; }
+predicted=$(json "$WORK/predicted.json" 's[0]["images_per_sec"]')
+timeout 120 "$PSBED" launch --servers 1 --workers 2 --model "$MODEL" --data synthetic --steps 60 --batch 16 \
+  --mode bsp --bandwidth 100mbit --compute "replay:$WORK/profile.json" --out "$WORK/pair" >"$WORK/pair.out" 2>&1 ||
+  { tail -20 "$WORK/pair.out"; fail "the two-worker run failed"; }
+"$PSBED" validate --profile "$WORK/profile.json" "$WORK/pair" --out "$WORK/report" >"$WORK/validate.out" 2>&1 ||
+  { cat "$WORK/validate.out"; fail "validate failed"; }
+python3 - "$WORK/report/validation.json" "$predicted" <<'PY' || fail "validation of the custom model"
+import json, math, sys
+v = json.load(open(sys.argv[1]))
+assert len(v["runs"]) == 1, v["runs"]
+r = v["runs"][0]
+assert r["workers"] == 2 and r["policy"] == "wfbp" and r["mode"] == "bsp", r
+assert r["measured_images_per_sec"] > 0 and r["predicted_images_per_sec"] > 0, r
+assert math.isfinite(r["error_pct"]), r
+# validate predicts the run for its own length; predict ran the same configuration.
+assert abs(r["predicted_images_per_sec"] / float(sys.argv[2]) - 1) < 0.25, (r, sys.argv[2])
+print(f"blocks, 2 workers: measured {r['measured_images_per_sec']:.0f} images/s, "
+      f"predicted {r['predicted_images_per_sec']:.0f} ({r['error_pct']:+.1f}%)")
+PY
+echo "PASS"
