@@ -19,6 +19,29 @@ namespace {
 // bwd:relu1 40 us, bwd:fc1 200 us; pulls of 3,984 and 16 bytes take 598.4 and 201.6 us
 // (2 x 100 us latency + bytes at 10 bytes/us); applies take 2 us + 0.5 ns per byte.
 const std::string kRun = std::string(PSBED_FIXTURES_DIR) + "/predictor/run-1w";
+
+// The fixture's profile, fitted to nothing.
+Profile uncalibrated_fixture() {
+  ProfileOptions o;
+  o.run = kRun;
+  o.skip_steps = 1;
+  o.calibrate = false;
+  return extract_profile(o);
+}
+
+// The simulated pace of the profile's source run (1 worker, its link, bucket links) with `set`
+// applied to the configuration.
+template <typename Set>
+double source_pace(const Profile& p, Set set) {
+  const ModelSpec spec = parse_model_spec(p.source["model_toml"].get<std::string>(), "fixture");
+  SimConfig c;
+  c.link_model = LinkModel::kBucket;
+  c.bandwidth_bytes_per_sec = p.bandwidth_bytes_per_sec;
+  c.latency_s = p.latency_us * 1e-6;
+  c.steps = 120;
+  set(c);
+  return simulate(p, spec, c).steps_per_sec;
+}
 }  // namespace
 
 TEST_CASE("profile extraction from a single-worker run", "[predictor][profile]") {
@@ -217,38 +240,15 @@ TEST_CASE("calibration makes the simulated source run keep the measured pace",
 
 TEST_CASE("the per-byte calibration finds the host copy cost that gives a pace",
           "[predictor][profile]") {
-  ProfileOptions o;
-  o.run = kRun;
-  o.skip_steps = 1;
-  o.calibrate = false;
-  const Profile p = extract_profile(o);
-  const ModelSpec spec = parse_model_spec(p.source["model_toml"].get<std::string>(), "fixture");
-  SimConfig c;
-  c.link_model = LinkModel::kBucket;
-  c.bandwidth_bytes_per_sec = p.bandwidth_bytes_per_sec;
-  c.latency_s = p.latency_us * 1e-6;
-  c.steps = 120;
-  c.transit_s_per_byte = 40e-9;
-  const double pace = simulate(p, spec, c).steps_per_sec;
-  c.transit_s_per_byte = 0;
-  REQUIRE(pace < simulate(p, spec, c).steps_per_sec);  // the cost slows it down
+  const Profile p = uncalibrated_fixture();
+  const double pace = source_pace(p, [](SimConfig& c) { c.transit_s_per_byte = 40e-9; });
+  REQUIRE(pace < source_pace(p, [](SimConfig&) {}));  // the cost slows it down
   CHECK(calibrate_transit_ns_per_byte(p, pace) == Approx(40).epsilon(0.01));
 }
 
 TEST_CASE("the latency calibration finds the per-message delay that gives a pace",
           "[predictor][profile]") {
-  ProfileOptions o;
-  o.run = kRun;
-  o.skip_steps = 1;
-  o.calibrate = false;
-  const Profile p = extract_profile(o);
-  const ModelSpec spec = parse_model_spec(p.source["model_toml"].get<std::string>(), "fixture");
-  SimConfig c;
-  c.link_model = LinkModel::kBucket;
-  c.bandwidth_bytes_per_sec = p.bandwidth_bytes_per_sec;
-  c.latency_s = p.latency_us * 1e-6;
-  c.steps = 120;
-  c.message_latency_s = 300e-6;
-  const double pace = simulate(p, spec, c).steps_per_sec;
+  const Profile p = uncalibrated_fixture();
+  const double pace = source_pace(p, [](SimConfig& c) { c.message_latency_s = 300e-6; });
   CHECK(calibrate_message_latency_us(p, pace) == Approx(300).epsilon(0.01));
 }
