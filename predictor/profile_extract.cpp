@@ -301,7 +301,10 @@ Profile extract_profile(const ProfileOptions& opt) {
                             ? summary["launch"].value("host_cpus", 0)
                             : 0;
   double steady_cpu_s = -1;
-  if (host_cpus > 0 && meta.contains("cpu_steady")) {
+  // The shards' CPU serves every worker of the run, the worker's transfers are one worker's:
+  // only a single-worker run splits into a cost per message and per byte.
+  const bool single = workers.size() == 1;
+  if (single && host_cpus > 0 && meta.contains("cpu_steady")) {
     const auto& steady = meta["cpu_steady"];
     const double t0 = steady.value("from_us", 0.0), t1 = steady.value("to_us", 0.0);
     double cpu = steady.value("cpu_s", 0.0);
@@ -350,7 +353,13 @@ Profile extract_profile(const ProfileOptions& opt) {
               {"measured_steps_per_sec", measured_sps},
               {"model_toml", exp["model_toml"]}};
   if (steady_cpu_s >= 0) p.source["steady_cpu_s"] = steady_cpu_s;
-  if (opt.calibrate && measured_sps > 0) {
+  // A node's serial time per message is its share, half, of the CPU a message costs both ends,
+  // calibrated or not.
+  if (p.host_cpus > 0) p.message_cost_us = p.cpu_per_message_us / 2;
+  if (!single) {
+    p.source["calibrated"] = "no: the pace of one of " + std::to_string(workers.size()) +
+                             " workers holds the others' contention; profile a 1-worker run";
+  } else if (opt.calibrate && measured_sps > 0) {
     // A receive costs tens of microseconds of software here; a fit far beyond that means the
     // gap between the run and its simulation lies elsewhere (compute contention, a model the
     // simulator lacks), and charging it to every message would distort configurations that send
@@ -366,7 +375,6 @@ Profile extract_profile(const ProfileOptions& opt) {
     // is a delay (thread hand-overs, wake-ups) that holds up nothing but the message, so it does
     // not cap a busy shard at one message per calibrated cost.
     const bool host = p.host_cpus > 0;
-    if (host) p.message_cost_us = p.cpu_per_message_us / 2;
     const double fit = host ? calibrate_message_latency_us(p, measured_sps)
                             : calibrate_message_cost_us(p, measured_sps);
     if (fit <= kMaxPlausibleMessageCostUs) {

@@ -758,7 +758,11 @@ class Simulation {
     double& free = rx_free_[std::size_t(node)];
     double start = std::max(free, at);
     if (!cores_.empty()) {  // the receiving thread runs when a core is free
-      const double cpu = cfg_.cpu_per_message_s + double(wire_bytes(m)) * cfg_.cpu_per_byte_s;
+      // Bytes cost CPU where they are carried: a push and a reply, not the request or the
+      // acknowledgment that name the same part (the profile splits its CPU the same way).
+      const bool data = m.kind == MsgKind::kPushData || m.kind == MsgKind::kPullReply;
+      const double cpu =
+          cfg_.cpu_per_message_s + (data ? double(m.t.bytes()) : 0.0) * cfg_.cpu_per_byte_s;
       start = book_core(start, cpu);
     }
     free = start + cfg_.message_cost_s;

@@ -162,6 +162,19 @@ TEST_CASE("host CPU per message and per byte from the traces' CPU over the stead
   CHECK(p.cpu_per_byte_ns == 1);
   CHECK(p.cpu_per_message_us == Approx((0.02 + 0.01 - bytes * 1e-9) / (2 * transfers) * 1e6));
   CHECK(p.to_json()["host"]["cpus"] == 2);
+  // A node's serial share of it, half, is set whether or not the pace is calibrated.
+  CHECK(p.message_cost_us == Approx(p.cpu_per_message_us / 2));
+  // One worker of two: the shard's CPU served both, so no split (and no calibration).
+  std::ofstream(tmp / "traces/worker-1.trace.json") << w.dump();
+  o.worker = "worker-0";
+  o.calibrate = true;
+  p = extract_profile(o);
+  CHECK(p.host_cpus == 0);
+  CHECK(p.message_cost_us == 0);
+  CHECK_THAT(p.source.value("calibrated", std::string()), Catch::Contains("profile a 1-worker run"));
+  fs::remove(tmp / "traces/worker-1.trace.json");
+  o.worker.clear();
+  o.calibrate = false;
   // Without the shard's samples over the span the host stays unmeasured.
   sv["metadata"]["cpu_samples"] = {{1015000, 1.0}, {1041300, 1.01}};
   std::ofstream(tmp / "traces/server-0.trace.json") << sv.dump();

@@ -336,18 +336,20 @@ TEST_CASE("a message latency delays every message and holds up nothing else",
 TEST_CASE("the host's cores: every message takes one for its CPU, so a busy host caps the pace",
           "[predictor][simulator]") {
   const ModelSpec spec = parse_model_spec(kTiny, "tiny");
-  // wfbp on tiny: 8 messages a worker-step (2 requests, 2 replies, 2 pushes, 2 acks) of 0, 16 or
-  // 3,984 bytes: 8 x 400 us + 8,000 x 5 ns = 3.24 ms of CPU. Eight workers computing 5 ms a
-  // step would make 1,600 steps/s; one core does 1 / 3.24 ms, two cores twice that.
+  // wfbp on tiny: 8 messages a worker-step (2 requests, 2 replies, 2 pushes, 2 acks); the
+  // replies and pushes carry 16 or 3,984 bytes, the requests and acks none: 8 x 200 us +
+  // 8,000 x 200 ns = 3.2 ms of CPU (charging the bytes on the requests and acks too would make
+  // it 4.8 ms). Eight workers computing 5 ms a step would make 1,600 steps/s; one core does
+  // 1 / 3.2 ms, two cores twice that.
   for (int cpus : {1, 2}) {
     SimConfig c = config(8, "async");
     c.bandwidth_bytes_per_sec = 0;
     c.steps = 200;
     c.host_cpus = cpus;
-    c.cpu_per_message_s = 400e-6;
-    c.cpu_per_byte_s = 5e-9;
+    c.cpu_per_message_s = 200e-6;
+    c.cpu_per_byte_s = 200e-9;
     const SimResult r = simulate(fixed_profile(spec), spec, c);
-    CHECK(r.steps_per_sec == Approx(cpus / 0.00324).epsilon(0.02));
+    CHECK(r.steps_per_sec == Approx(cpus / 0.0032).epsilon(0.02));
     // With a core per node and more the host is no limit: compute and the latencies are.
     c.host_cpus = 64;
     c.cpu_per_message_s = 10e-6;
