@@ -261,7 +261,7 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   prof->add_option("-o,--out", o.profile.out, "profile to write")->capture_default_str();
   prof->add_option("--worker", o.profile.extract.worker, "which worker's trace (needed if the run had several)");
   prof->add_option("--skip-steps", o.profile.extract.skip_steps, "warm-up steps left out (default: the worker's rule)");
-  prof->add_flag("!--no-calibrate", o.profile.extract.calibrate, "leave message_cost_us and transit_ns_per_byte at 0 (no fit to the run's own pace)");
+  prof->add_flag("!--no-calibrate", o.profile.extract.calibrate, "no fit to the run's own pace: the fitted cost (message_latency_us with host CPU, else message_cost_us or transit_ns_per_byte) stays 0");
 
   auto* pred = root.add_subcommand("predict", "Profile + configurations -> predicted throughput (simulated)");
   pred->footer("Example: psbed predict --profile profile.json --workers 1,2,4,8 --servers 1,2 --policy all --mode bsp "
