@@ -760,9 +760,7 @@ class Simulation {
     if (!cores_.empty()) {  // the receiving thread runs when a core is free
       // Bytes cost CPU where they are carried: a push and a reply, not the request or the
       // acknowledgment that name the same part (the profile splits its CPU the same way).
-      const bool data = m.kind == MsgKind::kPushData || m.kind == MsgKind::kPullReply;
-      const double cpu =
-          cfg_.cpu_per_message_s + (data ? double(m.t.bytes()) : 0.0) * cfg_.cpu_per_byte_s;
+      const double cpu = cfg_.cpu_per_message_s + data_bytes(m) * cfg_.cpu_per_byte_s;
       start = book_core(start, cpu);
     }
     free = start + cfg_.message_cost_s;
@@ -822,9 +820,14 @@ class Simulation {
     return next_free;
   }
 
-  double message_bytes(const Message& m) const {
+  // The tensor bytes a message carries: a push's or a reply's, none for a request or an ack.
+  static double data_bytes(const Message& m) {
     const bool data = m.kind == MsgKind::kPushData || m.kind == MsgKind::kPullReply;
-    return double((data ? m.t.bytes() : 0) + cfg_.message_overhead_bytes);
+    return data ? double(m.t.bytes()) : 0.0;
+  }
+
+  double message_bytes(const Message& m) const {
+    return data_bytes(m) + double(cfg_.message_overhead_bytes);
   }
 
   void send_from(int thread, int id) {
