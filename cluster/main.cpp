@@ -278,7 +278,9 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   pred->add_option("--trace-out", o.predict.trace_out, "write synthetic Chrome traces per node under this folder");
 
   auto* val = root.add_subcommand("validate", "Profile + measured run folders -> prediction error table and plot");
-  val->footer("Example: psbed validate --profile profile.json runs/sweep-x/* --out report/");
+  val->footer("Example: psbed validate --profile profile.json runs/sweep-x/*/ --out report/\n"
+              "Runs of one configuration (`psbed sweep --repeat`) are predicted once and compared by the median of\n"
+              "their images/s; the report gives each one's range, and the error of every run alone beside it.");
   add_common(val, log_level);
   val->add_option("--profile", o.validate.profile, "profile.json from psbed profile")->required();
   val->add_option("runs", o.validate.runs, "measured run folders")->required();

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Plots a psbed sweep: images/s against workers, one line per policy, one panel per
-(mode, bandwidth). Usage: plot_sweep.py results.csv sweep.png"""
+(mode, bandwidth); with repeats, the line goes through each point's median and a bar spans
+its runs. Usage: plot_sweep.py results.csv sweep.png"""
 import csv
+import statistics
 import sys
 from collections import defaultdict
 
@@ -19,14 +21,19 @@ def main(src, dst):
     panels = sorted({(r["mode"], r["bandwidth"]) for r in rows})
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
     for ax, (mode, bw) in zip(axes[0], panels):
-        lines = defaultdict(list)
+        lines = defaultdict(lambda: defaultdict(list))
         for r in rows:
             if (r["mode"], r["bandwidth"]) == (mode, bw):
-                lines[(r["policy"], r["servers"])].append((int(r["workers"]), float(r["images_per_sec"])))
-        for (policy, servers), pts in sorted(lines.items()):
-            pts.sort()
+                lines[(r["policy"], r["servers"])][int(r["workers"])].append(float(r["images_per_sec"]))
+        for (policy, servers), by_w in sorted(lines.items()):
+            ws = sorted(by_w)
+            mid = [statistics.median(by_w[w]) for w in ws]
             label = policy if len({k[1] for k in lines}) == 1 else "%s, %s server(s)" % (policy, servers)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+            line = ax.plot(ws, mid, marker="o", label=label)[0]
+            if any(len(by_w[w]) > 1 for w in ws):
+                ax.errorbar(ws, mid, yerr=[[m - min(by_w[w]) for w, m in zip(ws, mid)],
+                                           [max(by_w[w]) - m for w, m in zip(ws, mid)]],
+                            fmt="none", ecolor=line.get_color(), capsize=3, alpha=0.7)
         ax.set_title("%s, %s" % (mode, bw))
         ax.set_xlabel("workers")
         ax.set_ylabel("images/s (all workers)")

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -31,8 +32,16 @@ namespace {
 struct Point {
   std::string bandwidth, mode, policy;
   int servers = 1, workers = 1;
-  std::string name;  // folder under OUT
+  std::string name;  // the point's folder under OUT; repeat k > 1 goes to <name>-r<k>
+  int repeat = 1;
+  std::string folder() const { return repeat == 1 ? name : name + "-r" + std::to_string(repeat); }
 };
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 std::string slug(const std::string& s) {
   std::string out;
@@ -109,22 +118,26 @@ json read_summary(const std::string& path) {
 }
 
 const char* kCsvHeader =
-    "run,model,mode,policy,bandwidth,workers,servers,compute,steps,batch,steps_per_sec,images_per_sec,ok\n";
+    "run,model,mode,policy,bandwidth,workers,servers,compute,steps,batch,steps_per_sec,images_per_sec,ok,point,repeat\n";
 
 std::string csv_row(const Point& p, const LaunchOptions& o, const json& s) {
   const bool ok = s.is_object() && s.value("ok", false);
-  return p.name + "," + o.model + "," + p.mode + "," + p.policy + "," + (p.bandwidth.empty() ? "none" : p.bandwidth) +
+  return p.folder() + "," + o.model + "," + p.mode + "," + p.policy + "," + (p.bandwidth.empty() ? "none" : p.bandwidth) +
          "," + std::to_string(p.workers) + "," + std::to_string(p.servers) + "," + o.compute + "," +
          std::to_string(s.is_object() ? s.value("steps", 0) : 0) + "," + std::to_string(o.batch) + "," +
          num(ok ? s.value("steps_per_sec", 0.0) : 0.0) + "," + num(ok ? s.value("images_per_sec", 0.0) : 0.0) + "," +
-         (ok ? "1" : "0") + "\n";
+         (ok ? "1" : "0") + "," + p.name + "," + std::to_string(p.repeat) + "\n";
 }
 
-// One table per (bandwidth, mode, servers): a row per worker count, a column per policy, images/s.
+// One table per (bandwidth, mode, servers): a row per worker count, a column per policy, images/s
+// (the median of the point's finished repeats, with their range when there are several).
 void write_markdown(const std::string& path, const json& rows, const SweepOptions& opt, const LaunchOptions& base) {
   std::ofstream md(path);
   md << "# Sweep: " << base.model << ", batch " << base.batch << ", " << base.steps << " steps, compute "
-     << base.compute << "\n\nImages/s summed over workers (steady state); - = failed or not run.\n";
+     << base.compute << "\n\nImages/s summed over workers (steady state); - = failed or not run.";
+  if (opt.repeat > 1)
+    md << " Each cell is the median of the point's " << opt.repeat << " runs, their range in brackets.";
+  md << "\n";
   for (const auto& b : opt.bandwidths)
     for (const auto& m : opt.modes)
       for (int sv : opt.servers) {
@@ -136,15 +149,20 @@ void write_markdown(const std::string& path, const json& rows, const SweepOption
         for (int w : opt.workers) {
           md << "| " << w << " |";
           for (const auto& p : opt.policies) {
-            std::string cell = " - |";
+            std::vector<double> got;
             for (const auto& r : rows)
               if (r["mode"] == m && r["policy"] == p && r["bandwidth"] == (b.empty() ? "none" : b) &&
-                  r["servers"] == sv && r["workers"] == w && r["ok"].get<bool>()) {
-                char buf[32];
-                std::snprintf(buf, sizeof buf, " %.1f |", r["images_per_sec"].get<double>());
-                cell = buf;
-              }
-            md << cell;
+                  r["servers"] == sv && r["workers"] == w && r["ok"].get<bool>())
+                got.push_back(r["images_per_sec"].get<double>());
+            char buf[96];
+            if (got.empty())
+              std::snprintf(buf, sizeof buf, " - |");
+            else if (got.size() == 1)
+              std::snprintf(buf, sizeof buf, " %.1f |", got[0]);
+            else
+              std::snprintf(buf, sizeof buf, " %.1f (%.1f-%.1f) |", median(got),
+                            *std::min_element(got.begin(), got.end()), *std::max_element(got.begin(), got.end()));
+            md << buf;
           }
           md << "\n";
         }
@@ -158,11 +176,15 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
   app->footer(
       "Example: psbed sweep --model vgg-mini --data synthetic --workers 1,2,4,8 --policy all --mode bsp,async \\\n"
       "           --bandwidth 1gbit --compute replay:profile.json --steps 30 --out runs/sweep-NAME\n"
-      "Each point is a `psbed launch` into OUT/<mode>-<policy>-<bandwidth>-<S>s<N>w/ (its output in launch.log).\n"
+      "Each point is a `psbed launch` into OUT/<mode>-<policy>-<bandwidth>-<S>s<N>w/ (its output in launch.log);\n"
+      "with --repeat K its repeats go to <point>-r2/ ... <point>-rK/, one round of the grid after the other.\n"
       "OUT/results.csv and results.json get one row per run (images/s, steps/s, ok), results.md a table per mode\n"
-      "and bandwidth; OUT/sweep.png plots "
+      "and bandwidth (the median of each point's runs); OUT/sweep.png plots "
       "images/s against workers, a line per policy (matplotlib: cluster/install-deps.sh plot). Ctrl-C stops the\n"
-      "run in flight and the sweep, keeping what finished; --resume keeps finished points on a second call.");
+      "run in flight and the sweep, keeping what finished; --resume keeps finished runs on a second call, so\n"
+      "--resume --repeat 3 adds two repeats to a finished sweep. A short run can settle in one of two paces\n"
+      "(workers in step or out of step on a shared link): repeats show it, and `psbed validate` compares a\n"
+      "prediction with the median of a point's repeats.");
   app->set_config("--config", "", "TOML file of options (keys = long flag names); flags win");
   app->add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
   LaunchOptions& b = o.base;
@@ -173,7 +195,10 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
   app->add_option("--bandwidth", o.bandwidths, "link rates per direction, e.g. 100mbit,1gbit (default: unshaped)")
       ->delimiter(',');
   app->add_option("--out", b.out, "folder for every run, results.csv, results.json and sweep.png")->required();
-  app->add_flag("--resume", o.resume, "keep points that already finished in OUT");
+  app->add_option("--repeat", o.repeat, "runs per point (median and range in results.md, validate uses the median)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  app->add_flag("--resume", o.resume, "keep runs that already finished in OUT");
   app->add_flag("!--no-plot", o.plot, "skip sweep.png");
   app->add_option("--model", b.model, "model name or .toml path")->capture_default_str();
   app->add_option("--data", b.data, "mnist or synthetic")->capture_default_str();
@@ -221,14 +246,25 @@ int run_sweep(SweepOptions opt) {
       for (const auto& p : opt.policies)
         for (int s : opt.servers)
           for (int w : opt.workers) {
-            Point pt{b, m, p, s, w, ""};
+            Point pt{b, m, p, s, w, "", 1};
             pt.name = slug(m) + "-" + p + "-" + (b.empty() ? "unshaped" : b) + "-" + std::to_string(s) + "s" +
                       std::to_string(w) + "w";
             grid.push_back(pt);
           }
+  // Repeats go round the whole grid again rather than one point K times in a row, so a slow
+  // spell of the machine is spread over the points instead of landing on one.
+  if (opt.repeat < 1) throw Error("--repeat must be at least 1, got " + std::to_string(opt.repeat));
+  const std::size_t points = grid.size();
+  for (int k = 2; k <= opt.repeat; ++k)
+    for (std::size_t i = 0; i < points; ++i) {
+      Point pt = grid[i];
+      pt.repeat = k;
+      grid.push_back(pt);
+    }
   const std::string out = base.out;
   fs::create_directories(out);
-  spdlog::info("sweep of {} runs of {} into {} ({} compute)", grid.size(), base.model, out, base.compute);
+  spdlog::info("sweep of {} runs ({} points x {} repeat(s)) of {} into {} ({} compute)", grid.size(), points,
+               opt.repeat, base.model, out, base.compute);
 
   // The sweep waits out Ctrl-C: the launch in flight gets it too, stops its cluster, and exits
   // 130, after which the sweep stops with what it has.
@@ -245,35 +281,46 @@ int run_sweep(SweepOptions opt) {
   for (const Point& p : grid) {
     LaunchOptions o = base;
     o.workers = p.workers, o.servers = p.servers, o.mode = p.mode, o.policy = p.policy, o.bandwidth = p.bandwidth;
-    o.out = out + "/" + p.name;
+    o.out = out + "/" + p.folder();
     json s;
     if (opt.resume && (s = read_summary(o.out + "/summary.json")).is_object() && s.value("ok", false)) {
-      spdlog::info("[{}/{}] {}: kept (finished earlier)", done + 1, grid.size(), p.name);
+      spdlog::info("[{}/{}] {}: kept (finished earlier)", done + 1, grid.size(), p.folder());
     } else {
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::string eta;
       if (ran > 0) eta = ", about " + hms(elapsed / ran * double(grid.size() - done)) + " left";
-      spdlog::info("[{}/{}] {} {} {} {} server(s) {} worker(s) ... (elapsed {}{})", done + 1, grid.size(), p.mode,
-                   p.policy, p.bandwidth.empty() ? "unshaped" : p.bandwidth, p.servers, p.workers, hms(elapsed), eta);
+      const std::string rep = opt.repeat > 1 ? ", repeat " + std::to_string(p.repeat) : "";
+      spdlog::info("[{}/{}] {} {} {} {} server(s) {} worker(s){} ... (elapsed {}{})", done + 1, grid.size(), p.mode,
+                   p.policy, p.bandwidth.empty() ? "unshaped" : p.bandwidth, p.servers, p.workers, rep, hms(elapsed),
+                   eta);
       fs::create_directories(o.out);
       const int rc = run_launch_child(launch_args(o), o.out + "/launch.log");
       ++ran;
       s = read_summary(o.out + "/summary.json");
       if (rc == 130) {
         interrupted = true;
-        spdlog::warn("interrupted during {}: stopping the sweep", p.name);
+        spdlog::warn("interrupted during {}: stopping the sweep", p.folder());
         break;
       }
       if (rc != 0 || !s.is_object() || !s.value("ok", false)) {
         ++failed;
-        spdlog::error("[{}/{}] {} failed (exit {}); see {}/launch.log", done + 1, grid.size(), p.name, rc, o.out);
+        spdlog::error("[{}/{}] {} failed (exit {}); see {}/launch.log", done + 1, grid.size(), p.folder(), rc, o.out);
       } else {
-        spdlog::info("[{}/{}] {}: {:.1f} images/s, {:.2f} steps/s", done + 1, grid.size(), p.name,
-                     s.value("images_per_sec", 0.0), s.value("steps_per_sec", 0.0));
+        // With repeats: the point's earlier runs beside this one, so a second pace shows at once.
+        std::string others;
+        for (const auto& r : rows)
+          if (r["point"] == p.name && r["ok"].get<bool>()) {
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "%s%.1f", others.empty() ? "" : ", ", r["images_per_sec"].get<double>());
+            others += buf;
+          }
+        spdlog::info("[{}/{}] {}: {:.1f} images/s, {:.2f} steps/s{}", done + 1, grid.size(), p.folder(),
+                     s.value("images_per_sec", 0.0), s.value("steps_per_sec", 0.0),
+                     others.empty() ? "" : " (earlier repeats: " + others + ")");
       }
     }
     csv << csv_row(p, o, s) << std::flush;
-    rows.push_back({{"run", p.name}, {"mode", p.mode}, {"policy", p.policy},
+    rows.push_back({{"run", p.folder()}, {"point", p.name}, {"repeat", p.repeat}, {"mode", p.mode}, {"policy", p.policy},
                     {"bandwidth", p.bandwidth.empty() ? "none" : p.bandwidth}, {"workers", p.workers},
                     {"servers", p.servers}, {"compute", o.compute}, {"ok", s.is_object() && s.value("ok", false)},
                     {"steps_per_sec", s.is_object() ? s.value("steps_per_sec", 0.0) : 0.0},
@@ -282,7 +329,7 @@ int run_sweep(SweepOptions opt) {
   }
   sigaction(SIGINT, &old_int, nullptr);
   std::ofstream(out + "/results.json") << json{{"model", base.model}, {"compute", base.compute}, {"batch", base.batch},
-                                               {"steps", base.steps}, {"runs", rows}}
+                                               {"steps", base.steps}, {"repeat", opt.repeat}, {"runs", rows}}
                                               .dump(2)
                                        << "\n";
   write_markdown(out + "/results.md", rows, opt, base);

@@ -1,6 +1,7 @@
 // `psbed sweep`: a grid of `psbed launch` runs (bandwidth x mode x policy x servers x workers)
-// into one folder: a run folder per point, results.csv and results.json with one row per run,
-// and sweep.png (images/s against workers, a line per policy, a panel per mode and bandwidth).
+// into one folder: a run folder per point and repeat, results.csv and results.json with one row
+// per run, results.md with the median per point, and sweep.png (images/s against workers, a
+// line per policy, a panel per mode and bandwidth).
 #pragma once
 #include <CLI/CLI.hpp>
 #include <string>
@@ -17,6 +18,7 @@ struct SweepOptions {
   std::vector<std::string> policies = {"bulk", "wfbp", "p3"};  // "all": every policy
   std::vector<std::string> modes = {"bsp"};
   std::vector<std::string> bandwidths = {""};  // "" = unshaped
+  int repeat = 1;                         // runs per point: OUT/<point>/, then OUT/<point>-r2/, ...
   bool resume = false;                    // keep points whose summary.json says ok
   bool plot = true;
 };

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -272,6 +273,36 @@ MeasuredRun read_run(const std::string& dir, const SimConfig& base, const SimFla
   return m;
 }
 
+// What makes two runs repeats of one configuration: everything the prediction is made from,
+// and what the run's summary says of its model, batch and compute.
+std::string config_key(const MeasuredRun& m) {
+  const SimConfig& c = m.config;
+  const auto& s = m.summary;
+  return nlohmann::json{{"model", s.value("model", std::string())},
+                        {"batch", s.value("batch", 0)},
+                        {"compute", s.value("compute", std::string("real"))},
+                        {"workers", c.workers},
+                        {"servers", c.servers},
+                        {"mode", c.mode.str()},
+                        {"policy", c.policy.name},
+                        {"slice_params", c.policy.slice_params},
+                        {"partition_params", c.policy.partition_params},
+                        {"credit_bytes", c.policy.credit_bytes},
+                        {"partition_bytes", c.partition_bytes},
+                        {"steps", c.steps},
+                        {"bandwidth", c.bandwidth_bytes_per_sec},
+                        {"latency", c.latency_s},
+                        {"straggler", c.straggler_s},
+                        {"stagger", c.start_stagger_s}}
+      .dump();
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 }  // namespace
 
 nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
@@ -280,33 +311,75 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
     throw Error(
         "validate: no run folders given (expected one or more `psbed launch` --out folders)");
   const SimConfig base = base_config(profile, flags);
-  nlohmann::json runs = nlohmann::json::array();
-  double sum_abs = 0, max_abs = 0;
-  int i = 0;
+  // Runs of one configuration (a sweep's --repeat) are predicted once and compared by the median
+  // of their measurements: a short run may settle in either of two paces, and one run is one
+  // draw of them.
+  std::vector<std::vector<MeasuredRun>> groups;
+  std::map<std::string, std::size_t> group_of;
   for (const auto& dir : dirs) {
-    ++i;
     MeasuredRun m = read_run(dir, base, flags);
-    std::fprintf(stderr, "[%d/%zu] %s: %d worker(s), %d server(s), %s, %s\n", i, dirs.size(),
-                 dir.c_str(), m.config.workers, m.config.servers, m.config.policy.name.c_str(),
+    const auto [it, fresh] = group_of.emplace(config_key(m), groups.size());
+    if (fresh) groups.emplace_back();
+    groups[it->second].push_back(std::move(m));
+  }
+  // A group is named after its first run in name order, trailing '/' aside: a sweep point's
+  // own folder before its <point>-r2/ ... repeats.
+  auto bare = [](std::string d) {
+    while (d.size() > 1 && d.back() == '/') d.pop_back();
+    return d;
+  };
+  for (auto& g : groups)
+    std::stable_sort(g.begin(), g.end(), [&](const MeasuredRun& a, const MeasuredRun& b) {
+      return bare(a.run) < bare(b.run);
+    });
+  nlohmann::json runs = nlohmann::json::array();
+  double sum_abs = 0, max_abs = 0, single_sum = 0, single_max = 0;
+  std::size_t i = 0;
+  for (const auto& g : groups) {
+    ++i;
+    const MeasuredRun& m = g.front();
+    std::fprintf(stderr, "[%zu/%zu] %s%s: %d worker(s), %d server(s), %s, %s\n", i, groups.size(),
+                 m.run.c_str(),
+                 g.size() > 1 ? (" and " + std::to_string(g.size() - 1) + " repeat(s)").c_str() : "",
+                 m.config.workers, m.config.servers, m.config.policy.name.c_str(),
                  m.config.mode.str().c_str());
     const SimResult r = simulate(profile, spec, m.config);
-    const double err = m.measured > 0 ? 100 * (r.images_per_sec - m.measured) / m.measured : 0.0;
+    std::vector<double> measured;
+    nlohmann::json names = nlohmann::json::array();
+    for (const auto& x : g) {
+      measured.push_back(x.measured);
+      names.push_back(x.run);
+      const double e = x.measured > 0 ? 100 * (r.images_per_sec - x.measured) / x.measured : 0.0;
+      single_sum += std::fabs(e);
+      single_max = std::max(single_max, std::fabs(e));
+    }
+    const double mid = median_of(measured);
+    const double err = mid > 0 ? 100 * (r.images_per_sec - mid) / mid : 0.0;
     sum_abs += std::fabs(err);
     max_abs = std::max(max_abs, std::fabs(err));
-    runs.push_back({{"run", dir},
+    runs.push_back({{"run", m.run},
+                    {"repeats", g.size()},
+                    {"repeat_runs", names},
                     {"workers", m.config.workers},
                     {"servers", m.config.servers},
                     {"policy", m.config.policy.name},
                     {"mode", m.config.mode.str()},
                     {"bandwidth", bandwidth_text(m.config.bandwidth_bytes_per_sec)},
                     {"compute", m.summary.value("compute", std::string("real"))},
-                    {"measured_images_per_sec", m.measured},
+                    {"measured_images_per_sec", mid},
+                    {"measured_runs_images_per_sec", measured},
+                    {"measured_min_images_per_sec", *std::min_element(measured.begin(), measured.end())},
+                    {"measured_max_images_per_sec", *std::max_element(measured.begin(), measured.end())},
                     {"predicted_images_per_sec", r.images_per_sec},
                     {"error_pct", err}});
   }
   return {{"runs", runs},
-          {"mean_abs_error_pct", sum_abs / double(dirs.size())},
-          {"max_abs_error_pct", max_abs}};
+          {"configurations", groups.size()},
+          {"runs_measured", dirs.size()},
+          {"mean_abs_error_pct", sum_abs / double(groups.size())},
+          {"max_abs_error_pct", max_abs},
+          {"single_run_mean_abs_error_pct", single_sum / double(dirs.size())},
+          {"single_run_max_abs_error_pct", single_max}};
 }
 
 int run_validate(const ValidateOptions& o) {
@@ -316,18 +389,27 @@ int run_validate(const ValidateOptions& o) {
   v["profile"] = o.profile;
   fs::create_directories(o.out);
   std::ostringstream md;
-  md << "| run | workers | servers | policy | mode | bandwidth | measured images/s | predicted "
-        "images/s | error % |\n"
-     << "|---|---:|---:|---|---|---|---:|---:|---:|\n";
-  for (const auto& r : v["runs"])
+  const bool repeated = v["configurations"].get<std::size_t>() < o.runs.size();
+  md << "| run | workers | servers | policy | mode | bandwidth | measured images/s |"
+     << (repeated ? " runs (range) |" : "") << " predicted images/s | error % |\n"
+     << "|---|---:|---:|---|---|---|---:|" << (repeated ? "---|" : "") << "---:|---:|\n";
+  for (const auto& r : v["runs"]) {
     md << "| " << run_name(r["run"].get<std::string>()) << " | " << r["workers"] << " | "
        << r["servers"] << " | " << r["policy"].get<std::string>() << " | "
        << r["mode"].get<std::string>() << " | " << r["bandwidth"].get<std::string>() << " | "
-       << fmt(r["measured_images_per_sec"], 0) << " | " << fmt(r["predicted_images_per_sec"], 0)
-       << " | " << fmt(r["error_pct"], 1) << " |\n";
+       << fmt(r["measured_images_per_sec"], 0) << " |";
+    if (repeated)
+      md << " " << r["repeats"] << " (" << fmt(r["measured_min_images_per_sec"], 0) << "-"
+         << fmt(r["measured_max_images_per_sec"], 0) << ") |";
+    md << " " << fmt(r["predicted_images_per_sec"], 0) << " | " << fmt(r["error_pct"], 1) << " |\n";
+  }
   md << "\nmean |error| " << fmt(v["mean_abs_error_pct"], 1) << " %, max |error| "
-     << fmt(v["max_abs_error_pct"], 1) << " % over " << o.runs.size() << " run(s); profile "
-     << o.profile << "\n";
+     << fmt(v["max_abs_error_pct"], 1) << " % over " << v["configurations"] << " configuration(s)";
+  if (repeated)
+    md << " (" << o.runs.size() << " runs; the median of each configuration's runs against its "
+       << "prediction; each run alone: mean " << fmt(v["single_run_mean_abs_error_pct"], 1)
+       << " %, max " << fmt(v["single_run_max_abs_error_pct"], 1) << " %)";
+  md << "; profile " << o.profile << "\n";
   write_json(o.out + "/validation.json", v);
   std::ofstream(o.out + "/validation.md") << md.str();
   std::printf("%s", md.str().c_str());
@@ -357,6 +439,9 @@ for ax, (mode, bw) in zip(axes[0], panels):
             continue
         ax.plot([r["workers"] for r in rs], [r["predicted_images_per_sec"] for r in rs], "-", color=colour[p])
         ax.plot([r["workers"] for r in rs], [r["measured_images_per_sec"] for r in rs], "o", color=colour[p])
+        if any(r.get("repeats", 1) > 1 for r in rs):  # the range of a configuration's repeats
+            ax.vlines([r["workers"] for r in rs], [r["measured_min_images_per_sec"] for r in rs],
+                      [r["measured_max_images_per_sec"] for r in rs], color=colour[p], alpha=0.6)
     ax.set_title("%s, %s" % (mode, bw))
     ax.set_xlabel("workers")
     ax.set_ylabel("images/s (all workers)")

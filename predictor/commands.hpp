@@ -61,8 +61,11 @@ struct ValidateOptions {
 };
 int run_validate(const ValidateOptions& options);
 // Predicts each measured run's configuration (its summary.json, and worker-0's trace metadata
-// for the link and policy parameters): {"runs": [{run, measured_images_per_sec,
-// predicted_images_per_sec, error_pct, ...}], "mean_abs_error_pct", "max_abs_error_pct"}.
+// for the link and policy parameters). Runs of one configuration (repeats) are predicted once
+// and compared by their median: {"runs": [{run, repeats, measured_images_per_sec (median),
+// measured_min/max_images_per_sec, predicted_images_per_sec, error_pct, ...}], one per
+// configuration, "mean_abs_error_pct", "max_abs_error_pct" (over configurations),
+// "single_run_mean_abs_error_pct", "single_run_max_abs_error_pct" (every run alone)}.
 nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
                              const std::vector<std::string>& runs, const SimFlags& flags);
 

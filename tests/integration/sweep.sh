@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `psbed sweep`: a 2 x 2 grid (workers x policies) of real launches gives a run folder per point,
 # results.csv / results.json with one finished row each, and a plot when matplotlib is there;
-# --resume keeps finished points; a typo in the grid is refused before anything runs.
+# --resume keeps finished points, --repeat adds runs of a point beside them; a typo in the grid is
+# refused before anything runs.
 source "$(dirname "$0")/lib.sh"
 need_data
 "$PSBED" sweep --model lenet5 --workers 1,2 --policy wfbp,fastest --steps 20 --out "$WORK/bad" >"$WORK/bad.out" 2>&1 &&
@@ -33,4 +34,24 @@ fi
 "$PSBED" sweep --model lenet5 --data mnist --workers 1,2 --policy wfbp,p3 --mode async --steps 60 --batch 32 \
   --out "$WORK/sw" --resume >"$WORK/resume.out" 2>&1 || fail "resume failed"
 [ "$(grep -c "kept (finished earlier)" "$WORK/resume.out")" = 4 ] || fail "--resume reran finished points"
+# --repeat 2 on the 1-worker points: their finished runs count as the first repeat, a second
+# goes to <point>-r2/, and results.md shows the median with the two runs' range.
+"$PSBED" sweep --model lenet5 --data mnist --workers 1 --policy wfbp,p3 --mode async --steps 60 --batch 32 \
+  --out "$WORK/sw" --resume --repeat 2 --no-plot >"$WORK/repeat.out" 2>&1 || { tail -20 "$WORK/repeat.out"; fail "--repeat failed"; }
+[ "$(grep -c "kept (finished earlier)" "$WORK/repeat.out")" = 2 ] || fail "--repeat did not keep the first runs"
+grep -q "async-wfbp-unshaped-1s1w-r2: [0-9.]* images/s.*(earlier repeats: [0-9.]*)" "$WORK/repeat.out" ||
+  fail "no progress line with the earlier repeat"
+python3 - "$WORK/sw" <<'PY' || fail "the repeats are not in the results"
+import csv, json, os, sys
+out = sys.argv[1]
+rows = list(csv.DictReader(open(os.path.join(out, "results.csv"))))
+assert sorted((r["point"], r["repeat"]) for r in rows) == sorted(
+    (p, k) for p in ("async-wfbp-unshaped-1s1w", "async-p3-unshaped-1s1w") for k in ("1", "2")), rows
+for r in rows:
+    s = json.load(open(os.path.join(out, r["run"], "summary.json")))
+    assert r["ok"] == "1" and s["ok"] and s["workers"] == 1, r
+    assert r["run"] == r["point"] + ("-r2" if r["repeat"] == "2" else ""), r
+PY
+grep -q "^| 1 | [0-9.]* ([0-9.]*-[0-9.]*) | [0-9.]* ([0-9.]*-[0-9.]*) |$" "$WORK/sw/results.md" ||
+  fail "results.md lacks the median and range of the repeated points"
 echo "PASS"
