@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/stats.hpp"
 #include "core/policy.hpp"
 #include "core/units.hpp"
 #include "ps/cluster_map.hpp"
@@ -36,12 +37,6 @@ struct Point {
   int repeat = 1;
   std::string folder() const { return repeat == 1 ? name : name + "-r" + std::to_string(repeat); }
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 std::string slug(const std::string& s) {
   std::string out;

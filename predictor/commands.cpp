@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/stats.hpp"
 #include "core/trace.hpp"
 #include "core/units.hpp"
 #include "predictor/analytic.hpp"
@@ -297,12 +298,6 @@ std::string config_key(const MeasuredRun& m) {
       .dump();
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 }  // namespace
 
 nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
@@ -322,15 +317,11 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
     if (fresh) groups.emplace_back();
     groups[it->second].push_back(std::move(m));
   }
-  // A group is named after its first run in name order, trailing '/' aside: a sweep point's
-  // own folder before its <point>-r2/ ... repeats.
-  auto bare = [](std::string d) {
-    while (d.size() > 1 && d.back() == '/') d.pop_back();
-    return d;
-  };
+  // A group is named after its first run in folder-name order: a sweep point's own folder
+  // before its <point>-r2/ ... repeats.
   for (auto& g : groups)
-    std::stable_sort(g.begin(), g.end(), [&](const MeasuredRun& a, const MeasuredRun& b) {
-      return bare(a.run) < bare(b.run);
+    std::stable_sort(g.begin(), g.end(), [](const MeasuredRun& a, const MeasuredRun& b) {
+      return run_name(a.run) < run_name(b.run);
     });
   nlohmann::json runs = nlohmann::json::array();
   double sum_abs = 0, max_abs = 0, single_sum = 0, single_max = 0;
@@ -353,7 +344,7 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
       single_sum += std::fabs(e);
       single_max = std::max(single_max, std::fabs(e));
     }
-    const double mid = median_of(measured);
+    const double mid = median(measured);
     const double err = mid > 0 ? 100 * (r.images_per_sec - mid) / mid : 0.0;
     sum_abs += std::fabs(err);
     max_abs = std::max(max_abs, std::fabs(err));

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/stats.hpp"
 #include "core/units.hpp"
 #include "ps/bench_raw.hpp"
 #include "ps/client.hpp"
@@ -175,10 +176,6 @@ int run_bench_ps(const BenchPsOptions& opt) {
       raws.push_back(raw(mib, opt.min_seconds / 2));
       ratios.push_back(ps_runs.back() / ((raws[i] + raws[i + 1]) / 2));
     }
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-    };
     const double p = median(ps_runs), r = median(raws), ratio = median(ratios);
     std::printf("%5d MiB %12.2f %12.2f %7.2fx   (ratios %s)\n", mib, p, r, ratio, [&] {
       std::string s;
