@@ -244,6 +244,11 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f) {
   app->add_option("--apply-threads", f.apply_lanes, "apply threads per server shard")->capture_default_str();
   app->add_option("--steps", f.steps, "simulated steps per worker")->capture_default_str();
   app->add_option("--seed", f.seed, "seed of the compute draws and tf-random")->capture_default_str();
+  app->add_option("--seeds", f.seeds,
+                  "simulations per configuration, with seeds --seed, --seed + 1, ...: the one with the median "
+                  "images/s is the prediction (steadies configurations on the edge between two regimes)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   app->add_option("--straggler-ms", f.straggler_ms, "worker-0 sleeps this long every step");
   app->add_option("--start-stagger-ms", f.start_stagger_ms,
                   "worker i of N starts i x this / N later (validate: the run's own)");

@@ -78,6 +78,7 @@ SimConfig base_config(const Profile& profile, const SimFlags& f) {
   c.apply_lanes = f.apply_lanes;
   c.steps = f.steps;
   c.seed = f.seed;
+  c.policy.seed = f.seed;  // tf-random
   c.straggler_s = f.straggler_ms / 1e3;
   c.start_stagger_s = std::max(0.0, f.start_stagger_ms) / 1e3;
   if (f.host_cpus >= 0) c.host_cpus = f.host_cpus;
@@ -175,6 +176,8 @@ int run_predict(const PredictOptions& o) {
                           {"cpu_per_message_us", c.cpu_per_message_s * 1e6},
                           {"cpu_per_byte_ns", c.cpu_per_byte_s * 1e9},
                           {"start_stagger_ms", c.start_stagger_s * 1e3},
+                          {"seed", c.seed},
+                          {"seeds", o.sim.seeds},
                           {"analytic",
                            {{"upper_images_per_sec", a.upper},
                             {"serial_images_per_sec", a.serial},
@@ -198,7 +201,7 @@ int run_predict(const PredictOptions& o) {
       std::fprintf(stderr, "[%d/%zu] simulating %d worker(s), %d server(s), %s, %s\n", index,
                    configs.size(), c.workers, c.servers, c.policy.name.c_str(),
                    c.mode.str().c_str());
-      const SimResult r = simulate(profile, spec, c);
+      const SimResult r = simulate_seeds(profile, spec, c, o.sim.seeds);
       row["steps_per_sec"] = r.steps_per_sec;
       row["images_per_sec"] = r.images_per_sec;
       row["steps"] = c.steps;
@@ -334,7 +337,7 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
                  g.size() > 1 ? (" and " + std::to_string(g.size() - 1) + " repeat(s)").c_str() : "",
                  m.config.workers, m.config.servers, m.config.policy.name.c_str(),
                  m.config.mode.str().c_str());
-    const SimResult r = simulate(profile, spec, m.config);
+    const SimResult r = simulate_seeds(profile, spec, m.config, flags.seeds);
     std::vector<double> measured;
     nlohmann::json names = nlohmann::json::array();
     for (const auto& x : g) {
@@ -365,6 +368,8 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
                     {"error_pct", err}});
   }
   return {{"runs", runs},
+          {"seed", flags.seed},
+          {"seeds", flags.seeds},
           {"configurations", groups.size()},
           {"runs_measured", dirs.size()},
           {"mean_abs_error_pct", sum_abs / double(groups.size())},
@@ -400,6 +405,9 @@ int run_validate(const ValidateOptions& o) {
     md << " (" << o.runs.size() << " runs; the median of each configuration's runs against its "
        << "prediction; each run alone: mean " << fmt(v["single_run_mean_abs_error_pct"], 1)
        << " %, max " << fmt(v["single_run_max_abs_error_pct"], 1) << " %)";
+  if (o.sim.seeds > 1)
+    md << "; each prediction the median of " << o.sim.seeds << " seeds (" << o.sim.seed << " to "
+       << o.sim.seed + std::uint64_t(o.sim.seeds - 1) << ")";
   md << "; profile " << o.profile << "\n";
   write_json(o.out + "/validation.json", v);
   std::ofstream(o.out + "/validation.md") << md.str();
@@ -504,7 +512,7 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
   int i = 0;
   for (const SimConfig& c : grid) {
     if (++i % 10 == 1) std::fprintf(stderr, "[%d/%zu] simulating...\n", i, grid.size());
-    points.push_back({c, simulate(profile, spec, c).images_per_sec});
+    points.push_back({c, simulate_seeds(profile, spec, c, o.sim.seeds).images_per_sec});
   }
   auto describe = [](const SimConfig& c) {
     std::string d = c.policy.name;

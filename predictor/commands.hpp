@@ -34,6 +34,7 @@ struct SimFlags {
   int apply_lanes = 2;
   std::int64_t steps = 200;
   std::uint64_t seed = 1;
+  int seeds = 1;  // simulations per configuration (seed, seed + 1, ...); their median counts
   double straggler_ms = 0;
   double start_stagger_ms = -1;  // < 0: the run's own (validate), else 0
   int host_cpus = -1;            // < 0: the profile's; 0: the host's CPU not modelled

@@ -96,6 +96,14 @@ void take_host_costs(const Profile& profile, SimConfig& c);
 // Throws Error if the profile does not match the model or the configuration is invalid.
 SimResult simulate(const Profile& profile, const ModelSpec& spec, const SimConfig& config);
 
+// Simulates `seeds` times, with the seeds config.seed, config.seed + 1, ... (compute draws and
+// tf-random), and returns the run whose images/s is the median (the lower middle one for an even
+// count), with events and wall_seconds summed over all runs. A configuration on the edge between
+// two regimes (workers in step or drifted apart) can land in either on one draw; the median
+// steadies it. Only the first seed's run writes traces.
+SimResult simulate_seeds(const Profile& profile, const ModelSpec& spec, const SimConfig& config,
+                         int seeds);
+
 // The live worker's warm-up rule: steps excluded from the steady-state figures.
 std::int64_t default_warmup_steps(std::int64_t steps);
 

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <limits>
@@ -161,6 +162,42 @@ TEST_CASE("a seeded simulation is reproducible", "[predictor][simulator]") {
   c.seed = 8;
   const SimResult other = simulate(p, spec, c);
   CHECK(other.steps_per_sec != a.steps_per_sec);
+}
+
+TEST_CASE("several seeds: the prediction is the run with the median images/s",
+          "[predictor][simulator]") {
+  const ModelSpec spec = load_model("lenet5");
+  Profile p;
+  p.model = spec.name;
+  p.batch = 32;
+  for (const auto& t : spec.tensors) p.tensors.push_back({t.name, t.layer, t.bytes()});
+  for (const auto& l : spec.layers) p.layers.push_back({l.name, {0.1, 0.5, 0.9}, {0.2, 0.4, 1.3}});
+  p.step_overhead_ms = {0.1, 0.3};
+  SimConfig c;
+  c.workers = 2;
+  c.mode = Consistency::parse("async");
+  c.policy.name = "tf-random";
+  c.bandwidth_bytes_per_sec = 1.25e7;
+  c.steps = 30;
+  c.seed = 7, c.policy.seed = 7;
+  std::vector<double> each;
+  std::uint64_t events = 0;
+  for (std::uint64_t k = 0; k < 3; ++k) {
+    SimConfig one = c;
+    one.seed += k, one.policy.seed += k;
+    const SimResult r = simulate(p, spec, one);
+    each.push_back(r.images_per_sec);
+    events += r.events;
+  }
+  // Two seeds: the lower of the two middle ones, i.e. the smaller.
+  CHECK(simulate_seeds(p, spec, c, 2).images_per_sec == std::min(each[0], each[1]));
+  std::sort(each.begin(), each.end());
+  REQUIRE(each[0] < each[2]);  // the seeds differ, so the median is a choice
+  const SimResult m = simulate_seeds(p, spec, c, 3);
+  CHECK(m.images_per_sec == each[1]);
+  CHECK(m.events == events);
+  CHECK(simulate_seeds(p, spec, c, 1).images_per_sec == simulate(p, spec, c).images_per_sec);
+  CHECK_THROWS_WITH(simulate_seeds(p, spec, c, 0), Catch::Contains("seeds"));
 }
 
 TEST_CASE("synthetic traces use the measured trace schema", "[predictor][simulator]") {
