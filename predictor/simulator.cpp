@@ -905,7 +905,8 @@ class Simulation {
       if (!q.empty()) e.turn.push_back(peer);
       const Message& m = messages_[id];
       // A reservation in the past (unused burst) means the message leaves now.
-      const double out = std::max(now_, reserve(egress_free_[std::size_t(node)], now_, message_bytes(m)));
+      const double out =
+          std::max(now_, reserve(egress_free_[std::size_t(node)], now_, message_bytes(m)));
       if (out > now_ || !buffers_[buffer_of(m)].waiting.empty()) {
         events_.push_stream(node, out, EventType::kEgressDone, id);
         return;
