@@ -43,6 +43,17 @@ Profile fixed_profile(const ModelSpec& spec, double apply_ns_per_byte = 0) {
   return p;
 }
 
+// Per-layer compute drawn from three samples each, so the seed of the draws matters.
+Profile varied_profile(const ModelSpec& spec) {
+  Profile p;
+  p.model = spec.name;
+  p.batch = 32;
+  for (const auto& t : spec.tensors) p.tensors.push_back({t.name, t.layer, t.bytes()});
+  for (const auto& l : spec.layers) p.layers.push_back({l.name, {0.1, 0.5, 0.9}, {0.2, 0.4, 1.3}});
+  p.step_overhead_ms = {0.1, 0.3};
+  return p;
+}
+
 SimConfig config(int workers, const std::string& mode = "bsp") {
   SimConfig c;
   c.workers = workers;
@@ -140,12 +151,7 @@ TEST_CASE("bsp holds every worker to the straggler's pace; async does not",
 
 TEST_CASE("a seeded simulation is reproducible", "[predictor][simulator]") {
   const ModelSpec spec = load_model("lenet5");
-  Profile p;
-  p.model = spec.name;
-  p.batch = 32;
-  for (const auto& t : spec.tensors) p.tensors.push_back({t.name, t.layer, t.bytes()});
-  for (const auto& l : spec.layers) p.layers.push_back({l.name, {0.1, 0.5, 0.9}, {0.2, 0.4, 1.3}});
-  p.step_overhead_ms = {0.1, 0.3};
+  Profile p = varied_profile(spec);
   p.apply_ns_per_byte = 0.3;
   SimConfig c;
   c.workers = 3;
@@ -167,12 +173,7 @@ TEST_CASE("a seeded simulation is reproducible", "[predictor][simulator]") {
 TEST_CASE("several seeds: the prediction is the run with the median images/s",
           "[predictor][simulator]") {
   const ModelSpec spec = load_model("lenet5");
-  Profile p;
-  p.model = spec.name;
-  p.batch = 32;
-  for (const auto& t : spec.tensors) p.tensors.push_back({t.name, t.layer, t.bytes()});
-  for (const auto& l : spec.layers) p.layers.push_back({l.name, {0.1, 0.5, 0.9}, {0.2, 0.4, 1.3}});
-  p.step_overhead_ms = {0.1, 0.3};
+  Profile p = varied_profile(spec);
   SimConfig c;
   c.workers = 2;
   c.mode = Consistency::parse("async");
