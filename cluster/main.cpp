@@ -318,14 +318,26 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
                   "on few cores)");
   opt->add_option("--verify-out", o.verify.out, "--verify: run folder (default runs/verify-<model>-<W>w<S>s-<time>)");
 
-  auto* bench = root.get_subcommand("bench")->add_subcommand("predict", "Simulator speed: events/s per worker count");
+  auto* bench = root.get_subcommand("bench")->add_subcommand(
+      "predict", "Simulator speed: events/s per worker count and slice size");
   bench->footer("Target: 1,000 steps of 64 vgg-mini workers under p3 in <= 2 s on one core.");
   add_common(bench, log_level);
   bench->add_option("--profile", o.bench.profile, "profile to simulate (default: a synthetic one for --model)");
   bench->add_option("--model", o.bench.model, "model")->capture_default_str();
-  bench->add_option("--workers", o.bench.workers, "worker counts")->delimiter(',')->capture_default_str();
+  bench->add_option("--workers", o.bench.workers, "worker counts")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   bench->add_option("--policy", o.bench.policy, "policy")->capture_default_str();
-  bench->add_option("--steps", o.bench.steps, "steps per worker")->capture_default_str();
+  bench->add_option("--steps", o.bench.steps, "steps per worker")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40));
+  bench->add_option("--slice-params", o.bench.slice_params,
+                    "slice sizes in parameters (p3, prophet; bytescheduler: partition sizes), each run for every "
+                    "worker count: ns/slice-msg stays flat when the cost is linear in slices")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40));
   bench->add_option("--bandwidth", o.bench.bandwidth, "link")->capture_default_str();
   bench->add_option("--link-model", o.bench.link_model, "bucket or fair")->capture_default_str();
   bench->add_option("--json", o.bench.json_out, "write the timings as JSON to this file");

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/partition.hpp"
 #include "core/stats.hpp"
 #include "core/trace.hpp"
 #include "core/units.hpp"
@@ -604,34 +605,53 @@ int run_bench_predict(const BenchPredictOptions& o) {
   std::printf("bench predict: %s, policy %s, %lld steps per worker, %s %s links, %s profile\n",
               spec.name.c_str(), o.policy.c_str(), (long long)o.steps, o.bandwidth.c_str(),
               o.link_model.c_str(), o.profile.empty() ? "synthetic" : "measured");
-  std::printf("%-8s %12s %12s %12s %14s %12s\n", "workers", "wall s", "cpu s", "events",
-              "events/cpu-s", "images/s");
+  std::printf("%-8s %8s %8s %9s %9s %12s %11s %13s %15s %9s\n", "workers", "slice", "slices",
+              "wall s", "cpu s", "events", "ev/w-step", "events/cpu-s", "ns/slice-msg", "images/s");
   nlohmann::json out = nlohmann::json::array();
-  for (int w : o.workers) {
-    SimConfig c;
-    c.workers = w;
-    c.servers = 1;
-    c.policy.name = o.policy;
-    c.bandwidth_bytes_per_sec = parse_bandwidth_bps(o.bandwidth) / 8;
-    c.latency_s = 200e-6;
-    c.link_model = parse_link_model(o.link_model);
-    take_host_costs(profile, c);
-    c.steps = o.steps;
-    // CPU time beside wall time: on a shared machine the wall clock measures the neighbours.
-    const std::clock_t cpu0 = std::clock();
-    const SimResult r = simulate(profile, spec, c);
-    const double cpu = double(std::clock() - cpu0) / CLOCKS_PER_SEC;
-    std::printf("%-8d %12.3f %12.3f %12llu %14.0f %12.0f\n", w, r.wall_seconds, cpu,
-                (unsigned long long)r.events, r.events / cpu, r.images_per_sec);
-    std::fflush(stdout);
-    out.push_back({{"workers", w},
-                   {"link_model", o.link_model},
-                   {"seconds", r.wall_seconds},
-                   {"cpu_seconds", cpu},
-                   {"events", r.events},
-                   {"events_per_cpu_sec", r.events / cpu},
-                   {"images_per_sec", r.images_per_sec}});
-  }
+  for (std::int64_t slice : o.slice_params)
+    for (int w : o.workers) {
+      SimConfig c;
+      c.workers = w;
+      c.servers = 1;
+      c.policy.name = o.policy;
+      c.policy.slice_params = c.policy.partition_params = slice;
+      c.bandwidth_bytes_per_sec = parse_bandwidth_bps(o.bandwidth) / 8;
+      c.latency_s = 200e-6;
+      c.link_model = parse_link_model(o.link_model);
+      take_host_costs(profile, c);
+      c.steps = o.steps;
+      // The messages a worker sends per step in each direction: every part cut into slices by
+      // the policies that slice (the others send whole parts).
+      const bool slices = o.policy == "p3" || o.policy == "prophet" || o.policy == "bytescheduler";
+      std::int64_t per_step = 0;
+      for (const Part& p : make_partition(spec, c.partition_bytes, c.servers).parts)
+        per_step += slices ? (p.numel + slice - 1) / slice : 1;
+      // CPU time beside wall time: on a shared machine the wall clock measures the neighbours.
+      const std::clock_t cpu0 = std::clock();
+      const SimResult r = simulate(profile, spec, c);
+      const double cpu = double(std::clock() - cpu0) / CLOCKS_PER_SEC;
+      const double worker_steps = double(w) * double(o.steps);
+      // CPU per message a worker pushes (each also has its pull, reply and acknowledgment):
+      // constant when the cost is linear in workers x steps x slices.
+      const double ns_per_slice = cpu / (worker_steps * double(per_step)) * 1e9;
+      std::printf("%-8d %8lld %8lld %9.3f %9.3f %12llu %11.0f %13.0f %15.0f %9.0f\n", w,
+                  (long long)slice, (long long)per_step, r.wall_seconds, cpu,
+                  (unsigned long long)r.events, double(r.events) / worker_steps, r.events / cpu,
+                  ns_per_slice, r.images_per_sec);
+      std::fflush(stdout);
+      out.push_back({{"workers", w},
+                     {"slice_params", slice},
+                     {"slices_per_step", per_step},
+                     {"steps", o.steps},
+                     {"link_model", o.link_model},
+                     {"seconds", r.wall_seconds},
+                     {"cpu_seconds", cpu},
+                     {"events", r.events},
+                     {"events_per_worker_step", double(r.events) / worker_steps},
+                     {"events_per_cpu_sec", r.events / cpu},
+                     {"cpu_ns_per_slice", ns_per_slice},
+                     {"images_per_sec", r.images_per_sec}});
+    }
   write_json(o.json_out, out);
   return 0;
 }

@@ -95,6 +95,9 @@ struct BenchPredictOptions {
   std::string model = "vgg-mini";
   std::vector<int> workers{8, 16, 32, 64};
   std::string policy = "p3";
+  // Slice sizes (p3, prophet) or partition sizes (bytescheduler) in parameters; each is run
+  // for every worker count, to show the cost per slice.
+  std::vector<std::int64_t> slice_params{40000};
   std::int64_t steps = 1000;
   std::string bandwidth = "1gbit";
   std::string link_model = "bucket";

@@ -1,13 +1,16 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 
 #include "core/error.hpp"
 #include "core/model_spec.hpp"
+#include "core/partition.hpp"
 #include "core/profile.hpp"
 #include "core/trace.hpp"
 #include "predictor/analytic.hpp"
+#include "predictor/commands.hpp"
 #include "predictor/simulator.hpp"
 
 using namespace psbed;
@@ -474,4 +477,43 @@ TEST_CASE("a staggered start delays worker w by w x stagger / workers before its
   SimConfig c = config(2);
   c.start_stagger_s = -0.001;
   CHECK_THROWS_WITH(simulate(p, spec, c), Catch::Contains("start stagger"));
+}
+
+// `psbed bench predict`: one row per slice size and worker count, its slices counted from the
+// partition plan; halving the slice roughly doubles the slices and the events per worker-step.
+TEST_CASE("bench predict rows: slices per step from the plan, events growing with them",
+          "[predictor][bench]") {
+  const auto out = std::filesystem::temp_directory_path() / "psbed-bench-predict-test.json";
+  std::filesystem::remove(out);
+  BenchPredictOptions o;
+  o.workers = {1, 2};
+  o.slice_params = {80000, 40000};
+  o.steps = 20;
+  o.json_out = out.string();
+  REQUIRE(run_bench_predict(o) == 0);
+  std::ifstream in(out);
+  const nlohmann::json rows = nlohmann::json::parse(in);
+  REQUIRE(rows.size() == 4);
+  const ModelSpec spec = load_model("vgg-mini");
+  for (const auto& row : rows) {
+    INFO(row.dump());
+    std::int64_t slices = 0;
+    const std::int64_t slice = row["slice_params"].get<std::int64_t>();
+    for (const Part& part : make_partition(spec, 4 << 20, 1).parts)
+      slices += (part.numel + slice - 1) / slice;
+    CHECK(row["slices_per_step"].get<std::int64_t>() == slices);
+    CHECK(row["steps"] == 20);
+    CHECK(row["events"].get<std::uint64_t>() > 0);
+    CHECK(row["images_per_sec"].get<double>() > 0);
+  }
+  // Rows go slice by slice, worker counts inside: [80000 x 1, 80000 x 2, 40000 x 1, 40000 x 2].
+  CHECK(rows[0]["workers"] == 1);
+  CHECK(rows[1]["workers"] == 2);
+  CHECK(rows[2]["slice_params"] == 40000);
+  const auto per_step = [&](int i) { return rows[i]["events_per_worker_step"].get<double>(); };
+  const auto slices = [&](int i) { return rows[i]["slices_per_step"].get<double>(); };
+  CHECK(slices(2) > 1.5 * slices(0));
+  CHECK(per_step(2) > 1.5 * per_step(0));
+  CHECK(per_step(3) > 1.5 * per_step(1));
+  std::filesystem::remove(out);
 }
