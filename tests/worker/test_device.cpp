@@ -1,11 +1,15 @@
 // Device selection: "gpu" either builds a GPU net (a usable device) or throws DeviceUnavailable
 // whose one line names the reason, so the command line can exit 2 instead of crashing.
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <string>
 
 #include "core/error.hpp"
 #include "core/model_spec.hpp"
 #include "worker/net.hpp"
+#ifdef PSBED_HAVE_CUDA
+#include "worker/gpu/cublas_api.hpp"
+#endif
 
 using namespace psbed;
 
@@ -81,3 +85,37 @@ out = 3
   CHECK(positive > 0);
   CHECK_THROWS_AS(net->read_input_grad(0, drelu_in.data()), Error);
 }
+
+#ifdef PSBED_HAVE_CUDA
+// cuBLAS is opened by name when the GPU backend first needs it (tests/integration/
+// lazy_gpu_libs.sh checks that a CPU-only process never maps it): the library this build found
+// must load, with every function the backend calls, whether or not a device is present.
+TEST_CASE("cuBLAS loads on first use with every function the GPU backend calls",
+          "[worker][device]") {
+  INFO("looked for: " << worker::gpu::cublas_library());
+  REQUIRE(worker::gpu::cublas_unavailable_reason() == "");
+  const worker::gpu::CublasApi& api = worker::gpu::cublas();
+  CHECK(api.create != nullptr);
+  CHECK(api.destroy != nullptr);
+  CHECK(api.set_stream != nullptr);
+  CHECK(api.set_math_mode != nullptr);
+  CHECK(api.sgemm != nullptr);
+  REQUIRE(api.status_string != nullptr);
+  // A call that needs no device: the library is the real one, not just a file of that name.
+  CHECK(std::string(api.status_string(CUBLAS_STATUS_NOT_INITIALIZED)).size() > 0);
+  // What is missing is named: the library (the loader's words for both names tried), or the
+  // function, where a library of that name lacks it.
+  worker::gpu::CublasApi none;
+  const std::string missing =
+      worker::gpu::load_cublas("libpsbed-nope.so.1", "/nonexistent/libpsbed-nope.so", none);
+  CHECK(missing.find("cannot load cuBLAS") == 0);
+  CHECK(missing.find("libpsbed-nope.so.1") != std::string::npos);
+  CHECK(missing.find("/nonexistent/libpsbed-nope.so") != std::string::npos);
+  CHECK(missing.find('\n') == std::string::npos);
+  const std::string wrong = worker::gpu::load_cublas("libm.so.6", "", none);
+  CHECK(wrong == "symbol cublasCreate_v2 not found in libm.so.6");
+  std::ifstream maps("/proc/self/maps");
+  const std::string text((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+  CHECK(text.find("libcublas") != std::string::npos);
+}
+#endif

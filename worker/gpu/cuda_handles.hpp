@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "worker/gpu/cublas_api.hpp"
 
 namespace psbed::worker::gpu {
 
@@ -19,7 +20,7 @@ inline void check(cudaError_t e, const char* what) {
 
 inline void check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS)
-    throw Error(std::string("cuBLAS: ") + what + " failed: " + cublasGetStatusString(s));
+    throw Error(std::string("cuBLAS: ") + what + " failed: " + cublas().status_string(s));
 }
 
 struct DeviceFree {
@@ -35,7 +36,7 @@ struct EventDestroy {
   void operator()(cudaEvent_t e) const { cudaEventDestroy(e); }
 };
 struct CublasDestroy {
-  void operator()(cublasHandle_t h) const { cublasDestroy(h); }
+  void operator()(cublasHandle_t h) const { cublas().destroy(h); }
 };
 
 template <class T>
@@ -82,7 +83,7 @@ inline Event make_event() {
 
 inline Cublas make_cublas() {
   cublasHandle_t h = nullptr;
-  check(cublasCreate(&h), "cublasCreate");
+  check(cublas().create(&h), "cublasCreate");
   return Cublas(h);
 }
 

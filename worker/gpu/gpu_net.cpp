@@ -36,20 +36,22 @@ std::string gpu_unavailable_reason() {
     return cudaGetErrorString(e);
   }
   if (n == 0) return "cudaGetDeviceCount reports 0 devices";
-  return "";
+  // A device, and then cuBLAS: loaded here, so a machine without a GPU never maps it.
+  return gpu::cublas_unavailable_reason();
 }
 
 namespace {
 
 using gpu::check;
+using gpu::cublas;
 
 // Row-major C (m x n) = op(A) op(B) with K the inner dimension, on column-major cuBLAS: the
 // column-major view of a row-major matrix is its transpose, so C^T = op(B)^T op(A)^T.
 void gemm(cublasHandle_t h, bool ta, bool tb, int m, int n, int k, const float* a, const float* b,
           float* c) {
   const float one = 1.0f, zero = 0.0f;
-  check(cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
-                    &one, b, tb ? k : n, a, ta ? m : k, &zero, c, n),
+  check(cublas().sgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                       &one, b, tb ? k : n, a, ta ? m : k, &zero, c, n),
         "cublasSgemm");
 }
 
@@ -181,9 +183,9 @@ class GpuNet final : public Net {
     compute_ = gpu::make_stream();
     copy_ = gpu::make_stream();
     blas_ = gpu::make_cublas();
-    check(cublasSetStream(blas_.get(), compute_.get()), "cublasSetStream");
+    check(cublas().set_stream(blas_.get(), compute_.get()), "cublasSetStream");
     // Plain FP32 GEMMs: the CPU backend is the reference, and TF32 would stray from it by ~1e-3.
-    check(cublasSetMathMode(blas_.get(), CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    check(cublas().set_math_mode(blas_.get(), CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
 
     const int nt = int(spec_.tensors.size());
     for (int t = 0; t < nt; ++t) {
