@@ -252,6 +252,12 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f) {
   app->add_option("--straggler-ms", f.straggler_ms, "worker-0 sleeps this long every step");
   app->add_option("--start-stagger-ms", f.start_stagger_ms,
                   "worker i of N starts i x this / N later (validate: the run's own)");
+  app->add_option("--compute", f.compute,
+                  "the workers' compute: real (each worker's forward and backward take one of the "
+                  "host's cores, so workers beyond the cores queue for them), replay (sleeps, as "
+                  "--compute replay:...), or auto: as the profiled run's (validate: each run's own)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "real", "replay"}));
   app->add_option("--host-cpus", f.host_cpus,
                   "cores every node of the cluster shares, each message taking the profile's CPU per message "
                   "and byte on one (default: the profile's host; 0: the host's CPU not modelled)")

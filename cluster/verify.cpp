@@ -28,9 +28,13 @@ std::string default_out(const std::string& model, int workers, int servers) {
 
 }  // namespace
 
-int run_optimize_verify(const predictor::OptimizeOptions& o, const VerifyOptions& v) {
+int run_optimize_verify(const predictor::OptimizeOptions& options, const VerifyOptions& v) {
   if (v.enabled && v.steps < 1)
     throw Error("optimize --verify-steps must be at least 1, got " + std::to_string(v.steps));
+  // The ranking predicts the compute the run will have: replay unless --verify-compute real.
+  predictor::OptimizeOptions o = options;
+  if (v.enabled && o.sim.compute == "auto")
+    o.sim.compute = v.compute.empty() || v.compute.rfind("replay", 0) == 0 ? "replay" : "real";
   predictor::OptimizeChoice best;
   const int rc = predictor::run_optimize(o, v.enabled ? &best : nullptr);
   if (rc != 0 || !v.enabled) return rc;

@@ -49,7 +49,10 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   double transfers = 0;
   for (const auto& p : plan.parts)
     transfers += slice > 0 ? double((p.numel + slice - 1) / slice) : 1.0;
-  const double host_step_s = 4 * transfers * cfg.cpu_per_message_s + 2 * model_bytes * cfg.cpu_per_byte_s;
+  // Real compute takes a core for its duration as well (replayed compute sleeps).
+  const double host_step_s = 4 * transfers * cfg.cpu_per_message_s +
+                             2 * model_bytes * cfg.cpu_per_byte_s +
+                             (cfg.compute_on_cores ? compute_s : 0.0);
   a.host_bound = cfg.host_cpus > 0 && host_step_s > 0 ? cfg.host_cpus * batch / host_step_s : kInf;
   a.upper = a.compute_bound, a.bottleneck = "compute";
   if (a.worker_link_bound < a.upper) a.upper = a.worker_link_bound, a.bottleneck = "worker link";

@@ -83,6 +83,11 @@ SimConfig base_config(const Profile& profile, const SimFlags& f) {
   c.straggler_s = f.straggler_ms / 1e3;
   c.start_stagger_s = std::max(0.0, f.start_stagger_ms) / 1e3;
   if (f.host_cpus >= 0) c.host_cpus = f.host_cpus;
+  if (f.compute != "auto" && f.compute != "real" && f.compute != "replay")
+    throw Error("unknown compute '" + f.compute + "', expected auto, real or replay");
+  const std::string compute =
+      f.compute == "auto" ? profile.source.value("compute", std::string("real")) : f.compute;
+  c.compute_on_cores = compute == "real";
   return c;
 }
 
@@ -149,9 +154,10 @@ int run_predict(const PredictOptions& o) {
           policy::make_policy(c.policy);  // an unknown policy fails before any simulation
           configs.push_back(c);
         }
-  std::printf("model %s, batch %d, link %s, %.0f us one way, %s%s\n", profile.model.c_str(),
-              profile.batch, bandwidth_text(base.bandwidth_bytes_per_sec).c_str(),
-              base.latency_s * 1e6,
+  std::printf("model %s, batch %d, link %s, %.0f us one way, %s compute, %s%s\n",
+              profile.model.c_str(), profile.batch,
+              bandwidth_text(base.bandwidth_bytes_per_sec).c_str(), base.latency_s * 1e6,
+              base.compute_on_cores ? "real" : "replayed",
               o.analytic_only ? "analytic bounds only"
                               : (std::to_string(base.steps) + " simulated steps").c_str(),
               o.analytic_only ? "" : " per worker");
@@ -176,6 +182,7 @@ int run_predict(const PredictOptions& o) {
                           {"host_cpus", c.host_cpus},
                           {"cpu_per_message_us", c.cpu_per_message_s * 1e6},
                           {"cpu_per_byte_ns", c.cpu_per_byte_s * 1e9},
+                          {"compute", c.compute_on_cores ? "real" : "replay"},
                           {"start_stagger_ms", c.start_stagger_s * 1e3},
                           {"seed", c.seed},
                           {"seeds", o.sim.seeds},
@@ -257,6 +264,8 @@ MeasuredRun read_run(const std::string& dir, const SimConfig& base, const SimFla
   c.mode = Consistency::parse(s["mode"].get<std::string>());
   c.policy.name = s["policy"].get<std::string>();
   c.partition_bytes = s.value("partition_bytes", c.partition_bytes);
+  // "replay:profile.json" sleeps; real compute runs on the host's cores.
+  c.compute_on_cores = s.value("compute", std::string("real")) == "real";
   if (flags.steps <= 0) c.steps = s.value("steps", std::int64_t(200));
   // worker-0 carries the link, the policy parameters and the straggler setting of the run.
   const fs::path trace = fs::path(dir) / "traces" / "worker-0.trace.json";

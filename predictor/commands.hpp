@@ -38,6 +38,9 @@ struct SimFlags {
   double straggler_ms = 0;
   double start_stagger_ms = -1;  // < 0: the run's own (validate), else 0
   int host_cpus = -1;            // < 0: the profile's; 0: the host's CPU not modelled
+  // The predicted workers' compute: "real" takes the host's cores, "replay" sleeps; "auto": as
+  // the profiled run's (validate: each run's own).
+  std::string compute = "auto";
 };
 
 struct PredictOptions {

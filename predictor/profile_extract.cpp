@@ -417,6 +417,7 @@ double calibrate(const Profile& profile, double steps_per_sec, double first, dou
   c.bandwidth_bytes_per_sec = profile.bandwidth_bytes_per_sec;
   c.latency_s = profile.latency_us * 1e-6;
   take_host_costs(profile, c);
+  c.compute_on_cores = src.value("compute", std::string("real")) == "real";
   c.link_model = LinkModel::kBucket;
   c.steps = 120;
   auto pace = [&](double x) {

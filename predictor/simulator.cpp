@@ -225,6 +225,12 @@ struct Message {
   double started;  // when the worker started the transfer (for its trace event)
 };
 
+// Work booked on one of the host's cores, [from, to): a message's CPU or a piece of a worker's
+// real compute.
+struct CoreBooking {
+  double from, to;
+};
+
 // One (sender, receiver) pair: its messages leave one after the other.
 struct Channel {
   int up_link, down_link;  // indices into the link arrays
@@ -456,10 +462,13 @@ class Simulation {
 
   // ---- workers ----
 
-  void start_compute(Worker& w, int wi, double seconds) {
+  // `cpu`: the worker's own computation (not a deliberate sleep), which with real compute waits
+  // for one of the host's cores and holds it throughout.
+  void start_compute(Worker& w, int wi, double seconds, bool cpu = false) {
     w.computing = true;
     w.compute_started = now_;
-    schedule(now_ + seconds, EventType::kComputeDone, wi);
+    const bool on_core = cpu && cfg_.compute_on_cores && !cores_.empty();
+    schedule(on_core ? run_on_core(now_, seconds) : now_ + seconds, EventType::kComputeDone, wi);
   }
 
   // Runs the worker's step forward until it must wait for compute or a transfer.
@@ -492,7 +501,7 @@ class Simulation {
           // Batch loading runs while the pulls are in flight, except under "pull everything first".
           if (w.policy->pull_all_before_forward() && w.pulls_total > 0) return;
           w.phase = Phase::kOverheadRunning;
-          start_compute(w, wi, w.sampler.step_overhead_s());
+          start_compute(w, wi, w.sampler.step_overhead_s(), true);
           break;
         case Phase::kOverheadRunning:  // only reached through compute_done
           w.phase = Phase::kForward, w.layer = 0;
@@ -503,14 +512,14 @@ class Simulation {
             break;
           }
           if (w.pulls_left[w.layer] > 0) return;
-          start_compute(w, wi, w.sampler.forward_s(w.layer));
+          start_compute(w, wi, w.sampler.forward_s(w.layer), true);
           break;
         case Phase::kBackward:
           if (w.layer < 0) {
             w.phase = Phase::kStraggle;
             break;
           }
-          start_compute(w, wi, w.sampler.backward_s(w.layer));
+          start_compute(w, wi, w.sampler.backward_s(w.layer), true);
           break;
         case Phase::kStraggle:
           // As `psbed launch --straggler-ms`: worker-0 sleeps after backward, before backward_done.
@@ -782,26 +791,72 @@ class Simulation {
     events_.push_stream(W_ + S_ + node, free + cfg_.message_latency_s, EventType::kDeliver, id);
   }
 
-  // Books `cpu` seconds on the core that can start it first, at or after `from`; returns when.
+  // Drops the bookings of core k that ended before now: they hold nothing up any more.
+  void prune_core(std::size_t k) {
+    auto& busy = cores_[k];
+    std::size_t done = 0;
+    while (done < busy.size() && busy[done].to <= now_) ++done;
+    busy.erase(busy.begin(), busy.begin() + std::ptrdiff_t(done));
+  }
+
+  // Books `cpu` seconds of a message's work on the core that can start it first, at or after
+  // `from`; returns when.
   double book_core(double from, double cpu) {
     double best = kInf;
-    std::size_t best_core = 0, best_at = 0;
+    std::size_t best_core = 0;
     for (std::size_t k = 0; k < cores_.size(); ++k) {
-      auto& busy = cores_[k];
-      std::size_t done = 0;  // bookings over before now hold nothing up any more
-      while (done < busy.size() && busy[done].second <= now_) ++done;
-      busy.erase(busy.begin(), busy.begin() + std::ptrdiff_t(done));
+      prune_core(k);
       double t = from;
-      std::size_t i = 0;
-      for (; i < busy.size(); ++i) {
-        if (t + cpu <= busy[i].first) break;
-        t = std::max(t, busy[i].second);
+      for (const CoreBooking& b : cores_[k]) {
+        if (b.to <= t) continue;
+        if (t + cpu <= b.from) break;
+        t = std::max(t, b.to);
       }
-      if (t < best) best = t, best_core = k, best_at = i;
+      if (t < best) best = t, best_core = k;
     }
-    auto& busy = cores_[best_core];
-    busy.insert(busy.begin() + std::ptrdiff_t(best_at), {best, best + cpu});
+    insert_booking(best_core, {best, best + cpu});
     return best;
+  }
+
+  // Runs `cpu` seconds of a worker's real compute from `from` on the core that finishes it
+  // first. It fills that core's gaps between the work already booked there (messages, other
+  // workers' compute): a time-shared thread is held up by what runs in between rather than
+  // waiting for a gap as long as itself. Returns when it is done.
+  double run_on_core(double from, double cpu) {
+    double best = kInf;
+    std::size_t best_core = 0;
+    for (std::size_t k = 0; k < cores_.size(); ++k) {
+      prune_core(k);
+      double t = from, left = cpu;
+      for (const CoreBooking& b : cores_[k]) {
+        if (b.to <= t) continue;
+        if (b.from - t >= left) break;
+        if (b.from > t) left -= b.from - t;
+        t = std::max(t, b.to);
+      }
+      if (t + left < best) best = t + left, best_core = k;
+    }
+    // Book the pieces it runs in: every gap up to its end.
+    pieces_.clear();
+    double t = from;
+    for (const CoreBooking& b : cores_[best_core]) {
+      if (b.to <= t) continue;
+      if (b.from >= best) break;
+      if (b.from > t) pieces_.push_back({t, b.from});
+      t = std::max(t, b.to);
+    }
+    if (t < best) pieces_.push_back({t, best});
+    for (const CoreBooking& b : pieces_) insert_booking(best_core, b);
+    return best;
+  }
+
+  // Bookings never overlap: a core's list stays in time order by start.
+  void insert_booking(std::size_t k, const CoreBooking& b) {
+    auto& busy = cores_[k];
+    const auto at = std::upper_bound(
+        busy.begin(), busy.end(), b,
+        [](const CoreBooking& x, const CoreBooking& y) { return x.from < y.from; });
+    busy.insert(at, b);
   }
 
   // A reply or an acknowledgment taken by the worker's receiving thread.
@@ -1129,8 +1184,9 @@ class Simulation {
   std::vector<double> rx_free_;  // when each node's receiving thread is next free
   // Each host core's booked work, [from, to) in time order (host_cpus > 0). Work is booked when
   // a message is received, possibly ahead of the clock (its node busy until then), so a core
-  // keeps the gaps before such bookings for earlier work.
-  std::vector<std::vector<std::pair<double, double>>> cores_;
+  // keeps the gaps before such bookings for earlier work; real compute fills gaps.
+  std::vector<std::vector<CoreBooking>> cores_;
+  std::vector<CoreBooking> pieces_;  // run_on_core's scratch
   double burst_s_ = 0;
   std::vector<double> egress_free_, ingress_free_;  // bucket links: each node's two buckets
   std::vector<SendThread> threads_;  // bucket links: compute, receiving (per worker), lanes

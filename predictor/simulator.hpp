@@ -64,6 +64,10 @@ struct SimConfig {
   int host_cpus = 0;
   double cpu_per_message_s = 0;
   double cpu_per_byte_s = 0;
+  // Real compute (not compute replay): each worker's forward, backward and per-step overhead
+  // run on one of those cores (one compute thread per worker, as launch's default), so workers
+  // that outnumber the cores queue for them. Replayed compute sleeps and takes no core.
+  bool compute_on_cores = false;
   // Host time per byte from the sender's link to the receiver's (loopback and ZeroMQ copies):
   // every message arrives bytes x this later (a delay, not a shared resource).
   double transit_s_per_byte = 0;

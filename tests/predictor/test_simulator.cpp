@@ -70,6 +70,16 @@ SimConfig config(int workers, const std::string& mode = "bsp") {
   return c;
 }
 
+// `workers` async workers on unlimited links sharing `cpus` host cores, every message taking
+// `cpu_per_message` seconds of one.
+SimConfig host_config(int workers, int cpus, double cpu_per_message) {
+  SimConfig c = config(workers, "async");
+  c.bandwidth_bytes_per_sec = 0;
+  c.host_cpus = cpus;
+  c.cpu_per_message_s = cpu_per_message;
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -383,11 +393,8 @@ TEST_CASE("the host's cores: every message takes one for its CPU, so a busy host
   // it 4.8 ms). Eight workers computing 5 ms a step would make 1,600 steps/s; one core does
   // 1 / 3.2 ms, two cores twice that.
   for (int cpus : {1, 2}) {
-    SimConfig c = config(8, "async");
-    c.bandwidth_bytes_per_sec = 0;
+    SimConfig c = host_config(8, cpus, 200e-6);
     c.steps = 200;
-    c.host_cpus = cpus;
-    c.cpu_per_message_s = 200e-6;
     c.cpu_per_byte_s = 200e-9;
     const SimResult r = simulate(fixed_profile(spec), spec, c);
     CHECK(r.steps_per_sec == Approx(cpus / 0.0032).epsilon(0.02));
@@ -398,6 +405,37 @@ TEST_CASE("the host's cores: every message takes one for its CPU, so a busy host
     CHECK(simulate(fixed_profile(spec), spec, c).worker_steps_per_sec[0] ==
           Approx(1 / (0.005 + 4 * 0.0001 + 4 * 10e-6)).epsilon(0.01));
   }
+}
+
+TEST_CASE("real compute takes one of the host's cores; replayed compute takes none",
+          "[predictor][simulator]") {
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  // Four workers computing 5 ms a step on unlimited links with a message CPU too small to
+  // matter: replayed, each keeps its own pace (200 steps/s, 800 in all) on any host; real, they
+  // share the cores: one core runs one step's compute at a time (200 steps/s in all), two
+  // cores two (400).
+  for (int cpus : {1, 2}) {
+    SimConfig c = host_config(4, cpus, 1e-9);
+    c.latency_s = 0;
+    c.steps = 100;
+    INFO(cpus << " core(s)");
+    CHECK(simulate(fixed_profile(spec), spec, c).steps_per_sec == Approx(4 / 0.005).epsilon(0.01));
+    c.compute_on_cores = true;
+    CHECK(simulate(fixed_profile(spec), spec, c).steps_per_sec ==
+          Approx(cpus / 0.005).epsilon(0.02));
+  }
+  // One worker, one core: the messages' CPU runs on the core between the compute's pieces, so a
+  // step takes the compute plus the eight messages' CPU (8 x 250 us = 2 ms) ...
+  SimConfig c = host_config(1, 1, 250e-6);
+  c.latency_s = 0;
+  c.compute_on_cores = true;
+  CHECK(simulate(fixed_profile(spec), spec, c).steps_per_sec == Approx(1 / 0.007).epsilon(0.01));
+  // ... and with a second core the messages run beside the compute: a step takes the compute
+  // and the CPU of the four messages it waits for in turn (a request, its reply, a push, its
+  // acknowledgment; the two parts' messages are handled side by side).
+  c.host_cpus = 2;
+  CHECK(simulate(fixed_profile(spec), spec, c).steps_per_sec ==
+        Approx(1 / (0.005 + 4 * 250e-6)).epsilon(0.01));
 }
 
 TEST_CASE("bucket links: a send returns at once unless the send buffer is full, then the thread waits",
