@@ -356,6 +356,16 @@ Profile extract_profile(const ProfileOptions& opt) {
   // A node's serial time per message is its share, half, of the CPU a message costs both ends,
   // calibrated or not.
   if (p.host_cpus > 0) p.message_cost_us = p.cpu_per_message_us / 2;
+  // An unshaped run's latency is the intercept of its pulls' durations, which holds the
+  // software time of both ends as well; where the host's CPU was measured the simulator charges
+  // that time again (each message's CPU, a node's serial share of it). Where the simulated run
+  // is then slower than it measured, the latency comes down until it is not.
+  if (single && opt.calibrate && measured_sps > 0 && p.shaped.empty() && p.host_cpus > 0 &&
+      p.latency_us > 0 &&
+      simulated_source_pace(p) < measured_sps * (1 - kCalibrationTolerance)) {
+    p.source["pulls_latency_us"] = p.latency_us;
+    p.latency_us = std::min(p.latency_us, calibrate_link_latency_us(p, measured_sps));
+  }
   if (!single) {
     p.source["calibrated"] = "no: the pace of one of " + std::to_string(workers.size()) +
                              " workers holds the others' contention; profile a 1-worker run";
@@ -396,14 +406,10 @@ Profile extract_profile(const ProfileOptions& opt) {
 
 namespace {
 
-// The source run's configuration (1 worker, its servers, mode, policy and link, bucket links)
-// with `set(c, x)` applied, bisected for the x that gives `steps_per_sec`. x starts at `first`
-// and doubles while the pace is still too fast; returns `give_up` or more if even `give_up` is.
-template <typename Set>
-double calibrate(const Profile& profile, double steps_per_sec, double first, double give_up, Set set) {
+// The source run's configuration: 1 worker, its servers, mode, policy, link and compute, bucket
+// links.
+SimConfig source_config(const Profile& profile) {
   const auto& src = profile.source;
-  const ModelSpec spec =
-      parse_model_spec(src.at("model_toml").get<std::string>(), "profile source model");
   SimConfig c;
   c.workers = 1;
   c.servers = std::max(1, src.value("servers", 1));
@@ -420,6 +426,22 @@ double calibrate(const Profile& profile, double steps_per_sec, double first, dou
   c.compute_on_cores = src.value("compute", std::string("real")) == "real";
   c.link_model = LinkModel::kBucket;
   c.steps = 120;
+  return c;
+}
+
+ModelSpec source_spec(const Profile& profile) {
+  return parse_model_spec(profile.source.at("model_toml").get<std::string>(),
+                          "profile source model");
+}
+
+// The source configuration with `set(c, x)` applied, bisected for the x that gives
+// `steps_per_sec`. x starts at `first` and doubles while the pace is still too fast; returns
+// `give_up` or more if even `give_up` is.
+template <typename Set>
+double calibrate(const Profile& profile, double steps_per_sec, double first, double give_up,
+                 Set set) {
+  const ModelSpec spec = source_spec(profile);
+  SimConfig c = source_config(profile);
   auto pace = [&](double x) {
     set(c, x);
     return simulate(profile, spec, c).steps_per_sec;
@@ -450,6 +472,15 @@ double calibrate_message_cost_us(const Profile& profile, double steps_per_sec) {
 double calibrate_message_latency_us(const Profile& profile, double steps_per_sec) {
   return 1e6 * calibrate(profile, steps_per_sec, 1e-4, 1.0,
                          [](SimConfig& c, double s) { c.message_latency_s = s; });
+}
+
+double calibrate_link_latency_us(const Profile& profile, double steps_per_sec) {
+  return 1e6 * calibrate(profile, steps_per_sec, 1e-6, profile.latency_us * 1e-6,
+                         [](SimConfig& c, double s) { c.latency_s = s; });
+}
+
+double simulated_source_pace(const Profile& profile) {
+  return simulate(profile, source_spec(profile), source_config(profile)).steps_per_sec;
 }
 
 double calibrate_transit_ns_per_byte(const Profile& profile, double steps_per_sec) {

@@ -37,7 +37,13 @@ double calibrate_message_cost_us(const Profile& profile, double steps_per_sec);
 double calibrate_transit_ns_per_byte(const Profile& profile, double steps_per_sec);
 // Profile::message_latency_us (a delay per message, no resource) that gives the pace.
 double calibrate_message_latency_us(const Profile& profile, double steps_per_sec);
-// Calibration leaves a simulated pace within this fraction above the measured one alone.
+// An unshaped run's one-way latency (Profile::latency_us, the pulls' fit) lowered until the
+// simulated source configuration is no slower than `steps_per_sec` (0 at least); the profile's
+// own if it already is.
+double calibrate_link_latency_us(const Profile& profile, double steps_per_sec);
+// The simulated source configuration's steps/s with the profile as it is.
+double simulated_source_pace(const Profile& profile);
+// Calibration leaves a simulated pace within this fraction of the measured one alone.
 constexpr double kCalibrationTolerance = 0.03;
 
 // "1.00 Gbit/s, 200 us one way" (a trace's "link" metadata) -> bytes/s and seconds; false if

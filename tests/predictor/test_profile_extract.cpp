@@ -164,6 +164,23 @@ TEST_CASE("host CPU per message and per byte from the traces' CPU over the stead
   CHECK(p.to_json()["host"]["cpus"] == 2);
   // A node's serial share of it, half, is set whether or not the pace is calibrated.
   CHECK(p.message_cost_us == Approx(p.cpu_per_message_us / 2));
+  // Ten times the worker's CPU (12 ms a message) makes the simulated run slower than the
+  // measured one: calibrated, the unshaped run's latency (the pulls' 100 us, which hold both
+  // ends' software time too) comes down, to 0 as even that is too slow, and the profile keeps
+  // the pulls' figure.
+  w["metadata"]["cpu_steady"]["cpu_s"] = 0.3;
+  std::ofstream(tmp / "traces/worker-0.trace.json") << w.dump();
+  const Profile busy = extract_profile(o);
+  REQUIRE(simulated_source_pace(busy) <
+          busy.source["measured_steps_per_sec"].get<double>() * (1 - kCalibrationTolerance));
+  o.calibrate = true;
+  const Profile calibrated = extract_profile(o);
+  CHECK(calibrated.source["pulls_latency_us"].get<double>() == Approx(busy.latency_us));
+  CHECK(busy.latency_us > 0);
+  CHECK(calibrated.latency_us == 0);
+  o.calibrate = false;
+  w["metadata"]["cpu_steady"]["cpu_s"] = 0.02;
+  std::ofstream(tmp / "traces/worker-0.trace.json") << w.dump();
   // One worker of two: the shard's CPU served both, so no split (and no calibration).
   std::ofstream(tmp / "traces/worker-1.trace.json") << w.dump();
   o.worker = "worker-0";
@@ -257,6 +274,17 @@ TEST_CASE("the per-byte calibration finds the host copy cost that gives a pace",
   const double pace = source_pace(p, [](SimConfig& c) { c.transit_s_per_byte = 40e-9; });
   REQUIRE(pace < source_pace(p, [](SimConfig&) {}));  // the cost slows it down
   CHECK(calibrate_transit_ns_per_byte(p, pace) == Approx(40).epsilon(0.01));
+}
+
+TEST_CASE("an unshaped run's latency comes down to the pace it measured, never up",
+          "[predictor][profile]") {
+  const Profile p = uncalibrated_fixture();  // latency 100 us, from the pulls
+  REQUIRE(p.shaped.empty());
+  const double pace = source_pace(p, [](SimConfig& c) { c.latency_s = 40e-6; });
+  REQUIRE(pace > source_pace(p, [](SimConfig&) {}));
+  CHECK(calibrate_link_latency_us(p, pace) == Approx(40).epsilon(0.01));
+  // A measured pace the pulls' latency already reaches leaves it (the fit gives it or more).
+  CHECK(calibrate_link_latency_us(p, source_pace(p, [](SimConfig&) {}) / 2) >= p.latency_us);
 }
 
 TEST_CASE("the latency calibration finds the per-message delay that gives a pace",
