@@ -321,7 +321,7 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   opt->add_option("--verify-data", o.verify.data, "--verify: mnist or synthetic")->capture_default_str();
   opt->add_option("--verify-compute", o.verify.compute,
                   "--verify: real, or replay:<profile.json> (default: replay of --profile, so many workers fit "
-                  "on few cores)");
+                  "on few cores); the ranking predicts the same compute unless --compute says otherwise");
   opt->add_option("--verify-out", o.verify.out, "--verify: run folder (default runs/verify-<model>-<W>w<S>s-<time>)");
 
   auto* bench = root.get_subcommand("bench")->add_subcommand(
