@@ -8,6 +8,16 @@
 
 namespace psbed::predictor {
 
+std::int64_t transfers_per_step(const PartitionPlan& plan, const policy::PolicyOptions& policy) {
+  const std::string& pol = policy.name;
+  const std::int64_t slice = pol == "p3" || pol == "prophet" ? policy.slice_params
+                             : pol == "bytescheduler"        ? policy.partition_params
+                                                             : 0;
+  std::int64_t transfers = 0;
+  for (const auto& p : plan.parts) transfers += slice > 0 ? (p.numel + slice - 1) / slice : 1;
+  return transfers;
+}
+
 AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
                                const SimConfig& cfg) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -42,13 +52,7 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   a.apply_bound = busiest_apply > 0 ? batch * lanes / busiest_apply : kInf;
   // Every worker-step's messages (four per slice: a pull request and its reply, a push and its
   // acknowledgment) and bytes (the model each way) cost CPU on the host's shared cores.
-  const std::string& pol = cfg.policy.name;
-  const std::int64_t slice = pol == "p3" || pol == "prophet" ? cfg.policy.slice_params
-                             : pol == "bytescheduler"         ? cfg.policy.partition_params
-                                                              : 0;
-  double transfers = 0;
-  for (const auto& p : plan.parts)
-    transfers += slice > 0 ? double((p.numel + slice - 1) / slice) : 1.0;
+  const double transfers = double(transfers_per_step(plan, cfg.policy));
   // Real compute takes a core for its duration as well (replayed compute sleeps).
   const double host_step_s = 4 * transfers * cfg.cpu_per_message_s +
                              2 * model_bytes * cfg.cpu_per_byte_s +

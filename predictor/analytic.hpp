@@ -7,6 +7,8 @@
 #include <string>
 
 #include "core/model_spec.hpp"
+#include "core/partition.hpp"
+#include "core/policy.hpp"
 #include "core/profile.hpp"
 #include "predictor/simulator.hpp"
 
@@ -26,5 +28,10 @@ struct AnalyticBounds {
 
 AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
                                const SimConfig& config);
+
+// The transfers a worker makes per step in each direction: every part of `plan`, cut into
+// slices by the policies that slice (p3, prophet: slice_params; bytescheduler:
+// partition_params), whole under the others.
+std::int64_t transfers_per_step(const PartitionPlan& plan, const policy::PolicyOptions& policy);
 
 }  // namespace psbed::predictor

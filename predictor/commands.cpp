@@ -636,12 +636,8 @@ int run_bench_predict(const BenchPredictOptions& o) {
       c.link_model = parse_link_model(o.link_model);
       take_host_costs(profile, c);
       c.steps = o.steps;
-      // The messages a worker sends per step in each direction: every part cut into slices by
-      // the policies that slice (the others send whole parts).
-      const bool slices = o.policy == "p3" || o.policy == "prophet" || o.policy == "bytescheduler";
-      std::int64_t per_step = 0;
-      for (const Part& p : make_partition(spec, c.partition_bytes, c.servers).parts)
-        per_step += slices ? (p.numel + slice - 1) / slice : 1;
+      const std::int64_t per_step =
+          transfers_per_step(make_partition(spec, c.partition_bytes, c.servers), c.policy);
       // CPU time beside wall time: on a shared machine the wall clock measures the neighbours.
       const std::clock_t cpu0 = std::clock();
       const SimResult r = simulate(profile, spec, c);
