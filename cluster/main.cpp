@@ -272,6 +272,20 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   prof->add_option("-o,--out", o.profile.out, "profile to write")->capture_default_str();
   prof->add_option("--worker", o.profile.extract.worker, "which worker's trace (needed if the run had several)");
   prof->add_option("--skip-steps", o.profile.extract.skip_steps, "warm-up steps left out (default: the worker's rule)");
+  prof->add_option("--copy-ns-per-byte", o.profile.extract.copy_cpu_ns_per_byte,
+                   "host CPU a byte costs (loopback copies), e.g. an earlier profile's "
+                   "host.cpu_per_byte_ns, to re-extract it alike (default: measured now, "
+                   "which varies with the machine's state)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            double x = -1;
+            try {
+              x = std::stod(v);
+            } catch (const std::exception&) {
+            }
+            return x >= 0 ? std::string() : "expected ns per byte, 0 or more, got '" + v + "'";
+          },
+          "NS"));
   prof->add_flag("!--no-calibrate", o.profile.extract.calibrate, "no fit to the run's own pace: the fitted cost (message_latency_us with host CPU, else message_cost_us or transit_ns_per_byte) stays 0");
 
   auto* pred = root.add_subcommand("predict", "Profile + configurations -> predicted throughput (simulated)");

@@ -52,6 +52,16 @@ timeout 120 "$PSBED" launch --servers 1 --workers 1 --model "$MODEL" --data synt
 "$PSBED" profile "$WORK/single" -o "$WORK/profile.json" >"$WORK/profile.out" 2>&1 ||
   { cat "$WORK/profile.out"; fail "profile failed"; }
 json "$WORK/profile.json" 's["model"]' | grep -qx blocks || fail "the profile does not name the model"
+# The copy cost is measured anew on every extraction; given the recorded one, the same run gives
+# the same profile again.
+copy=$(json "$WORK/profile.json" 's["host"]["cpu_per_byte_ns"]') || fail "the profile records no host CPU"
+"$PSBED" profile "$WORK/single" -o "$WORK/again.json" --copy-ns-per-byte "$copy" >"$WORK/again.out" 2>&1 ||
+  { cat "$WORK/again.out"; fail "profile --copy-ns-per-byte failed"; }
+cmp -s "$WORK/profile.json" "$WORK/again.json" ||
+  fail "profile --copy-ns-per-byte $copy did not reproduce the profile"
+"$PSBED" profile "$WORK/single" -o "$WORK/bad.json" --copy-ns-per-byte -1 >"$WORK/bad.out" 2>&1 &&
+  fail "a negative copy cost was accepted"
+grep -q "copy-ns-per-byte" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the error does not name the option"; }
 "$PSBED" predict --profile "$WORK/profile.json" --workers 2 --policy wfbp --mode bsp --steps 60 \
   --json "$WORK/predicted.json" >"$WORK/predict.out" 2>&1 || { cat "$WORK/predict.out"; fail "predict failed"; }
 predicted=$(json "$WORK/predicted.json" 's[0]["images_per_sec"]')
