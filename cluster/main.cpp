@@ -259,8 +259,9 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "real", "replay"}));
   app->add_option("--host-cpus", f.host_cpus,
-                  "cores every node of the cluster shares, each message taking the profile's CPU per message "
-                  "and byte on one (default: the profile's host; 0: the host's CPU not modelled)")
+                  "cores every node of the cluster shares, each transfer taking the profile's "
+                  "CPU for its two messages and its bytes on one where its data arrives "
+                  "(default: the profile's host; 0: the host's CPU not modelled)")
       ->check(CLI::NonNegativeNumber);
 }
 

@@ -62,6 +62,10 @@ void take_host_costs(const Profile& profile, SimConfig& c) {
   c.cpu_per_byte_s = profile.cpu_per_byte_ns * 1e-9;
 }
 
+double message_cpu_s(const SimConfig& c, bool carries_data, std::int64_t bytes) {
+  return carries_data ? 2 * c.cpu_per_message_s + double(bytes) * c.cpu_per_byte_s : 0.0;
+}
+
 std::int64_t default_warmup_steps(std::int64_t steps) {
   return std::min<std::int64_t>(std::max<std::int64_t>(3, steps / 20), steps / 2);
 }
@@ -782,10 +786,8 @@ class Simulation {
     double& free = rx_free_[std::size_t(node)];
     double start = std::max(free, at);
     if (!cores_.empty()) {  // the receiving thread runs when a core is free
-      // Bytes cost CPU where they are carried: a push and a reply, not the request or the
-      // acknowledgment that name the same part (the profile splits its CPU the same way).
-      const double cpu = cfg_.cpu_per_message_s + data_bytes(m) * cfg_.cpu_per_byte_s;
-      start = book_core(start, cpu);
+      const bool data = m.kind == MsgKind::kPushData || m.kind == MsgKind::kPullReply;
+      start = book_core(start, message_cpu_s(cfg_, data, m.t.bytes()));
     }
     free = start + cfg_.message_cost_s;
     events_.push_stream(W_ + S_ + node, free + cfg_.message_latency_s, EventType::kDeliver, id);
@@ -814,7 +816,7 @@ class Simulation {
       }
       if (t < best) best = t, best_core = k;
     }
-    insert_booking(best_core, {best, best + cpu});
+    if (cpu > 0) insert_booking(best_core, {best, best + cpu});
     return best;
   }
 

@@ -58,9 +58,13 @@ struct SimConfig {
   // A delay every message takes after the receiving node's serial work (thread hand-overs and
   // wake-ups): time, not a resource, so nothing else waits for it.
   double message_latency_s = 0;
-  // The host's cores, shared by every node of a local cluster (0: not modelled). Each message
-  // takes cpu_per_message_s + bytes x cpu_per_byte_s of one core (both ends' CPU, charged when
-  // it is received), so many nodes on few cores queue for the CPU as well as for the links.
+  // The host's cores, shared by every node of a local cluster (0: not modelled). A transfer
+  // costs its two messages' CPU, 2 x cpu_per_message_s + bytes x cpu_per_byte_s (both ends),
+  // taken on one core when its data arrives: a push at the shard, a reply at the worker. The
+  // pull request and the acknowledgment are headers that name the part: their handling waits
+  // for a core but holds none (a shard answers a parked bsp pull when it replies, not when the
+  // request came; a step's burst of requests is not a burst of work). So many nodes on few cores
+  // queue for the CPU as well as for the links.
   int host_cpus = 0;
   double cpu_per_message_s = 0;
   double cpu_per_byte_s = 0;
@@ -93,6 +97,12 @@ struct SimResult {
   double wall_seconds = 0;   // time the simulation took
   std::vector<double> worker_steps_per_sec;
 };
+
+// The host CPU a message takes on one core where it arrives (SimConfig::host_cpus > 0). A
+// transfer's CPU, its two messages' (2 x cpu_per_message_s, both ends) and its bytes', goes on
+// its data message, a push or a reply; the request or acknowledgment naming the part takes none
+// (it only waits for a core to be handled).
+double message_cpu_s(const SimConfig& c, bool carries_data, std::int64_t bytes);
 
 // The host costs a profile calibrated (the per-message cost, the copy cost per byte), set on `c`.
 void take_host_costs(const Profile& profile, SimConfig& c);

@@ -407,6 +407,33 @@ TEST_CASE("the host's cores: every message takes one for its CPU, so a busy host
   }
 }
 
+TEST_CASE(
+    "a transfer's host CPU goes on its data message: a parked bsp pull costs it when answered",
+    "[predictor][simulator]") {
+  SimConfig c = host_config(2, 1, 10e-3);
+  c.cpu_per_byte_s = 1e-9;
+  // Both messages' CPU and the bytes' on the push or the reply; none on the request or the ack.
+  CHECK(message_cpu_s(c, true, 4000) == Approx(2 * 10e-3 + 4000 * 1e-9));
+  CHECK(message_cpu_s(c, false, 4000) == 0);
+  // bsp, bulk, one core, 10 ms a message (20 ms a transfer), no latency; worker-0 straggles
+  // 100 ms a step, worker-1 waits for it. t = 0: worker-0 pushes both parts: [0, 20) and
+  // [20, 40) on the core; each acknowledgment takes none, so at 20 worker-0 has its step and
+  // asks for both parts, answered at once (the clock is complete): its replies take [80, 100)
+  // and [100, 120), behind worker-1's two replies released at 0 and 20 ([40, 60), [60, 80)).
+  // Worker-0 then computes 5 ms and straggles 100 ms: it pushes again at 205. (With every
+  // message taking 10 ms where it arrives, as before this rule, the cycle is 214.6 ms.)
+  c.cpu_per_byte_s = 0;
+  c.mode = Consistency::parse("bsp");
+  c.policy.name = "bulk";
+  c.latency_s = 0;
+  c.straggler_s = 0.1;
+  c.steps = 30;
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  const SimResult r = simulate(fixed_profile(spec), spec, c);
+  CHECK(r.worker_steps_per_sec[0] == Approx(1 / 0.205).epsilon(1e-6));
+  CHECK(r.steps_per_sec == Approx(2 / 0.205).epsilon(1e-6));
+}
+
 TEST_CASE("real compute takes one of the host's cores; replayed compute takes none",
           "[predictor][simulator]") {
   const ModelSpec spec = parse_model_spec(kTiny, "tiny");
