@@ -62,8 +62,9 @@ void take_host_costs(const Profile& profile, SimConfig& c) {
   c.cpu_per_byte_s = profile.cpu_per_byte_ns * 1e-9;
 }
 
-double message_cpu_s(const SimConfig& c, bool carries_data, std::int64_t bytes) {
-  return carries_data ? 2 * c.cpu_per_message_s + double(bytes) * c.cpu_per_byte_s : 0.0;
+ReceiveCost receive_cost(const SimConfig& c, bool carries_data, std::int64_t bytes) {
+  if (!carries_data) return {};
+  return {2 * c.message_cost_s, 2 * c.cpu_per_message_s + double(bytes) * c.cpu_per_byte_s};
 }
 
 std::int64_t default_warmup_steps(std::int64_t steps) {
@@ -773,8 +774,9 @@ class Simulation {
   }
 
   // A message reached its receiver at `at` (latency included). Each node's receiving thread
-  // handles one message at a time for message_cost_s, so on a busy node (a shard serving many
-  // workers) messages queue for software as well as for the link.
+  // handles one message at a time (receive_cost: a transfer's share on its data message), so on
+  // a busy node (a shard serving many workers) messages queue for software as well as for the
+  // link.
   void arrive(int id, double at) {
     const Message& m = messages_[id];
     const bool to_server = m.kind == MsgKind::kPullRequest || m.kind == MsgKind::kPushData;
@@ -783,13 +785,13 @@ class Simulation {
       events_.push(at + cfg_.message_latency_s, EventType::kDeliver, id);
       return;
     }
+    const bool data = m.kind == MsgKind::kPushData || m.kind == MsgKind::kPullReply;
+    const ReceiveCost cost = receive_cost(cfg_, data, m.t.bytes());
     double& free = rx_free_[std::size_t(node)];
     double start = std::max(free, at);
-    if (!cores_.empty()) {  // the receiving thread runs when a core is free
-      const bool data = m.kind == MsgKind::kPushData || m.kind == MsgKind::kPullReply;
-      start = book_core(start, message_cpu_s(cfg_, data, m.t.bytes()));
-    }
-    free = start + cfg_.message_cost_s;
+    // The receiving thread runs when a core is free.
+    if (!cores_.empty()) start = book_core(start, cost.cpu_s);
+    free = start + cost.thread_s;
     events_.push_stream(W_ + S_ + node, free + cfg_.message_latency_s, EventType::kDeliver, id);
   }
 

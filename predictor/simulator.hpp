@@ -52,19 +52,17 @@ struct SimConfig {
   double bandwidth_bytes_per_sec = 0;  // every node, each direction; 0 = unlimited
   double latency_s = 0;                // one way, every message
   LinkModel link_model = LinkModel::kFair;
-  // Software time a node spends receiving one message (transport threads, wake-ups); a node
-  // handles its arrivals one at a time, so a shard serving many workers queues them.
+  // Software time a node spends receiving a message (transport threads, wake-ups), on average
+  // over a transfer's two: a node handles its arrivals one at a time, so a shard serving many
+  // workers queues them. A transfer's two shares go on its data message (receive_cost).
   double message_cost_s = 0;
   // A delay every message takes after the receiving node's serial work (thread hand-overs and
   // wake-ups): time, not a resource, so nothing else waits for it.
   double message_latency_s = 0;
   // The host's cores, shared by every node of a local cluster (0: not modelled). A transfer
   // costs its two messages' CPU, 2 x cpu_per_message_s + bytes x cpu_per_byte_s (both ends),
-  // taken on one core when its data arrives: a push at the shard, a reply at the worker. The
-  // pull request and the acknowledgment are headers that name the part: their handling waits
-  // for a core but holds none (a shard answers a parked bsp pull when it replies, not when the
-  // request came; a step's burst of requests is not a burst of work). So many nodes on few cores
-  // queue for the CPU as well as for the links.
+  // taken on one core when its data arrives (receive_cost), so many nodes on few cores queue
+  // for the CPU as well as for the links.
   int host_cpus = 0;
   double cpu_per_message_s = 0;
   double cpu_per_byte_s = 0;
@@ -98,11 +96,18 @@ struct SimResult {
   std::vector<double> worker_steps_per_sec;
 };
 
-// The host CPU a message takes on one core where it arrives (SimConfig::host_cpus > 0). A
-// transfer's CPU, its two messages' (2 x cpu_per_message_s, both ends) and its bytes', goes on
-// its data message, a push or a reply; the request or acknowledgment naming the part takes none
-// (it only waits for a core to be handled).
-double message_cpu_s(const SimConfig& c, bool carries_data, std::int64_t bytes);
+// What a message costs the node that receives it. A transfer's costs go on its data message, a
+// push or a reply: twice SimConfig::message_cost_s of the receiving thread (both messages'
+// shares) and, on one of the host's cores (host_cpus > 0), its CPU: 2 x cpu_per_message_s (both
+// messages, both ends) + bytes x cpu_per_byte_s. The pull request or the acknowledgment naming
+// the part is a header: the receiving thread hands it on at once, and it waits for a core but
+// holds none. (A shard answers a burst of requests within a fraction of a millisecond, and
+// answers a parked bsp pull after the barrier: the work is the reply's.)
+struct ReceiveCost {
+  double thread_s = 0;  // the receiving thread's serial time
+  double cpu_s = 0;     // one of the host's cores
+};
+ReceiveCost receive_cost(const SimConfig& c, bool carries_data, std::int64_t bytes);
 
 // The host costs a profile calibrated (the per-message cost, the copy cost per byte), set on `c`.
 void take_host_costs(const Profile& profile, SimConfig& c);

@@ -332,11 +332,13 @@ TEST_CASE("a node handles its arrivals one at a time for the message cost",
   const ModelSpec spec = parse_model_spec(kTiny, "tiny");
   SimConfig c = config(1);
   c.message_cost_s = 250e-6;
-  // Pull: both requests reach the shard at L and are handled at L + c and L + 2c; the replies
-  // share the pair's channel (the weight's 3,984 bytes take 996 us) and the worker handles them
-  // one after the other: forward starts at 2L + 3c + 996 us. Push: the same way round, the
-  // acknowledgments handled at the worker last: 996 us + 2L + 3c after backward.
-  const double step = 4 * 0.0001 + 6 * 0.00025 + 2 * 0.000996 + 0.005;
+  // A transfer's two shares go on its data message (2c); a request or an acknowledgment is
+  // handed on at once. Pull: both requests reach the shard at L and are answered then; the
+  // replies share the pair's channel (the weight's 3,984 bytes take 996 us, the bias's 4 us)
+  // and the worker handles them one after the other: forward starts at 2L + 996 us + 4c. Push:
+  // the same way round, the shard handling the pushes and the acknowledgments taking nothing:
+  // 996 us + 2L + 4c after backward.
+  const double step = 4 * 0.0001 + 8 * 0.00025 + 2 * 0.000996 + 0.005;
   CHECK(1 / simulate(fixed_profile(spec), spec, c).steps_per_sec == Approx(step).epsilon(1e-9));
   // Two workers: the shard's receiving thread now serves both, so the step grows.
   SimConfig two = config(2);
@@ -412,9 +414,13 @@ TEST_CASE(
     "[predictor][simulator]") {
   SimConfig c = host_config(2, 1, 10e-3);
   c.cpu_per_byte_s = 1e-9;
-  // Both messages' CPU and the bytes' on the push or the reply; none on the request or the ack.
-  CHECK(message_cpu_s(c, true, 4000) == Approx(2 * 10e-3 + 4000 * 1e-9));
-  CHECK(message_cpu_s(c, false, 4000) == 0);
+  c.message_cost_s = 1e-3;
+  // Both messages' shares and the bytes' on the push or the reply; none on the request or ack.
+  CHECK(receive_cost(c, true, 4000).cpu_s == Approx(2 * 10e-3 + 4000 * 1e-9));
+  CHECK(receive_cost(c, true, 4000).thread_s == Approx(2e-3));
+  CHECK(receive_cost(c, false, 4000).cpu_s == 0);
+  CHECK(receive_cost(c, false, 4000).thread_s == 0);
+  c.message_cost_s = 0;
   // bsp, bulk, one core, 10 ms a message (20 ms a transfer), no latency; worker-0 straggles
   // 100 ms a step, worker-1 waits for it. t = 0: worker-0 pushes both parts: [0, 20) and
   // [20, 40) on the core; each acknowledgment takes none, so at 20 worker-0 has its step and
