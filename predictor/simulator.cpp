@@ -779,14 +779,12 @@ class Simulation {
   // link.
   void arrive(int id, double at) {
     const Message& m = messages_[id];
-    const bool to_server = m.kind == MsgKind::kPullRequest || m.kind == MsgKind::kPushData;
-    const int node = to_server ? W_ + m.shard : m.worker;
+    const int node = receiver_node(m);
     if (!bucket_ && cfg_.message_cost_s <= 0 && cores_.empty()) {  // now + latency: one FIFO
       events_.push(at + cfg_.message_latency_s, EventType::kDeliver, id);
       return;
     }
-    const bool data = m.kind == MsgKind::kPushData || m.kind == MsgKind::kPullReply;
-    const ReceiveCost cost = receive_cost(cfg_, data, m.t.bytes());
+    const ReceiveCost cost = receive_cost(cfg_, carries_data(m), m.t.bytes());
     double& free = rx_free_[std::size_t(node)];
     double start = std::max(free, at);
     // The receiving thread runs when a core is free.
@@ -895,10 +893,11 @@ class Simulation {
   }
 
   // The tensor bytes a message carries: a push's or a reply's, none for a request or an ack.
-  static double data_bytes(const Message& m) {
-    const bool data = m.kind == MsgKind::kPushData || m.kind == MsgKind::kPullReply;
-    return data ? double(m.t.bytes()) : 0.0;
+  // A push or a reply; a request or an acknowledgment only names the part.
+  static bool carries_data(const Message& m) {
+    return m.kind == MsgKind::kPushData || m.kind == MsgKind::kPullReply;
   }
+  static double data_bytes(const Message& m) { return carries_data(m) ? double(m.t.bytes()) : 0.0; }
 
   double message_bytes(const Message& m) const {
     return data_bytes(m) + double(cfg_.message_overhead_bytes);

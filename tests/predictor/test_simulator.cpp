@@ -389,11 +389,11 @@ TEST_CASE("a message latency delays every message and holds up nothing else",
 TEST_CASE("the host's cores: every message takes one for its CPU, so a busy host caps the pace",
           "[predictor][simulator]") {
   const ModelSpec spec = parse_model_spec(kTiny, "tiny");
-  // wfbp on tiny: 8 messages a worker-step (2 requests, 2 replies, 2 pushes, 2 acks); the
-  // replies and pushes carry 16 or 3,984 bytes, the requests and acks none: 8 x 200 us +
-  // 8,000 x 200 ns = 3.2 ms of CPU (charging the bytes on the requests and acks too would make
-  // it 4.8 ms). Eight workers computing 5 ms a step would make 1,600 steps/s; one core does
-  // 1 / 3.2 ms, two cores twice that.
+  // wfbp on tiny: 4 transfers a worker-step (2 pulls, 2 pushes), each with two messages' CPU
+  // (2 x 200 us) on its reply or push, which carries 16 or 3,984 bytes, the request or ack none:
+  // 8 x 200 us + 8,000 x 200 ns = 3.2 ms of CPU (charging the bytes on the requests and acks too
+  // would make it 4.8 ms). Eight workers computing 5 ms a step would make 1,600 steps/s; one
+  // core does 1 / 3.2 ms, two cores twice that.
   for (int cpus : {1, 2}) {
     SimConfig c = host_config(8, cpus, 200e-6);
     c.steps = 200;
@@ -420,7 +420,6 @@ TEST_CASE(
   CHECK(receive_cost(c, true, 4000).thread_s == Approx(2e-3));
   CHECK(receive_cost(c, false, 4000).cpu_s == 0);
   CHECK(receive_cost(c, false, 4000).thread_s == 0);
-  c.message_cost_s = 0;
   // bsp, bulk, one core, 10 ms a message (20 ms a transfer), no latency; worker-0 straggles
   // 100 ms a step, worker-1 waits for it. t = 0: worker-0 pushes both parts: [0, 20) and
   // [20, 40) on the core; each acknowledgment takes none, so at 20 worker-0 has its step and
@@ -428,7 +427,7 @@ TEST_CASE(
   // and [100, 120), behind worker-1's two replies released at 0 and 20 ([40, 60), [60, 80)).
   // Worker-0 then computes 5 ms and straggles 100 ms: it pushes again at 205. (With every
   // message taking 10 ms where it arrives, as before this rule, the cycle is 214.6 ms.)
-  c.cpu_per_byte_s = 0;
+  c.cpu_per_byte_s = 0, c.message_cost_s = 0;
   c.mode = Consistency::parse("bsp");
   c.policy.name = "bulk";
   c.latency_s = 0;
