@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -84,6 +83,37 @@ enum class EventType : std::uint8_t {
 };
 enum class MsgKind : std::uint8_t { kPullRequest, kPullReply, kPushData, kPushAck };
 
+// A first-in first-out queue in one ring buffer that doubles when full: what std::deque does
+// here, for a fraction of its cost per push and pop (the simulator's queues are its hot path).
+template <class T>
+class Fifo {
+ public:
+  bool empty() const { return size_ == 0; }
+  std::size_t size() const { return size_; }
+  T& front() { return buf_[head_]; }
+  const T& front() const { return buf_[head_]; }
+  const T& back() const { return buf_[(head_ + size_ - 1) & (buf_.size() - 1)]; }
+  void push_back(const T& v) {
+    if (size_ == buf_.size()) grow();
+    buf_[(head_ + size_) & (buf_.size() - 1)] = v;
+    ++size_;
+  }
+  void pop_front() {
+    head_ = (head_ + 1) & (buf_.size() - 1);
+    --size_;
+  }
+
+ private:
+  [[gnu::noinline]] void grow() {
+    std::vector<T> bigger(std::max<std::size_t>(8, 2 * buf_.size()));
+    for (std::size_t i = 0; i < size_; ++i) bigger[i] = buf_[(head_ + i) & (buf_.size() - 1)];
+    buf_.swap(bigger);
+    head_ = 0;
+  }
+  std::vector<T> buf_;  // capacity a power of two
+  std::size_t head_ = 0, size_ = 0;
+};
+
 struct Event {
   double t;
   std::uint64_t seq;  // ties at one instant go in the order they were scheduled
@@ -143,17 +173,26 @@ class EventQueue {
     const Event* best = nullptr;
     if (!fifo_.empty()) best = &fifo_.front();
     if (!heap_.empty() && (!best || *best > heap_.top())) best = &heap_.top();
-    if (!cheap_.empty() && (!best || *best > key_[cheap_[0]])) best = &key_[cheap_[0]];
+    if (!cheap_.empty() && (!best || *best > key_[cheap_[0].slot])) best = &key_[cheap_[0].slot];
     return best;
   }
-  // A channel completion stays queued: its handler moves it (set_channel, the common case of a
-  // next message on the same pair, costs one sift) or removes it (clear_channel).
-  Event pop() {
-    const Event e = *top();
-    if (!fifo_.empty() && fifo_.front().seq == e.seq) {
+  // Takes the earliest event into `e`; false when none is left. A channel completion stays
+  // queued: its handler moves it (set_channel, the common case of a next message on the same
+  // pair, costs one sift) or removes it (clear_channel).
+  bool pop(Event& e) {
+    settle();
+    enum { kNone, kFifo, kHeap, kSlot } from = kNone;
+    const Event* best = nullptr;
+    if (!fifo_.empty()) best = &fifo_.front(), from = kFifo;
+    if (!heap_.empty() && (!best || *best > heap_.top())) best = &heap_.top(), from = kHeap;
+    if (!cheap_.empty() && (!best || *best > key_[cheap_[0].slot]))
+      best = &key_[cheap_[0].slot], from = kSlot;
+    if (!best) return false;
+    e = *best;
+    if (from == kFifo) {
       fifo_.pop_front();
-    } else if (!cheap_.empty() && key_[cheap_[0]].seq == e.seq) {
-      const int slot = cheap_[0];
+    } else if (from == kSlot) {
+      const int slot = cheap_[0].slot;
       if (slot >= int(channels_)) {
         auto& q = streams_[std::size_t(slot) - channels_];
         q.pop_front();
@@ -165,7 +204,7 @@ class EventQueue {
     } else {
       heap_.pop();
     }
-    return e;
+    return true;
   }
 
  private:
@@ -175,49 +214,72 @@ class EventQueue {
   void settle() {
     if (vacated_ >= 0) clear_slot(vacated_), vacated_ = -1;
   }
+  // Sets slot s's next event. A slot not in the heap enters at the bottom and rises; one in it
+  // moves whichever way its new key says (a stream's next event is never earlier than its last,
+  // so it only sinks).
   void set_slot(int s, const Event& e) {
     key_[s] = e;
+    const Item item{e.t, e.seq, s};
     if (pos_[s] < 0) {
-      pos_[s] = int(cheap_.size());
-      cheap_.push_back(s);
+      cheap_.push_back(item);
+      sift_up(int(cheap_.size()) - 1, item);
+    } else if (before(item, cheap_[pos_[s]])) {
+      sift_up(pos_[s], item);
+    } else {
+      sift_down(pos_[s], item);
     }
-    sift_up(pos_[s]);
-    sift_down(pos_[s]);
   }
   void clear_slot(int s) {
     const int i = pos_[s];
     if (i < 0) return;
-    const int last = cheap_.back();
-    cheap_[i] = last, pos_[last] = i;
-    cheap_.pop_back();
     pos_[s] = -1;
-    if (i < int(cheap_.size())) sift_up(i), sift_down(pos_[last]);
+    const Item last = cheap_.back();
+    cheap_.pop_back();
+    if (i == int(cheap_.size())) return;
+    if (i > 0 && before(last, cheap_[(i - 1) / 2]))
+      sift_up(i, last);
+    else
+      sift_down(i, last);
   }
-  bool less(int i, int j) const { return key_[cheap_[j]] > key_[cheap_[i]]; }
-  void swap_at(int i, int j) {
-    std::swap(cheap_[i], cheap_[j]);
-    pos_[cheap_[i]] = i, pos_[cheap_[j]] = j;
+  struct Item {  // a slot's key, kept in the heap itself so comparisons read no other array
+    double t;
+    std::uint64_t seq;
+    int slot;
+  };
+  static bool before(const Item& x, const Item& y) {
+    return x.t != y.t ? x.t < y.t : x.seq < y.seq;
   }
-  void sift_up(int i) {
-    while (i > 0 && less(i, (i - 1) / 2)) swap_at(i, (i - 1) / 2), i = (i - 1) / 2;
-  }
-  void sift_down(int i) {
-    for (;;) {
-      int m = i;
-      const int l = 2 * i + 1, r = l + 1;
-      if (l < int(cheap_.size()) && less(l, m)) m = l;
-      if (r < int(cheap_.size()) && less(r, m)) m = r;
-      if (m == i) return;
-      swap_at(i, m), i = m;
+  void place(int i, const Item& item) { cheap_[i] = item, pos_[item.slot] = i; }
+  // Moves `item` up from the hole at i to its place.
+  void sift_up(int i, const Item& item) {
+    while (i > 0) {
+      const int parent = (i - 1) / 2;
+      if (!before(item, cheap_[parent])) break;
+      place(i, cheap_[parent]);
+      i = parent;
     }
+    place(i, item);
+  }
+  // Moves `item` down from the hole at i to its place.
+  void sift_down(int i, const Item& item) {
+    const int n = int(cheap_.size());
+    for (;;) {
+      int c = 2 * i + 1;
+      if (c >= n) break;
+      if (c + 1 < n && before(cheap_[c + 1], cheap_[c])) ++c;
+      if (!before(cheap_[c], item)) break;
+      place(i, cheap_[c]);
+      i = c;
+    }
+    place(i, item);
   }
   std::size_t channels_ = 0;
-  std::deque<Event> fifo_;
+  Fifo<Event> fifo_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> heap_;
-  std::vector<int> cheap_;  // slots with a pending event, a binary heap on key_
-  std::vector<int> pos_;    // slot -> index in cheap_, -1 if none pending
+  std::vector<Item> cheap_;  // slots with a pending event, a binary heap on their keys
+  std::vector<int> pos_;     // slot -> index in cheap_, -1 if none pending
   std::vector<Event> key_;  // each slot's next event
-  std::vector<std::deque<Event>> streams_;
+  std::vector<Fifo<Event>> streams_;
   std::uint64_t seq_ = 0;
   int vacated_ = -1;
 };
@@ -239,7 +301,7 @@ struct CoreBooking {
 // One (sender, receiver) pair: its messages leave one after the other.
 struct Channel {
   int up_link, down_link;  // indices into the link arrays
-  std::deque<int> queue;   // message ids; the head is on the wire
+  Fifo<int> queue;   // message ids; the head is on the wire
   double head_left = 0;    // bytes of the head still to send
   double rate = 0;         // bytes/s given by the last max-min allocation
   double since = 0;        // time head_left was last brought up to date
@@ -268,7 +330,7 @@ struct Worker {
   bool started = false;     // the start delay (start_stagger_s) is over
   // Bucket links: replies and acks that came due while the receiving thread was stuck in a
   // send (its send buffer full), in arrival order.
-  std::deque<int> held;
+  Fifo<int> held;
   double compute_started = 0;
   std::vector<std::int64_t> pulls_left;  // floats still to arrive, per layer
   std::int64_t pulls_total = 0, pushes_total = 0;
@@ -289,7 +351,7 @@ struct PartState {
 };
 
 struct Lane {
-  std::deque<int> queue;  // pushes to apply and (bucket links) pulls to answer, in arrival order
+  Fifo<int> queue;  // pushes to apply and (bucket links) pulls to answer, in arrival order
   bool busy = false;      // applying
 };
 
@@ -297,20 +359,20 @@ struct Lane {
 // apply lane). Its sends go out in order; while the send buffer of the next one is full, the
 // thread waits in send() and does nothing else, as the live ShapedTransport::send blocks.
 struct SendThread {
-  std::deque<int> outbox;  // message ids not yet taken by the send buffer
+  Fifo<int> outbox;  // message ids not yet taken by the send buffer
   bool blocked = false;
 };
 
 // Bucket links: one send buffer (a live ShapedTransport's queue): bytes queued or being paced.
 struct SendBuffer {
   double queued = 0;
-  std::deque<int> waiting;  // threads blocked on it, in the order they blocked
+  std::vector<int> waiting;  // threads blocked on it, in the order they blocked
 };
 
 // Bucket links: one node's pacer, taking queued messages round-robin across peers.
 struct Egress {
-  std::vector<std::deque<int>> per_peer;  // queued message ids per peer (shard or worker)
-  std::deque<int> turn;                   // peers with queued messages, in turn order
+  std::vector<Fifo<int>> per_peer;  // queued message ids per peer (shard or worker)
+  Fifo<int> turn;                   // peers with queued messages, in turn order
   bool pacing = false;                    // a message waits for its bytes to leave
 };
 
@@ -401,8 +463,8 @@ class Simulation {
   SimResult run() {
     const auto wall0 = std::chrono::steady_clock::now();
     for (int w = 0; w < W_; ++w) advance(w);
-    while (!events_.empty()) {
-      const Event e = events_.pop();
+    Event e;
+    while (events_.pop(e)) {
       now_ = e.t;
       ++processed_;
       switch (e.type) {
@@ -924,13 +986,18 @@ class Simulation {
     return true;
   }
 
+  // A message goes alone into an empty buffer, however big.
+  bool room_for(const SendBuffer& b, double bytes) const {
+    return b.queued <= 0 || b.queued + bytes <= double(cfg_.send_buffer_bytes);
+  }
+
   // Puts one message into its send buffer and in its peer's turn at the pacer, if there is room
   // (a message goes alone into an empty buffer, however big); else the thread waits for room.
   bool enqueue(int thread, int id) {
     const Message& m = messages_[id];
     SendBuffer& b = buffers_[buffer_of(m)];
     const double bytes = message_bytes(m);
-    if (b.queued > 0 && b.queued + bytes > double(cfg_.send_buffer_bytes)) {
+    if (!room_for(b, bytes)) {
       threads_[std::size_t(thread)].blocked = true;
       b.waiting.push_back(thread);
       return false;
@@ -991,13 +1058,19 @@ class Simulation {
     pace(node);
     // Room in the buffer: the threads waiting on it try again, in the order they blocked.
     if (b.waiting.empty()) return;
-    // A scratch list kept across calls (this runs for one message in ten at many workers, and a
-    // fresh deque allocates); nothing below comes back here, since departures in place retry
-    // nobody.
-    retry_.assign(b.waiting.begin(), b.waiting.end());
+    // Swapped with a scratch list kept across calls (this runs for every other message at many
+    // workers); nothing below comes back here, since departures in place retry nobody. A thread
+    // whose next message still does not fit stays blocked, back in the list in its turn, as its
+    // retry would leave it.
+    retry_.swap(b.waiting);
     b.waiting.clear();
     for (int thread : retry_) {
-      threads_[std::size_t(thread)].blocked = false;
+      SendThread& th = threads_[std::size_t(thread)];
+      if (!room_for(b, message_bytes(messages_[th.outbox.front()]))) {
+        b.waiting.push_back(thread);
+        continue;
+      }
+      th.blocked = false;
       if (flush(thread)) resume(thread);
     }
   }
