@@ -231,6 +231,12 @@ struct PredictorCommands {
   predictor::BenchPredictOptions bench;
 };
 
+// predict and validate simulate each configuration this many times by default and take the
+// median: with the arrival jitter a configuration on the edge between two regimes (workers in
+// lockstep or drifted apart) can land in either on one draw. optimize, which ranks many
+// configurations, simulates each once unless told.
+constexpr int kPredictSeeds = 5;
+
 void add_sim_flags(CLI::App* app, predictor::SimFlags& f) {
   app->add_option("--bandwidth", f.bandwidth, "link of every node, per direction, e.g. 1gbit (default: the profile's)");
   app->add_option("--latency", f.latency, "one-way latency, e.g. 200us (default: the profile's)");
@@ -252,6 +258,13 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f) {
   app->add_option("--straggler-ms", f.straggler_ms, "worker-0 sleeps this long every step");
   app->add_option("--start-stagger-ms", f.start_stagger_ms,
                   "worker i of N starts i x this / N later (validate: the run's own)");
+  app->add_option("--arrival-jitter-us", f.arrival_jitter_us,
+                  "arrivals at a node from different senders come up to this much later, by a seeded "
+                  "draw, so that ties go in an order set by chance as on a real host (each connection "
+                  "keeps its order); 0: exact times, and ties keep the order they were scheduled in, "
+                  "which holds workers in lockstep")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app->add_option("--compute", f.compute,
                   "the workers' compute: real (each worker's forward and backward take one of the "
                   "host's cores, so workers beyond the cores queue for them), replay (sleeps, as "
@@ -298,6 +311,7 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   pred->add_option("--servers", o.predict.servers, "server shard counts")->delimiter(',')->capture_default_str();
   pred->add_option("--policy", o.predict.policies, "policies, or all")->delimiter(',')->capture_default_str();
   pred->add_option("--mode", o.predict.modes, "async, bsp, ssp:K (several: comma-separated)")->delimiter(',')->capture_default_str();
+  o.predict.sim.seeds = kPredictSeeds;
   add_sim_flags(pred, o.predict.sim);
   pred->add_flag("--analytic", o.predict.analytic_only, "analytic bounds only (instant), no simulation");
   pred->add_option("--json", o.predict.json_out, "write the predictions as JSON to this file");
@@ -311,6 +325,7 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   val->add_option("--profile", o.validate.profile, "profile.json from psbed profile")->required();
   val->add_option("runs", o.validate.runs, "measured run folders")->required();
   val->add_option("--out", o.validate.out, "report folder")->capture_default_str();
+  o.validate.sim.seeds = kPredictSeeds;
   add_sim_flags(val, o.validate.sim);
   o.validate.sim.steps = 0;
   val->add_option("--python", o.validate.python, "interpreter with matplotlib for the plot")->capture_default_str();

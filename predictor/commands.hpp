@@ -37,6 +37,7 @@ struct SimFlags {
   int seeds = 1;  // simulations per configuration (seed, seed + 1, ...); their median counts
   double straggler_ms = 0;
   double start_stagger_ms = -1;  // < 0: the run's own (validate), else 0
+  double arrival_jitter_us = 1;  // SimConfig::arrival_jitter_s: ties between senders by chance
   int host_cpus = -1;            // < 0: the profile's; 0: the host's CPU not modelled
   // The predicted workers' compute: "real" takes the host's cores, "replay" sleeps; "auto": as
   // the profiled run's (validate: each run's own).

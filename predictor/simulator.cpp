@@ -284,6 +284,21 @@ class EventQueue {
   int vacated_ = -1;
 };
 
+// A small, fast generator for the arrival jitter (one draw per message): SplitMix64.
+class SplitMix {
+ public:
+  explicit SplitMix(std::uint64_t seed = 0) : state_(seed) {}
+  double uniform() {  // [0, 1)
+    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return double((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
 struct Message {
   MsgKind kind;
   int worker, shard;
@@ -437,6 +452,9 @@ class Simulation {
     channels_.resize(2 * std::size_t(W_) * S_);
     events_.set_slots(channels_.size(), 2 * std::size_t(W_ + S_));
     bucket_ = cfg.link_model == LinkModel::kBucket;
+    if (cfg.arrival_jitter_s < 0) throw Error("simulation: the arrival jitter must not be negative");
+    connection_last_.assign(channels_.size(), -kInf);
+    jitter_rng_ = SplitMix(cfg.seed * 0x9E3779B97F4A7C15ull + 0x5851F42D4C957F2Dull);
     rx_free_.assign(std::size_t(nodes), -kInf);
     if (cfg.host_cpus > 0 && cfg.cpu_per_message_s + cfg.cpu_per_byte_s > 0)
       cores_.resize(std::size_t(cfg.host_cpus));
@@ -843,7 +861,7 @@ class Simulation {
     const Message& m = messages_[id];
     const int node = receiver_node(m);
     if (!bucket_ && cfg_.message_cost_s <= 0 && cores_.empty()) {  // now + latency: one FIFO
-      events_.push(at + cfg_.message_latency_s, EventType::kDeliver, id);
+      events_.push(jittered(m, at + cfg_.message_latency_s), EventType::kDeliver, id);
       return;
     }
     const ReceiveCost cost = receive_cost(cfg_, carries_data(m), m.t.bytes());
@@ -852,7 +870,19 @@ class Simulation {
     // The receiving thread runs when a core is free.
     if (!cores_.empty()) start = book_core(start, cost.cpu_s);
     free = start + cost.thread_s;
-    events_.push_stream(W_ + S_ + node, free + cfg_.message_latency_s, EventType::kDeliver, id);
+    events_.push_stream(W_ + S_ + node, jittered(m, free + cfg_.message_latency_s),
+                        EventType::kDeliver, id);
+  }
+
+  // An arrival's delivery time with its chance share of SimConfig::arrival_jitter_s, never before
+  // the previous message of the same connection (sender, receiver): one connection keeps its
+  // order, different senders' messages that come due together go in any order.
+  double jittered(const Message& m, double t) {
+    if (cfg_.arrival_jitter_s <= 0) return t;
+    double& last = connection_last_[to_server(m) ? push_channel(m.worker, m.shard)
+                                                 : pull_channel(m.worker, m.shard)];
+    last = std::max(last, t + cfg_.arrival_jitter_s * jitter_rng_.uniform());
+    return last;
   }
 
   // Drops the bookings of core k that ended before now: they hold nothing up any more.
@@ -1269,6 +1299,9 @@ class Simulation {
   std::vector<SendBuffer> buffers_;  // bucket links: per (worker, shard), then per shard
   std::vector<Egress> egress_;       // bucket links: per node
   std::vector<int> retry_;           // bucket links: egress_done's threads to retry
+  // Arrival jitter: each connection's last delivery time, and the draws (seeded by cfg.seed).
+  std::vector<double> connection_last_;
+  SplitMix jitter_rng_;
   EventQueue events_;
   std::uint64_t processed_ = 0;
   double now_ = 0;

@@ -59,6 +59,13 @@ struct SimConfig {
   // A delay every message takes after the receiving node's serial work (thread hand-overs and
   // wake-ups): time, not a resource, so nothing else waits for it.
   double message_latency_s = 0;
+  // Arrivals at a node from different senders that come due at (nearly) the same instant go in
+  // an order set by chance, as threads and sockets on a real host take them, not in the order the
+  // simulator scheduled them: each arrival comes up to this much later (a seeded uniform draw),
+  // a connection's messages keeping their order. Without it such ties always go the same way,
+  // and workers that once met stay in lockstep where live ones drift apart. 0: no jitter (exact
+  // hand-computable times). psbed predict, validate and optimize use 1 us.
+  double arrival_jitter_s = 0;
   // The host's cores, shared by every node of a local cluster (0: not modelled). A transfer
   // costs its two messages' CPU, 2 x cpu_per_message_s + bytes x cpu_per_byte_s (both ends),
   // taken on one core when its data arrives (receive_cost), so many nodes on few cores queue
