@@ -465,10 +465,12 @@ int main(int argc, char** argv) {
         c.bandwidth_bytes_per_sec = profile.bandwidth_bytes_per_sec;
         c.latency_s = profile.latency_us * 1e-6;
         c.link_model = predictor::LinkModel::kBucket;
-        c.message_cost_s = profile.message_cost_us * 1e-6;
-        c.transit_s_per_byte = profile.transit_ns_per_byte * 1e-9;
+        predictor::take_host_costs(profile, c);
+        c.arrival_jitter_s = 1e-6;  // as psbed predict: ties between senders by chance, 5 seeds
         c.steps = 100;
-        return predictor::simulate(profile, load_model(cfg.at("model").get<std::string>()), c).images_per_sec;
+        return predictor::simulate_seeds(profile, load_model(cfg.at("model").get<std::string>()), c,
+                                         kPredictSeeds)
+            .images_per_sec;
       };
       return ps::run_coordinator(coord);
     }

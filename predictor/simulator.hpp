@@ -62,7 +62,8 @@ struct SimConfig {
   // Arrivals at a node from different senders that come due at (nearly) the same instant go in
   // an order set by chance, as threads and sockets on a real host take them, not in the order the
   // simulator scheduled them: each arrival comes up to this much later (a seeded uniform draw),
-  // a connection's messages keeping their order. Without it such ties always go the same way,
+  // or later still where that keeps its connection's order (a message never arrives before one
+  // sent earlier between the same two nodes, as on one TCP connection). Without it such ties always go the same way,
   // and workers that once met stay in lockstep where live ones drift apart. 0: no jitter (exact
   // hand-computable times). psbed predict, validate and optimize use 1 us.
   double arrival_jitter_s = 0;
