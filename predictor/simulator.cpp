@@ -519,6 +519,7 @@ class Simulation {
       r.simulated_seconds = std::max(r.simulated_seconds, w.end);
     }
     r.images_per_sec = r.steps_per_sec * profile_.batch;
+    r.seeds_min_images_per_sec = r.seeds_max_images_per_sec = r.images_per_sec;
     r.events = processed_;
     r.wall_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
@@ -1332,6 +1333,8 @@ SimResult simulate_seeds(const Profile& profile, const ModelSpec& spec, const Si
   });
   SimResult r = runs[std::size_t(seeds - 1) / 2];
   r.events = events, r.wall_seconds = wall;
+  r.seeds_min_images_per_sec = runs.front().images_per_sec;
+  r.seeds_max_images_per_sec = runs.back().images_per_sec;
   return r;
 }
 

@@ -102,6 +102,16 @@ struct SimResult {
   std::uint64_t events = 0;  // discrete events processed
   double wall_seconds = 0;   // time the simulation took
   std::vector<double> worker_steps_per_sec;
+  // simulate_seeds: the lowest and highest images/s over the seeds (simulate: images_per_sec).
+  // A wide range says the configuration sits between two regimes (workers in lockstep or
+  // drifted apart) and either can happen.
+  double seeds_min_images_per_sec = 0, seeds_max_images_per_sec = 0;
+  // (max - min) / the median's images/s, in percent; 0 for one run.
+  double seeds_spread_pct() const {
+    return images_per_sec > 0
+               ? 100 * (seeds_max_images_per_sec - seeds_min_images_per_sec) / images_per_sec
+               : 0.0;
+  }
 };
 
 // What a message costs the node that receives it. A transfer's costs go on its data message, a

@@ -211,6 +211,14 @@ TEST_CASE("several seeds: the prediction is the run with the median images/s",
   const SimResult m = simulate_seeds(p, spec, c, 3);
   CHECK(m.images_per_sec == each[1]);
   CHECK(m.events == events);
+  // The range over the seeds, for telling a configuration on the edge between two regimes.
+  CHECK(m.seeds_min_images_per_sec == each[0]);
+  CHECK(m.seeds_max_images_per_sec == each[2]);
+  CHECK(m.seeds_spread_pct() == Approx(100 * (each[2] - each[0]) / each[1]));
+  const SimResult one = simulate(p, spec, c);
+  CHECK(one.seeds_min_images_per_sec == one.images_per_sec);
+  CHECK(one.seeds_max_images_per_sec == one.images_per_sec);
+  CHECK(one.seeds_spread_pct() == 0);
   CHECK(simulate_seeds(p, spec, c, 1).images_per_sec == simulate(p, spec, c).images_per_sec);
   CHECK_THROWS_WITH(simulate_seeds(p, spec, c, 0), Catch::Contains("seeds"));
 }
