@@ -820,10 +820,13 @@ class Simulation {
         if (bucket_) {
           // As the live shard: a pull whose part is ready and not being applied right now is
           // answered on arrival by the shard's reply thread, in arrival order; otherwise the
-          // part's lane takes it in turn.
+          // part's lane takes it in turn. An apply that began within the arrival jitter (a tie
+          // with this pull, or the same instant) does not count: the receiving thread answers
+          // the pull before the lane thread, woken for the push, takes the part's lock.
           const int lane = lane_of(m.t);
           const Lane& l = lanes_[lane];
-          const bool applying = l.busy && messages_[l.queue.front()].t.part == m.t.part;
+          const bool applying = l.busy && messages_[l.queue.front()].t.part == m.t.part &&
+                                lane_started_[lane] + cfg_.arrival_jitter_s < now_;
           if (!applying && pull_ready(parts_[m.t.part], m.clock)) {
             m.kind = MsgKind::kPullReply;
             send_from(reply_thread(m.shard), id);
