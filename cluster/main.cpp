@@ -231,12 +231,6 @@ struct PredictorCommands {
   predictor::BenchPredictOptions bench;
 };
 
-// predict and validate simulate each configuration this many times by default and take the
-// median: with the arrival jitter a configuration on the edge between two regimes (workers in
-// lockstep or drifted apart) can land in either on one draw. optimize, which ranks many
-// configurations, simulates each once unless told.
-constexpr int kPredictSeeds = 5;
-
 void add_sim_flags(CLI::App* app, predictor::SimFlags& f) {
   app->add_option("--bandwidth", f.bandwidth, "link of every node, per direction, e.g. 1gbit (default: the profile's)");
   app->add_option("--latency", f.latency, "one-way latency, e.g. 200us (default: the profile's)");
@@ -311,7 +305,7 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   pred->add_option("--servers", o.predict.servers, "server shard counts")->delimiter(',')->capture_default_str();
   pred->add_option("--policy", o.predict.policies, "policies, or all")->delimiter(',')->capture_default_str();
   pred->add_option("--mode", o.predict.modes, "async, bsp, ssp:K (several: comma-separated)")->delimiter(',')->capture_default_str();
-  o.predict.sim.seeds = kPredictSeeds;
+  o.predict.sim.seeds = predictor::kPredictSeeds;
   add_sim_flags(pred, o.predict.sim);
   pred->add_flag("--analytic", o.predict.analytic_only, "analytic bounds only (instant), no simulation");
   pred->add_option("--json", o.predict.json_out, "write the predictions as JSON to this file");
@@ -325,7 +319,7 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   val->add_option("--profile", o.validate.profile, "profile.json from psbed profile")->required();
   val->add_option("runs", o.validate.runs, "measured run folders")->required();
   val->add_option("--out", o.validate.out, "report folder")->capture_default_str();
-  o.validate.sim.seeds = kPredictSeeds;
+  o.validate.sim.seeds = predictor::kPredictSeeds;
   add_sim_flags(val, o.validate.sim);
   o.validate.sim.steps = 0;
   val->add_option("--python", o.validate.python, "interpreter with matplotlib for the plot")->capture_default_str();
@@ -466,10 +460,10 @@ int main(int argc, char** argv) {
         c.latency_s = profile.latency_us * 1e-6;
         c.link_model = predictor::LinkModel::kBucket;
         predictor::take_host_costs(profile, c);
-        c.arrival_jitter_s = 1e-6;  // as psbed predict: ties between senders by chance, 5 seeds
+        c.arrival_jitter_s = predictor::kArrivalJitterUs * 1e-6;  // as psbed predict
         c.steps = 100;
         return predictor::simulate_seeds(profile, load_model(cfg.at("model").get<std::string>()), c,
-                                         kPredictSeeds)
+                                         predictor::kPredictSeeds)
             .images_per_sec;
       };
       return ps::run_coordinator(coord);

@@ -86,8 +86,6 @@ SimConfig base_config(const Profile& profile, const SimFlags& f) {
   c.policy.seed = f.seed;  // tf-random
   c.straggler_s = f.straggler_ms / 1e3;
   c.start_stagger_s = std::max(0.0, f.start_stagger_ms) / 1e3;
-  if (f.arrival_jitter_us < 0)
-    throw Error("--arrival-jitter-us " + fmt(f.arrival_jitter_us, 3) + ": expected 0 or more");
   c.arrival_jitter_s = f.arrival_jitter_us * 1e-6;
   if (f.host_cpus >= 0) c.host_cpus = f.host_cpus;
   if (f.compute != "auto" && f.compute != "real" && f.compute != "replay")
@@ -668,7 +666,7 @@ int run_bench_predict(const BenchPredictOptions& o) {
       c.policy.slice_params = c.policy.partition_params = slice;
       c.bandwidth_bytes_per_sec = parse_bandwidth_bps(o.bandwidth) / 8;
       c.latency_s = 200e-6;
-      c.arrival_jitter_s = 1e-6;  // as psbed predict's default
+      c.arrival_jitter_s = kArrivalJitterUs * 1e-6;  // as psbed predict
       c.link_model = parse_link_model(o.link_model);
       take_host_costs(profile, c);
       c.steps = o.steps;

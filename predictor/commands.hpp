@@ -22,6 +22,14 @@ struct ProfileCommandOptions {
 };
 int run_profile(const ProfileCommandOptions& options);
 
+// The defaults of psbed predict and validate (and of the dashboard's prediction): arrival ties
+// between senders broken by chance (SimConfig::arrival_jitter_s), and each configuration
+// simulated with this many seeds, the median taken, since with the jitter a configuration on
+// the edge between two regimes (workers in lockstep or drifted apart) can land in either on one
+// draw. optimize, which ranks many configurations, simulates each once unless told.
+constexpr double kArrivalJitterUs = 1;
+constexpr int kPredictSeeds = 5;
+
 // What every prediction command shares: the link, partitioning, policy parameters and length.
 struct SimFlags {
   std::string bandwidth;              // "1gbit"; empty: the profile's link
@@ -37,7 +45,7 @@ struct SimFlags {
   int seeds = 1;  // simulations per configuration (seed, seed + 1, ...); their median counts
   double straggler_ms = 0;
   double start_stagger_ms = -1;  // < 0: the run's own (validate), else 0
-  double arrival_jitter_us = 1;  // SimConfig::arrival_jitter_s: ties between senders by chance
+  double arrival_jitter_us = kArrivalJitterUs;
   int host_cpus = -1;            // < 0: the profile's; 0: the host's CPU not modelled
   // The predicted workers' compute: "real" takes the host's cores, "replay" sleeps; "auto": as
   // the profiled run's (validate: each run's own).

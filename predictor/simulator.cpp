@@ -169,29 +169,20 @@ class EventQueue {
     return fifo_.empty() && heap_.empty() && cheap_.empty();
   }
   const Event* top() {
-    settle();
-    const Event* best = nullptr;
-    if (!fifo_.empty()) best = &fifo_.front();
-    if (!heap_.empty() && (!best || *best > heap_.top())) best = &heap_.top();
-    if (!cheap_.empty() && (!best || *best > key_[cheap_[0].slot])) best = &key_[cheap_[0].slot];
-    return best;
+    Source from;
+    return earliest(from);
   }
   // Takes the earliest event into `e`; false when none is left. A channel completion stays
   // queued: its handler moves it (set_channel, the common case of a next message on the same
   // pair, costs one sift) or removes it (clear_channel).
   bool pop(Event& e) {
-    settle();
-    enum { kNone, kFifo, kHeap, kSlot } from = kNone;
-    const Event* best = nullptr;
-    if (!fifo_.empty()) best = &fifo_.front(), from = kFifo;
-    if (!heap_.empty() && (!best || *best > heap_.top())) best = &heap_.top(), from = kHeap;
-    if (!cheap_.empty() && (!best || *best > key_[cheap_[0].slot]))
-      best = &key_[cheap_[0].slot], from = kSlot;
+    Source from;
+    const Event* best = earliest(from);
     if (!best) return false;
     e = *best;
-    if (from == kFifo) {
+    if (from == Source::kFifo) {
       fifo_.pop_front();
-    } else if (from == kSlot) {
+    } else if (from == Source::kSlot) {
       const int slot = cheap_[0].slot;
       if (slot >= int(channels_)) {
         auto& q = streams_[std::size_t(slot) - channels_];
@@ -208,6 +199,18 @@ class EventQueue {
   }
 
  private:
+  enum class Source { kNone, kFifo, kHeap, kSlot };
+  // The earliest pending event and where it is held; nullptr when none is left.
+  const Event* earliest(Source& from) {
+    settle();
+    const Event* best = nullptr;
+    from = Source::kNone;
+    if (!fifo_.empty()) best = &fifo_.front(), from = Source::kFifo;
+    if (!heap_.empty() && (!best || *best > heap_.top())) best = &heap_.top(), from = Source::kHeap;
+    if (!cheap_.empty() && (!best || *best > key_[cheap_[0].slot]))
+      best = &key_[cheap_[0].slot], from = Source::kSlot;
+    return best;
+  }
   // A stream that emptied at the last pop keeps its slot, with its old key, until the next look
   // at the queue: the handler usually schedules the stream's next event, which then moves the
   // slot once rather than leaving the heap and entering it again.
@@ -316,8 +319,8 @@ struct CoreBooking {
 // One (sender, receiver) pair: its messages leave one after the other.
 struct Channel {
   int up_link, down_link;  // indices into the link arrays
-  Fifo<int> queue;   // message ids; the head is on the wire
-  double head_left = 0;    // bytes of the head still to send
+  Fifo<int> queue;       // message ids; the head is on the wire
+  double head_left = 0;  // bytes of the head still to send
   double rate = 0;         // bytes/s given by the last max-min allocation
   double since = 0;        // time head_left was last brought up to date
   int active_index = -1;   // position in the active list, -1 when idle
@@ -366,8 +369,8 @@ struct PartState {
 };
 
 struct Lane {
-  Fifo<int> queue;  // pushes to apply and (bucket links) pulls to answer, in arrival order
-  bool busy = false;      // applying
+  Fifo<int> queue;   // pushes to apply and (bucket links) pulls to answer, in arrival order
+  bool busy = false;  // applying
 };
 
 // Bucket links: a thread that sends (a worker's compute thread, its receiving thread, a shard's
@@ -388,7 +391,7 @@ struct SendBuffer {
 struct Egress {
   std::vector<Fifo<int>> per_peer;  // queued message ids per peer (shard or worker)
   Fifo<int> turn;                   // peers with queued messages, in turn order
-  bool pacing = false;                    // a message waits for its bytes to leave
+  bool pacing = false;              // a message waits for its bytes to leave
 };
 
 class Simulation {
@@ -988,11 +991,11 @@ class Simulation {
     return next_free;
   }
 
-  // The tensor bytes a message carries: a push's or a reply's, none for a request or an ack.
   // A push or a reply; a request or an acknowledgment only names the part.
   static bool carries_data(const Message& m) {
     return m.kind == MsgKind::kPushData || m.kind == MsgKind::kPullReply;
   }
+  // The tensor bytes a message carries: a push's or a reply's, none for a request or an ack.
   static double data_bytes(const Message& m) { return carries_data(m) ? double(m.t.bytes()) : 0.0; }
 
   double message_bytes(const Message& m) const {

@@ -63,9 +63,10 @@ struct SimConfig {
   // an order set by chance, as threads and sockets on a real host take them, not in the order the
   // simulator scheduled them: each arrival comes up to this much later (a seeded uniform draw),
   // or later still where that keeps its connection's order (a message never arrives before one
-  // sent earlier between the same two nodes, as on one TCP connection). Without it such ties always go the same way,
-  // and workers that once met stay in lockstep where live ones drift apart. 0: no jitter (exact
-  // hand-computable times). psbed predict, validate and optimize use 1 us.
+  // sent earlier between the same two nodes, as on one TCP connection). Without it such ties
+  // always go the same way, and workers that once met stay in lockstep where live ones drift
+  // apart. 0: no jitter (exact hand-computable times). The psbed commands use 1 us
+  // (kArrivalJitterUs in predictor/commands.hpp).
   double arrival_jitter_s = 0;
   // The host's cores, shared by every node of a local cluster (0: not modelled). A transfer
   // costs its two messages' CPU, 2 x cpu_per_message_s + bytes x cpu_per_byte_s (both ends),
