@@ -231,6 +231,21 @@ struct PredictorCommands {
   predictor::BenchPredictOptions bench;
 };
 
+// A number of 0 or more; the error names what was expected (CLI::NonNegativeNumber's names the
+// largest double).
+CLI::Validator non_negative(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& v) {
+        double x = -1;
+        try {
+          x = std::stod(v);
+        } catch (const std::exception&) {
+        }
+        return x >= 0 ? std::string() : "expected " + what + ", 0 or more, got '" + v + "'";
+      },
+      "NUMBER");
+}
+
 void add_sim_flags(CLI::App* app, predictor::SimFlags& f) {
   app->add_option("--bandwidth", f.bandwidth, "link of every node, per direction, e.g. 1gbit (default: the profile's)");
   app->add_option("--latency", f.latency, "one-way latency, e.g. 200us (default: the profile's)");
@@ -258,7 +273,7 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f) {
                   "keeps its order); 0: exact times, and ties keep the order they were scheduled in, "
                   "which holds workers in lockstep")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative("microseconds"));
   app->add_option("--compute", f.compute,
                   "the workers' compute: real (each worker's forward and backward take one of the "
                   "host's cores, so workers beyond the cores queue for them), replay (sleeps, as "
@@ -269,7 +284,7 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f) {
                   "cores every node of the cluster shares, each transfer taking the profile's "
                   "CPU for its two messages and its bytes on one where its data arrives "
                   "(default: the profile's host; 0: the host's CPU not modelled)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative("a number of cores"));
 }
 
 void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level) {
@@ -284,16 +299,7 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
                    "host CPU a byte costs (loopback copies), e.g. an earlier profile's "
                    "host.cpu_per_byte_ns, to re-extract it alike (default: measured now, "
                    "which varies with the machine's state)")
-      ->check(CLI::Validator(
-          [](std::string& v) {
-            double x = -1;
-            try {
-              x = std::stod(v);
-            } catch (const std::exception&) {
-            }
-            return x >= 0 ? std::string() : "expected ns per byte, 0 or more, got '" + v + "'";
-          },
-          "NS"));
+      ->check(non_negative("ns per byte"));
   prof->add_flag("!--no-calibrate", o.profile.extract.calibrate, "no fit to the run's own pace: the fitted cost (message_latency_us with host CPU, else message_cost_us or transit_ns_per_byte) stays 0");
 
   auto* pred = root.add_subcommand("predict", "Profile + configurations -> predicted throughput (simulated)");

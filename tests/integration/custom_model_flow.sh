@@ -62,6 +62,10 @@ cmp -s "$WORK/profile.json" "$WORK/again.json" ||
 "$PSBED" profile "$WORK/single" -o "$WORK/bad.json" --copy-ns-per-byte -1 >"$WORK/bad.out" 2>&1 &&
   fail "a negative copy cost was accepted"
 grep -q "copy-ns-per-byte" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the error does not name the option"; }
+"$PSBED" predict --profile "$WORK/profile.json" --workers 2 --arrival-jitter-us -1 >"$WORK/bad.out" 2>&1 &&
+  fail "a negative arrival jitter was accepted"
+grep -q "arrival-jitter-us: expected microseconds, 0 or more" "$WORK/bad.out" ||
+  { cat "$WORK/bad.out"; fail "the jitter's error does not say what was expected"; }
 "$PSBED" predict --profile "$WORK/profile.json" --workers 2 --policy wfbp --mode bsp --steps 60 \
   --json "$WORK/predicted.json" >"$WORK/predict.out" 2>&1 || { cat "$WORK/predict.out"; fail "predict failed"; }
 predicted=$(json "$WORK/predicted.json" 's[0]["images_per_sec"]')
