@@ -58,6 +58,10 @@ Profile varied_profile(const ModelSpec& spec) {
   return p;
 }
 
+// One worker of kTiny on config()'s link: pull request (L) + 4,000 bytes (1 ms) + reply (L),
+// forward 2 ms, backward 3 ms, push 4,000 bytes (1 ms) + L, apply 0, acknowledgment L.
+constexpr double kOneWorkerStep = 0.0001 + 0.001 + 0.0001 + 0.002 + 0.003 + 0.001 + 0.0001 + 0.0001;
+
 SimConfig config(int workers, const std::string& mode = "bsp") {
   SimConfig c;
   c.workers = workers;
@@ -89,9 +93,7 @@ TEST_CASE(
   const ModelSpec spec = parse_model_spec(kTiny, "tiny");
   REQUIRE(spec.parameter_bytes() == 4000);
   const Profile p = fixed_profile(spec);
-  // pull request (L) + 4,000 bytes (1 ms) + reply (L), forward 2 ms, backward 3 ms,
-  // push 4,000 bytes (1 ms) + L, apply 0, acknowledgment L.
-  const double step = 0.0001 + 0.001 + 0.0001 + 0.002 + 0.003 + 0.001 + 0.0001 + 0.0001;
+  const double step = kOneWorkerStep;
   for (const char* pol : {"wfbp", "bulk", "p3", "bytescheduler", "tf-random"}) {
     SimConfig c = config(1);
     c.policy.name = pol;
@@ -229,7 +231,7 @@ TEST_CASE("arrival jitter: each message a little later, a connection's messages 
   const Profile p = fixed_profile(spec);
   // One worker as in the one-link case: request, reply, push and acknowledgment each come at
   // most the jitter later, and each hop waits for the one before it.
-  const double exact = 0.0001 + 0.001 + 0.0001 + 0.002 + 0.003 + 0.001 + 0.0001 + 0.0001;
+  const double exact = kOneWorkerStep;
   SimConfig c = config(1);
   c.arrival_jitter_s = 50e-6;
   const SimResult r = simulate(p, spec, c);
