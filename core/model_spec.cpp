@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string_view>
 #include <toml++/toml.h>
 
 #include "core/error.hpp"
@@ -114,11 +115,13 @@ ModelSpec parse_model_spec(const std::string& toml_text, const std::string& sour
     ctx.name = L.name;
     for (const auto& other : m.layers)
       if (other.name == L.name) ctx.fail("duplicate layer name");
-    for (const auto& [key, _] : *t) {
+    for (const auto& entry : *t) {
+      // Not a structured binding: C++17 lambdas cannot capture one (clang rejects it).
+      const std::string_view key = entry.first.str();
       static const char* known[] = {"type", "name", "in_channels", "out_channels", "kernel",
                                     "stride", "pad", "in", "out"};
-      if (std::none_of(std::begin(known), std::end(known), [&](const char* k) { return key.str() == k; }))
-        ctx.fail("unknown key '" + std::string(key.str()) + "'");
+      if (std::none_of(std::begin(known), std::end(known), [&](const char* k) { return key == k; }))
+        ctx.fail("unknown key '" + std::string(key) + "'");
     }
     L.in = cur;
     switch (L.type) {
