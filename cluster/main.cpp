@@ -264,6 +264,11 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f) {
                   "images/s is the prediction (steadies configurations on the edge between two regimes)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  app->add_option("--jobs", f.jobs,
+                  "simulations run at once, one per thread (0: one per core); the figures do not "
+                  "depend on it")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
   app->add_option("--straggler-ms", f.straggler_ms, "worker-0 sleeps this long every step");
   app->add_option("--start-stagger-ms", f.start_stagger_ms,
                   "worker i of N starts i x this / N later (validate: the run's own)");

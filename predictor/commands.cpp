@@ -175,10 +175,29 @@ int run_predict(const PredictOptions& o) {
               o.analytic_only ? "" : " per worker");
   std::printf("%-7s %-7s %-14s %-6s %10s %11s %7s   %11s %11s  %s\n", "workers", "servers",
               "policy", "mode", "steps/s", "images/s", "spread", "upper", "serial", "bottleneck");
+  std::vector<SimResult> results;
+  if (!o.analytic_only) {
+    std::fprintf(stderr, "predict: %zu configuration(s), %d seed(s) each, on %d thread(s)\n", configs.size(),
+                 o.sim.seeds,
+                 simulation_threads(o.sim.jobs, configs.size() * std::size_t(o.sim.seeds)));
+    for (SimConfig& c : configs)
+      if (!o.trace_out.empty())
+        c.trace_dir = configs.size() == 1 ? o.trace_out
+                                          : o.trace_out + "/" + std::to_string(c.workers) + "w" +
+                                                std::to_string(c.servers) + "s-" + c.policy.name +
+                                                "-" + c.mode.str();
+    std::size_t finished = 0;
+    results = simulate_all(profile, spec, configs, o.sim.seeds, o.sim.jobs,
+                           [&](std::size_t i, const SimResult& r) {
+                             const SimConfig& c = configs[i];
+                             std::fprintf(stderr, "[%zu/%zu] %d worker(s), %d server(s), %s, %s: %.0f images/s\n",
+                                          ++finished, configs.size(), c.workers, c.servers,
+                                          c.policy.name.c_str(), c.mode.str().c_str(), r.images_per_sec);
+                           });
+  }
   nlohmann::json out = nlohmann::json::array();
-  int index = 0;
-  for (SimConfig& c : configs) {
-    ++index;
+  for (std::size_t index = 0; index < configs.size(); ++index) {
+    const SimConfig& c = configs[index];
     const AnalyticBounds a = analytic_bounds(profile, spec, c);
     nlohmann::json row = {{"workers", c.workers},
                           {"servers", c.servers},
@@ -214,15 +233,7 @@ int run_predict(const PredictOptions& o) {
                   c.policy.name.c_str(), c.mode.str().c_str(), "-", "-", "-",
                   fmt(a.upper, 0).c_str(), fmt(a.serial, 0).c_str(), a.bottleneck.c_str());
     } else {
-      if (!o.trace_out.empty())
-        c.trace_dir = configs.size() == 1 ? o.trace_out
-                                          : o.trace_out + "/" + std::to_string(c.workers) + "w" +
-                                                std::to_string(c.servers) + "s-" + c.policy.name +
-                                                "-" + c.mode.str();
-      std::fprintf(stderr, "[%d/%zu] simulating %d worker(s), %d server(s), %s, %s\n", index,
-                   configs.size(), c.workers, c.servers, c.policy.name.c_str(),
-                   c.mode.str().c_str());
-      const SimResult r = simulate_seeds(profile, spec, c, o.sim.seeds);
+      const SimResult& r = results[index];
       row["steps_per_sec"] = r.steps_per_sec;
       row["images_per_sec"] = r.images_per_sec;
       row["seeds_min_images_per_sec"] = r.seeds_min_images_per_sec;
@@ -358,18 +369,28 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
     std::stable_sort(g.begin(), g.end(), [](const MeasuredRun& a, const MeasuredRun& b) {
       return run_name(a.run) < run_name(b.run);
     });
+  std::vector<SimConfig> configs;
+  for (const auto& g : groups) configs.push_back(g.front().config);
+  std::fprintf(stderr, "validate: %zu configuration(s) from %zu run(s), %d seed(s) each, on %d thread(s)\n",
+               groups.size(), dirs.size(), flags.seeds,
+               simulation_threads(flags.jobs, configs.size() * std::size_t(flags.seeds)));
+  std::size_t finished = 0;
+  const std::vector<SimResult> results = simulate_all(
+      profile, spec, configs, flags.seeds, flags.jobs, [&](std::size_t i, const SimResult& r) {
+        const auto& g = groups[i];
+        const MeasuredRun& m = g.front();
+        std::fprintf(stderr, "[%zu/%zu] %s%s: %d worker(s), %d server(s), %s, %s: %.1f images/s predicted\n",
+                     ++finished, groups.size(), m.run.c_str(),
+                     g.size() > 1 ? (" and " + std::to_string(g.size() - 1) + " repeat(s)").c_str() : "",
+                     m.config.workers, m.config.servers, m.config.policy.name.c_str(),
+                     m.config.mode.str().c_str(), r.images_per_sec);
+      });
   nlohmann::json runs = nlohmann::json::array();
   double sum_abs = 0, max_abs = 0, single_sum = 0, single_max = 0;
-  std::size_t i = 0;
-  for (const auto& g : groups) {
-    ++i;
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const auto& g = groups[i];
     const MeasuredRun& m = g.front();
-    std::fprintf(stderr, "[%zu/%zu] %s%s: %d worker(s), %d server(s), %s, %s\n", i, groups.size(),
-                 m.run.c_str(),
-                 g.size() > 1 ? (" and " + std::to_string(g.size() - 1) + " repeat(s)").c_str() : "",
-                 m.config.workers, m.config.servers, m.config.policy.name.c_str(),
-                 m.config.mode.str().c_str());
-    const SimResult r = simulate_seeds(profile, spec, m.config, flags.seeds);
+    const SimResult& r = results[i];
     std::vector<double> measured;
     nlohmann::json names = nlohmann::json::array();
     for (const auto& x : g) {
@@ -558,12 +579,17 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
         }
       }
   }
+  std::fprintf(stderr, "optimize: %zu configurations, %d seed(s) each, on %d thread(s)\n", grid.size(),
+               o.sim.seeds,
+               simulation_threads(o.sim.jobs, grid.size() * std::size_t(o.sim.seeds)));
+  std::size_t finished = 0;
+  const std::vector<SimResult> results =
+      simulate_all(profile, spec, grid, o.sim.seeds, o.sim.jobs, [&](std::size_t, const SimResult&) {
+        if (++finished % 10 == 0 || finished == grid.size())
+          std::fprintf(stderr, "[%zu/%zu] simulated\n", finished, grid.size());
+      });
   std::vector<Point> points;
-  int i = 0;
-  for (const SimConfig& c : grid) {
-    if (++i % 10 == 1) std::fprintf(stderr, "[%d/%zu] simulating...\n", i, grid.size());
-    points.push_back({c, simulate_seeds(profile, spec, c, o.sim.seeds).images_per_sec});
-  }
+  for (std::size_t i = 0; i < grid.size(); ++i) points.push_back({grid[i], results[i].images_per_sec});
   auto describe = [](const SimConfig& c) {
     std::string d = c.policy.name;
     if (c.policy.name == "p3") d += " slice " + std::to_string(c.policy.slice_params);

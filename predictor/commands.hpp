@@ -43,6 +43,7 @@ struct SimFlags {
   std::int64_t steps = 200;
   std::uint64_t seed = 1;
   int seeds = 1;  // simulations per configuration (seed, seed + 1, ...); their median counts
+  int jobs = 0;   // simulations run at once, on as many threads (0: one per core)
   double straggler_ms = 0;
   double start_stagger_ms = -1;  // < 0: the run's own (validate), else 0
   double arrival_jitter_us = kArrivalJitterUs;

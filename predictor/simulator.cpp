@@ -1,11 +1,14 @@
 #include "predictor/simulator.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <queue>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/partition.hpp"
@@ -1321,27 +1324,94 @@ SimResult simulate(const Profile& profile, const ModelSpec& spec, const SimConfi
   return sim.run();
 }
 
-SimResult simulate_seeds(const Profile& profile, const ModelSpec& spec, const SimConfig& config,
-                         int seeds) {
-  if (seeds < 1) throw Error("simulation: seeds must be at least 1");
-  std::vector<SimResult> runs;
+namespace {
+
+// The run with the median images/s of one configuration's seeds (the lower middle one for an
+// even count), with events and wall_seconds summed over them and the seeds' range.
+SimResult median_of(std::vector<SimResult> runs) {
   std::uint64_t events = 0;
   double wall = 0;
-  for (int k = 0; k < seeds; ++k) {
-    SimConfig c = config;
-    c.seed += std::uint64_t(k), c.policy.seed += std::uint64_t(k);
-    if (k > 0) c.trace_dir.clear();
-    runs.push_back(simulate(profile, spec, c));
-    events += runs.back().events, wall += runs.back().wall_seconds;
-  }
+  for (const SimResult& r : runs) events += r.events, wall += r.wall_seconds;
   std::stable_sort(runs.begin(), runs.end(), [](const SimResult& a, const SimResult& b) {
     return a.images_per_sec < b.images_per_sec;
   });
-  SimResult r = runs[std::size_t(seeds - 1) / 2];
+  SimResult r = runs[(runs.size() - 1) / 2];
   r.events = events, r.wall_seconds = wall;
   r.seeds_min_images_per_sec = runs.front().images_per_sec;
   r.seeds_max_images_per_sec = runs.back().images_per_sec;
   return r;
+}
+
+// Seed k of a configuration: seed + k for the compute draws, the jitter and tf-random; only the
+// first seed's run writes traces.
+SimConfig seeded(const SimConfig& config, int k) {
+  SimConfig c = config;
+  c.seed += std::uint64_t(k), c.policy.seed += std::uint64_t(k);
+  if (k > 0) c.trace_dir.clear();
+  return c;
+}
+
+}  // namespace
+
+SimResult simulate_seeds(const Profile& profile, const ModelSpec& spec, const SimConfig& config,
+                         int seeds) {
+  if (seeds < 1) throw Error("simulation: seeds must be at least 1");
+  std::vector<SimResult> runs;
+  for (int k = 0; k < seeds; ++k) runs.push_back(simulate(profile, spec, seeded(config, k)));
+  return median_of(std::move(runs));
+}
+
+int simulation_threads(int jobs, std::size_t simulations) {
+  const std::size_t want =
+      jobs > 0 ? std::size_t(jobs) : std::max(1u, std::thread::hardware_concurrency());
+  return int(std::max<std::size_t>(1, std::min(want, simulations)));
+}
+
+std::vector<SimResult> simulate_all(
+    const Profile& profile, const ModelSpec& spec, const std::vector<SimConfig>& configs,
+    int seeds, int jobs, const std::function<void(std::size_t, const SimResult&)>& done) {
+  if (seeds < 1) throw Error("simulation: seeds must be at least 1");
+  if (jobs < 0) throw Error("simulation: jobs must be 0 (one per core) or more");
+  const std::size_t tasks = configs.size() * std::size_t(seeds);
+  std::vector<std::vector<SimResult>> runs(configs.size(), std::vector<SimResult>(seeds));
+  std::vector<int> left(configs.size(), seeds);
+  std::vector<SimResult> results(configs.size());
+  std::mutex mu;  // guards left, results, error and the calls of done
+  std::exception_ptr error;
+  std::atomic<std::size_t> next{0};
+  // Configurations are taken in order, each one's seeds together, so the first ones finish first.
+  auto work = [&] {
+    for (std::size_t t; (t = next++) < tasks;) {
+      const std::size_t i = t / std::size_t(seeds);
+      const int k = int(t % std::size_t(seeds));
+      try {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (error) return;
+        }
+        SimResult r = simulate(profile, spec, seeded(configs[i], k));
+        std::lock_guard<std::mutex> lock(mu);
+        runs[i][std::size_t(k)] = std::move(r);
+        if (--left[i] > 0) continue;
+        results[i] = median_of(std::move(runs[i]));
+        if (done) done(i, results[i]);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error) error = std::current_exception();
+        return;
+      }
+    }
+  };
+  const int threads = simulation_threads(jobs, tasks);
+  if (threads == 1) {
+    work();
+  } else {
+    std::vector<std::thread> pool;
+    for (int n = 0; n < threads; ++n) pool.emplace_back(work);
+    for (auto& th : pool) th.join();
+  }
+  if (error) std::rethrow_exception(error);
+  return results;
 }
 
 }  // namespace psbed::predictor

@@ -69,6 +69,16 @@ grep -q "arrival-jitter-us: expected microseconds, 0 or more" "$WORK/bad.out" ||
 "$PSBED" predict --profile "$WORK/profile.json" --workers 2 --policy wfbp --mode bsp --steps 60 \
   --json "$WORK/predicted.json" >"$WORK/predict.out" 2>&1 || { cat "$WORK/predict.out"; fail "predict failed"; }
 predicted=$(json "$WORK/predicted.json" 's[0]["images_per_sec"]')
+# Several configurations on one thread or three: the same figures.
+for jobs in 1 3; do
+  "$PSBED" predict --profile "$WORK/profile.json" --workers 1,2,3 --policy wfbp,p3 --mode bsp --steps 30 \
+    --jobs $jobs --json "$WORK/jobs$jobs.json" >"$WORK/jobs.out" 2>&1 || { cat "$WORK/jobs.out"; fail "predict --jobs $jobs failed"; }
+done
+grep -q "6 configuration(s), 5 seed(s) each, on 3 thread(s)" "$WORK/jobs.out" || { cat "$WORK/jobs.out"; fail "no progress line"; }
+cmp -s "$WORK/jobs1.json" "$WORK/jobs3.json" || fail "predict --jobs 3 differs from --jobs 1"
+"$PSBED" predict --profile "$WORK/profile.json" --workers 2 --jobs -1 >"$WORK/bad.out" 2>&1 &&
+  fail "a negative --jobs was accepted"
+grep -q "jobs" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the --jobs error does not name the option"; }
 timeout 120 "$PSBED" launch --servers 1 --workers 2 --model "$MODEL" --data synthetic --steps 60 --batch 16 \
   --mode bsp --bandwidth 100mbit --compute "replay:$WORK/profile.json" --out "$WORK/pair" >"$WORK/pair.out" 2>&1 ||
   { tail -20 "$WORK/pair.out"; fail "the two-worker run failed"; }

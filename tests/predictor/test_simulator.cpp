@@ -225,6 +225,52 @@ TEST_CASE("several seeds: the prediction is the run with the median images/s",
   CHECK_THROWS_WITH(simulate_seeds(p, spec, c, 0), Catch::Contains("seeds"));
 }
 
+TEST_CASE("many configurations on several threads: the figures of one simulation after another",
+          "[predictor][simulator]") {
+  const ModelSpec spec = load_model("lenet5");
+  Profile p = varied_profile(spec);
+  std::vector<SimConfig> configs;
+  for (const char* policy : {"tf-random", "p3", "wfbp"})
+    for (int workers : {1, 3}) {
+      SimConfig c;
+      c.workers = workers;
+      c.mode = Consistency::parse("async");
+      c.policy.name = policy;
+      c.bandwidth_bytes_per_sec = 1.25e7;
+      c.link_model = LinkModel::kBucket;
+      c.arrival_jitter_s = 1e-6;
+      c.steps = 20;
+      configs.push_back(c);
+    }
+  std::vector<SimResult> serial;
+  for (const SimConfig& c : configs) serial.push_back(simulate_seeds(p, spec, c, 3));
+  for (int jobs : {1, 4, 0}) {
+    std::vector<std::size_t> done;
+    const std::vector<SimResult> all =
+        simulate_all(p, spec, configs, 3, jobs, [&](std::size_t i, const SimResult& r) {
+          CHECK(r.images_per_sec == serial[i].images_per_sec);
+          done.push_back(i);
+        });
+    REQUIRE(all.size() == configs.size());
+    for (std::size_t i = 0; i < configs.size(); ++i) {
+      CHECK(all[i].images_per_sec == serial[i].images_per_sec);
+      CHECK(all[i].steps_per_sec == serial[i].steps_per_sec);
+      CHECK(all[i].events == serial[i].events);
+      CHECK(all[i].seeds_min_images_per_sec == serial[i].seeds_min_images_per_sec);
+      CHECK(all[i].seeds_max_images_per_sec == serial[i].seeds_max_images_per_sec);
+    }
+    std::sort(done.begin(), done.end());
+    CHECK(done == std::vector<std::size_t>{0, 1, 2, 3, 4, 5});  // each reported once
+  }
+  CHECK(simulation_threads(3, 100) == 3);
+  CHECK(simulation_threads(8, 2) == 2);  // no more threads than simulations
+  CHECK(simulation_threads(0, 1000) >= 1);
+  // A bad configuration among good ones: its error comes out, named, once the threads stopped.
+  configs[3].policy.name = "no-such-policy";
+  CHECK_THROWS_WITH(simulate_all(p, spec, configs, 2, 3), Catch::Contains("no-such-policy"));
+  CHECK_THROWS_WITH(simulate_all(p, spec, configs, 0, 1), Catch::Contains("seeds"));
+}
+
 TEST_CASE("arrival jitter: each message a little later, a connection's messages in order, seeded",
           "[predictor][simulator]") {
   const ModelSpec spec = parse_model_spec(kTiny, "tiny");
