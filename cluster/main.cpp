@@ -265,8 +265,8 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
   app->add_option("--jobs", f.jobs,
-                  "simulations run at once, one per thread (0: one per core); the figures do not "
-                  "depend on it")
+                  "simulations run at once, one per thread (0: one per core this process may use); "
+                  "the figures do not depend on it")
       ->capture_default_str()
       ->check(CLI::Range(0, 4096));
   app->add_option("--straggler-ms", f.straggler_ms, "worker-0 sleeps this long every step");

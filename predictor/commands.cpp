@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -175,28 +176,9 @@ int run_predict(const PredictOptions& o) {
               o.analytic_only ? "" : " per worker");
   std::printf("%-7s %-7s %-14s %-6s %10s %11s %7s   %11s %11s  %s\n", "workers", "servers",
               "policy", "mode", "steps/s", "images/s", "spread", "upper", "serial", "bottleneck");
-  std::vector<SimResult> results;
-  if (!o.analytic_only) {
-    std::fprintf(stderr, "predict: %zu configuration(s), %d seed(s) each, on %d thread(s)\n", configs.size(),
-                 o.sim.seeds,
-                 simulation_threads(o.sim.jobs, configs.size() * std::size_t(o.sim.seeds)));
-    for (SimConfig& c : configs)
-      if (!o.trace_out.empty())
-        c.trace_dir = configs.size() == 1 ? o.trace_out
-                                          : o.trace_out + "/" + std::to_string(c.workers) + "w" +
-                                                std::to_string(c.servers) + "s-" + c.policy.name +
-                                                "-" + c.mode.str();
-    std::size_t finished = 0;
-    results = simulate_all(profile, spec, configs, o.sim.seeds, o.sim.jobs,
-                           [&](std::size_t i, const SimResult& r) {
-                             const SimConfig& c = configs[i];
-                             std::fprintf(stderr, "[%zu/%zu] %d worker(s), %d server(s), %s, %s: %.0f images/s\n",
-                                          ++finished, configs.size(), c.workers, c.servers,
-                                          c.policy.name.c_str(), c.mode.str().c_str(), r.images_per_sec);
-                           });
-  }
   nlohmann::json out = nlohmann::json::array();
-  for (std::size_t index = 0; index < configs.size(); ++index) {
+  // Prints configuration i's row and adds it to the JSON; r is null for analytic bounds only.
+  auto emit = [&](std::size_t index, const SimResult* r) {
     const SimConfig& c = configs[index];
     const AnalyticBounds a = analytic_bounds(profile, spec, c);
     nlohmann::json row = {{"workers", c.workers},
@@ -228,29 +210,54 @@ int run_predict(const PredictOptions& o) {
                             {"host_bound", a.host_bound},
                             {"imbalance", a.imbalance},
                             {"bottleneck", a.bottleneck}}}};
-    if (o.analytic_only) {
+    if (!r) {
       std::printf("%-7d %-7d %-14s %-6s %10s %11s %7s   %11s %11s  %s\n", c.workers, c.servers,
                   c.policy.name.c_str(), c.mode.str().c_str(), "-", "-", "-",
                   fmt(a.upper, 0).c_str(), fmt(a.serial, 0).c_str(), a.bottleneck.c_str());
     } else {
-      const SimResult& r = results[index];
-      row["steps_per_sec"] = r.steps_per_sec;
-      row["images_per_sec"] = r.images_per_sec;
-      row["seeds_min_images_per_sec"] = r.seeds_min_images_per_sec;
-      row["seeds_max_images_per_sec"] = r.seeds_max_images_per_sec;
-      row["seeds_spread_pct"] = r.seeds_spread_pct();
+      row["steps_per_sec"] = r->steps_per_sec;
+      row["images_per_sec"] = r->images_per_sec;
+      row["seeds_min_images_per_sec"] = r->seeds_min_images_per_sec;
+      row["seeds_max_images_per_sec"] = r->seeds_max_images_per_sec;
+      row["seeds_spread_pct"] = r->seeds_spread_pct();
       row["steps"] = c.steps;
-      row["simulated_seconds"] = r.simulated_seconds;
-      row["events"] = r.events;
+      row["simulated_seconds"] = r->simulated_seconds;
+      row["events"] = r->events;
       if (!c.trace_dir.empty()) row["traces"] = c.trace_dir;
-      const std::string spread = o.sim.seeds > 1 ? fmt(r.seeds_spread_pct(), 0) + "%" : "-";
+      const std::string spread = o.sim.seeds > 1 ? fmt(r->seeds_spread_pct(), 0) + "%" : "-";
       std::printf("%-7d %-7d %-14s %-6s %10s %11s %7s   %11s %11s  %s\n", c.workers, c.servers,
-                  c.policy.name.c_str(), c.mode.str().c_str(), fmt(r.steps_per_sec, 2).c_str(),
-                  fmt(r.images_per_sec, 0).c_str(), spread.c_str(), fmt(a.upper, 0).c_str(),
+                  c.policy.name.c_str(), c.mode.str().c_str(), fmt(r->steps_per_sec, 2).c_str(),
+                  fmt(r->images_per_sec, 0).c_str(), spread.c_str(), fmt(a.upper, 0).c_str(),
                   fmt(a.serial, 0).c_str(), a.bottleneck.c_str());
     }
     std::fflush(stdout);
     out.push_back(row);
+  };
+  if (o.analytic_only) {
+    for (std::size_t i = 0; i < configs.size(); ++i) emit(i, nullptr);
+  } else {
+    std::fprintf(stderr, "predict: %zu configuration(s), %d seed(s) each, on %d thread(s)\n",
+                 configs.size(), o.sim.seeds,
+                 simulation_threads(o.sim.jobs, configs.size() * std::size_t(o.sim.seeds)));
+    for (SimConfig& c : configs)
+      if (!o.trace_out.empty())
+        c.trace_dir = configs.size() == 1 ? o.trace_out
+                                          : o.trace_out + "/" + std::to_string(c.workers) + "w" +
+                                                std::to_string(c.servers) + "s-" + c.policy.name +
+                                                "-" + c.mode.str();
+    // Rows go out in the table's order, each as soon as it and every row before it are done.
+    std::vector<std::unique_ptr<SimResult>> finished_rows(configs.size());
+    std::size_t finished = 0, printed = 0;
+    simulate_all(profile, spec, configs, o.sim.seeds, o.sim.jobs,
+                 [&](std::size_t i, const SimResult& r) {
+                   const SimConfig& c = configs[i];
+                   std::fprintf(stderr, "[%zu/%zu] %d worker(s), %d server(s), %s, %s: %.0f images/s\n",
+                                ++finished, configs.size(), c.workers, c.servers,
+                                c.policy.name.c_str(), c.mode.str().c_str(), r.images_per_sec);
+                   finished_rows[i] = std::make_unique<SimResult>(r);
+                   for (; printed < configs.size() && finished_rows[printed]; ++printed)
+                     emit(printed, finished_rows[printed].get());
+                 });
   }
   std::printf(
       "upper: analytic bound with perfect overlap (Yan et al.); serial: no overlap at all\n");

@@ -1,5 +1,7 @@
 #include "predictor/simulator.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -8,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <queue>
+#include <system_error>
 #include <thread>
 
 #include "core/error.hpp"
@@ -1362,8 +1365,13 @@ SimResult simulate_seeds(const Profile& profile, const ModelSpec& spec, const Si
 }
 
 int simulation_threads(int jobs, std::size_t simulations) {
-  const std::size_t want =
-      jobs > 0 ? std::size_t(jobs) : std::max(1u, std::thread::hardware_concurrency());
+  std::size_t want = jobs > 0 ? std::size_t(jobs) : 0;
+  if (want == 0) {
+    // The cores this process may run on (a container's or taskset's share), else the machine's.
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) want = std::size_t(CPU_COUNT(&set));
+    if (want == 0) want = std::thread::hardware_concurrency();
+  }
   return int(std::max<std::size_t>(1, std::min(want, simulations)));
 }
 
@@ -1376,7 +1384,10 @@ std::vector<SimResult> simulate_all(
   std::vector<std::vector<SimResult>> runs(configs.size(), std::vector<SimResult>(seeds));
   std::vector<int> left(configs.size(), seeds);
   std::vector<SimResult> results(configs.size());
-  std::mutex mu;  // guards left, results, error and the calls of done
+  std::mutex mu;  // guards runs, left, results, the error and the calls of done
+  // The failed task that comes first in order, and its error: tasks after it are skipped, those
+  // before it all run (they were taken earlier), so the error is the one a serial run would meet.
+  std::size_t failed = tasks;
   std::exception_ptr error;
   std::atomic<std::size_t> next{0};
   // Configurations are taken in order, each one's seeds together, so the first ones finish first.
@@ -1387,7 +1398,7 @@ std::vector<SimResult> simulate_all(
       try {
         {
           std::lock_guard<std::mutex> lock(mu);
-          if (error) return;
+          if (t > failed) return;
         }
         SimResult r = simulate(profile, spec, seeded(configs[i], k));
         std::lock_guard<std::mutex> lock(mu);
@@ -1397,19 +1408,20 @@ std::vector<SimResult> simulate_all(
         if (done) done(i, results[i]);
       } catch (...) {
         std::lock_guard<std::mutex> lock(mu);
-        if (!error) error = std::current_exception();
-        return;
+        if (t < failed) failed = t, error = std::current_exception();
       }
     }
   };
-  const int threads = simulation_threads(jobs, tasks);
-  if (threads == 1) {
-    work();
-  } else {
-    std::vector<std::thread> pool;
-    for (int n = 0; n < threads; ++n) pool.emplace_back(work);
-    for (auto& th : pool) th.join();
+  std::vector<std::thread> pool;
+  for (int n = simulation_threads(jobs, tasks); n > 1; --n) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had: those started, and this one, do the work
+    }
   }
+  work();
+  for (auto& th : pool) th.join();
   if (error) std::rethrow_exception(error);
   return results;
 }
