@@ -312,8 +312,10 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
                "--bandwidth 1gbit --json out.json");
   add_common(pred, log_level);
   pred->add_option("--profile", o.predict.profile, "profile.json from psbed profile")->required();
-  pred->add_option("--workers", o.predict.workers, "worker counts")->delimiter(',')->capture_default_str();
-  pred->add_option("--servers", o.predict.servers, "server shard counts")->delimiter(',')->capture_default_str();
+  pred->add_option("--workers", o.predict.workers, "worker counts")->delimiter(',')->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  pred->add_option("--servers", o.predict.servers, "server shard counts")->delimiter(',')->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   pred->add_option("--policy", o.predict.policies, "policies, or all")->delimiter(',')->capture_default_str();
   pred->add_option("--mode", o.predict.modes, "async, bsp, ssp:K (several: comma-separated)")->delimiter(',')->capture_default_str();
   o.predict.sim.seeds = predictor::kPredictSeeds;
