@@ -1356,14 +1356,6 @@ SimConfig seeded(const SimConfig& config, int k) {
 
 }  // namespace
 
-SimResult simulate_seeds(const Profile& profile, const ModelSpec& spec, const SimConfig& config,
-                         int seeds) {
-  if (seeds < 1) throw Error("simulation: seeds must be at least 1");
-  std::vector<SimResult> runs;
-  for (int k = 0; k < seeds; ++k) runs.push_back(simulate(profile, spec, seeded(config, k)));
-  return median_of(std::move(runs));
-}
-
 int simulation_threads(int jobs, std::size_t simulations) {
   std::size_t want = jobs > 0 ? std::size_t(jobs) : 0;
   if (want == 0) {
@@ -1424,6 +1416,11 @@ std::vector<SimResult> simulate_all(
   for (auto& th : pool) th.join();
   if (error) std::rethrow_exception(error);
   return results;
+}
+
+SimResult simulate_seeds(const Profile& profile, const ModelSpec& spec, const SimConfig& config,
+                         int seeds) {
+  return simulate_all(profile, spec, {config}, seeds, 1).front();
 }
 
 }  // namespace psbed::predictor
