@@ -81,6 +81,31 @@ void TraceRecorder::write(const std::string& path) const {
   if (!out) throw Error("writing trace file '" + path + "' failed");
 }
 
+nlohmann::json read_trace_metadata(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("trace file '" + path + "' cannot be read");
+  nlohmann::json doc;
+  // The top-level "traceEvents" array's elements are dropped as they are parsed.
+  bool in_events = false;
+  auto keep = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (depth == 1 && event == nlohmann::json::parse_event_t::key)
+      in_events = parsed == "traceEvents";
+    if (in_events && depth == 2 && (event == nlohmann::json::parse_event_t::object_start ||
+                                    event == nlohmann::json::parse_event_t::array_start ||
+                                    event == nlohmann::json::parse_event_t::value))
+      return false;
+    return true;
+  };
+  try {
+    doc = nlohmann::json::parse(in, keep);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("trace file '" + path + "' is not JSON: " + e.what());
+  }
+  if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array())
+    throw Error("trace file '" + path + "' has no traceEvents array");
+  return doc.value("metadata", nlohmann::json::object());
+}
+
 LoadedTrace read_trace(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error("trace file '" + path + "' cannot be read");

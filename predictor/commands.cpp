@@ -310,18 +310,18 @@ MeasuredRun read_run(const std::string& dir, const SimConfig& base, const SimFla
   // worker-0 carries the link, the policy parameters and the straggler setting of the run.
   const fs::path trace = fs::path(dir) / "traces" / "worker-0.trace.json";
   if (fs::exists(trace)) {
-    const LoadedTrace t = read_trace(trace.string());
+    const nlohmann::json meta = read_trace_metadata(trace.string());
     double bw = 0, lat = 0;
-    const std::string link = t.metadata.value("link", std::string());
+    const std::string link = meta.value("link", std::string());
     if (flags.bandwidth.empty() && parse_link_metadata(link, &bw, &lat))
       c.bandwidth_bytes_per_sec = bw;
     if (flags.latency.empty() && parse_link_metadata(link, &bw, &lat)) c.latency_s = lat;
-    const auto exp = t.metadata.value("cluster", nlohmann::json::object());
+    const auto exp = meta.value("cluster", nlohmann::json::object());
     c.policy.slice_params = exp.value("slice_params", c.policy.slice_params);
     c.policy.partition_params = exp.value("partition_params", c.policy.partition_params);
     c.policy.credit_bytes = exp.value("credit_bytes", c.policy.credit_bytes);
-    if (flags.straggler_ms <= 0) c.straggler_s = t.metadata.value("straggle_ms", 0.0) / 1e3;
-    if (flags.start_stagger_ms < 0) c.start_stagger_s = t.metadata.value("start_stagger_ms", 0.0) / 1e3;
+    if (flags.straggler_ms <= 0) c.straggler_s = meta.value("straggle_ms", 0.0) / 1e3;
+    if (flags.start_stagger_ms < 0) c.start_stagger_s = meta.value("start_stagger_ms", 0.0) / 1e3;
   }
   m.config = c;
   return m;

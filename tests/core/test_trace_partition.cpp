@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "core/model_spec.hpp"
 #include "core/partition.hpp"
@@ -33,6 +34,31 @@ TEST_CASE("a trace round-trips through the Chrome trace format", "[core][trace]"
   CHECK(t.events[1].lane == "compute");
   CHECK(t.events[1].step == 7);
   CHECK(t.events[1].dur_us >= 0);
+}
+
+TEST_CASE("a trace's metadata alone: the same object, its events read past", "[core][trace]") {
+  TraceRecorder rec("worker-0");
+  for (int i = 0; i < 50; ++i) rec.complete("fwd:conv" + std::to_string(i), "compute", now_us(), i);
+  rec.set_metadata("link", "1.00 Gbit/s, 200 us one way");
+  // A nested object and an array, and a key named like the events' array, inside the metadata.
+  rec.set_metadata("cluster", {{"slice_params", 40000}, {"workers", 4}, {"traceEvents", {1, 2}}});
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto path = (dir / "psbed-trace-meta-test.json").string();
+  rec.write(path);
+  const nlohmann::json meta = read_trace_metadata(path);
+  CHECK(meta == read_trace(path).metadata);
+  CHECK(meta["cluster"]["slice_params"] == 40000);
+  CHECK(meta["cluster"]["traceEvents"] == nlohmann::json({1, 2}));
+  CHECK(meta["link"] == "1.00 Gbit/s, 200 us one way");
+  std::remove(path.c_str());
+  // Errors name the file, as read_trace's do.
+  CHECK_THROWS_WITH(read_trace_metadata(path), Catch::Contains("psbed-trace-meta-test.json"));
+  const auto bad = (dir / "psbed-trace-meta-bad.json").string();
+  for (const char* text : {"{\"metadata\": {}}", "{\"traceEvents\": [1, 2", "[1, 2]"}) {
+    { std::ofstream(bad) << text; }
+    CHECK_THROWS_WITH(read_trace_metadata(bad), Catch::Contains("psbed-trace-meta-bad.json"));
+  }
+  std::remove(bad.c_str());
 }
 
 TEST_CASE("a disabled recorder records nothing", "[core][trace]") {
