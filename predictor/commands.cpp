@@ -18,6 +18,7 @@
 #include "core/trace.hpp"
 #include "core/units.hpp"
 #include "predictor/analytic.hpp"
+#include "predictor/parallel.hpp"
 #include "predictor/simulator.hpp"
 
 namespace psbed::predictor {
@@ -238,7 +239,7 @@ int run_predict(const PredictOptions& o) {
   } else {
     std::fprintf(stderr, "predict: %zu configuration(s), %d seed(s) each, on %d thread(s)\n",
                  configs.size(), o.sim.seeds,
-                 simulation_threads(o.sim.jobs, configs.size() * std::size_t(o.sim.seeds)));
+                 worker_threads(o.sim.jobs, configs.size() * std::size_t(o.sim.seeds)));
     for (SimConfig& c : configs)
       if (!o.trace_out.empty())
         c.trace_dir = configs.size() == 1 ? o.trace_out
@@ -362,10 +363,14 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
   // Runs of one configuration (a sweep's --repeat) are predicted once and compared by the median
   // of their measurements: a short run may settle in either of two paces, and one run is one
   // draw of them.
+  // The run folders are read on the threads the simulations get (each trace's metadata is
+  // parsed from a file of megabytes); a bad folder's error is the first a loop would meet.
+  std::vector<MeasuredRun> read(dirs.size());
+  parallel_for(dirs.size(), worker_threads(flags.jobs, dirs.size()),
+               [&](std::size_t i) { read[i] = read_run(dirs[i], base, flags); });
   std::vector<std::vector<MeasuredRun>> groups;
   std::map<std::string, std::size_t> group_of;
-  for (const auto& dir : dirs) {
-    MeasuredRun m = read_run(dir, base, flags);
+  for (MeasuredRun& m : read) {
     const auto [it, fresh] = group_of.emplace(config_key(m), groups.size());
     if (fresh) groups.emplace_back();
     groups[it->second].push_back(std::move(m));
@@ -380,7 +385,7 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
   for (const auto& g : groups) configs.push_back(g.front().config);
   std::fprintf(stderr, "validate: %zu configuration(s) from %zu run(s), %d seed(s) each, on %d thread(s)\n",
                groups.size(), dirs.size(), flags.seeds,
-               simulation_threads(flags.jobs, configs.size() * std::size_t(flags.seeds)));
+               worker_threads(flags.jobs, configs.size() * std::size_t(flags.seeds)));
   std::size_t finished = 0;
   const std::vector<SimResult> results = simulate_all(
       profile, spec, configs, flags.seeds, flags.jobs, [&](std::size_t i, const SimResult& r) {
@@ -588,7 +593,7 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
   }
   std::fprintf(stderr, "optimize: %zu configurations, %d seed(s) each, on %d thread(s)\n", grid.size(),
                o.sim.seeds,
-               simulation_threads(o.sim.jobs, grid.size() * std::size_t(o.sim.seeds)));
+               worker_threads(o.sim.jobs, grid.size() * std::size_t(o.sim.seeds)));
   std::size_t finished = 0;
   const std::vector<SimResult> results =
       simulate_all(profile, spec, grid, o.sim.seeds, o.sim.jobs, [&](std::size_t, const SimResult&) {

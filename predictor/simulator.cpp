@@ -1,22 +1,18 @@
 #include "predictor/simulator.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <limits>
 #include <memory>
 #include <mutex>
 #include <queue>
-#include <system_error>
-#include <thread>
 
 #include "core/error.hpp"
 #include "core/partition.hpp"
 #include "core/trace.hpp"
 #include "core/units.hpp"
+#include "predictor/parallel.hpp"
 
 namespace psbed::predictor {
 
@@ -1356,17 +1352,6 @@ SimConfig seeded(const SimConfig& config, int k) {
 
 }  // namespace
 
-int simulation_threads(int jobs, std::size_t simulations) {
-  std::size_t want = jobs > 0 ? std::size_t(jobs) : 0;
-  if (want == 0) {
-    // The cores this process may run on (a container's or taskset's share), else the machine's.
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) want = std::size_t(CPU_COUNT(&set));
-    if (want == 0) want = std::thread::hardware_concurrency();
-  }
-  return int(std::max<std::size_t>(1, std::min(want, simulations)));
-}
-
 std::vector<SimResult> simulate_all(
     const Profile& profile, const ModelSpec& spec, const std::vector<SimConfig>& configs,
     int seeds, int jobs, const std::function<void(std::size_t, const SimResult&)>& done) {
@@ -1376,45 +1361,19 @@ std::vector<SimResult> simulate_all(
   std::vector<std::vector<SimResult>> runs(configs.size(), std::vector<SimResult>(seeds));
   std::vector<int> left(configs.size(), seeds);
   std::vector<SimResult> results(configs.size());
-  std::mutex mu;  // guards runs, left, results, the error and the calls of done
-  // The failed task that comes first in order, and its error: tasks after it are skipped, those
-  // before it all run (they were taken earlier), so the error is the one a serial run would meet.
-  std::size_t failed = tasks;
-  std::exception_ptr error;
-  std::atomic<std::size_t> next{0};
-  // Configurations are taken in order, each one's seeds together, so the first ones finish first.
-  auto work = [&] {
-    for (std::size_t t; (t = next++) < tasks;) {
-      const std::size_t i = t / std::size_t(seeds);
-      const int k = int(t % std::size_t(seeds));
-      try {
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          if (t > failed) return;
-        }
-        SimResult r = simulate(profile, spec, seeded(configs[i], k));
-        std::lock_guard<std::mutex> lock(mu);
-        runs[i][std::size_t(k)] = std::move(r);
-        if (--left[i] > 0) continue;
-        results[i] = median_of(std::move(runs[i]));
-        if (done) done(i, results[i]);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (t < failed) failed = t, error = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int n = simulation_threads(jobs, tasks); n > 1; --n) {
-    try {
-      pool.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // no more threads to be had: those started, and this one, do the work
-    }
-  }
-  work();
-  for (auto& th : pool) th.join();
-  if (error) std::rethrow_exception(error);
+  std::mutex mu;  // guards runs, left, results and the calls of done
+  // Task t is seed t % seeds of configuration t / seeds: configurations are taken in order,
+  // each one's seeds together, so the first ones finish first.
+  parallel_for(tasks, worker_threads(jobs, tasks), [&](std::size_t t) {
+    const std::size_t i = t / std::size_t(seeds);
+    const int k = int(t % std::size_t(seeds));
+    SimResult r = simulate(profile, spec, seeded(configs[i], k));
+    std::lock_guard<std::mutex> lock(mu);
+    runs[i][std::size_t(k)] = std::move(r);
+    if (--left[i] > 0) return;
+    results[i] = median_of(std::move(runs[i]));
+    if (done) done(i, results[i]);
+  });
   return results;
 }
 

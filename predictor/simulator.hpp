@@ -144,7 +144,7 @@ SimResult simulate_seeds(const Profile& profile, const ModelSpec& spec, const Si
                          int seeds);
 
 // simulate_seeds for every configuration, the simulations (configurations x seeds) spread over
-// `jobs` threads (0: one per core). Each simulation is seeded and independent, so the results,
+// `jobs` threads (0: one per core; predictor/parallel.hpp). Each simulation is seeded and independent, so the results,
 // in the order of `configs`, are those of simulate_seeds one after the other; only the wall time
 // changes. `done(i, result)`, if set, is called as configuration i completes (in completion
 // order, one call at a time). If simulations fail, the error of the first in order
@@ -153,10 +153,6 @@ SimResult simulate_seeds(const Profile& profile, const ModelSpec& spec, const Si
 std::vector<SimResult> simulate_all(
     const Profile& profile, const ModelSpec& spec, const std::vector<SimConfig>& configs,
     int seeds, int jobs, const std::function<void(std::size_t, const SimResult&)>& done = {});
-
-// The threads simulate_all runs `simulations` on: `jobs`, 0 meaning one per core this process
-// may run on, and no more than there are simulations (at least 1).
-int simulation_threads(int jobs, std::size_t simulations);
 
 // The live worker's warm-up rule: steps excluded from the steady-state figures.
 std::int64_t default_warmup_steps(std::int64_t steps);

@@ -264,9 +264,6 @@ TEST_CASE("many configurations on several threads: the figures of one simulation
     std::sort(reported.begin(), reported.end());
     CHECK(reported == std::vector<std::size_t>{0, 1, 2, 3, 4, 5});  // each reported once
   }
-  CHECK(simulation_threads(3, 100) == 3);
-  CHECK(simulation_threads(8, 2) == 2);  // no more threads than simulations
-  CHECK(simulation_threads(0, 1000) >= 1);
   // Bad configurations among good ones: the error of the first, as a serial run would meet it,
   // comes out once the threads stopped, whichever thread failed first.
   configs[4].policy.name = "no-such-policy-b";
