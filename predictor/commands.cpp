@@ -68,6 +68,14 @@ std::string fmt(double v, int prec = 1) {
   return buf;
 }
 
+// The progress line a simulating command starts with: how much it simulates, on how many threads.
+void announce(const char* command, std::size_t configurations, const std::string& source,
+              int seeds, int jobs) {
+  std::fprintf(stderr, "%s: %zu configuration(s)%s, %d seed(s) each, on %d thread(s)\n", command,
+               configurations, source.c_str(), seeds,
+               worker_threads(jobs, configurations * std::size_t(seeds)));
+}
+
 // The configuration shared by every simulated point, from the flags and the profile's link.
 SimConfig base_config(const Profile& profile, const SimFlags& f) {
   SimConfig c;
@@ -237,9 +245,7 @@ int run_predict(const PredictOptions& o) {
   if (o.analytic_only) {
     for (std::size_t i = 0; i < configs.size(); ++i) emit(i, nullptr);
   } else {
-    std::fprintf(stderr, "predict: %zu configuration(s), %d seed(s) each, on %d thread(s)\n",
-                 configs.size(), o.sim.seeds,
-                 worker_threads(o.sim.jobs, configs.size() * std::size_t(o.sim.seeds)));
+    announce("predict", configs.size(), "", o.sim.seeds, o.sim.jobs);
     for (SimConfig& c : configs)
       if (!o.trace_out.empty())
         c.trace_dir = configs.size() == 1 ? o.trace_out
@@ -360,14 +366,14 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
     throw Error(
         "validate: no run folders given (expected one or more `psbed launch` --out folders)");
   const SimConfig base = base_config(profile, flags);
-  // Runs of one configuration (a sweep's --repeat) are predicted once and compared by the median
-  // of their measurements: a short run may settle in either of two paces, and one run is one
-  // draw of them.
   // The run folders are read on the threads the simulations get (each trace's metadata is
   // parsed from a file of megabytes); a bad folder's error is the first a loop would meet.
   std::vector<MeasuredRun> read(dirs.size());
   parallel_for(dirs.size(), worker_threads(flags.jobs, dirs.size()),
                [&](std::size_t i) { read[i] = read_run(dirs[i], base, flags); });
+  // Runs of one configuration (a sweep's --repeat) are predicted once and compared by the median
+  // of their measurements: a short run may settle in either of two paces, and one run is one
+  // draw of them.
   std::vector<std::vector<MeasuredRun>> groups;
   std::map<std::string, std::size_t> group_of;
   for (MeasuredRun& m : read) {
@@ -383,9 +389,8 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
     });
   std::vector<SimConfig> configs;
   for (const auto& g : groups) configs.push_back(g.front().config);
-  std::fprintf(stderr, "validate: %zu configuration(s) from %zu run(s), %d seed(s) each, on %d thread(s)\n",
-               groups.size(), dirs.size(), flags.seeds,
-               worker_threads(flags.jobs, configs.size() * std::size_t(flags.seeds)));
+  announce("validate", configs.size(), " from " + std::to_string(dirs.size()) + " run(s)",
+           flags.seeds, flags.jobs);
   std::size_t finished = 0;
   const std::vector<SimResult> results = simulate_all(
       profile, spec, configs, flags.seeds, flags.jobs, [&](std::size_t i, const SimResult& r) {
@@ -591,9 +596,7 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
         }
       }
   }
-  std::fprintf(stderr, "optimize: %zu configurations, %d seed(s) each, on %d thread(s)\n", grid.size(),
-               o.sim.seeds,
-               worker_threads(o.sim.jobs, grid.size() * std::size_t(o.sim.seeds)));
+  announce("optimize", grid.size(), "", o.sim.seeds, o.sim.jobs);
   std::size_t finished = 0;
   const std::vector<SimResult> results =
       simulate_all(profile, spec, grid, o.sim.seeds, o.sim.jobs, [&](std::size_t, const SimResult&) {

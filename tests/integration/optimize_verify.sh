@@ -9,13 +9,13 @@ PROFILE="$SRC/tests/fixtures/predictor/regression/profile.json"
 "$PSBED" optimize --profile "$PROFILE" --max-nodes 3 --verify --verify-steps 0 >"$WORK/bad.out" 2>&1 &&
   fail "--verify-steps 0 was accepted"
 grep -q "verify-steps must be at least 1, got 0" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no reason given"; }
-grep -q "simulated\|configurations, .* seed" "$WORK/bad.out" && fail "simulated before refusing the bad option"
+grep -q "simulated\|configuration(s), .* seed" "$WORK/bad.out" && fail "simulated before refusing the bad option"
 
 timeout 300 "$PSBED" optimize --profile "$PROFILE" --max-nodes 3 --policy wfbp,bulk --mode async \
   --bandwidth 100mbit --latency 200us --steps 20 --top 3 --json "$WORK/rank.json" \
   --verify --verify-steps 40 --verify-data synthetic --verify-out "$WORK/run" >"$WORK/out" 2>&1 ||
   { tail -30 "$WORK/out"; fail "optimize --verify failed"; }
-grep -q "optimize: [0-9]* configurations, 1 seed(s) each, on [0-9]* thread(s)" "$WORK/out" ||
+grep -q "optimize: [0-9]* configuration(s), 1 seed(s) each, on [0-9]* thread(s)" "$WORK/out" ||
   fail "no simulation progress printed"
 grep -q "measured .* images/s" "$WORK/out" || fail "no measured figure printed"
 grep -q "predicted .* images/s" "$WORK/out" || fail "no predicted figure printed"
