@@ -81,21 +81,15 @@ void TraceRecorder::write(const std::string& path) const {
   if (!out) throw Error("writing trace file '" + path + "' failed");
 }
 
-nlohmann::json read_trace_metadata(const std::string& path) {
+namespace {
+
+// A trace file parsed (with `keep` deciding, if set, which values are built), its top-level
+// "traceEvents" array checked; errors name the file.
+nlohmann::json parse_trace_file(const std::string& path,
+                                const nlohmann::json::parser_callback_t& keep = nullptr) {
   std::ifstream in(path);
   if (!in) throw Error("trace file '" + path + "' cannot be read");
   nlohmann::json doc;
-  // The top-level "traceEvents" array's elements are dropped as they are parsed.
-  bool in_events = false;
-  auto keep = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    if (depth == 1 && event == nlohmann::json::parse_event_t::key)
-      in_events = parsed == "traceEvents";
-    if (in_events && depth == 2 && (event == nlohmann::json::parse_event_t::object_start ||
-                                    event == nlohmann::json::parse_event_t::array_start ||
-                                    event == nlohmann::json::parse_event_t::value))
-      return false;
-    return true;
-  };
   try {
     doc = nlohmann::json::parse(in, keep);
   } catch (const nlohmann::json::exception& e) {
@@ -103,20 +97,27 @@ nlohmann::json read_trace_metadata(const std::string& path) {
   }
   if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array())
     throw Error("trace file '" + path + "' has no traceEvents array");
-  return doc.value("metadata", nlohmann::json::object());
+  return doc;
+}
+
+}  // namespace
+
+nlohmann::json read_trace_metadata(const std::string& path) {
+  // The top-level "traceEvents" array's elements are dropped as they are parsed.
+  bool in_events = false;
+  auto keep = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (depth == 1 && event == nlohmann::json::parse_event_t::key)
+      in_events = parsed == "traceEvents";
+    return !(in_events && depth == 2 &&
+             (event == nlohmann::json::parse_event_t::object_start ||
+              event == nlohmann::json::parse_event_t::array_start ||
+              event == nlohmann::json::parse_event_t::value));
+  };
+  return parse_trace_file(path, keep).value("metadata", nlohmann::json::object());
 }
 
 LoadedTrace read_trace(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("trace file '" + path + "' cannot be read");
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("trace file '" + path + "' is not JSON: " + e.what());
-  }
-  if (!doc.contains("traceEvents") || !doc["traceEvents"].is_array())
-    throw Error("trace file '" + path + "' has no traceEvents array");
+  const nlohmann::json doc = parse_trace_file(path);
   LoadedTrace t;
   t.metadata = doc.value("metadata", nlohmann::json::object());
   t.node = t.metadata.value("node", std::string());
