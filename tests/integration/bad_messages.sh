@@ -13,7 +13,8 @@ for _ in $(seq 1 200); do
   sleep 0.1
 done
 [ -n "$endpoint" ] || fail "server-0 never said where it serves"
-sent=$("$PSBED" probe --endpoint "$endpoint" 2>"$WORK/probe.err" | awk '{print $1}')
+sent=$(timeout 60 "$PSBED" probe --endpoint "$endpoint" 2>"$WORK/probe.err" | awk '{print $1}')
+[[ $sent =~ ^[1-9][0-9]*$ ]] || { cat "$WORK/probe.err"; fail "the probe did not say how many messages it sent"; }
 echo "sent $sent malformed messages to $endpoint"
 wait "${PIDS[0]}" || { tail -20 "$WORK/run.out"; fail "the run failed"; }
 log="$WORK/run/logs/server-0.log"
@@ -22,7 +23,7 @@ for reason in "header frame" "magic" "version" "unknown op" "unknown key" "part"
               "payload frame" "maximum message size" "frame" "not a worker id" "multiples of 4"; do
   grep -qi -- "$reason" "$log" || fail "no logged reason mentioning '$reason' in $log"
 done
-grep -q "$sent bad messages dropped" "$log" || fail "server-0 did not count $sent bad messages"
+grep -q ", $sent bad messages dropped" "$log" || fail "server-0 did not count $sent bad messages"
 json "$WORK/run/summary.json" 'sys.exit(0 if s["ok"] and all(w.get("steps") == 600 for w in s["per_worker"]) else 1)' \
   || fail "training did not finish normally"
 echo "test accuracy after the probe: $(json "$WORK/run/summary.json" 's["test_accuracy"]')"

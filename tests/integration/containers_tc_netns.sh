@@ -8,8 +8,7 @@ source "$(dirname "$0")/lib.sh"
 need_data
 ENTRY="$SRC/cluster/entrypoint.sh"
 if [ "$(id -u)" -ne 0 ] || ! timeout 10 unshare -n true 2>/dev/null || ! command -v nsenter >/dev/null; then
-  echo "SKIP: needs root, unshare -n and nsenter"
-  exit 0
+  skip "needs root, unshare -n and nsenter"
 fi
 BW_MBIT=20
 STEPS=40

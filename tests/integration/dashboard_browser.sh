@@ -6,11 +6,11 @@
 source "$(dirname "$0")/lib.sh"
 need_data
 chromium=${CHROMIUM:-/usr/bin/chromium}
-[ -x "$chromium" ] || { echo "SKIP: no $chromium (cluster/install-deps.sh installs Debian's chromium)"; exit 0; }
-command -v node >/dev/null || { echo "SKIP: no node (cluster/install-deps.sh installs it)"; exit 0; }
+[ -x "$chromium" ] || skip "no $chromium (cluster/install-deps.sh installs Debian's chromium)"
+command -v node >/dev/null || skip "no node (cluster/install-deps.sh installs it)"
 export NODE_PATH="$SRC/.cache/web/node_modules"
 [ -f "$NODE_PATH/playwright-core/package.json" ] ||
-  { echo "SKIP: no playwright-core in $NODE_PATH (cluster/fetch-web.sh test fetches it)"; exit 0; }
+  skip "no playwright-core in $NODE_PATH (cluster/fetch-web.sh test fetches it)"
 artifact="$(cd "$(dirname "$PSBED")/.." && pwd)/dashboard.png"
 token=browser-$$
 timeout 150 "$PSBED" launch --servers 1 --workers 2 --model lenet5 --data mnist --steps 100000 --batch 32 \

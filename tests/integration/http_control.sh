@@ -5,10 +5,10 @@
 # /api/policy switch takes effect and answers with its step; /api/prediction predicts the running configuration from --profile.
 source "$(dirname "$0")/lib.sh"
 need_data
-command -v curl >/dev/null || { echo "SKIP: no curl"; exit 0; }
+command -v curl >/dev/null || skip "no curl"
 unset PSBED_HTTP_TOKEN
 # Beyond loopback without a token: refused at once, in one line.
-if "$PSBED" coordinator --http 0.0.0.0:0 --bind "tcp://127.0.0.1:*" >"$WORK/refused.out" 2>&1; then
+if timeout 30 "$PSBED" coordinator --http 0.0.0.0:0 --bind "tcp://127.0.0.1:*" >"$WORK/refused.out" 2>&1; then
   fail "a coordinator on 0.0.0.0 without a token started"
 fi
 grep -q "reachable beyond this host" "$WORK/refused.out" || { cat "$WORK/refused.out"; fail "no reason for the refusal"; }
@@ -109,12 +109,12 @@ expect "$(code GET /nowhere "${auth[@]}")" 404 "an unknown path"
 # Malformed request lines straight onto the socket: 400, and the server keeps serving.
 exec 3<>"/dev/tcp/127.0.0.1/$port"
 printf 'GARBAGE\r\n\r\n' >&3
-head -1 <&3 >"$WORK/line"; grep -q " 400 " "$WORK/line" || fail "a malformed request line did not get 400"
+timeout 20 head -1 <&3 >"$WORK/line"; grep -q " 400 " "$WORK/line" || fail "a malformed request line did not get 400"
 exec 3>&-
 exec 3<>"/dev/tcp/127.0.0.1/$port"
 # (in a subshell: a write to a socket the server closed must not end this script by SIGPIPE)
 (printf 'GET /api/status HTTP/1.1\r\nX-Big: '; head -c 40000 /dev/zero | tr '\0' a; printf '\r\n\r\n') >&3 2>/dev/null || true
-head -1 <&3 >"$WORK/line"; grep -q " 431 " "$WORK/line" || fail "a 40 kB header did not get 431"
+timeout 20 head -1 <&3 >"$WORK/line"; grep -q " 431 " "$WORK/line" || fail "a 40 kB header did not get 431"
 exec 3>&-
 code GET /api/status "${auth[@]}" >/dev/null
 json "$WORK/body" 'sys.exit(0 if s["policy"]["policy"] == "wfbp" and not s["policy_switches"] else 1)' ||

@@ -20,7 +20,7 @@ echo "coordinator: no cuBLAS mapped, resident ${rss_kib} KiB"
 # this is the GPU tests' business).
 if ! grep -q . <(nvidia-smi -L 2>/dev/null); then
   set +e
-  "$PSBED" train --model mlp --data synthetic --steps 1 --device gpu >"$WORK/gpu.out" 2>&1
+  timeout 60 "$PSBED" train --model mlp --data synthetic --steps 1 --device gpu >"$WORK/gpu.out" 2>&1
   rc=$?
   set -e
   [ "$rc" = 2 ] || { cat "$WORK/gpu.out"; fail "--device gpu without a device exited $rc, expected 2"; }

@@ -6,19 +6,41 @@ SRC="$2"
 export PSBED_DATA_DIR="${PSBED_DATA_DIR:-$SRC/data/mnist}"
 WORK="$(mktemp -d /tmp/psbed-it.XXXXXX)"
 PIDS=()
+# signal_all SIG: each started process's group (`timeout` leads one of its own, holding the
+# launcher and every node it started), or the process alone where it leads none.
+signal_all() {
+  for p in "${PIDS[@]:-}"; do
+    [ -n "$p" ] || continue
+    kill "-$1" -- "-$p" 2>/dev/null || kill "-$1" -- "$p" 2>/dev/null || true
+  done
+}
+alive() {
+  for p in "${PIDS[@]:-}"; do
+    [ -n "$p" ] || continue
+    { kill -0 -- "-$p" || kill -0 -- "$p"; } 2>/dev/null && return 0
+  done
+  return 1
+}
+# Every exit path: TERM, up to 5 s to stop (a launcher stops its nodes), then KILL; the work
+# folder goes only when nothing writes to it any more.
 cleanup() {
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -TERM -- "$p" 2>/dev/null || true; done
-  sleep 0.2
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -KILL -- "$p" 2>/dev/null || true; done
+  signal_all TERM
+  for _ in $(seq 1 50); do alive || break; sleep 0.1; done
+  signal_all KILL
+  for _ in $(seq 1 20); do alive || break; sleep 0.1; done
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+# skip REASON: ctest reports the test as skipped (SKIP_RETURN_CODE 77), not passed.
+skip() { echo "SKIP: $*"; exit 77; }
 need_data() {
   if [ ! -f "$PSBED_DATA_DIR/train-images-idx3-ubyte" ] && [ ! -f "$PSBED_DATA_DIR/train-images-idx3-ubyte.gz" ]; then
-    echo "SKIP: no MNIST digits in $PSBED_DATA_DIR (run make data)"; exit 0
+    skip "no MNIST digits in $PSBED_DATA_DIR (run make data)"
   fi
 }
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# Every HTTP request in a test is bounded: a server that stops answering fails the test.
+curl() { command curl --max-time 30 "$@"; }
 # json FILE EXPR: evaluates a Python expression with the parsed file as `s`.
 json() { python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print($2)" "$1"; }
 # node_pid NAME: the pid of this test's node NAME once its log shows it training (empty if it
@@ -27,8 +49,10 @@ node_pid() {
   local pid=""
   for _ in $(seq 1 100); do
     pid=$(pgrep -f -- "--name $1 .*$WORK" | head -1 || true)
-    [ -n "$pid" ] && grep -q "steps of batch" "$WORK/run/logs/$1.log" 2>/dev/null && break
+    if [ -n "$pid" ] && grep -q "steps of batch" "$WORK/run/logs/$1.log" 2>/dev/null; then
+      echo "$pid"
+      return
+    fi
     sleep 0.1
   done
-  echo "$pid"
 }

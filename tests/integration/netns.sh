@@ -5,8 +5,8 @@
 # interrupted with Ctrl-C (SIGINT).
 source "$(dirname "$0")/lib.sh"
 need_data
-if [ "$(id -u)" != 0 ]; then echo "SKIP: --netns needs root (network namespaces and tc)"; exit 0; fi
-if ! ip netns add psbed-probe-$$ 2>/dev/null; then echo "SKIP: cannot create network namespaces here"; exit 0; fi
+if [ "$(id -u)" != 0 ]; then skip "--netns needs root (network namespaces and tc)"; fi
+if ! ip netns add psbed-probe-$$ 2>/dev/null; then skip "cannot create network namespaces here"; fi
 ip netns del psbed-probe-$$
 links_before=$(ip -o link | wc -l)
 ours() { ip netns list | grep -c "^psbed$1-" || true; }

@@ -5,7 +5,7 @@
 # refused before anything runs.
 source "$(dirname "$0")/lib.sh"
 need_data
-"$PSBED" sweep --model lenet5 --workers 1,2 --policy wfbp,fastest --steps 20 --out "$WORK/bad" >"$WORK/bad.out" 2>&1 &&
+timeout 60 "$PSBED" sweep --model lenet5 --workers 1,2 --policy wfbp,fastest --steps 20 --out "$WORK/bad" >"$WORK/bad.out" 2>&1 &&
   fail "a grid with an unknown policy was accepted"
 grep -q "unknown policy 'fastest'" "$WORK/bad.out" || fail "no reason given for the bad grid"
 [ ! -e "$WORK/bad/results.csv" ] || fail "runs started before the grid was checked"
@@ -31,12 +31,12 @@ grep -q "^| 2 | [0-9.]* | [0-9.]* |$" "$WORK/sw/results.md" || fail "results.md 
 if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
   [ -s "$WORK/sw/sweep.png" ] || fail "matplotlib is installed but there is no sweep.png"
 fi
-"$PSBED" sweep --model lenet5 --data mnist --workers 1,2 --policy wfbp,p3 --mode async --steps 60 --batch 32 \
+timeout 120 "$PSBED" sweep --model lenet5 --data mnist --workers 1,2 --policy wfbp,p3 --mode async --steps 60 --batch 32 \
   --out "$WORK/sw" --resume >"$WORK/resume.out" 2>&1 || fail "resume failed"
 [ "$(grep -c "kept (finished earlier)" "$WORK/resume.out")" = 4 ] || fail "--resume reran finished points"
 # --repeat 2 on the 1-worker points: their finished runs count as the first repeat, a second
 # goes to <point>-r2/, and results.md shows the median with the two runs' range.
-"$PSBED" sweep --model lenet5 --data mnist --workers 1 --policy wfbp,p3 --mode async --steps 60 --batch 32 \
+timeout 300 "$PSBED" sweep --model lenet5 --data mnist --workers 1 --policy wfbp,p3 --mode async --steps 60 --batch 32 \
   --out "$WORK/sw" --resume --repeat 2 --no-plot >"$WORK/repeat.out" 2>&1 || { tail -20 "$WORK/repeat.out"; fail "--repeat failed"; }
 [ "$(grep -c "kept (finished earlier)" "$WORK/repeat.out")" = 2 ] || fail "--repeat did not keep the first runs"
 grep -q "async-wfbp-unshaped-1s1w-r2: [0-9.]* images/s.*(earlier repeats: [0-9.]*)" "$WORK/repeat.out" ||
