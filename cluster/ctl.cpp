@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "cluster/cli_config.hpp"
 #include "core/error.hpp"
 #include "ps/control.hpp"
 
@@ -25,7 +26,7 @@ void add_ctl(CLI::App& root, CtlOptions& o, std::string& log_level) {
       "Workers switch at their next step boundary; ctl prints the step from which every worker runs\n"
       "the new policy. The switch is marked in each worker's trace (control lane) and listed in\n"
       "summary.json under policy_switches.");
-  app->set_config("--config", "", "TOML file of options (keys = long flag names); flags win");
+  add_config_option(app);
   app->add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
   auto* where = app->add_option("--coordinator", o.coordinator, "the coordinator's endpoint, e.g. tcp://127.0.0.1:7000");
   app->add_option("--run", o.run, "or: a `psbed launch` run folder still running (reads logs/coordinator.endpoint)")

@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/units.hpp"
+#include "cluster/cli_config.hpp"
 #include "cluster/ctl.hpp"
 #include "cluster/launch.hpp"
 #include "cluster/sweep.hpp"
@@ -33,7 +34,7 @@ namespace {
 using namespace psbed;
 
 void add_common(CLI::App* app, std::string& log_level) {
-  app->set_config("--config", "", "TOML file of options (keys = long flag names); flags win");
+  cluster::add_config_option(app);
   app->add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
 }
 
@@ -409,6 +410,7 @@ int run_predictor(CLI::App& root, const PredictorCommands& o, const std::string&
 int main(int argc, char** argv) {
   CLI::App root{"psbed: a live, small-scale parameter-server testbed with a throughput predictor"};
   root.require_subcommand(1);
+  cluster::enable_subcommand_configs(root);
   root.footer("Run `psbed <subcommand> --help` for each subcommand's options.");
   std::string log_level = "info";
   worker::TrainOptions train;
@@ -445,6 +447,9 @@ int main(int argc, char** argv) {
   }
   try {
     root.parse(argc, argv);
+  } catch (const CLI::ConfigError& e) {
+    std::fprintf(stderr, "psbed: --config: %s (keys are the subcommand's long flag names)\n", e.what());
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     return root.exit(e);
   }

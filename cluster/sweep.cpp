@@ -13,6 +13,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cluster/cli_config.hpp"
 #include "core/error.hpp"
 #include "core/stats.hpp"
 #include "core/policy.hpp"
@@ -180,7 +181,7 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
       "--resume --repeat 3 adds two repeats to a finished sweep. A short run can settle in one of two paces\n"
       "(workers in step or out of step on a shared link): repeats show it, and `psbed validate` compares a\n"
       "prediction with the median of a point's repeats.");
-  app->set_config("--config", "", "TOML file of options (keys = long flag names); flags win");
+  add_config_option(app);
   app->add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
   LaunchOptions& b = o.base;
   app->add_option("--workers", o.workers, "worker counts, e.g. 1,2,4,8")->delimiter(',')->capture_default_str();

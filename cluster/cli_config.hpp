@@ -1,0 +1,16 @@
+// --config FILE.toml on every subcommand: keys are the subcommand's long flag names (without the
+// dashes; lists as TOML arrays, flags as true/false), flags given on the command line win, and a
+// key that names no flag of the subcommand is an error, as is a file that does not exist.
+//
+// CLI11 (2.1) reads configuration files for the top-level app only, so a subcommand's --config
+// hands its file to the top-level app, whose reader files every key under the subcommand that
+// named it. Call enable_subcommand_configs on the top-level app before add_config_option.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace psbed::cluster {
+
+void enable_subcommand_configs(CLI::App& root);
+void add_config_option(CLI::App* app);
+
+}  // namespace psbed::cluster

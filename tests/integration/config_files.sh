@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# --config FILE.toml on a subcommand: its keys are that subcommand's long flag names (lists as
+# TOML arrays, flags as true/false), a flag on the command line wins over the file, and a key
+# that names no flag, or a file that does not exist, is refused in one line naming it. Checked on
+# predict, on a nested subcommand (bench predict) and on train.
+source "$(dirname "$0")/lib.sh"
+profile="$SRC/tests/fixtures/predictor/regression/profile.json"
+[ -f "$profile" ] || fail "no fixture profile at $profile"
+cat >"$WORK/predict.toml" <<TOML
+# every value here differs from the default
+profile = "$profile"
+workers = [1, 3]
+policy = ["p3"]
+mode = "async"
+steps = 40
+seeds = 1
+json = "$WORK/from-file.json"
+TOML
+timeout 120 "$PSBED" predict --config "$WORK/predict.toml" >"$WORK/predict.out" 2>&1 ||
+  { cat "$WORK/predict.out"; fail "predict --config failed"; }
+json "$WORK/from-file.json" \
+  'sys.exit(0 if [(r["workers"], r["policy"], r["mode"]) for r in s] == [(1, "p3", "async"), (3, "p3", "async")] else 1)' ||
+  { cat "$WORK/from-file.json"; fail "predict did not take workers, policy and mode from the file"; }
+# The command line wins over the file.
+timeout 120 "$PSBED" predict --config "$WORK/predict.toml" --workers 2 --json "$WORK/flag.json" >"$WORK/flag.out" 2>&1 ||
+  { cat "$WORK/flag.out"; fail "predict --config with --workers failed"; }
+json "$WORK/flag.json" 'sys.exit(0 if [(r["workers"], r["policy"]) for r in s] == [(2, "p3")] else 1)' ||
+  { cat "$WORK/flag.json"; fail "--workers on the command line did not win over the file"; }
+# A key that is no flag of the subcommand: refused, naming it.
+printf 'profile = "%s"\nwrokers = 3\n' "$profile" >"$WORK/typo.toml"
+if timeout 60 "$PSBED" predict --config "$WORK/typo.toml" >"$WORK/typo.out" 2>&1; then fail "a misspelt key was accepted"; fi
+grep -q "wrokers" "$WORK/typo.out" || { cat "$WORK/typo.out"; fail "the misspelt key is not named"; }
+[ "$(wc -l <"$WORK/typo.out")" -le 2 ] || { cat "$WORK/typo.out"; fail "more than a short error for a misspelt key"; }
+# A file that does not exist: refused, naming it.
+if timeout 60 "$PSBED" predict --config "$WORK/nowhere.toml" >"$WORK/none.out" 2>&1; then fail "a missing config file was accepted"; fi
+grep -q "nowhere.toml" "$WORK/none.out" || { cat "$WORK/none.out"; fail "the missing file is not named"; }
+# A nested subcommand.
+printf 'workers = [2]\nsteps = 7\njson = "%s"\n' "$WORK/bench.json" >"$WORK/bench.toml"
+timeout 120 "$PSBED" bench predict --config "$WORK/bench.toml" >"$WORK/bench.out" 2>&1 ||
+  { cat "$WORK/bench.out"; fail "bench predict --config failed"; }
+json "$WORK/bench.json" 'sys.exit(0 if [(r["workers"], r["steps"]) for r in s] == [(2, 7)] else 1)' ||
+  { cat "$WORK/bench.json"; fail "bench predict did not take workers and steps from the file"; }
+# train: a flag (no-eval) and numbers.
+printf 'data = "synthetic"\nsteps = 6\nbatch = 8\nthreads = 1\nno-eval = true\njson = "%s"\n' "$WORK/train.json" >"$WORK/train.toml"
+timeout 120 "$PSBED" train --config "$WORK/train.toml" >"$WORK/train.out" 2>&1 ||
+  { cat "$WORK/train.out"; fail "train --config failed"; }
+json "$WORK/train.json" 'sys.exit(0 if s["steps"] == 6 and s["batch"] == 8 and s["test_accuracy"] is None else 1)' ||
+  { cat "$WORK/train.json"; fail "train did not take steps, batch and no-eval from the file"; }
+echo "PASS"
