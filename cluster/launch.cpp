@@ -397,7 +397,13 @@ class Launcher {
       procs.push_back({{"name", c.name}, {"role", c.role}, {"pid", c.pid}, {"status", describe_status(c.status)},
                        {"cpu_s", c.cpu_s >= 0 ? nlohmann::json(c.cpu_s) : nlohmann::json()}, {"log", c.log}});
     s["launch"] = {{"processes", procs}, {"failed_processes", failed_}, {"out", out_},
-                   {"host_cpus", ::sysconf(_SC_NPROCESSORS_ONLN)}};
+                   {"host_cpus", ::sysconf(_SC_NPROCESSORS_ONLN)},
+                   // The link every node had, in the words of the traces' metadata (psbed
+                   // validate reads it here when the run has no traces); with --netns tc
+                   // shaped the bandwidth.
+                   {"link", ps::parse_link(opt_.bandwidth, opt_.latency).str()},
+                   {"straggler_ms", opt_.straggler_ms > 0 ? opt_.straggler_ms : 0.0},
+                   {"start_stagger_ms", opt_.start_stagger_ms > 0 ? opt_.start_stagger_ms : 0.0}};
     if (!netns_json.is_null()) s["launch"]["netns"] = netns_json;
     if (!failure_.empty()) s["ok"] = false, s["failure"] = failure_;
     std::ofstream(path) << s.dump(2) << "\n";

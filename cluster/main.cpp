@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -242,12 +243,14 @@ CLI::Validator non_negative(const std::string& what) {
           x = std::stod(v);
         } catch (const std::exception&) {
         }
-        return x >= 0 ? std::string() : "expected " + what + ", 0 or more, got '" + v + "'";
+        return x >= 0 && std::isfinite(x) ? std::string()
+                                          : "expected " + what + ", 0 or more, got '" + v + "'";
       },
       "NUMBER");
 }
 
-void add_sim_flags(CLI::App* app, predictor::SimFlags& f) {
+// `steps_help`, if set, describes a --steps default that is not a number (validate: each run's).
+void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help = nullptr) {
   app->add_option("--bandwidth", f.bandwidth, "link of every node, per direction, e.g. 1gbit (default: the profile's)");
   app->add_option("--latency", f.latency, "one-way latency, e.g. 200us (default: the profile's)");
   app->add_option("--link-model", f.link_model,
@@ -257,8 +260,13 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f) {
   app->add_option("--slice-params", f.slice_params, "p3: parameters per slice")->capture_default_str();
   app->add_option("--partition-params", f.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
   app->add_option("--credit", f.credit, "p3/bytescheduler: bytes in flight at most (default: the policy's)");
-  app->add_option("--apply-threads", f.apply_lanes, "apply threads per server shard")->capture_default_str();
-  app->add_option("--steps", f.steps, "simulated steps per worker")->capture_default_str();
+  app->add_option("--apply-threads", f.apply_lanes, "apply threads per server shard")->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  if (steps_help)
+    app->add_option("--steps", f.steps, steps_help)->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40));
+  else
+    app->add_option("--steps", f.steps, "simulated steps per worker")->capture_default_str()
+        ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40));
   app->add_option("--seed", f.seed, "seed of the compute draws and tf-random")->capture_default_str();
   app->add_option("--seeds", f.seeds,
                   "simulations per configuration, with seeds --seed, --seed + 1, ...: the one with the median "
@@ -270,7 +278,8 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f) {
                   "the figures do not depend on it")
       ->capture_default_str()
       ->check(CLI::Range(0, 4096));
-  app->add_option("--straggler-ms", f.straggler_ms, "worker-0 sleeps this long every step");
+  app->add_option("--straggler-ms", f.straggler_ms, "worker-0 sleeps this long every step")
+      ->check(non_negative("milliseconds"));
   app->add_option("--start-stagger-ms", f.start_stagger_ms,
                   "worker i of N starts i x this / N later (validate: the run's own)");
   app->add_option("--arrival-jitter-us", f.arrival_jitter_us,
@@ -334,23 +343,28 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   val->add_option("runs", o.validate.runs, "measured run folders")->required();
   val->add_option("--out", o.validate.out, "report folder")->capture_default_str();
   o.validate.sim.seeds = predictor::kPredictSeeds;
-  add_sim_flags(val, o.validate.sim);
-  o.validate.sim.steps = 0;
+  o.validate.sim.steps = 0;  // each run's own
+  add_sim_flags(val, o.validate.sim, "simulated steps per worker (default: each run's own)");
   val->add_option("--python", o.validate.python, "interpreter with matplotlib for the plot")->capture_default_str();
 
   auto* opt = root.add_subcommand("optimize", "Profile + constraints -> best workers/servers/policy/slice/credit");
   opt->footer("Example: psbed optimize --profile profile.json --max-nodes 16 --bandwidth 1gbit\n"
+              "Searched: workers, servers, policies; p3 slices 10k/40k/160k parameters x credits 1/4/16 MiB;\n"
+              "bytescheduler partitions 250k/1M parameters x credits 4 MiB/16 MB. --slice-params,\n"
+              "--partition-params and --credit, when given, fix theirs instead.\n"
               "With --verify it then launches the first configuration by images/s on this host, predicts that run\n"
               "for its own length and prints measured beside predicted (and RUN/verify.json).");
   add_common(opt, log_level);
   opt->add_option("--profile", o.optimize.profile, "profile.json from psbed profile")->required();
   opt->add_option("--max-nodes", o.optimize.max_nodes, "workers + servers at most")->capture_default_str();
-  opt->add_option("--max-servers", o.optimize.max_servers, "server shards at most")->capture_default_str();
+  opt->add_option("--max-servers", o.optimize.max_servers, "server shards at most")->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   opt->add_option("--policy", o.optimize.policies, "policies to consider, or all")->delimiter(',')->capture_default_str();
   opt->add_option("--mode", o.optimize.mode, "async, bsp or ssp:K")->capture_default_str();
-  add_sim_flags(opt, o.optimize.sim);
   o.optimize.sim.steps = 60;
-  opt->add_option("--top", o.optimize.top, "configurations listed per ranking")->capture_default_str();
+  add_sim_flags(opt, o.optimize.sim);
+  opt->add_option("--top", o.optimize.top, "configurations listed per ranking")->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   opt->add_option("--json", o.optimize.json_out, "write the rankings as JSON to this file");
   opt->add_flag("--verify", o.verify.enabled,
                 "launch the first configuration by images/s on this host (psbed launch) and print measured beside "
@@ -396,7 +410,11 @@ int run_predictor(CLI::App& root, const PredictorCommands& o, const std::string&
       if (n == "profile") return predictor::run_profile(o.profile);
       if (n == "predict") return predictor::run_predict(o.predict);
       if (n == "validate") return predictor::run_validate(o.validate);
-      return cluster::run_optimize_verify(o.optimize, o.verify);
+      predictor::OptimizeOptions opt = o.optimize;
+      const CLI::App* app = root.get_subcommand("optimize");
+      opt.slice_params_given = app->count("--slice-params") > 0;
+      opt.partition_params_given = app->count("--partition-params") > 0;
+      return cluster::run_optimize_verify(opt, o.verify);
     }
   if (auto* b = root.get_subcommand("bench"); b->parsed() && b->got_subcommand("predict")) {
     setup_logging("bench", log_level);

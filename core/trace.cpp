@@ -73,7 +73,7 @@ void TraceRecorder::write(const std::string& path) const {
   }
   nlohmann::json meta = metadata_;
   meta["node"] = node_;
-  meta["clock"] = "CLOCK_MONOTONIC microseconds";
+  if (!meta.contains("clock")) meta["clock"] = "CLOCK_MONOTONIC microseconds";  // the simulator sets its own
   nlohmann::json doc = {{"traceEvents", std::move(evs)}, {"displayTimeUnit", "ms"}, {"metadata", std::move(meta)}};
   std::ofstream out(path);
   if (!out) throw Error("cannot write trace file '" + path + "'");

@@ -1,5 +1,7 @@
 #include "predictor/commands.hpp"
 
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -38,9 +40,34 @@ ModelSpec profile_model_spec(const Profile& p, const std::string& profile_path) 
 
 namespace {
 
+// Creates folder `dir` (with its parents) and checks that a file can be written in it; errors name
+// `flag`. Called before long work, so that a bad path does not cost its results.
+void ensure_writable_dir(const std::string& dir, const std::string& flag) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    throw Error(flag + ": cannot create the folder '" + dir + "'" + (ec ? ": " + ec.message() : ""));
+  const fs::path probe = fs::path(dir) / ".psbed-write-check";
+  if (!std::ofstream(probe)) throw Error(flag + ": cannot write in the folder '" + dir + "'");
+  fs::remove(probe, ec);
+}
+
+// Checks that file `path` can be written (its folder created), leaving an existing file as it is.
+void ensure_writable_file(const std::string& path, const std::string& flag) {
+  if (path.empty()) return;
+  const fs::path p(path);
+  if (p.has_parent_path()) ensure_writable_dir(p.parent_path().string(), flag);
+  if (fs::is_directory(p)) throw Error(flag + ": '" + path + "' is a folder, expected a file name");
+  const bool existed = fs::exists(p);
+  if (!std::ofstream(path, std::ios::app)) throw Error(flag + ": cannot write '" + path + "'");
+  std::error_code ec;
+  if (!existed) fs::remove(p, ec);
+}
+
 void write_json(const std::string& path, const nlohmann::json& j) {
   if (path.empty()) return;
-  if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
+  ensure_writable_file(path, "'" + path + "'");
   std::ofstream out(path);
   if (!out) throw Error("cannot write '" + path + "'");
   out << j.dump(2) << "\n";
@@ -121,19 +148,34 @@ std::string bandwidth_text(double bytes_per_sec) {
 
 int run_profile(const ProfileCommandOptions& o) {
   Profile p = extract_profile(o.extract);
+  if (const fs::path out(o.out); out.has_parent_path()) ensure_writable_dir(out.parent_path().string(), "--out");
   p.save(o.out);
+  const double pace = p.source.value("measured_steps_per_sec", 0.0);
+  std::string calibration;
+  if (p.source.contains("calibrated_link_model"))
+    calibration = "calibrated to the run's " + fmt(pace, 1) + " steps/s";
+  else if (p.source.contains("calibrated"))
+  {
+    std::string why = p.source["calibrated"].get<std::string>();
+    if (why.rfind("no: ", 0) == 0) why = why.substr(4);
+    calibration = "not calibrated: " + why;
+  }
+  else if (!o.extract.calibrate)
+    calibration = "not calibrated: --no-calibrate";
+  else if (pace > 0)
+    calibration = "no fit to the run's " + fmt(pace, 1) + " steps/s was kept, see below";
+  else
+    calibration = "not calibrated: the run's pace is unknown";
   std::fprintf(stderr,
                "profile of %s (batch %d) from %s: %zu steps, compute %.3f ms/step, link %s, "
-               "message cost %.0f us + latency %.0f us, host copies %.2f ns/byte (calibrated to the run's "
-               "%.1f steps/s)\n",
+               "message cost %.0f us + latency %.0f us, transit %.2f ns/byte (%s)\n",
                p.model.c_str(), p.batch, o.extract.run.c_str(), p.layers[0].forward_ms.size(),
                p.mean_compute_ms(),
                p.shaped.empty() ? (bandwidth_text(p.bandwidth_bytes_per_sec) + ", " +
                                    std::to_string(int(p.latency_us)) + " us one way (estimated)")
                                       .c_str()
                                 : p.shaped.c_str(),
-               p.message_cost_us, p.message_latency_us, p.transit_ns_per_byte,
-               p.source.value("measured_steps_per_sec", 0.0));
+               p.message_cost_us, p.message_latency_us, p.transit_ns_per_byte, calibration.c_str());
   if (p.host_cpus > 0)
     std::fprintf(stderr,
                  "  host: %d CPUs; the nodes' CPU over the steady steps is %.0f us per message received + "
@@ -176,6 +218,8 @@ int run_predict(const PredictOptions& o) {
           policy::make_policy(c.policy);  // an unknown policy fails before any simulation
           configs.push_back(c);
         }
+  ensure_writable_file(o.json_out, "--json");  // output paths too
+  if (!o.analytic_only) ensure_writable_dir(o.trace_out, "--trace-out");
   std::printf("model %s, batch %d, link %s, %.0f us one way, %s compute, %s%s\n",
               profile.model.c_str(), profile.batch,
               bandwidth_text(base.bandwidth_bytes_per_sec).c_str(), base.latency_s * 1e6,
@@ -193,6 +237,13 @@ int run_predict(const PredictOptions& o) {
     nlohmann::json row = {{"workers", c.workers},
                           {"servers", c.servers},
                           {"policy", c.policy.name},
+                          {"slice_params", c.policy.slice_params},
+                          {"partition_params", c.policy.partition_params},
+                          {"credit_bytes", c.policy.credit_bytes},  // -1: the policy's default
+                          {"partition_bytes", c.partition_bytes},
+                          {"apply_threads", c.apply_lanes},
+                          {"straggler_ms", c.straggler_s * 1e3},
+                          {"profile", o.profile},
                           {"mode", c.mode.str()},
                           {"bandwidth", bandwidth_text(c.bandwidth_bytes_per_sec)},
                           {"bandwidth_bytes_per_sec", c.bandwidth_bytes_per_sec},
@@ -232,7 +283,7 @@ int run_predict(const PredictOptions& o) {
       row["steps"] = c.steps;
       row["simulated_seconds"] = r->simulated_seconds;
       row["events"] = r->events;
-      if (!c.trace_dir.empty()) row["traces"] = c.trace_dir;
+      if (!c.trace_dir.empty()) row["traces"] = c.trace_dir, row["traces_seed"] = r->seed;
       const std::string spread = o.sim.seeds > 1 ? fmt(r->seeds_spread_pct(), 0) + "%" : "-";
       std::printf("%-7d %-7d %-14s %-6s %10s %11s %7s   %11s %11s  %s\n", c.workers, c.servers,
                   c.policy.name.c_str(), c.mode.str().c_str(), fmt(r->steps_per_sec, 2).c_str(),
@@ -284,11 +335,42 @@ struct MeasuredRun {
   nlohmann::json summary;
   SimConfig config;
   double measured = 0;
+  std::string skipped;  // why the run is no measurement (it failed), empty if it is one
 };
 
+// summary.json's field `key`, of JSON type `want` (a number, a string); errors name the file.
+const nlohmann::json& summary_field(const nlohmann::json& s, const char* key,
+                                    nlohmann::json::value_t want, const std::string& path) {
+  if (!s.contains(key)) throw Error("'" + path + "' has no '" + key + "' (an unfinished run?)");
+  const nlohmann::json& v = s[key];
+  const bool number = want == nlohmann::json::value_t::number_float;
+  if (number ? !v.is_number() : v.type() != want)
+    throw Error("'" + path + "': '" + key + "' is " + v.dump() + ", expected " +
+                (number ? "a number" : "a string"));
+  return v;
+}
+
+// The link a run was launched with, as the worker traces' metadata and summary.json's
+// launch.link write it ("1.00 Gbit/s, 200 us one way", "unshaped"), into `c`. An unshaped run
+// is predicted on the profile's link estimate when the profile's run was unshaped too (host
+// loopback, as measured), and without a link limit when the profile's was shaped.
+void take_run_link(const std::string& link, const Profile& profile, const SimFlags& flags,
+                   SimConfig& c) {
+  double bw = 0, lat = 0;
+  if (parse_link_metadata(link, &bw, &lat)) {
+    if (flags.bandwidth.empty()) c.bandwidth_bytes_per_sec = bw;
+    if (flags.latency.empty()) c.latency_s = lat;
+  } else if (link == "unshaped" && !profile.shaped.empty()) {
+    if (flags.bandwidth.empty()) c.bandwidth_bytes_per_sec = 0;
+    if (flags.latency.empty()) c.latency_s = 0;
+  }
+}
+
 // A measured run's configuration, from its summary.json and a worker trace's metadata (the
-// link and the policy parameters live there).
-MeasuredRun read_run(const std::string& dir, const SimConfig& base, const SimFlags& flags) {
+// link and the policy parameters live there; runs launched without traces have them in
+// summary.json). Errors name the run folder; a run that failed comes back with `skipped` set.
+MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimConfig& base,
+                     const SimFlags& flags) {
   MeasuredRun m;
   m.run = dir;
   const std::string path = dir + "/summary.json";
@@ -302,33 +384,67 @@ MeasuredRun read_run(const std::string& dir, const SimConfig& base, const SimFla
     throw Error("'" + path + "' is not JSON: " + e.what());
   }
   const auto& s = m.summary;
-  for (const char* k : {"workers", "servers", "mode", "policy", "images_per_sec"})
-    if (!s.contains(k)) throw Error("'" + path + "' has no '" + k + "' (an unfinished run?)");
-  m.measured = s["images_per_sec"].get<double>();
+  if (!s.is_object()) throw Error("'" + path + "' is not a JSON object");
+  using T = nlohmann::json::value_t;
+  if (!s.value("ok", true)) {
+    m.skipped = "the run failed" + (s.contains("failure") ? ": " + s["failure"].dump() : std::string());
+    return m;
+  }
+  m.measured = summary_field(s, "images_per_sec", T::number_float, path).get<double>();
+  if (!(m.measured > 0) || !std::isfinite(m.measured)) {
+    m.skipped = "it measured " + s["images_per_sec"].dump() + " images/s";
+    return m;
+  }
+  const std::string model = summary_field(s, "model", T::string, path).get<std::string>();
+  if (model != profile.model)
+    throw Error("run folder '" + dir + "' trained " + model + ", but the profile is of " +
+                profile.model + " (validate each model's runs with its own profile)");
+  if (s.contains("batch") && s["batch"] != nlohmann::json(profile.batch))
+    throw Error("run folder '" + dir + "' ran batches of " + s["batch"].dump() +
+                ", but the profile's run used " + std::to_string(profile.batch) +
+                " (the profiled compute is per batch: profile a run with the same batch)");
   SimConfig c = base;
-  c.workers = s["workers"].get<int>();
-  c.servers = s["servers"].get<int>();
-  c.mode = Consistency::parse(s["mode"].get<std::string>());
-  c.policy.name = s["policy"].get<std::string>();
+  try {
+    c.workers = int(summary_field(s, "workers", T::number_float, path).get<double>());
+    c.servers = int(summary_field(s, "servers", T::number_float, path).get<double>());
+    if (c.workers < 1 || c.servers < 1)
+      throw Error("'" + path + "' has " + std::to_string(c.workers) + " worker(s) and " +
+                  std::to_string(c.servers) + " server(s), expected at least one of each");
+    c.mode = Consistency::parse(summary_field(s, "mode", T::string, path).get<std::string>());
+    c.policy.name = summary_field(s, "policy", T::string, path).get<std::string>();
+    policy::PolicyOptions check = c.policy;
+    (void)policy::make_policy(check);  // an unknown policy is refused here, naming the run
+  } catch (const Error& e) {
+    throw Error("run folder '" + dir + "': " + e.what());
+  }
   c.partition_bytes = s.value("partition_bytes", c.partition_bytes);
-  // "replay:profile.json" sleeps; real compute runs on the host's cores.
-  c.compute_on_cores = s.value("compute", std::string("real")) == "real";
+  // "replay:profile.json" sleeps; real compute runs on the host's cores (--compute auto: the
+  // run's own; real or replay: as the flag says).
+  if (flags.compute == "auto")
+    c.compute_on_cores = s.value("compute", std::string("real")) == "real";
   if (flags.steps <= 0) c.steps = s.value("steps", std::int64_t(200));
   // worker-0 carries the link, the policy parameters and the straggler setting of the run.
   const fs::path trace = fs::path(dir) / "traces" / "worker-0.trace.json";
+  const nlohmann::json launch = s.value("launch", nlohmann::json::object());
   if (fs::exists(trace)) {
     const nlohmann::json meta = read_trace_metadata(trace.string());
-    double bw = 0, lat = 0;
-    const std::string link = meta.value("link", std::string());
-    if (flags.bandwidth.empty() && parse_link_metadata(link, &bw, &lat))
-      c.bandwidth_bytes_per_sec = bw;
-    if (flags.latency.empty() && parse_link_metadata(link, &bw, &lat)) c.latency_s = lat;
+    take_run_link(meta.value("link", std::string()), profile, flags, c);
     const auto exp = meta.value("cluster", nlohmann::json::object());
     c.policy.slice_params = exp.value("slice_params", c.policy.slice_params);
     c.policy.partition_params = exp.value("partition_params", c.policy.partition_params);
     c.policy.credit_bytes = exp.value("credit_bytes", c.policy.credit_bytes);
     if (flags.straggler_ms <= 0) c.straggler_s = meta.value("straggle_ms", 0.0) / 1e3;
     if (flags.start_stagger_ms < 0) c.start_stagger_s = meta.value("start_stagger_ms", 0.0) / 1e3;
+  } else if (launch.contains("link")) {  // launched with --no-trace
+    take_run_link(launch.value("link", std::string()), profile, flags, c);
+    const auto pol = s.value("policy_options", nlohmann::json::object());
+    c.policy.slice_params = pol.value("slice_params", c.policy.slice_params);
+    c.policy.partition_params = pol.value("partition_params", c.policy.partition_params);
+    c.policy.credit_bytes = pol.value("credit_bytes", c.policy.credit_bytes);
+    if (flags.straggler_ms <= 0) c.straggler_s = launch.value("straggler_ms", 0.0) / 1e3;
+    if (flags.start_stagger_ms < 0) c.start_stagger_s = launch.value("start_stagger_ms", 0.0) / 1e3;
+  } else if (flags.bandwidth.empty()) {
+    throw Error("run folder '" + dir + "' has no traces/worker-0.trace.json, which records the link the run had: give it with --bandwidth (and --latency)");
   }
   m.config = c;
   return m;
@@ -368,9 +484,23 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
   const SimConfig base = base_config(profile, flags);
   // The run folders are read on the threads the simulations get (each trace's metadata is
   // parsed from a file of megabytes); a bad folder's error is the first a loop would meet.
-  std::vector<MeasuredRun> read(dirs.size());
+  std::vector<MeasuredRun> all(dirs.size());
   parallel_for(dirs.size(), worker_threads(flags.jobs, dirs.size()),
-               [&](std::size_t i) { read[i] = read_run(dirs[i], base, flags); });
+               [&](std::size_t i) { all[i] = read_run(dirs[i], profile, base, flags); });
+  // Failed runs are no measurements: each is named and left out, and listed in the report.
+  std::vector<MeasuredRun> read;
+  nlohmann::json skipped = nlohmann::json::array();
+  for (MeasuredRun& m : all) {
+    if (m.skipped.empty()) {
+      read.push_back(std::move(m));
+      continue;
+    }
+    std::fprintf(stderr, "validate: left out %s: %s\n", m.run.c_str(), m.skipped.c_str());
+    skipped.push_back({{"run", m.run}, {"reason", m.skipped}});
+  }
+  if (read.empty())
+    throw Error("validate: none of the " + std::to_string(dirs.size()) +
+                " run folder(s) holds a finished run to compare with");
   // Runs of one configuration (a sweep's --repeat) are predicted once and compared by the median
   // of their measurements: a short run may settle in either of two paces, and one run is one
   // draw of them.
@@ -389,7 +519,7 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
     });
   std::vector<SimConfig> configs;
   for (const auto& g : groups) configs.push_back(g.front().config);
-  announce("validate", configs.size(), " from " + std::to_string(dirs.size()) + " run(s)",
+  announce("validate", configs.size(), " from " + std::to_string(read.size()) + " run(s)",
            flags.seeds, flags.jobs);
   std::size_t finished = 0;
   const std::vector<SimResult> results = simulate_all(
@@ -445,21 +575,23 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
           {"seeds", flags.seeds},
           {"arrival_jitter_us", flags.arrival_jitter_us},
           {"configurations", groups.size()},
-          {"runs_measured", dirs.size()},
+          {"runs_measured", read.size()},
+          {"runs_left_out", skipped},
           {"mean_abs_error_pct", sum_abs / double(groups.size())},
           {"max_abs_error_pct", max_abs},
-          {"single_run_mean_abs_error_pct", single_sum / double(dirs.size())},
+          {"single_run_mean_abs_error_pct", single_sum / double(read.size())},
           {"single_run_max_abs_error_pct", single_max}};
 }
 
 int run_validate(const ValidateOptions& o) {
   const Profile profile = Profile::load(o.profile);
   const ModelSpec spec = profile_model_spec(profile, o.profile);
+  ensure_writable_dir(o.out, "--out");  // before the simulations, not after
   nlohmann::json v = validate_runs(profile, spec, o.runs, o.sim);
   v["profile"] = o.profile;
-  fs::create_directories(o.out);
   std::ostringstream md;
-  const bool repeated = v["configurations"].get<std::size_t>() < o.runs.size();
+  const std::size_t measured_runs = v["runs_measured"].get<std::size_t>();
+  const bool repeated = v["configurations"].get<std::size_t>() < measured_runs;
   const bool seeded = o.sim.seeds > 1;
   md << "| run | workers | servers | policy | mode | bandwidth | measured images/s |"
      << (repeated ? " runs (range) |" : "") << " predicted images/s |"
@@ -486,13 +618,15 @@ int run_validate(const ValidateOptions& o) {
   md << "\nmean |error| " << fmt(v["mean_abs_error_pct"], 1) << " %, max |error| "
      << fmt(v["max_abs_error_pct"], 1) << " % over " << v["configurations"] << " configuration(s)";
   if (repeated)
-    md << " (" << o.runs.size() << " runs; the median of each configuration's runs against its "
+    md << " (" << measured_runs << " runs; the median of each configuration's runs against its "
        << "prediction; each run alone: mean " << fmt(v["single_run_mean_abs_error_pct"], 1)
        << " %, max " << fmt(v["single_run_max_abs_error_pct"], 1) << " %)";
   if (o.sim.seeds > 1)
     md << "; each prediction the median of " << o.sim.seeds << " seeds (" << o.sim.seed << " to "
        << o.sim.seed + std::uint64_t(o.sim.seeds - 1) << ")";
   md << "; profile " << o.profile << "\n";
+  for (const auto& x : v["runs_left_out"])
+    md << "left out " << x["run"].get<std::string>() << ": " << x["reason"].get<std::string>() << "\n";
   if (seeded)
     md << edge << " configuration(s) on the edge between two regimes (the seeds' images/s more "
        << "than " << fmt(kRegimeSpreadPct, 0) << "% apart: a run can land in either); " << edge_off
@@ -548,7 +682,7 @@ fig.savefig(sys.argv[2], dpi=120)
   const int rc = std::system(cmd.c_str());
   if (rc == 0)
     std::fprintf(stderr, "plot: %s\n", png.c_str());
-  else
+  else if (!(WIFEXITED(rc) && WEXITSTATUS(rc) == 3))  // 3: the script said matplotlib is missing
     std::fprintf(stderr, "no plot written (%s failed; matplotlib: cluster/install-deps.sh plot)\n",
                  o.python.c_str());
   std::fprintf(stderr, "validation: %s/validation.json, %s/validation.md\n", o.out.c_str(),
@@ -563,6 +697,24 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
   base.mode = Consistency::parse(o.mode);
   if (o.max_nodes < 2)
     throw Error("optimize: --max-nodes must be at least 2 (one server and one worker)");
+  if (o.max_servers < 1) throw Error("optimize: --max-servers must be at least 1");
+  if (o.top < 1) throw Error("optimize: --top must be at least 1");
+  ensure_writable_file(o.json_out, "--json");
+  // The dimensions searched unless a flag fixes them (--slice-params, --partition-params,
+  // --credit): then every configuration takes the flag's value.
+  const bool credit_fixed = !o.sim.credit.empty();
+  const std::vector<std::int64_t> slices =
+      o.slice_params_given ? std::vector<std::int64_t>{o.sim.slice_params}
+                           : std::vector<std::int64_t>{10000, 40000, 160000};
+  const std::vector<std::int64_t> p3_credits =
+      credit_fixed ? std::vector<std::int64_t>{base.policy.credit_bytes}
+                   : std::vector<std::int64_t>{1 << 20, 4 << 20, 16 << 20};
+  const std::vector<std::int64_t> partitions =
+      o.partition_params_given ? std::vector<std::int64_t>{o.sim.partition_params}
+                               : std::vector<std::int64_t>{250000, 1000000};
+  const std::vector<std::int64_t> bs_credits =
+      credit_fixed ? std::vector<std::int64_t>{base.policy.credit_bytes}
+                   : std::vector<std::int64_t>{4 << 20, 16000000};
   struct Point {
     SimConfig c;
     double ips;
@@ -580,14 +732,14 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
         SimConfig c = base;
         c.workers = w, c.servers = s, c.policy.name = pol;
         if (pol == "p3") {
-          for (std::int64_t slice : {10000, 40000, 160000})
-            for (std::int64_t credit : {1 << 20, 4 << 20, 16 << 20}) {
+          for (std::int64_t slice : slices)
+            for (std::int64_t credit : p3_credits) {
               c.policy.slice_params = slice, c.policy.credit_bytes = credit;
               grid.push_back(c);
             }
         } else if (pol == "bytescheduler") {
-          for (std::int64_t part : {250000, 1000000})
-            for (std::int64_t credit : {4 << 20, 16000000}) {
+          for (std::int64_t part : partitions)
+            for (std::int64_t credit : bs_credits) {
               c.policy.partition_params = part, c.policy.credit_bytes = credit;
               grid.push_back(c);
             }

@@ -92,6 +92,8 @@ struct OptimizeOptions {
   SimFlags sim;
   int top = 5;
   std::string json_out;
+  // --slice-params / --partition-params given: that value only, instead of the searched ones.
+  bool slice_params_given = false, partition_params_given = false;
 };
 // The configuration ranked first by images/s (what `psbed optimize --verify` launches).
 struct OptimizeChoice {

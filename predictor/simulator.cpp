@@ -524,6 +524,7 @@ class Simulation {
       r.simulated_seconds = std::max(r.simulated_seconds, w.end);
     }
     r.images_per_sec = r.steps_per_sec * profile_.batch;
+    r.seed = cfg_.seed;
     r.seeds_min_images_per_sec = r.seeds_max_images_per_sec = r.images_per_sec;
     r.events = processed_;
     r.wall_seconds =
@@ -1341,12 +1342,12 @@ SimResult median_of(std::vector<SimResult> runs) {
   return r;
 }
 
-// Seed k of a configuration: seed + k for the compute draws, the jitter and tf-random; only the
-// first seed's run writes traces.
-SimConfig seeded(const SimConfig& config, int k) {
+// Seed k of a configuration: seed + k for the compute draws, the jitter and tf-random; traces
+// only if `trace`.
+SimConfig seeded(const SimConfig& config, int k, bool trace) {
   SimConfig c = config;
   c.seed += std::uint64_t(k), c.policy.seed += std::uint64_t(k);
-  if (k > 0) c.trace_dir.clear();
+  if (!trace) c.trace_dir.clear();
   return c;
 }
 
@@ -1367,11 +1368,20 @@ std::vector<SimResult> simulate_all(
   parallel_for(tasks, worker_threads(jobs, tasks), [&](std::size_t t) {
     const std::size_t i = t / std::size_t(seeds);
     const int k = int(t % std::size_t(seeds));
-    SimResult r = simulate(profile, spec, seeded(configs[i], k));
+    const bool traced = !configs[i].trace_dir.empty();
+    SimResult r = simulate(profile, spec, seeded(configs[i], k, traced && seeds == 1));
+    SimResult median;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      runs[i][std::size_t(k)] = std::move(r);
+      if (--left[i] > 0) return;
+      median = median_of(std::move(runs[i]));
+    }
+    // The traces are the median run's: its seed once more, tracing (seeded, so the same run).
+    if (traced && seeds > 1)
+      simulate(profile, spec, seeded(configs[i], int(median.seed - configs[i].seed), true));
     std::lock_guard<std::mutex> lock(mu);
-    runs[i][std::size_t(k)] = std::move(r);
-    if (--left[i] > 0) return;
-    results[i] = median_of(std::move(runs[i]));
+    results[i] = std::move(median);
     if (done) done(i, results[i]);
   });
   return results;

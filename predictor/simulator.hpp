@@ -101,6 +101,7 @@ struct SimResult {
   double steps_per_sec = 0;  // sum over workers, steady window (as summary.json)
   double images_per_sec = 0;
   double simulated_seconds = 0;
+  std::uint64_t seed = 0;    // the run's seed (simulate_seeds: the median run's)
   std::uint64_t events = 0;  // discrete events processed
   double wall_seconds = 0;   // time the simulation took
   std::vector<double> worker_steps_per_sec;
@@ -139,7 +140,8 @@ SimResult simulate(const Profile& profile, const ModelSpec& spec, const SimConfi
 // tf-random), and returns the run whose images/s is the median (the lower middle one for an even
 // count), with events and wall_seconds summed over all runs. A configuration on the edge between
 // two regimes (workers in step or drifted apart) can land in either on one draw; the median
-// steadies it. Only the first seed's run writes traces.
+// steadies it. With config.trace_dir set, the median run's traces are written (its seed simulated
+// once more, tracing: the same figures).
 SimResult simulate_seeds(const Profile& profile, const ModelSpec& spec, const SimConfig& config,
                          int seeds);
 

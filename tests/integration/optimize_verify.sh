@@ -11,6 +11,16 @@ PROFILE="$SRC/tests/fixtures/predictor/regression/profile.json"
 grep -q "verify-steps must be at least 1, got 0" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no reason given"; }
 grep -q "simulated\|configuration(s), .* seed" "$WORK/bad.out" && fail "simulated before refusing the bad option"
 
+# A given slice and credit fix those dimensions: every p3 configuration takes them (without
+# them the search tries 3 slices x 3 credits per worker count).
+timeout 120 "$PSBED" optimize --profile "$PROFILE" --max-nodes 3 --max-servers 1 --policy p3 --slice-params 5000 \
+  --credit 2MiB --steps 10 --top 5 --json "$WORK/fixed.json" >"$WORK/fixed.out" 2>&1 || { cat "$WORK/fixed.out"; fail "optimize with a fixed slice failed"; }
+grep -q "optimize: 2 configuration(s)" "$WORK/fixed.out" || { cat "$WORK/fixed.out"; fail "a fixed slice and credit still searched"; }
+json "$WORK/fixed.json" 'sys.exit(0 if s["by_images_per_sec"] and all(r["slice_params"] == 5000 and r["credit_bytes"] == 2097152 for r in s["by_images_per_sec"]) else 1)' ||
+  { cat "$WORK/fixed.json"; fail "the ranking holds another slice or credit than the ones given"; }
+"$PSBED" optimize --profile "$PROFILE" --max-servers 0 >"$WORK/zero.out" 2>&1 && fail "--max-servers 0 was accepted"
+grep -q "max-servers" "$WORK/zero.out" || { cat "$WORK/zero.out"; fail "--max-servers 0 refused without naming it"; }
+
 timeout 300 "$PSBED" optimize --profile "$PROFILE" --max-nodes 3 --policy wfbp,bulk --mode async \
   --bandwidth 100mbit --latency 200us --steps 20 --top 3 --json "$WORK/rank.json" \
   --verify --verify-steps 40 --verify-data synthetic --verify-out "$WORK/run" >"$WORK/out" 2>&1 ||

@@ -26,8 +26,12 @@ TEST_CASE("recorded runs stay within the accuracy bounds", "[predictor][regressi
   SimFlags flags;
   flags.steps = 0;  // each run's own length
   const auto v = validate_runs(profile, spec, runs, flags);
+  // Every run its own configuration, each on the link it was measured on (the traces say
+  // 100 Mbit/s; the profile's run had 1 Gbit/s).
+  REQUIRE(v["runs"].size() == runs.size());
   for (const auto& r : v["runs"]) {
     INFO(r.dump());
+    CHECK(r["bandwidth"] == "100.00 Mbit/s");
     CHECK(std::abs(r["error_pct"].get<double>()) <= 10.0);
   }
   CHECK(v["mean_abs_error_pct"].get<double>() <= 5.0);

@@ -225,6 +225,40 @@ TEST_CASE("several seeds: the prediction is the run with the median images/s",
   CHECK_THROWS_WITH(simulate_seeds(p, spec, c, 0), Catch::Contains("seeds"));
 }
 
+// --trace-out: the traces are those of the run whose figures are reported, the median seed's.
+namespace fs = std::filesystem;
+
+TEST_CASE("the traces of several seeds are the median run's", "[predictor][simulator]") {
+  const ModelSpec spec = load_model("lenet5");
+  const Profile p = varied_profile(spec);
+  SimConfig c;
+  c.workers = 3;
+  c.mode = Consistency::parse("async");
+  c.policy.name = "tf-random";
+  c.bandwidth_bytes_per_sec = 1.25e7;
+  c.arrival_jitter_s = 1e-6;
+  c.steps = 20;
+  const fs::path dir = fs::temp_directory_path() / "psbed-median-traces-test";
+  fs::remove_all(dir);
+  c.trace_dir = dir.string();
+  const SimResult median = simulate_all(p, spec, {c}, 5, 2).front();
+  // Each seed alone, without traces: the median's seed is the one whose figure is the median.
+  std::vector<std::pair<double, std::uint64_t>> seeds;
+  for (int k = 0; k < 5; ++k) {
+    SimConfig one = c;
+    one.trace_dir.clear();
+    one.seed += std::uint64_t(k), one.policy.seed += std::uint64_t(k);
+    seeds.push_back({simulate(p, spec, one).images_per_sec, one.seed});
+  }
+  std::sort(seeds.begin(), seeds.end());
+  CHECK(median.images_per_sec == seeds[2].first);
+  CHECK(median.seed == seeds[2].second);
+  const nlohmann::json meta = read_trace_metadata((dir / "worker-0.trace.json").string());
+  CHECK(meta["cluster"]["seed"] == median.seed);
+  CHECK(meta["clock"] == "simulated microseconds");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("many configurations on several threads: the figures of one simulation after another",
           "[predictor][simulator]") {
   const ModelSpec spec = load_model("lenet5");

@@ -1,0 +1,152 @@
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/model_spec.hpp"
+#include "core/profile.hpp"
+#include "predictor/commands.hpp"
+
+using namespace psbed;
+using namespace psbed::predictor;
+using Catch::Matchers::Contains;
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kFixtures = std::string(PSBED_FIXTURES_DIR) + "/predictor/regression";
+const std::string kRun = kFixtures + "/runs/lenet5-2w-bsp-bulk-100mbit";
+
+// A scratch folder of copied fixture runs, removed on every exit path.
+struct Scratch {
+  fs::path dir;
+  explicit Scratch(const std::string& name) : dir(fs::temp_directory_path() / name) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  // A copy of the fixture run `src` named `name`, its summary.json edited by `edit`.
+  std::string copy(const std::string& src, const std::string& name,
+                   const std::function<void(nlohmann::json&)>& edit = {}) const {
+    const fs::path run = dir / name;
+    fs::copy(src, run, fs::copy_options::recursive);
+    if (edit) {
+      std::ifstream in(run / "summary.json");
+      nlohmann::json s = nlohmann::json::parse(in);
+      in.close();
+      edit(s);
+      std::ofstream(run / "summary.json") << s.dump();
+    }
+    return run.string();
+  }
+};
+
+struct Fixture {
+  Profile profile = Profile::load(kFixtures + "/profile.json");
+  ModelSpec spec =
+      parse_model_spec(profile.source["model_toml"].get<std::string>(), "fixture profile");
+  SimFlags flags;
+  Fixture() {
+    flags.steps = 40;
+    flags.seeds = 1;
+  }
+  nlohmann::json validate(const std::vector<std::string>& runs) const {
+    return validate_runs(profile, spec, runs, flags);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("validate leaves failed runs out, names them and says why", "[predictor][validate]") {
+  const Fixture f;
+  const Scratch tmp("psbed-validate-failed-test");
+  const std::string ok = tmp.copy(kRun, "ok");
+  const std::string failed = tmp.copy(kRun, "failed", [](nlohmann::json& s) {
+    s["ok"] = false, s["failure"] = "worker-1 died", s["images_per_sec"] = 0;
+  });
+  const std::string empty = tmp.copy(kRun, "no-throughput", [](nlohmann::json& s) { s["images_per_sec"] = 0; });
+  const auto v = f.validate({failed, ok, empty});
+  INFO(v.dump(1));
+  REQUIRE(v["runs"].size() == 1);
+  CHECK(v["runs"][0]["run"] == ok);
+  CHECK(v["runs_measured"] == 1);
+  REQUIRE(v["runs_left_out"].size() == 2);
+  CHECK(v["runs_left_out"][0]["run"] == failed);
+  CHECK_THAT(v["runs_left_out"][0]["reason"].get<std::string>(), Contains("worker-1 died"));
+  CHECK(v["runs_left_out"][1]["run"] == empty);
+  // Nothing left to compare with: an error, not an empty report.
+  CHECK_THROWS_WITH(f.validate({failed}), Contains("none of the 1 run folder(s)"));
+}
+
+TEST_CASE("validate refuses a run of another model or batch than the profile's", "[predictor][validate]") {
+  const Fixture f;
+  const Scratch tmp("psbed-validate-model-test");
+  const std::string other = tmp.copy(kRun, "other-model", [](nlohmann::json& s) { s["model"] = "cnn-cifar"; });
+  CHECK_THROWS_WITH(f.validate({other}), Contains(other) && Contains("trained cnn-cifar") &&
+                                             Contains("profile is of lenet5"));
+  const std::string batch = tmp.copy(kRun, "other-batch", [](nlohmann::json& s) { s["batch"] = 64; });
+  CHECK_THROWS_WITH(f.validate({batch}), Contains(batch) && Contains("batches of 64") && Contains("32"));
+}
+
+TEST_CASE("validate's errors on a bad summary name the run", "[predictor][validate]") {
+  const Fixture f;
+  const Scratch tmp("psbed-validate-errors-test");
+  const std::string text = tmp.copy(kRun, "text", [](nlohmann::json& s) { s["images_per_sec"] = "fast"; });
+  CHECK_THROWS_WITH(f.validate({text}), Contains(text + "/summary.json") && Contains("'images_per_sec'") &&
+                                            Contains("expected a number"));
+  const std::string none = tmp.copy(kRun, "no-workers", [](nlohmann::json& s) { s["workers"] = 0; });
+  CHECK_THROWS_WITH(f.validate({none}), Contains(none) && Contains("at least one of each"));
+  const std::string policy = tmp.copy(kRun, "policy", [](nlohmann::json& s) { s["policy"] = "fastest"; });
+  CHECK_THROWS_WITH(f.validate({policy}), Contains(policy) && Contains("fastest"));
+  const std::string mode = tmp.copy(kRun, "mode", [](nlohmann::json& s) { s["mode"] = "sometimes"; });
+  CHECK_THROWS_WITH(f.validate({mode}), Contains(mode) && Contains("sometimes"));
+}
+
+// The link of a run lives in its traces' metadata; a run launched with --no-trace has it in
+// summary.json (launch.link); with neither, validate needs --bandwidth rather than guessing.
+TEST_CASE("a run without traces: its link from summary.json, or --bandwidth, or a clear error",
+          "[predictor][validate]") {
+  Fixture f;
+  const Scratch tmp("psbed-validate-notrace-test");
+  const double traced = f.validate({kRun})["runs"][0]["predicted_images_per_sec"].get<double>();
+  const std::string bare = tmp.copy(kRun, "bare");
+  fs::remove_all(fs::path(bare) / "traces");
+  CHECK_THROWS_WITH(f.validate({bare}), Contains(bare) && Contains("traces/worker-0.trace.json") &&
+                                            Contains("--bandwidth"));
+  const std::string linked = tmp.copy(bare, "linked", [](nlohmann::json& s) {
+    s["launch"] = {{"link", "100.00 Mbit/s, 200 us one way"}, {"straggler_ms", 0}, {"start_stagger_ms", 0}};
+  });
+  const auto v = f.validate({linked});
+  CHECK(v["runs"][0]["bandwidth"] == "100.00 Mbit/s");
+  CHECK(v["runs"][0]["predicted_images_per_sec"].get<double>() == Approx(traced).epsilon(1e-12));
+  f.flags.bandwidth = "100mbit";
+  f.flags.latency = "200us";
+  CHECK(f.validate({bare})["runs"][0]["predicted_images_per_sec"].get<double>() ==
+        Approx(traced).epsilon(1e-12));
+}
+
+TEST_CASE("validate --compute real or replay overrides each run's own", "[predictor][validate]") {
+  Fixture f;
+  // The host's cores modelled (the fixture profile has no host costs): real compute takes them.
+  f.profile.host_cpus = 2;
+  f.profile.cpu_per_message_us = 30;
+  f.flags.bandwidth = "10gbit";  // a fast link, so that compute sets the pace
+  f.flags.steps = 0;
+  f.flags.seeds = 1;
+  auto predicted = [&](const char* compute) {
+    f.flags.compute = compute;
+    // 4 workers on the 2 cores: real compute queues for them
+    return f.validate({kFixtures + "/runs/lenet5-4w-async-wfbp-100mbit"})["runs"][0]["predicted_images_per_sec"]
+        .get<double>();
+  };
+  const double own = predicted("auto");  // the fixture runs computed for real
+  CHECK(predicted("real") == own);
+  CHECK(predicted("replay") > 1.2 * own);  // sleeps take no core
+}
