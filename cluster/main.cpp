@@ -263,7 +263,7 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
   app->add_option("--apply-threads", f.apply_lanes, "apply threads per server shard")->capture_default_str()
       ->check(CLI::Range(1, 1024));
   if (steps_help)
-    app->add_option("--steps", f.steps, steps_help)->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40));
+    app->add_option("--steps", f.steps, steps_help)->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
   else
     app->add_option("--steps", f.steps, "simulated steps per worker")->capture_default_str()
         ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40));
@@ -344,7 +344,7 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   val->add_option("--out", o.validate.out, "report folder")->capture_default_str();
   o.validate.sim.seeds = predictor::kPredictSeeds;
   o.validate.sim.steps = 0;  // each run's own
-  add_sim_flags(val, o.validate.sim, "simulated steps per worker (default: each run's own)");
+  add_sim_flags(val, o.validate.sim, "simulated steps per worker (default, 0: each run's own)");
   val->add_option("--python", o.validate.python, "interpreter with matplotlib for the plot")->capture_default_str();
 
   auto* opt = root.add_subcommand("optimize", "Profile + constraints -> best workers/servers/policy/slice/credit");

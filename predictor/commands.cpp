@@ -429,6 +429,18 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
   if (fs::exists(trace)) {
     const nlohmann::json meta = read_trace_metadata(trace.string());
     take_run_link(meta.value("link", std::string()), profile, flags, c);
+    // With --netns tc shaped the links, not the nodes (their traces say only the latency):
+    // the bandwidth is launch's.
+    double bw = 0, lat = 0;
+    if (launch.contains("netns") && flags.bandwidth.empty()) {
+      // Runs from before launch.link: the shaping as "tc tbf 100mbit per direction".
+      const std::string shaping = launch["netns"].value("shaping", std::string());
+      char rate[64] = {0};
+      if (parse_link_metadata(launch.value("link", std::string()), &bw, &lat))
+        c.bandwidth_bytes_per_sec = bw;
+      else if (std::sscanf(shaping.c_str(), "tc tbf %63s per direction", rate) == 1)
+        c.bandwidth_bytes_per_sec = parse_bandwidth_bps(rate) / 8;
+    }
     const auto exp = meta.value("cluster", nlohmann::json::object());
     c.policy.slice_params = exp.value("slice_params", c.policy.slice_params);
     c.policy.partition_params = exp.value("partition_params", c.policy.partition_params);
@@ -560,6 +572,7 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
                     {"mode", m.config.mode.str()},
                     {"bandwidth", bandwidth_text(m.config.bandwidth_bytes_per_sec)},
                     {"compute", m.summary.value("compute", std::string("real"))},
+                    {"predicted_compute", m.config.compute_on_cores ? "real" : "replay"},
                     {"measured_images_per_sec", mid},
                     {"measured_runs_images_per_sec", measured},
                     {"measured_min_images_per_sec", *std::min_element(measured.begin(), measured.end())},

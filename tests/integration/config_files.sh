@@ -34,6 +34,9 @@ grep -q "wrokers" "$WORK/typo.out" || { cat "$WORK/typo.out"; fail "the misspelt
 # A file that does not exist: refused, naming it.
 if timeout 60 "$PSBED" predict --config "$WORK/nowhere.toml" >"$WORK/none.out" 2>&1; then fail "a missing config file was accepted"; fi
 grep -q "nowhere.toml" "$WORK/none.out" || { cat "$WORK/none.out"; fail "the missing file is not named"; }
+# Two files: refused, not one of them quietly ignored.
+if timeout 60 "$PSBED" predict --config "$WORK/predict.toml" --config "$WORK/typo.toml" >"$WORK/two.out" 2>&1; then fail "two config files were accepted"; fi
+grep -q "one file at a time" "$WORK/two.out" || { cat "$WORK/two.out"; fail "no reason for refusing two files"; }
 # A nested subcommand.
 printf 'workers = [2]\nsteps = 7\njson = "%s"\n' "$WORK/bench.json" >"$WORK/bench.toml"
 timeout 120 "$PSBED" bench predict --config "$WORK/bench.toml" >"$WORK/bench.out" 2>&1 ||

@@ -49,43 +49,43 @@ MODEL="$WORK/blocks.toml"
 timeout 120 "$PSBED" launch --servers 1 --workers 1 --model "$MODEL" --data synthetic --steps 80 --batch 16 \
   --threads 1 --mode bsp --bandwidth 100mbit --out "$WORK/single" >"$WORK/single.out" 2>&1 ||
   { tail -20 "$WORK/single.out"; fail "the single-worker run failed"; }
-"$PSBED" profile "$WORK/single" -o "$WORK/profile.json" >"$WORK/profile.out" 2>&1 ||
+timeout 120 "$PSBED" profile "$WORK/single" -o "$WORK/profile.json" >"$WORK/profile.out" 2>&1 ||
   { cat "$WORK/profile.out"; fail "profile failed"; }
 json "$WORK/profile.json" 's["model"]' | grep -qx blocks || fail "the profile does not name the model"
 # The copy cost is measured anew on every extraction; given the recorded one, the same run gives
 # the same profile again.
 copy=$(json "$WORK/profile.json" 's["host"]["cpu_per_byte_ns"]') || fail "the profile records no host CPU"
-"$PSBED" profile "$WORK/single" -o "$WORK/again.json" --copy-ns-per-byte "$copy" >"$WORK/again.out" 2>&1 ||
+timeout 120 "$PSBED" profile "$WORK/single" -o "$WORK/again.json" --copy-ns-per-byte "$copy" >"$WORK/again.out" 2>&1 ||
   { cat "$WORK/again.out"; fail "profile --copy-ns-per-byte failed"; }
 cmp -s "$WORK/profile.json" "$WORK/again.json" ||
   fail "profile --copy-ns-per-byte $copy did not reproduce the profile"
-"$PSBED" profile "$WORK/single" -o "$WORK/bad.json" --copy-ns-per-byte -1 >"$WORK/bad.out" 2>&1 &&
+timeout 120 "$PSBED" profile "$WORK/single" -o "$WORK/bad.json" --copy-ns-per-byte -1 >"$WORK/bad.out" 2>&1 &&
   fail "a negative copy cost was accepted"
 grep -q "copy-ns-per-byte" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the error does not name the option"; }
-"$PSBED" predict --profile "$WORK/profile.json" --workers 2 --arrival-jitter-us -1 >"$WORK/bad.out" 2>&1 &&
+timeout 120 "$PSBED" predict --profile "$WORK/profile.json" --workers 2 --arrival-jitter-us -1 >"$WORK/bad.out" 2>&1 &&
   fail "a negative arrival jitter was accepted"
 grep -q "arrival-jitter-us: expected microseconds, 0 or more" "$WORK/bad.out" ||
   { cat "$WORK/bad.out"; fail "the jitter's error does not say what was expected"; }
-"$PSBED" predict --profile "$WORK/profile.json" --workers 2 --policy wfbp --mode bsp --steps 60 \
+timeout 120 "$PSBED" predict --profile "$WORK/profile.json" --workers 2 --policy wfbp --mode bsp --steps 60 \
   --json "$WORK/predicted.json" >"$WORK/predict.out" 2>&1 || { cat "$WORK/predict.out"; fail "predict failed"; }
 predicted=$(json "$WORK/predicted.json" 's[0]["images_per_sec"]')
 # Several configurations on one thread or three: the same figures.
 for jobs in 1 3; do
-  "$PSBED" predict --profile "$WORK/profile.json" --workers 1,2,3 --policy wfbp,p3 --mode bsp --steps 30 \
+  timeout 120 "$PSBED" predict --profile "$WORK/profile.json" --workers 1,2,3 --policy wfbp,p3 --mode bsp --steps 30 \
     --jobs $jobs --json "$WORK/jobs$jobs.json" >"$WORK/jobs.out" 2>&1 || { cat "$WORK/jobs.out"; fail "predict --jobs $jobs failed"; }
 done
 grep -q "6 configuration(s), 5 seed(s) each, on 3 thread(s)" "$WORK/jobs.out" || { cat "$WORK/jobs.out"; fail "no progress line"; }
 cmp -s "$WORK/jobs1.json" "$WORK/jobs3.json" || fail "predict --jobs 3 differs from --jobs 1"
-"$PSBED" predict --profile "$WORK/profile.json" --workers 2 --jobs -1 >"$WORK/bad.out" 2>&1 &&
+timeout 120 "$PSBED" predict --profile "$WORK/profile.json" --workers 2 --jobs -1 >"$WORK/bad.out" 2>&1 &&
   fail "a negative --jobs was accepted"
 grep -q "jobs" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the --jobs error does not name the option"; }
-"$PSBED" predict --profile "$WORK/profile.json" --workers 2,0 >"$WORK/bad.out" 2>&1 &&
+timeout 120 "$PSBED" predict --profile "$WORK/profile.json" --workers 2,0 >"$WORK/bad.out" 2>&1 &&
   fail "--workers 0 was accepted"
 grep -q "^--workers: Value 0 not in range 1" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the --workers error does not name the option"; }
 timeout 120 "$PSBED" launch --servers 1 --workers 2 --model "$MODEL" --data synthetic --steps 60 --batch 16 \
   --mode bsp --bandwidth 100mbit --compute "replay:$WORK/profile.json" --out "$WORK/pair" >"$WORK/pair.out" 2>&1 ||
   { tail -20 "$WORK/pair.out"; fail "the two-worker run failed"; }
-"$PSBED" validate --profile "$WORK/profile.json" "$WORK/pair" --out "$WORK/report" >"$WORK/validate.out" 2>&1 ||
+timeout 120 "$PSBED" validate --profile "$WORK/profile.json" "$WORK/pair" --out "$WORK/report" >"$WORK/validate.out" 2>&1 ||
   { cat "$WORK/validate.out"; fail "validate failed"; }
 python3 - "$WORK/report/validation.json" "$predicted" <<'PY' || fail "validation of the custom model"
 import json, math, sys

@@ -5,7 +5,7 @@
 # /api/policy switch takes effect and answers with its step; /api/prediction predicts the running configuration from --profile.
 source "$(dirname "$0")/lib.sh"
 need_data
-command -v curl >/dev/null || skip "no curl"
+type -P curl >/dev/null || skip "no curl"
 unset PSBED_HTTP_TOKEN
 # Beyond loopback without a token: refused at once, in one line.
 if timeout 30 "$PSBED" coordinator --http 0.0.0.0:0 --bind "tcp://127.0.0.1:*" >"$WORK/refused.out" 2>&1; then

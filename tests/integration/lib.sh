@@ -7,19 +7,21 @@ export PSBED_DATA_DIR="${PSBED_DATA_DIR:-$SRC/data/mnist}"
 WORK="$(mktemp -d /tmp/psbed-it.XXXXXX)"
 PIDS=()
 # signal_all SIG: each started process's group (`timeout` leads one of its own, holding the
-# launcher and every node it started), or the process alone where it leads none.
+# launcher), or the process alone where it leads none; and every process whose command line
+# names this test's folder (the nodes a launcher started, each in a group of its own).
 signal_all() {
   for p in "${PIDS[@]:-}"; do
     [ -n "$p" ] || continue
     kill "-$1" -- "-$p" 2>/dev/null || kill "-$1" -- "$p" 2>/dev/null || true
   done
+  pkill "-$1" -f -- "$WORK" 2>/dev/null || true
 }
 alive() {
   for p in "${PIDS[@]:-}"; do
     [ -n "$p" ] || continue
     { kill -0 -- "-$p" || kill -0 -- "$p"; } 2>/dev/null && return 0
   done
-  return 1
+  pgrep -f -- "$WORK" >/dev/null
 }
 # Every exit path: TERM, up to 5 s to stop (a launcher stops its nodes), then KILL; the work
 # folder goes only when nothing writes to it any more.
@@ -39,7 +41,8 @@ need_data() {
   fi
 }
 fail() { echo "FAIL: $*" >&2; exit 1; }
-# Every HTTP request in a test is bounded: a server that stops answering fails the test.
+# Every HTTP request in a test is bounded: a server that stops answering fails the test. (Check
+# for curl itself with `type -P curl`: this function makes `command -v curl` always succeed.)
 curl() { command curl --max-time 30 "$@"; }
 # json FILE EXPR: evaluates a Python expression with the parsed file as `s`.
 json() { python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print($2)" "$1"; }

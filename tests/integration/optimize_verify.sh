@@ -6,7 +6,7 @@
 source "$(dirname "$0")/lib.sh"
 PROFILE="$SRC/tests/fixtures/predictor/regression/profile.json"
 
-"$PSBED" optimize --profile "$PROFILE" --max-nodes 3 --verify --verify-steps 0 >"$WORK/bad.out" 2>&1 &&
+timeout 60 "$PSBED" optimize --profile "$PROFILE" --max-nodes 3 --verify --verify-steps 0 >"$WORK/bad.out" 2>&1 &&
   fail "--verify-steps 0 was accepted"
 grep -q "verify-steps must be at least 1, got 0" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no reason given"; }
 grep -q "simulated\|configuration(s), .* seed" "$WORK/bad.out" && fail "simulated before refusing the bad option"
@@ -18,7 +18,7 @@ timeout 120 "$PSBED" optimize --profile "$PROFILE" --max-nodes 3 --max-servers 1
 grep -q "optimize: 2 configuration(s)" "$WORK/fixed.out" || { cat "$WORK/fixed.out"; fail "a fixed slice and credit still searched"; }
 json "$WORK/fixed.json" 'sys.exit(0 if s["by_images_per_sec"] and all(r["slice_params"] == 5000 and r["credit_bytes"] == 2097152 for r in s["by_images_per_sec"]) else 1)' ||
   { cat "$WORK/fixed.json"; fail "the ranking holds another slice or credit than the ones given"; }
-"$PSBED" optimize --profile "$PROFILE" --max-servers 0 >"$WORK/zero.out" 2>&1 && fail "--max-servers 0 was accepted"
+timeout 60 "$PSBED" optimize --profile "$PROFILE" --max-servers 0 >"$WORK/zero.out" 2>&1 && fail "--max-servers 0 was accepted"
 grep -q "max-servers" "$WORK/zero.out" || { cat "$WORK/zero.out"; fail "--max-servers 0 refused without naming it"; }
 
 timeout 300 "$PSBED" optimize --profile "$PROFILE" --max-nodes 3 --policy wfbp,bulk --mode async \

@@ -11,7 +11,12 @@ PIDS+=($!)
 sleep 1
 "$PSBED" ctl --run "$WORK/run" policy fastest --timeout 10 >"$WORK/bad.out" 2>&1 && fail "an unknown policy was accepted"
 grep -q "unknown policy 'fastest'" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no reason for the unknown policy"; }
-"$PSBED" ctl --run "$WORK/run" policy p3 --credit 2MiB --slice-params 20000 --timeout 20 >"$WORK/ctl.out" 2>&1 ||
+# The cluster and the policy's settings from a config file (--config; the policy's flags in a
+# [policy] section): `status` with that file stays a status request and switches nothing.
+printf 'run = "%s"\ntimeout = 20\n[policy]\ncredit = "2MiB"\nslice-params = 20000\n' "$WORK/run" >"$WORK/ctl.toml"
+"$PSBED" ctl --config "$WORK/ctl.toml" status --json >"$WORK/before.json" 2>&1 || { cat "$WORK/before.json"; fail "ctl --config status failed"; }
+json "$WORK/before.json" 's["policy"]["policy"]' | grep -qx wfbp || fail "ctl --config status switched the policy"
+"$PSBED" ctl --config "$WORK/ctl.toml" policy p3 >"$WORK/ctl.out" 2>&1 ||
   { cat "$WORK/ctl.out"; fail "ctl policy p3 failed"; }
 cat "$WORK/ctl.out"
 step=$(sed -n 's/.*took effect at step \([0-9]*\).*/\1/p' "$WORK/ctl.out")

@@ -25,4 +25,9 @@ assert 190e3 <= d1[0]["dur"] <= 260e3, d1
 assert f1 - f0 >= 150e3, (f1 - f0)
 print(f"the second worker waited {d1[0]['dur'] / 1e3:.0f} ms; its first forward came {(f1 - f0) / 1e3:.0f} ms after the first's")
 PY
+# summary.json keeps the run's settings for `psbed validate` (which reads it for runs without
+# traces): the stagger, no straggler, an unshaped link.
+json "$WORK/run/summary.json" \
+  'sys.exit(0 if (s["launch"]["start_stagger_ms"], s["launch"]["straggler_ms"], s["launch"]["link"]) == (400, 0, "unshaped") else 1)' ||
+  { json "$WORK/run/summary.json" 's["launch"]'; fail "summary.json does not record the stagger and the link"; }
 echo "PASS"

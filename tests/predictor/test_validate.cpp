@@ -150,3 +150,34 @@ TEST_CASE("validate --compute real or replay overrides each run's own", "[predic
   CHECK(predicted("real") == own);
   CHECK(predicted("replay") > 1.2 * own);  // sleeps take no core
 }
+
+// An unshaped run (its traces say "unshaped") is predicted on the profile's link estimate when
+// the profile's run was unshaped too, and without a link limit when the profile's was shaped; a
+// --netns run's nodes say "unshaped" too, but tc shaped its links: the bandwidth is launch's.
+TEST_CASE("validate: the link of unshaped and --netns runs", "[predictor][validate]") {
+  Fixture f;
+  const Scratch tmp("psbed-validate-links-test");
+  const std::string unshaped = tmp.copy(kRun, "unshaped");
+  {
+    const fs::path trace = fs::path(unshaped) / "traces" / "worker-0.trace.json";
+    std::ifstream in(trace);
+    nlohmann::json t = nlohmann::json::parse(in);
+    in.close();
+    t["metadata"]["link"] = "unshaped";
+    std::ofstream(trace) << t.dump();
+  }
+  auto link_of = [&](const std::string& run) { return f.validate({run})["runs"][0]["bandwidth"]; };
+  REQUIRE_FALSE(f.profile.shaped.empty());
+  CHECK(link_of(unshaped) == "unlimited");
+  const std::string netns = tmp.copy(unshaped, "netns", [](nlohmann::json& s) {
+    s["launch"] = {{"netns", {{"shaping", "tc tbf 100mbit per direction"}}}, {"link", "100.00 Mbit/s, 0 us one way"}};
+  });
+  CHECK(link_of(netns) == "100.00 Mbit/s");
+  const std::string older = tmp.copy(unshaped, "netns-older", [](nlohmann::json& s) {
+    s["launch"] = {{"netns", {{"shaping", "tc tbf 20mbit per direction"}}}};
+  });
+  CHECK(link_of(older) == "20.00 Mbit/s");
+  f.profile.shaped.clear();  // an unshaped profile: its estimate of the host's loopback
+  f.profile.bandwidth_bytes_per_sec = 5e6;
+  CHECK(link_of(unshaped) == "40.00 Mbit/s");
+}
