@@ -366,6 +366,17 @@ void take_run_link(const std::string& link, const Profile& profile, const SimFla
   }
 }
 
+// The policy's slice, partition and credit (`policy`: an object holding them) and the delays a
+// run had, into `c`, where the flags do not set them.
+void take_run_settings(const nlohmann::json& policy, double straggler_ms, double start_stagger_ms,
+                       const SimFlags& flags, SimConfig& c) {
+  c.policy.slice_params = policy.value("slice_params", c.policy.slice_params);
+  c.policy.partition_params = policy.value("partition_params", c.policy.partition_params);
+  c.policy.credit_bytes = policy.value("credit_bytes", c.policy.credit_bytes);
+  if (flags.straggler_ms <= 0) c.straggler_s = straggler_ms / 1e3;
+  if (flags.start_stagger_ms < 0) c.start_stagger_s = start_stagger_ms / 1e3;
+}
+
 // A measured run's configuration, from its summary.json and a worker trace's metadata (the
 // link and the policy parameters live there; runs launched without traces have them in
 // summary.json). Errors name the run folder; a run that failed comes back with `skipped` set.
@@ -441,20 +452,12 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
       else if (std::sscanf(shaping.c_str(), "tc tbf %63s per direction", rate) == 1)
         c.bandwidth_bytes_per_sec = parse_bandwidth_bps(rate) / 8;
     }
-    const auto exp = meta.value("cluster", nlohmann::json::object());
-    c.policy.slice_params = exp.value("slice_params", c.policy.slice_params);
-    c.policy.partition_params = exp.value("partition_params", c.policy.partition_params);
-    c.policy.credit_bytes = exp.value("credit_bytes", c.policy.credit_bytes);
-    if (flags.straggler_ms <= 0) c.straggler_s = meta.value("straggle_ms", 0.0) / 1e3;
-    if (flags.start_stagger_ms < 0) c.start_stagger_s = meta.value("start_stagger_ms", 0.0) / 1e3;
+    take_run_settings(meta.value("cluster", nlohmann::json::object()),
+                      meta.value("straggle_ms", 0.0), meta.value("start_stagger_ms", 0.0), flags, c);
   } else if (launch.contains("link")) {  // launched with --no-trace
     take_run_link(launch.value("link", std::string()), profile, flags, c);
-    const auto pol = s.value("policy_options", nlohmann::json::object());
-    c.policy.slice_params = pol.value("slice_params", c.policy.slice_params);
-    c.policy.partition_params = pol.value("partition_params", c.policy.partition_params);
-    c.policy.credit_bytes = pol.value("credit_bytes", c.policy.credit_bytes);
-    if (flags.straggler_ms <= 0) c.straggler_s = launch.value("straggler_ms", 0.0) / 1e3;
-    if (flags.start_stagger_ms < 0) c.start_stagger_s = launch.value("start_stagger_ms", 0.0) / 1e3;
+    take_run_settings(s.value("policy_options", nlohmann::json::object()),
+                      launch.value("straggler_ms", 0.0), launch.value("start_stagger_ms", 0.0), flags, c);
   } else if (flags.bandwidth.empty()) {
     throw Error("run folder '" + dir + "' has no traces/worker-0.trace.json, which records the link the run had: give it with --bandwidth (and --latency)");
   }
