@@ -29,6 +29,8 @@ build-asan: deps
 # The main job on a local default cluster: single-process training as the reference, then a
 # coordinator + 2 server shards + 4 workers training the same model through the parameter server.
 demo: build data
+	@if [ -d runs/demo ]; then rm -rf runs/demo.previous && mv runs/demo runs/demo.previous && \
+	  echo "the previous demo is kept in runs/demo.previous"; fi
 	@mkdir -p runs/demo
 	$(PSBED) train --model lenet5 --data mnist --epochs 3 --batch 32 --lr 0.03 --threads 2 --json runs/demo/train.json
 	$(PSBED) launch --servers 1 --workers 1 --model lenet5 --data mnist --steps 300 --batch 32 --lr 0.01 \

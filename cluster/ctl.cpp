@@ -73,8 +73,11 @@ int run_ctl(CLI::App& root, const CtlOptions& o) {
   json req;
   if (app->got_subcommand("policy")) {
     req = {{"command", "policy"}, {"policy", o.policy}};
-    if (o.slice_params > 0) req["slice_params"] = o.slice_params;
-    if (o.partition_params > 0) req["partition_params"] = o.partition_params;
+    // Sent whenever given, so that the coordinator refuses a bad value rather than ctl
+    // dropping it.
+    const CLI::App* pol = app->get_subcommand("policy");
+    if (pol->count("--slice-params") > 0) req["slice_params"] = o.slice_params;
+    if (pol->count("--partition-params") > 0) req["partition_params"] = o.partition_params;
     if (!o.credit.empty()) req["credit"] = o.credit;
   } else {
     req = {{"command", "status"}};

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -27,11 +28,13 @@
 #include "core/model_spec.hpp"
 #include "core/optimizer.hpp"
 #include "core/policy.hpp"
+#include "core/profile.hpp"
 #include "core/trace.hpp"
 #include "core/units.hpp"
 #include "ps/cluster_map.hpp"
 #include "ps/http_server.hpp"
 #include "ps/link.hpp"
+#include "workloads/dataset.hpp"
 #include "worker/net.hpp"
 
 namespace psbed::cluster {
@@ -63,6 +66,13 @@ std::string describe_status(int status) {
   return "stopped";
 }
 
+// A number as a flag value, every digit kept (std::to_string keeps six decimals: 4e-7 -> 0).
+std::string exact(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
 std::string tail_of(const std::string& path, int lines) {
   std::ifstream in(path);
   std::deque<std::string> last;
@@ -75,6 +85,64 @@ std::string tail_of(const std::string& path, int lines) {
   return out;
 }
 
+}  // namespace
+
+void check_launch_options(const LaunchOptions& o) {
+  auto need = [](bool ok, const std::string& what) {
+    if (!ok) throw Error(what);
+  };
+  auto num = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return std::string(buf);
+  };
+  need(o.servers >= 1 && o.workers >= 1, "need at least 1 server and 1 worker");
+  need(o.batch >= 1, "--batch must be at least 1, got " + std::to_string(o.batch));
+  need(o.threads >= 1, "--threads must be at least 1, got " + std::to_string(o.threads));
+  need(o.steps >= 0, "--steps must be 1 or more (or 0: --epochs), got " + std::to_string(o.steps));
+  need(o.steps > 0 || o.epochs >= 1, "--epochs must be at least 1, got " + std::to_string(o.epochs));
+  for (const auto& [flag, v] : {std::pair<const char*, double>{"--lr", o.lr},
+                                {"--momentum", o.momentum},
+                                {"--weight-decay", o.weight_decay}})
+    need(std::isfinite(v) && v >= 0, std::string(flag) + " must be a number, 0 or more, got " + num(v));
+  need(o.momentum < 1, "--momentum must be below 1, got " + num(o.momentum));
+  need(parse_bytes(o.partition_bytes) >= 4,
+       "--partition-bytes must be at least 4 bytes (one float), got '" + o.partition_bytes + "'");
+  need(o.slice_params >= 1, "--slice-params must be at least 1, got " + std::to_string(o.slice_params));
+  need(o.partition_params >= 1,
+       "--partition-params must be at least 1, got " + std::to_string(o.partition_params));
+  need(std::isfinite(o.heartbeat_s) && o.heartbeat_s > 0,
+       "--heartbeat must be a number of seconds above 0, got " + num(o.heartbeat_s));
+  need(std::isfinite(o.heartbeat_timeout_s) && o.heartbeat_timeout_s >= 2 * o.heartbeat_s,
+       "--heartbeat-timeout must be at least twice --heartbeat (" + num(o.heartbeat_s) + " s), got " +
+           num(o.heartbeat_timeout_s));
+  need(o.timeout_s > 0, "--timeout must be above 0 seconds, got " + num(o.timeout_s));
+  need(std::isfinite(o.straggler_ms) && o.straggler_ms >= 0,
+       "--straggler-ms must be 0 or more, got " + num(o.straggler_ms));
+  need(std::isfinite(o.start_stagger_ms) && o.start_stagger_ms >= 0,
+       "--start-stagger-ms must be 0 or more, got " + num(o.start_stagger_ms));
+  const ModelSpec spec = load_model(o.model);
+  // The data the workers will load (a missing or misshapen data set is one line here, not every
+  // worker's failure and a registration timeout).
+  workloads::load_dataset(o.data, o.data_dir, spec.input, o.seed);
+  if (o.compute != "real") {
+    need(o.compute.rfind("replay:", 0) == 0,
+         "--compute must be real or replay:<profile.json>, got '" + o.compute + "'");
+    const std::string path = o.compute.substr(7);
+    Profile::load(path).check_matches(spec, "--compute " + o.compute);
+  }
+}
+
+namespace {
+
+// Whether a node's log has a line containing `text`.
+bool log_mentions(const std::string& path, const std::string& text) {
+  std::ifstream in(path);
+  for (std::string l; std::getline(in, l);)
+    if (l.find(text) != std::string::npos) return true;
+  return false;
+}
+
 class Launcher {
  public:
   explicit Launcher(const LaunchOptions& opt) : opt_(opt) {}
@@ -82,8 +150,8 @@ class Launcher {
   int run() {
     if (opt_.servers < 1 || opt_.workers < 1) throw Error("need at least 1 server and 1 worker");
     // Refuse bad settings here, in one line, rather than through a child's log.
+    check_launch_options(opt_);
     ps::Consistency::parse(opt_.mode);
-    load_model(opt_.model);
     worker::require_device(opt_.device);  // a GPU run without a device: status 2, not a timeout
     parse_bytes(opt_.partition_bytes);
     scheduled_lr(opt_.lr_schedule, opt_.lr, 0, 1);
@@ -96,6 +164,8 @@ class Launcher {
         !std::getenv("PSBED_HTTP_TOKEN"))
       throw Error("--http " + opt_.http + " is reachable beyond this host: give --http-token (or bind 127.0.0.1)");
     out_ = opt_.out.empty() ? default_out() : opt_.out;
+    if (fs::exists(out_ + "/summary.json"))
+      throw Error("--out " + out_ + " holds a run already (summary.json): give another --out, or remove it");
     fs::create_directories(out_ + "/logs");
     if (opt_.trace) fs::create_directories(out_ + "/traces");
     sigset_t set;
@@ -194,8 +264,8 @@ class Launcher {
                                   "--mode", opt_.mode, "--policy", opt_.policy, "--slice-params", std::to_string(opt_.slice_params),
                                   "--partition-params", std::to_string(opt_.partition_params), "--epochs", std::to_string(opt_.epochs),
                                   "--steps", std::to_string(opt_.steps), "--batch", std::to_string(opt_.batch),
-                                  "--lr", std::to_string(opt_.lr), "--momentum", std::to_string(opt_.momentum),
-                                  "--weight-decay", std::to_string(opt_.weight_decay), "--lr-schedule", opt_.lr_schedule,
+                                  "--lr", exact(opt_.lr), "--momentum", exact(opt_.momentum),
+                                  "--weight-decay", exact(opt_.weight_decay), "--lr-schedule", opt_.lr_schedule,
                                   "--seed", std::to_string(opt_.seed), "--partition-bytes", opt_.partition_bytes,
                                   "--heartbeat", std::to_string(opt_.heartbeat_s),
                                   "--heartbeat-timeout", std::to_string(opt_.heartbeat_timeout_s),
@@ -305,8 +375,13 @@ class Launcher {
         const std::string why = c->name + " " + describe_status(status);
         failed_.push_back({{"name", c->name}, {"role", c->role}, {"reason", describe_status(status)}});
         spdlog::error("{}; last lines of {}:\n{}", why, c->log, tail_of(c->log, 5));
+        // A shard is always needed; a worker that never joined leaves the coordinator waiting
+        // for it until the registration timeout (a bad --data-dir, say): both end the run now.
         if (c->role == "server") {
           failure = why;
+          ok = false;
+        } else if (!log_mentions(c->log, "registered with the coordinator")) {
+          failure = why + " before it joined the cluster";
           ok = false;
         }
       }

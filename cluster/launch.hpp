@@ -49,6 +49,9 @@ struct LaunchOptions {
   std::string profile;             // for the coordinator's /api/prediction
 };
 
+// Throws Error, naming the flag, for settings a run cannot start with (a batch of 0, a
+// non-finite learning rate, a data set that is not there, a replay profile of another model...).
+void check_launch_options(const LaunchOptions& opt);
 int run_launch(const LaunchOptions& opt);
 
 }  // namespace psbed::cluster

@@ -39,6 +39,23 @@ void add_common(CLI::App* app, std::string& log_level) {
   app->add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
 }
 
+// A number of 0 or more; the error names what was expected (CLI::NonNegativeNumber's names the
+// largest double).
+CLI::Validator non_negative(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& v) {
+        double x = -1;
+        try {
+          x = std::stod(v);
+        } catch (const std::exception&) {
+        }
+        return x >= 0 && std::isfinite(x) ? std::string()
+                                          : "expected " + what + ", 0 or more, got '" + v + "'";
+      },
+      "NUMBER");
+}
+
+// `steps_help`, if set, describes a --steps default that is not a number (validate: each run's).
 void add_train(CLI::App& root, worker::TrainOptions& o, std::string& log_level) {
   auto* app = root.add_subcommand("train", "Single-process training (no parameter server)");
   app->footer(
@@ -51,13 +68,15 @@ void add_train(CLI::App& root, worker::TrainOptions& o, std::string& log_level) 
   app->add_option("--data-dir", o.data_dir, "directory with IDX files (default $PSBED_DATA_DIR or data/mnist)");
   app->add_option("--device", o.device, "cpu or gpu")->capture_default_str();
   app->add_option("--epochs", o.epochs, "passes over the training set")->capture_default_str();
-  app->add_option("--steps", o.steps, "train this many steps instead of --epochs");
-  app->add_option("--batch", o.batch, "samples per step")->capture_default_str();
-  app->add_option("--lr", o.sgd.lr, "learning rate")->capture_default_str();
+  app->add_option("--steps", o.steps, "train this many steps instead of --epochs")
+      ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
+  app->add_option("--batch", o.batch, "samples per step")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  app->add_option("--lr", o.sgd.lr, "learning rate")->capture_default_str()->check(non_negative("a learning rate"));
   app->add_option("--lr-schedule", o.lr_schedule, "constant, or cosine (decay to 0 over the run)")->capture_default_str();
-  app->add_option("--momentum", o.sgd.momentum, "SGD momentum")->capture_default_str();
-  app->add_option("--weight-decay", o.sgd.weight_decay, "L2 weight decay")->capture_default_str();
-  app->add_option("--threads", o.threads, "compute threads")->capture_default_str();
+  app->add_option("--momentum", o.sgd.momentum, "SGD momentum")->capture_default_str()->check(non_negative("a momentum"));
+  app->add_option("--weight-decay", o.sgd.weight_decay, "L2 weight decay")->capture_default_str()
+      ->check(non_negative("a weight decay"));
+  app->add_option("--threads", o.threads, "compute threads")->capture_default_str()->check(CLI::Range(1, 4096));
   app->add_option("--seed", o.seed, "seed for initialisation, shuffling, synthetic data")->capture_default_str();
   app->add_flag("!--no-eval", o.evaluate, "skip test-set evaluation");
   app->add_flag("!--no-standardize", o.standardize, "feed raw [0, 1] pixels instead of standardised ones");
@@ -114,13 +133,15 @@ void add_coordinator(CLI::App& root, ps::CoordinatorOptions& o, std::string& par
   app->add_option("--slice-params", o.policy.slice_params, "p3, prophet: parameters per slice")->capture_default_str();
   app->add_option("--partition-params", o.policy.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
   app->add_option("--credit", credit, "p3/bytescheduler: bytes in flight at most; prophet: largest block (default: the policy's)");
-  app->add_option("--lr", o.sgd.lr, "learning rate")->capture_default_str();
-  app->add_option("--momentum", o.sgd.momentum, "SGD momentum")->capture_default_str();
-  app->add_option("--weight-decay", o.sgd.weight_decay, "L2 weight decay")->capture_default_str();
+  app->add_option("--lr", o.sgd.lr, "learning rate")->capture_default_str()->check(non_negative("a learning rate"));
+  app->add_option("--momentum", o.sgd.momentum, "SGD momentum")->capture_default_str()->check(non_negative("a momentum"));
+  app->add_option("--weight-decay", o.sgd.weight_decay, "L2 weight decay")->capture_default_str()
+      ->check(non_negative("a weight decay"));
   app->add_option("--lr-schedule", o.lr_schedule, "constant or cosine")->capture_default_str();
   app->add_option("--epochs", o.epochs, "passes over the training set, all workers together")->capture_default_str();
-  app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")->capture_default_str();
-  app->add_option("--batch", o.batch, "batch per worker")->capture_default_str();
+  app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")->capture_default_str()
+      ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
+  app->add_option("--batch", o.batch, "batch per worker")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   app->add_option("--seed", o.seed, "seed for initial parameters and data order")->capture_default_str();
   app->add_option("--partition-bytes", partition, "largest part a tensor is cut into")->capture_default_str();
   app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str();
@@ -233,23 +254,6 @@ struct PredictorCommands {
   predictor::BenchPredictOptions bench;
 };
 
-// A number of 0 or more; the error names what was expected (CLI::NonNegativeNumber's names the
-// largest double).
-CLI::Validator non_negative(const std::string& what) {
-  return CLI::Validator(
-      [what](std::string& v) {
-        double x = -1;
-        try {
-          x = std::stod(v);
-        } catch (const std::exception&) {
-        }
-        return x >= 0 && std::isfinite(x) ? std::string()
-                                          : "expected " + what + ", 0 or more, got '" + v + "'";
-      },
-      "NUMBER");
-}
-
-// `steps_help`, if set, describes a --steps default that is not a number (validate: each run's).
 void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help = nullptr) {
   app->add_option("--bandwidth", f.bandwidth, "link of every node, per direction, e.g. 1gbit (default: the profile's)");
   app->add_option("--latency", f.latency, "one-way latency, e.g. 200us (default: the profile's)");

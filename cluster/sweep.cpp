@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -101,6 +102,23 @@ std::string hms(double s) {
   const int t = int(s + 0.5);
   std::snprintf(buf, sizeof buf, "%dm%02ds", t / 60, t % 60);
   return buf;
+}
+
+// What a finished run's summary says it ran with, where that differs from the sweep's settings
+// `o` (model, batch, steps, compute, learning rate): "20 steps, not 40", or "" if nothing does.
+std::string settings_differ(const json& s, const LaunchOptions& o) {
+  std::string d;
+  auto add = [&](const std::string& what) { d += (d.empty() ? "" : ", ") + what; };
+  if (s.value("model", o.model) != o.model) add("model " + s.value("model", std::string()) + ", not " + o.model);
+  if (s.value("batch", o.batch) != o.batch)
+    add("batch " + std::to_string(s.value("batch", 0)) + ", not " + std::to_string(o.batch));
+  if (o.steps > 0 && s.value("steps", o.steps) != o.steps)
+    add(std::to_string(s.value("steps", std::int64_t(0))) + " steps, not " + std::to_string(o.steps));
+  if (s.value("compute", o.compute) != o.compute)
+    add("compute " + s.value("compute", std::string()) + ", not " + o.compute);
+  const double lr = s.value("lr", double(o.lr));
+  if (std::abs(lr - double(o.lr)) > 1e-6 * std::abs(double(o.lr)) + 1e-12) add("lr " + num(lr) + ", not " + num(o.lr));
+  return d;
 }
 
 json read_summary(const std::string& path) {
@@ -258,6 +276,26 @@ int run_sweep(SweepOptions opt) {
       grid.push_back(pt);
     }
   const std::string out = base.out;
+  {
+    LaunchOptions first = base;  // the settings every point shares, refused before any run
+    first.workers = grid.front().workers, first.servers = grid.front().servers;
+    first.mode = grid.front().mode, first.policy = grid.front().policy, first.bandwidth = grid.front().bandwidth;
+    check_launch_options(first);
+  }
+  if (!opt.resume && fs::exists(out + "/results.csv"))
+    throw Error("--out " + out + " holds a sweep already (results.csv): --resume continues it, or give another --out");
+  // --resume keeps a finished point only if it ran with this sweep's settings; one that did not
+  // is refused here, before anything runs (its results would be labelled with settings it did
+  // not have).
+  if (opt.resume)
+    for (const Point& p : grid) {
+      const json s = read_summary(out + "/" + p.folder() + "/summary.json");
+      if (!s.is_object() || !s.value("ok", false)) continue;
+      const std::string differs = settings_differ(s, base);
+      if (!differs.empty())
+        throw Error("--resume: " + out + "/" + p.folder() + " ran with " + differs +
+                    ": give the sweep's earlier settings, or another --out");
+    }
   fs::create_directories(out);
   spdlog::info("sweep of {} runs ({} points x {} repeat(s)) of {} into {} ({} compute)", grid.size(), points,
                opt.repeat, base.model, out, base.compute);
@@ -289,6 +327,12 @@ int run_sweep(SweepOptions opt) {
       spdlog::info("[{}/{}] {} {} {} {} server(s) {} worker(s){} ... (elapsed {}{})", done + 1, grid.size(), p.mode,
                    p.policy, p.bandwidth.empty() ? "unshaped" : p.bandwidth, p.servers, p.workers, rep, hms(elapsed),
                    eta);
+      if (fs::exists(o.out)) {  // a failed run of this point (--resume): kept beside, not overwritten
+        const std::string aside = o.out + ".failed";
+        fs::remove_all(aside);
+        fs::rename(o.out, aside);
+        spdlog::info("{}: the earlier failed run moved to {}", p.folder(), aside);
+      }
       fs::create_directories(o.out);
       const int rc = run_launch_child(launch_args(o), o.out + "/launch.log");
       ++ran;

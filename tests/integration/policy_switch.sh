@@ -11,6 +11,9 @@ PIDS+=($!)
 sleep 1
 "$PSBED" ctl --run "$WORK/run" policy fastest --timeout 10 >"$WORK/bad.out" 2>&1 && fail "an unknown policy was accepted"
 grep -q "unknown policy 'fastest'" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no reason for the unknown policy"; }
+# A bad slice reaches the coordinator, which refuses it (ctl does not drop it and switch anyway).
+"$PSBED" ctl --run "$WORK/run" policy p3 --slice-params -5 --timeout 10 >"$WORK/bad.out" 2>&1 && fail "a negative slice was accepted"
+grep -q "slice_params" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the bad slice is not named"; }
 # The cluster and the policy's settings from a config file (--config; the policy's flags in a
 # [policy] section): `status` with that file stays a status request and switches nothing.
 printf 'run = "%s"\ntimeout = 20\n[policy]\ncredit = "2MiB"\nslice-params = 20000\n' "$WORK/run" >"$WORK/ctl.toml"

@@ -31,6 +31,14 @@ grep -q "^| 2 | [0-9.]* | [0-9.]* |$" "$WORK/sw/results.md" || fail "results.md 
 if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
   [ -s "$WORK/sw/sweep.png" ] || fail "matplotlib is installed but there is no sweep.png"
 fi
+# The same folder again: refused without --resume (results.csv would be lost), and with
+# --resume under other settings (the kept runs would be labelled with steps they did not run).
+timeout 60 "$PSBED" sweep --model lenet5 --data mnist --workers 1,2 --policy wfbp,p3 --mode async --steps 60 --batch 32 \
+  --out "$WORK/sw" >"$WORK/again.out" 2>&1 && fail "a second sweep into the same folder was accepted"
+grep -q "holds a sweep already" "$WORK/again.out" || { cat "$WORK/again.out"; fail "no reason for refusing the folder"; }
+timeout 60 "$PSBED" sweep --model lenet5 --data mnist --workers 1,2 --policy wfbp,p3 --mode async --steps 40 --batch 32 \
+  --out "$WORK/sw" --resume >"$WORK/other.out" 2>&1 && fail "--resume with other steps was accepted"
+grep -q "ran with 60 steps, not 40" "$WORK/other.out" || { cat "$WORK/other.out"; fail "no reason for refusing other settings"; }
 timeout 120 "$PSBED" sweep --model lenet5 --data mnist --workers 1,2 --policy wfbp,p3 --mode async --steps 60 --batch 32 \
   --out "$WORK/sw" --resume >"$WORK/resume.out" 2>&1 || fail "resume failed"
 [ "$(grep -c "kept (finished earlier)" "$WORK/resume.out")" = 4 ] || fail "--resume reran finished points"

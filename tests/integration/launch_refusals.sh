@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# `psbed launch` refuses settings a run cannot start with before it starts anything: one line
+# naming the flag, exit status 1, no run folder. Then a finished run's folder is not launched
+# into again (its results would be overwritten).
+source "$(dirname "$0")/lib.sh"
+base=(--model lenet5 --workers 1)
+refused() {  # refused EXPECTED-TEXT FLAGS...: the launch fails at once, saying EXPECTED-TEXT
+  local want=$1; shift
+  local out="$WORK/refused-$RANDOM"
+  local data=(--data synthetic) batch=(--batch 16)
+  [[ " $* " == *" --data "* ]] && data=()
+  [[ " $* " == *" --batch "* ]] && batch=()
+  if timeout 30 "$PSBED" launch "${base[@]}" "${data[@]}" "${batch[@]}" --steps 20 "$@" --out "$out" >"$WORK/refused.out" 2>&1; then
+    fail "launch $* was accepted"
+  fi
+  grep -qF -- "$want" "$WORK/refused.out" || { cat "$WORK/refused.out"; fail "launch $*: no '$want' in the error"; }
+  [ "$(grep -c . "$WORK/refused.out")" -le 2 ] || { cat "$WORK/refused.out"; fail "launch $*: more than a short error"; }
+  [ ! -e "$out" ] || fail "launch $* created its run folder before refusing"
+}
+refused "--batch must be at least 1" --batch 0
+refused "--lr must be a number" --lr nan
+refused "--momentum must be below 1" --momentum 1.5
+refused "--partition-bytes must be at least 4 bytes" --partition-bytes 0
+refused "--heartbeat-timeout must be at least twice --heartbeat" --heartbeat 2 --heartbeat-timeout 0.5
+refused "unknown data set 'bogus'" --data bogus
+refused "missing file $WORK/empty/train-images-idx3-ubyte" --data mnist --data-dir "$WORK/empty"
+refused "cannot read profile '$WORK/none.json'" --compute "replay:$WORK/none.json"
+echo "refusals: one line each, nothing started"
+
+timeout 120 "$PSBED" launch "${base[@]}" --data synthetic --batch 16 --steps 10 --out "$WORK/run" >"$WORK/run.out" 2>&1 ||
+  { tail -20 "$WORK/run.out"; fail "the run failed"; }
+before=$(md5sum <"$WORK/run/summary.json")
+if timeout 30 "$PSBED" launch "${base[@]}" --data synthetic --batch 16 --steps 10 --out "$WORK/run" >"$WORK/again.out" 2>&1; then
+  fail "a launch into a finished run's folder was accepted"
+fi
+grep -q "holds a run already" "$WORK/again.out" || { cat "$WORK/again.out"; fail "no reason for refusing the folder"; }
+[ "$(md5sum <"$WORK/run/summary.json")" = "$before" ] || fail "the earlier run's summary.json changed"
+echo "PASS"
