@@ -166,6 +166,11 @@ void add_server(CLI::App& root, ps::ServerOptions& o, std::string& log_level) {
   app->add_option("--advertise", o.advertise, "address given to workers (default: the bound endpoint)");
   app->add_option("--name", o.name, "node name (default server-<pid>)");
   app->add_option("--connect-timeout", o.connect_timeout_s, "seconds to reach the coordinator")->capture_default_str();
+  app->add_option("--coordinator-timeout", o.coordinator_timeout_s,
+                  "once joined: seconds of silence from the coordinator (it answers every heartbeat) after which "
+                  "it is gone and this node stops with an error")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 1e6));
   app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str();
   app->add_option("--trace-dir", o.trace_dir, "write <name>.trace.json here");
   app->add_option("--max-message-bytes", o.max_message_bytes, "larger messages are dropped")->capture_default_str();
@@ -187,6 +192,11 @@ void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level
   app->add_option("--compute", o.compute, "real, or replay:<profile.json>: sleep per layer for durations drawn from a profile (psbed profile) instead of computing")->capture_default_str();
   app->add_option("--threads", o.threads, "compute threads")->capture_default_str();
   app->add_option("--connect-timeout", o.connect_timeout_s, "seconds to reach the coordinator")->capture_default_str();
+  app->add_option("--coordinator-timeout", o.coordinator_timeout_s,
+                  "once joined: seconds of silence from the coordinator (it answers every heartbeat) after which "
+                  "it is gone and this node stops with an error")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 1e6));
   app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str();
   app->add_option("--progress-every", o.progress_every_s, "seconds between progress reports")->capture_default_str();
   app->add_option("--trace-dir", o.trace_dir, "write <name>.trace.json here");

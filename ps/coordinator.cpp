@@ -207,7 +207,7 @@ class Coordinator {
     n.last_seen = Clock::now();
     if (!n.alive) return;  // declared dead: too late to come back
     switch (m.header.op) {
-      case Op::kHeartbeat: break;
+      case Op::kHeartbeat: send_to(m.peer, Op::kHeartbeat, json()); break;  // "still here"
       case Op::kBarrier: on_barrier(n, j.value("name", "")); break;
       case Op::kControl: on_control(n, j); break;
       default: spdlog::warn("{}: unexpected {} message, dropped", n.name, op_name(m.header.op));

@@ -46,6 +46,10 @@ void NodeLink::send(Op op, const std::string& json_text, std::uint64_t clock) {
 }
 
 void NodeLink::receive(Message&& m) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_heard_ = steady_clock::now();
+  }
   nlohmann::json j;
   if (!m.payload.empty()) {
     try {
@@ -74,6 +78,7 @@ void NodeLink::receive(Message&& m) {
         ++barrier_generation_;
         break;
       case Op::kShutdown: shutdown_ = true; break;
+      case Op::kHeartbeat: break;  // the coordinator's answer: it is there
       case Op::kError: spdlog::error("coordinator: {}", j.value("error", std::string("?"))); break;
       default: spdlog::warn("unexpected {} message from the coordinator, dropped", op_name(m.header.op));
     }
@@ -112,12 +117,27 @@ ClusterMap NodeLink::join(nlohmann::json extra) {
 void NodeLink::heartbeat_loop() {
   pthread_setname_np(pthread_self(), "ps-heartbeat");
   std::unique_lock<std::mutex> lock(mu_);
+  last_heard_ = steady_clock::now();
   while (!stop_heartbeats_) {
     lock.unlock();
     send(Op::kHeartbeat);
     lock.lock();
     cv_.wait_for(lock, duration<double>(opt_.heartbeat_s), [&] { return stop_heartbeats_.load(); });
+    const double silent = duration<double>(steady_clock::now() - last_heard_).count();
+    if (!shutdown_ && lost_.empty() && silent > opt_.coordinator_timeout_s) {
+      lost_ = "lost the coordinator at " + opt_.coordinator + ": nothing heard from it for " +
+              std::to_string(int(silent)) + " s (--coordinator-timeout " +
+              std::to_string(int(opt_.coordinator_timeout_s)) + " s)";
+      spdlog::error("{}: stopping", lost_);
+      shutdown_ = true;
+      cv_.notify_all();
+    }
   }
+}
+
+std::string NodeLink::coordinator_lost() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lost_;
 }
 
 void NodeLink::barrier(const std::string& name) {

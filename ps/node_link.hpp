@@ -4,6 +4,7 @@
 // Servers and workers both hold one.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -26,6 +27,9 @@ struct NodeLinkOptions {
   std::string address;  // servers: endpoint workers connect to
   double connect_timeout_s = 30;
   double heartbeat_s = 0.5;
+  // Once registered: silence from the coordinator this long (it answers every heartbeat) means
+  // it is gone; the node then stops as if told to shut down, and coordinator_lost() says so.
+  double coordinator_timeout_s = 30;
 };
 
 class NodeLink {
@@ -49,6 +53,8 @@ class NodeLink {
   // Blocks until the coordinator says shut down (or `timeout_s` passes: returns false).
   bool wait_shutdown(double timeout_s);
   bool shutdown_requested() const { return shutdown_.load(); }
+  // Why the node stopped without being told to (the coordinator fell silent), or "".
+  std::string coordinator_lost() const;
 
  private:
   void receive(Message&& m);
@@ -57,7 +63,7 @@ class NodeLink {
 
   NodeLinkOptions opt_;
   std::unique_ptr<ZmqTransport> transport_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   bool registered_ = false;
   std::optional<nlohmann::json> map_;
@@ -70,6 +76,8 @@ class NodeLink {
   std::thread heartbeats_;
   int id_ = -1;
   std::atomic<std::uint64_t> seq_{0};
+  std::chrono::steady_clock::time_point last_heard_;  // guarded by mu_
+  std::string lost_;                                  // guarded by mu_
 };
 
 }  // namespace psbed::ps

@@ -40,7 +40,8 @@ int run_server(const ServerOptions& in) {
   std::string address = opt.advertise.empty() ? transport.endpoint() : opt.advertise;
   spdlog::info("{} serving on {} (link: {})", opt.name, transport.endpoint(), shaping.str());
 
-  NodeLink link({opt.coordinator, "server", opt.name, address, opt.connect_timeout_s, opt.heartbeat_s});
+  NodeLink link({opt.coordinator, "server", opt.name, address, opt.connect_timeout_s, opt.heartbeat_s,
+                 opt.coordinator_timeout_s});
   link.on_control([&](const nlohmann::json& j) {
     if (j.value("event", "") == "worker_dead") shard.worker_dead(j.value("worker", -1));
   });
@@ -81,6 +82,7 @@ int run_server(const ServerOptions& in) {
     std::filesystem::create_directories(opt.trace_dir);
     trace.write(opt.trace_dir + "/" + opt.name + ".trace.json");
   }
+  if (const std::string lost = link.coordinator_lost(); !lost.empty()) throw Error(lost);  // traces kept
   return 0;
 }
 

@@ -13,6 +13,7 @@ struct ServerOptions {
   std::string advertise;                    // address given to workers (default: the bound one)
   std::string name;                         // default server-<pid>
   double connect_timeout_s = 30;
+  double coordinator_timeout_s = 30;  // silence from the coordinator after joining: it is gone
   double heartbeat_s = 0.5;
   std::string trace_dir;                    // write <name>.trace.json here at the end
   std::uint64_t max_message_bytes = 256ull << 20;

@@ -43,7 +43,8 @@ namespace {
 // unanswered), so a worker never hangs on a reply that will not come.
 class Arrivals {
  public:
-  void set_abort(std::function<bool()> abort) { abort_ = std::move(abort); }
+  // `abort` returns why the wait must end, or "" to go on waiting.
+  void set_abort(std::function<std::string()> abort) { abort_ = std::move(abort); }
   void reset(const std::vector<std::int64_t>& per_layer) {
     std::lock_guard<std::mutex> lock(mu_);
     remaining_ = per_layer;
@@ -64,13 +65,14 @@ class Arrivals {
   void wait(Pred ready) {
     std::unique_lock<std::mutex> lock(mu_);
     while (!cv_.wait_for(lock, std::chrono::milliseconds(250), ready))
-      if (abort_ && abort_()) throw Error("told to stop by the coordinator (the run ended, or this worker was declared dead) while waiting for the servers");
+      if (abort_)
+        if (const std::string why = abort_(); !why.empty()) throw Error(why + " while waiting for the servers");
   }
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::int64_t> remaining_;  // floats still to arrive (or be acknowledged), per layer
   std::int64_t total_ = 0;
-  std::function<bool()> abort_;
+  std::function<std::string()> abort_;
 };
 
 class PsWorker {
@@ -89,7 +91,8 @@ class PsWorker {
       profile = Profile::load(replay);
       profile->check_matches(local, "profile '" + replay + "'");
     }
-    ps::NodeLink link({opt_.coordinator, "worker", opt_.name, "", opt_.connect_timeout_s, opt_.heartbeat_s});
+    ps::NodeLink link({opt_.coordinator, "worker", opt_.name, "", opt_.connect_timeout_s, opt_.heartbeat_s,
+                       opt_.coordinator_timeout_s});
     auto data = std::make_unique<workloads::Split>(workloads::load_dataset(opt_.data, opt_.data_dir, local.input, 1));
     workloads::standardize(*data);
     // The coordinator's live policy switch: taken up at the next step boundary.
@@ -107,8 +110,13 @@ class PsWorker {
       throw Error("data " + data->description + " has samples of " + data->train.shape.str() + " but the model " +
                   spec.name + " takes " + spec.input.str());
     id_ = link.id();
-    pulls_.set_abort([&link] { return link.shutdown_requested(); });
-    pushes_.set_abort([&link] { return link.shutdown_requested(); });
+    auto stop_reason = [&link]() -> std::string {
+      if (!link.shutdown_requested()) return "";
+      const std::string lost = link.coordinator_lost();
+      return lost.empty() ? "told to stop by the coordinator (the run ended, or this worker was declared dead)" : lost;
+    };
+    pulls_.set_abort(stop_reason);
+    pushes_.set_abort(stop_reason);
     const int workers = int(map_.workers.size());
     const auto& exp = map_.exp;
     trace_.set_metadata("role", "worker");
@@ -162,6 +170,22 @@ class PsWorker {
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay_ms));
       trace_.complete("start-delay", "compute", t0, -1);
     }
+    // A step cut short (the coordinator gone, or this worker declared dead) still leaves the
+    // trace of the steps before it.
+    struct TraceOnError {
+      PsWorker* self;
+      bool armed = true;
+      ~TraceOnError() {
+        if (armed && !self->opt_.trace_dir.empty()) {
+          std::error_code ec;
+          std::filesystem::create_directories(self->opt_.trace_dir, ec);
+          try {
+            self->trace_.write(self->opt_.trace_dir + "/" + self->opt_.name + ".trace.json");
+          } catch (const std::exception&) {
+          }
+        }
+      }
+    } trace_on_error{this};
     for (std::int64_t s = 0; s < exp.steps && !link.shutdown_requested(); ++s) {
       if (s == warmup) steady_start = now_us(), steady_cpu = process_cpu_s();
       step_ = s;
@@ -237,6 +261,7 @@ class PsWorker {
     link.send_control(report);
     spdlog::info("{} trained {} steps: {:.1f} steps/s, {:.0f} images/s steady", opt_.name, exp.steps,
                  report["steps_per_sec"].get<double>(), report["images_per_sec"].get<double>());
+    trace_on_error.armed = false;
     link.barrier("trained");
     if (link.evaluator() == id_) evaluate(client, link, data->test);
     link.wait_shutdown(600);
@@ -245,6 +270,7 @@ class PsWorker {
       std::filesystem::create_directories(opt_.trace_dir);
       trace_.write(opt_.trace_dir + "/" + opt_.name + ".trace.json");
     }
+    if (const std::string lost = link.coordinator_lost(); !lost.empty()) throw Error(lost);  // traces kept
     return 0;
   }
 

@@ -18,6 +18,7 @@ struct WorkerOptions {
   std::string device = "cpu";
   int threads = 1;
   double connect_timeout_s = 30;
+  double coordinator_timeout_s = 30;  // silence from the coordinator after joining: it is gone
   double heartbeat_s = 0.5;
   double progress_every_s = 1.0;
   std::string trace_dir;      // write <name>.trace.json here at the end
