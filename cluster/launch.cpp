@@ -351,6 +351,21 @@ class Launcher {
       if (c.running) ::kill(c.pid, sig);
   }
 
+  // Ends a run early keeping what it measured: the coordinator, told to stop (SIGTERM), stops
+  // the workers, which report their steps so far and write their traces, writes the summary
+  // and shuts the shards down; whatever is still running after that is stopped.
+  void wind_down() {
+    for (auto& c : children_)
+      if (c.running && c.role == "coordinator") ::kill(c.pid, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    std::string ignored;
+    while (running() > 0 && std::chrono::steady_clock::now() < deadline) {
+      reap(ignored);
+      if (running() > 0) ::usleep(20000);
+    }
+    stop_all(3);
+  }
+
   // Reaps whatever exited; returns false if the run must stop.
   bool reap(std::string& failure) {
     bool ok = true;
@@ -417,8 +432,8 @@ class Launcher {
       siginfo_t info;
       int sig = sigtimedwait(&set, &info, &ts);
       if (sig == SIGINT || sig == SIGTERM) {
-        spdlog::warn("interrupted: stopping {} process(es)", running());
-        stop_all(3);
+        spdlog::warn("interrupted: the run ends now, keeping what it measured");
+        wind_down();
         failure_ = "interrupted";
         return 130;
       }
@@ -438,8 +453,8 @@ class Launcher {
       }
       if (std::chrono::steady_clock::now() > deadline) {
         failure_ = "the run took longer than --timeout " + std::to_string(int(opt_.timeout_s)) + " s";
-        spdlog::error("{}: stopping it", failure_);
-        stop_all(3);
+        spdlog::error("{}: ending it, keeping what it measured", failure_);
+        wind_down();
         return 1;
       }
     }

@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -62,6 +64,10 @@ struct Node {
 // a millisecond, a large one on a slow link in seconds.
 const std::vector<double> kStepBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 
+// SIGTERM or SIGINT received by the coordinator process: it ends the run (see Coordinator::run).
+std::atomic<int> g_stop_signal{0};
+extern "C" void note_stop_signal(int sig) { g_stop_signal = sig; }
+
 class Coordinator {
  public:
   explicit Coordinator(const CoordinatorOptions& opt) : opt_(opt) {
@@ -76,6 +82,19 @@ class Coordinator {
   }
 
   int run() {
+    // The handlers only note the signal; the loop below acts on it. Restored on the way out.
+    struct sigaction note {}, old_term {}, old_int {};
+    note.sa_handler = note_stop_signal;
+    sigemptyset(&note.sa_mask);
+    sigaction(SIGTERM, &note, &old_term);
+    sigaction(SIGINT, &note, &old_int);
+    struct Restore {
+      struct sigaction term, intr;
+      ~Restore() {
+        sigaction(SIGTERM, &term, nullptr);
+        sigaction(SIGINT, &intr, nullptr);
+      }
+    } restore{old_term, old_int};
     started_ = Clock::now();
     started_us_ = now_us();
     transport_->start([this](Message&& m) { receive(std::move(m)); });
@@ -95,6 +114,30 @@ class Coordinator {
     while (!finished_) {
       cv_.wait_for(lock, dsec(std::min(opt_.heartbeat_s / 2, 0.25)));
       const auto now = Clock::now();
+      // Told to stop (Ctrl-C, the launcher's --timeout): the workers stop at once and report
+      // what they measured, and the summary keeps it, as it keeps a finished run's.
+      if (const int sig = g_stop_signal.load(); sig != 0 && !stopping_) {
+        stopping_ = true;
+        stop_deadline_ = now + std::chrono::duration_cast<Clock::duration>(dsec(kStopReportS));
+        stop_reason_ = std::string("interrupted (") + (sig == SIGINT ? "SIGINT" : "SIGTERM") + ")";
+        if (!map_sent_) {
+          fail_locked(stop_reason_ + " before every node registered");
+          break;
+        }
+        spdlog::warn("{}: the workers stop now and report what they measured", stop_reason_);
+        for (Node* w : live("worker")) {  // the reason first: a shutdown carries no payload
+          send_to(w->peer, Op::kControl, json{{"event", "interrupted"}});
+          send_to(w->peer, Op::kShutdown, json());
+        }
+      }
+      if (stopping_) {
+        bool reported = true;
+        for (Node* w : live("worker")) reported = reported && !w->report.is_null();
+        if (reported || now > stop_deadline_) {
+          fail_locked(stop_reason_);
+          break;
+        }
+      }
       if (!map_sent_ && now > register_deadline) {
         fail_locked("not every node registered within " + std::to_string(int(opt_.register_timeout_s)) +
                     " s: have " + std::to_string(count("server")) + "/" + std::to_string(opt_.servers) +
@@ -291,6 +334,7 @@ class Coordinator {
   }
 
   void release_barriers_locked() {
+    if (stopping_) return;  // an interrupted run evaluates nothing
     for (auto it = barriers_.begin(); it != barriers_.end();) {
       bool all = true;
       for (Node* w : live("worker")) all = all && it->second.count(w->name);
@@ -813,6 +857,11 @@ class Coordinator {
   std::mutex predict_mu_;  // one prediction at a time; guards the two below
   std::string predicted_for_;
   double predicted_ = 0;
+  // Interrupted: the workers were told to stop; their reports are awaited until stop_deadline_.
+  static constexpr double kStopReportS = 5;
+  bool stopping_ = false;
+  Clock::time_point stop_deadline_;
+  std::string stop_reason_;
   // Last: destroyed first, so no request is being handled while the state it reads goes away.
   std::unique_ptr<HttpServer> http_;
 };

@@ -67,6 +67,8 @@ void NodeLink::receive(Message&& m) {
         if (j.value("event", "") == "registered") {
           registered_ = true;
           id_ = j.value("id", -1);
+        } else if (j.value("event", "") == "interrupted") {  // the shutdown that follows ends the run early
+          shutdown_reason_ = "interrupted";
         } else {
           fn = on_control_;
         }
@@ -133,6 +135,11 @@ void NodeLink::heartbeat_loop() {
       cv_.notify_all();
     }
   }
+}
+
+std::string NodeLink::shutdown_reason() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return shutdown_reason_;
 }
 
 std::string NodeLink::coordinator_lost() const {

@@ -55,6 +55,9 @@ class NodeLink {
   bool shutdown_requested() const { return shutdown_.load(); }
   // Why the node stopped without being told to (the coordinator fell silent), or "".
   std::string coordinator_lost() const;
+  // "interrupted" when the coordinator said, before its shutdown, that the run is being ended
+  // early (a worker then stops at once, keeping what it measured); otherwise "".
+  std::string shutdown_reason() const;
 
  private:
   void receive(Message&& m);
@@ -78,6 +81,7 @@ class NodeLink {
   std::atomic<std::uint64_t> seq_{0};
   std::chrono::steady_clock::time_point last_heard_;  // guarded by mu_
   std::string lost_;                                  // guarded by mu_
+  std::string shutdown_reason_;                       // guarded by mu_
 };
 
 }  // namespace psbed::ps

@@ -186,7 +186,13 @@ class PsWorker {
         }
       }
     } trace_on_error{this};
-    for (std::int64_t s = 0; s < exp.steps && !link.shutdown_requested(); ++s) {
+    // An interrupted run (the coordinator's shutdown says "interrupted") ends the step in flight
+    // at once; the steps done before it are reported.
+    std::int64_t done_steps = 0;
+    double last_step_end = now_us();
+    std::vector<double> step_end_us;  // for the steady window of a run cut short
+    step_end_us.reserve(std::size_t(std::min<std::int64_t>(exp.steps, 1 << 20)));
+    for (std::int64_t s = 0; s < exp.steps && !link.shutdown_requested(); ++s) try {
       if (s == warmup) steady_start = now_us(), steady_cpu = process_cpu_s();
       step_ = s;
       if (auto j = take_pending_policy()) {
@@ -245,21 +251,37 @@ class PsWorker {
         last_pushed = pushed, last_pulled = pulled;
         step_ms = nlohmann::json::array();
       }
+      done_steps = s + 1;
+      last_step_end = now_us();
+      step_end_us.push_back(last_step_end);
+    } catch (const Error&) {
+      if (!link.shutdown_requested() || link.shutdown_reason() != "interrupted") throw;
+      break;
     }
-    const double end = now_us();
+    if (done_steps < exp.steps)
+      spdlog::warn("{} stopped after {} of {} steps: {}", opt_.name, done_steps, exp.steps,
+                   link.coordinator_lost().empty() ? "the coordinator ended the run" : link.coordinator_lost());
+    const double end = last_step_end;
     // What this process spent over the steady steps (compute, transfers, everything): the
     // profile's host cost per message comes from it.
-    trace_.set_metadata("cpu_steady", {{"from_us", steady_start}, {"to_us", end},
-                                       {"cpu_s", process_cpu_s() - steady_cpu}});
-    const std::int64_t steady_steps = exp.steps - warmup;
-    const double steady_s = (end - steady_start) / 1e6;
-    nlohmann::json report = {{"event", "report"}, {"steps", exp.steps}, {"final_loss", loss}, {"steady_steps", steady_steps},
+    if (done_steps > warmup)
+      trace_.set_metadata("cpu_steady", {{"from_us", steady_start}, {"to_us", end},
+                                         {"cpu_s", process_cpu_s() - steady_cpu}});
+    // A run cut short before its warm-up ended: the same rule over the steps it did.
+    std::int64_t first_steady = warmup;
+    if (done_steps <= warmup && done_steps >= 2) {
+      first_steady = std::min<std::int64_t>(std::max<std::int64_t>(1, done_steps / 20), done_steps / 2);
+      steady_start = step_end_us[std::size_t(first_steady - 1)];
+    }
+    const std::int64_t steady_steps = std::max<std::int64_t>(0, done_steps - first_steady);
+    const double steady_s = steady_steps > 0 ? (end - steady_start) / 1e6 : 0.0;
+    nlohmann::json report = {{"event", "report"}, {"steps", done_steps}, {"final_loss", loss}, {"steady_steps", steady_steps},
                              {"steps_per_sec", steady_s > 0 ? steady_steps / steady_s : 0.0},
                              {"images_per_sec", steady_s > 0 ? steady_steps * exp.batch / steady_s : 0.0},
                              {"bytes_pushed", client.bytes_pushed()}, {"bytes_pulled", client.bytes_pulled()},
                              {"policy_switches", switches_}};
     link.send_control(report);
-    spdlog::info("{} trained {} steps: {:.1f} steps/s, {:.0f} images/s steady", opt_.name, exp.steps,
+    spdlog::info("{} trained {} steps: {:.1f} steps/s, {:.0f} images/s steady", opt_.name, done_steps,
                  report["steps_per_sec"].get<double>(), report["images_per_sec"].get<double>());
     trace_on_error.armed = false;
     link.barrier("trained");
