@@ -186,9 +186,10 @@ class Launcher {
     const std::string coord = wait_for_endpoint(endpoint_file);
     if (coord.empty()) {
       stop_all(3);
-      sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
       failure_ = "the coordinator did not start listening";
-      return finish(1);
+      const int rc = finish(1);
+      unblock_signals(set);
+      return rc;
     }
     if (!opt_.http.empty()) {
       // Written before the coordinator's endpoint file, so it is there by now.
@@ -204,9 +205,9 @@ class Launcher {
     for (int i = 0; i < opt_.servers; ++i) spawn("server-" + std::to_string(i), "server", server_args(coord, i), true);
     for (int i = 0; i < opt_.workers; ++i) spawn("worker-" + std::to_string(i), "worker", worker_args(coord, i), true);
 
-    int rc = supervise(set);
-    sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
-    return finish(rc);
+    const int rc = finish(supervise(set));  // signals still blocked: the summary is always written
+    unblock_signals(set);
+    return rc;
   }
 
  private:
@@ -354,16 +355,39 @@ class Launcher {
   // Ends a run early keeping what it measured: the coordinator, told to stop (SIGTERM), stops
   // the workers, which report their steps so far and write their traces, writes the summary
   // and shuts the shards down; whatever is still running after that is stopped.
-  void wind_down() {
+  // A second Ctrl-C stops everything at once; so does the coordinator being gone for 5 s.
+  void wind_down(const sigset_t& set) {
     for (auto& c : children_)
       if (c.running && c.role == "coordinator") ::kill(c.pid, SIGTERM);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + std::chrono::seconds(15);
+    Clock::time_point coordinator_gone{};
     std::string ignored;
-    while (running() > 0 && std::chrono::steady_clock::now() < deadline) {
+    while (running() > 0 && Clock::now() < deadline) {
       reap(ignored);
-      if (running() > 0) ::usleep(20000);
+      bool coordinator = false;
+      for (const auto& c : children_) coordinator = coordinator || (c.running && c.role == "coordinator");
+      if (!coordinator && coordinator_gone == Clock::time_point{}) coordinator_gone = Clock::now();
+      if (!coordinator && Clock::now() - coordinator_gone > std::chrono::seconds(5)) break;
+      timespec ts{0, 20000000};
+      siginfo_t info;
+      const int sig = sigtimedwait(&set, &info, &ts);
+      if (sig == SIGINT || sig == SIGTERM) {
+        spdlog::warn("interrupted again: stopping every process now");
+        break;
+      }
     }
     stop_all(3);
+  }
+
+  // Signals that came while they were blocked are dropped rather than delivered on unblocking
+  // (a second Ctrl-C would otherwise end this process after its summary was written).
+  void unblock_signals(const sigset_t& set) {
+    timespec zero{0, 0};
+    siginfo_t info;
+    while (sigtimedwait(&set, &info, &zero) > 0) {
+    }
+    sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
   }
 
   // Reaps whatever exited; returns false if the run must stop.
@@ -433,7 +457,7 @@ class Launcher {
       int sig = sigtimedwait(&set, &info, &ts);
       if (sig == SIGINT || sig == SIGTERM) {
         spdlog::warn("interrupted: the run ends now, keeping what it measured");
-        wind_down();
+        wind_down(set);
         failure_ = "interrupted";
         return 130;
       }
@@ -454,7 +478,7 @@ class Launcher {
       if (std::chrono::steady_clock::now() > deadline) {
         failure_ = "the run took longer than --timeout " + std::to_string(int(opt_.timeout_s)) + " s";
         spdlog::error("{}: ending it, keeping what it measured", failure_);
-        wind_down();
+        wind_down(set);
         return 1;
       }
     }

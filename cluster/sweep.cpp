@@ -109,7 +109,8 @@ std::string hms(double s) {
 std::string settings_differ(const json& s, const LaunchOptions& o) {
   std::string d;
   auto add = [&](const std::string& what) { d += (d.empty() ? "" : ", ") + what; };
-  if (s.value("model", o.model) != o.model) add("model " + s.value("model", std::string()) + ", not " + o.model);
+  const std::string model = load_model(o.model).name;  // what summary.json says: the spec's name
+  if (s.value("model", model) != model) add("model " + s.value("model", std::string()) + ", not " + model);
   if (s.value("batch", o.batch) != o.batch)
     add("batch " + std::to_string(s.value("batch", 0)) + ", not " + std::to_string(o.batch));
   if (o.steps > 0 && s.value("steps", o.steps) != o.steps)
@@ -117,7 +118,8 @@ std::string settings_differ(const json& s, const LaunchOptions& o) {
   if (s.value("compute", o.compute) != o.compute)
     add("compute " + s.value("compute", std::string()) + ", not " + o.compute);
   const double lr = s.value("lr", double(o.lr));
-  if (std::abs(lr - double(o.lr)) > 1e-6 * std::abs(double(o.lr)) + 1e-12) add("lr " + num(lr) + ", not " + num(o.lr));
+  // Sweeps pass the rate on with six digits (num): equal within that.
+  if (std::abs(lr - double(o.lr)) > 1e-5 * std::abs(double(o.lr)) + 1e-12) add("lr " + num(lr) + ", not " + num(o.lr));
   return d;
 }
 

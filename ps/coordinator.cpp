@@ -97,8 +97,18 @@ class Coordinator {
     } restore{old_term, old_int};
     started_ = Clock::now();
     started_us_ = now_us();
-    transport_->start([this](Message&& m) { receive(std::move(m)); });
-    if (!opt_.http.empty()) start_http();
+    {
+      // The threads started here leave SIGTERM and SIGINT to this one (the handler's), so that
+      // no poll of theirs is interrupted by one.
+      sigset_t stop, old;
+      sigemptyset(&stop);
+      sigaddset(&stop, SIGTERM);
+      sigaddset(&stop, SIGINT);
+      pthread_sigmask(SIG_BLOCK, &stop, &old);
+      transport_->start([this](Message&& m) { receive(std::move(m)); });
+      if (!opt_.http.empty()) start_http();
+      pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    }
     if (!opt_.endpoint_file.empty()) {
       // Written whole, then renamed: a reader never sees half an address.
       const std::string tmp = opt_.endpoint_file + ".tmp";
@@ -268,6 +278,7 @@ class Coordinator {
       send_to(peer, Op::kError, {{"error", "registration refused: " + why}});
     };
     if (role != "server" && role != "worker") return reject("unknown role '" + role + "', expected server or worker");
+    if (finished_) return send_to(peer, Op::kShutdown, json());  // the run ended before it began
     if (map_sent_) return reject("the cluster has already started");
     const int want = role == "server" ? opt_.servers : opt_.workers;
     if (count(role) >= want) return reject("all " + std::to_string(want) + " " + role + "s have registered already");

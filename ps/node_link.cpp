@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/error.hpp"
@@ -102,8 +103,9 @@ ClusterMap NodeLink::join(nlohmann::json extra) {
     send(Op::kRegister, text);
     lock.lock();
     auto wake = std::min(steady_clock::now() + duration_cast<steady_clock::duration>(duration<double>(backoff)), deadline);
-    cv_.wait_until(lock, wake, [&] { return registered_; });
+    cv_.wait_until(lock, wake, [&] { return registered_ || shutdown_.load(); });
     if (registered_) break;
+    if (shutdown_) throw Error("the coordinator ended the run before this " + opt_.role + " joined it");
     if (steady_clock::now() >= deadline)
       throw Error("cannot reach the coordinator at " + opt_.coordinator + ": no answer to registration within " +
                   std::to_string(int(opt_.connect_timeout_s)) + " s (--connect-timeout)");
@@ -112,7 +114,7 @@ ClusterMap NodeLink::join(nlohmann::json extra) {
   spdlog::info("registered with the coordinator at {} as {} (id {})", opt_.coordinator, opt_.name, id_);
   heartbeats_ = std::thread([this] { heartbeat_loop(); });
   cv_.wait(lock, [&] { return map_.has_value() || shutdown_.load(); });
-  if (!map_) throw Error("the coordinator shut the cluster down before it started");
+  if (!map_) throw Error(lost_.empty() ? "the coordinator shut the cluster down before it started" : lost_);
   return ClusterMap::from_json(*map_);
 }
 
@@ -126,10 +128,13 @@ void NodeLink::heartbeat_loop() {
     lock.lock();
     cv_.wait_for(lock, duration<double>(opt_.heartbeat_s), [&] { return stop_heartbeats_.load(); });
     const double silent = duration<double>(steady_clock::now() - last_heard_).count();
-    if (!shutdown_ && lost_.empty() && silent > opt_.coordinator_timeout_s) {
+    // At least three heartbeats' time: the coordinator answers each, so a shorter wait would
+    // take the gap between two answers for its death.
+    const double timeout = std::max(opt_.coordinator_timeout_s, 3 * opt_.heartbeat_s);
+    if (!shutdown_ && lost_.empty() && silent > timeout) {
       lost_ = "lost the coordinator at " + opt_.coordinator + ": nothing heard from it for " +
               std::to_string(int(silent)) + " s (--coordinator-timeout " +
-              std::to_string(int(opt_.coordinator_timeout_s)) + " s)";
+              std::to_string(int(timeout)) + " s)";
       spdlog::error("{}: stopping", lost_);
       shutdown_ = true;
       cv_.notify_all();

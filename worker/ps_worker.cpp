@@ -283,7 +283,6 @@ class PsWorker {
     link.send_control(report);
     spdlog::info("{} trained {} steps: {:.1f} steps/s, {:.0f} images/s steady", opt_.name, done_steps,
                  report["steps_per_sec"].get<double>(), report["images_per_sec"].get<double>());
-    trace_on_error.armed = false;
     link.barrier("trained");
     if (link.evaluator() == id_) evaluate(client, link, data->test);
     link.wait_shutdown(600);
@@ -292,6 +291,7 @@ class PsWorker {
       std::filesystem::create_directories(opt_.trace_dir);
       trace_.write(opt_.trace_dir + "/" + opt_.name + ".trace.json");
     }
+    trace_on_error.armed = false;  // written: an evaluation cut short above still writes it
     if (const std::string lost = link.coordinator_lost(); !lost.empty()) throw Error(lost);  // traces kept
     return 0;
   }
