@@ -145,7 +145,9 @@ Profile extract_profile(const ProfileOptions& opt) {
   const nlohmann::json& exp = meta["cluster"];
   const ModelSpec spec =
       parse_model_spec(exp["model_toml"].get<std::string>(), where + " (model spec)");
-  const std::int64_t steps = exp.value("steps", std::int64_t(0));
+  // A run cut short (Ctrl-C, --timeout) did fewer steps than planned: its warm-up is counted
+  // over those.
+  const std::int64_t steps = meta.value("steps_done", exp.value("steps", std::int64_t(0)));
   const std::int64_t skip = opt.skip_steps >= 0 ? opt.skip_steps : default_warmup_steps(steps);
 
   Profile p;

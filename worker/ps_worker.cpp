@@ -258,6 +258,7 @@ class PsWorker {
       if (!link.shutdown_requested() || link.shutdown_reason() != "interrupted") throw;
       break;
     }
+    trace_.set_metadata("steps_done", done_steps);  // fewer than planned in a run cut short
     if (done_steps < exp.steps)
       spdlog::warn("{} stopped after {} of {} steps: {}", opt_.name, done_steps, exp.steps,
                    link.coordinator_lost().empty() ? "the coordinator ended the run" : link.coordinator_lost());

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A run ended early keeps what it measured: past --timeout, and on Ctrl-C (SIGINT to the
 # launcher), the coordinator stops the workers at once, they report the steps they did and write
-# their traces, and summary.json has each worker's steps and images/s beside the reason.
+# their traces, and summary.json has each worker's steps and images/s beside the reason; the
+# traces profile like a finished run's.
+# (A heartbeat timeout of 10 s: a loaded machine must not get a worker declared dead here.)
 source "$(dirname "$0")/lib.sh"
 check() {  # check RUN REASON: the summary and traces of an interrupted run
   python3 - "$1/summary.json" "$2" <<'PY' || fail "$1: the interrupted run's measurements are not in its summary"
@@ -10,17 +12,22 @@ s = json.load(open(sys.argv[1]))
 assert not s["ok"] and sys.argv[2] in s["failure"], (s["ok"], s.get("failure"))
 assert len(s["per_worker"]) == 2, s["per_worker"]
 for w in s["per_worker"]:
+    assert "steps" in w, (w, s.get("failed_nodes"), s["launch"].get("processes"))
+for w in s["per_worker"]:
     assert 10 < w["steps"] < 100000 and w["images_per_sec"] > 0, w
 assert s["images_per_sec"] > 0
 print(f"{sys.argv[2]}: " + ", ".join(f"{w['name']} {w['steps']} steps" for w in s["per_worker"]) + f", {s['images_per_sec']:.0f} images/s")
 PY
   for t in worker-0 worker-1 server-0; do [ -s "$1/traces/$t.trace.json" ] || fail "$1: no trace of $t"; done
 }
-timeout 60 "$PSBED" launch --model lenet5 --data synthetic --steps 100000 --batch 16 --workers 2 --timeout 3 \
+timeout 60 "$PSBED" launch --model lenet5 --data synthetic --steps 100000 --batch 16 --workers 2 --timeout 3 --heartbeat-timeout 10 \
   --out "$WORK/timeout" >"$WORK/timeout.out" 2>&1 && fail "a run past --timeout succeeded"
 check "$WORK/timeout" "took longer than --timeout"
+# Its traces profile like a finished run's: the warm-up counts over the steps it did.
+timeout 60 "$PSBED" profile "$WORK/timeout" --worker worker-0 -o "$WORK/profile.json" >"$WORK/profile.out" 2>&1 ||
+  { cat "$WORK/profile.out"; fail "the interrupted run's traces do not profile"; }
 
-timeout 60 "$PSBED" launch --model lenet5 --data synthetic --steps 100000 --batch 16 --workers 2 \
+timeout 60 "$PSBED" launch --model lenet5 --data synthetic --steps 100000 --batch 16 --workers 2 --heartbeat-timeout 10 \
   --out "$WORK/int" >"$WORK/int.out" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 1 200); do grep -q "steps of batch" "$WORK/int/logs/worker-1.log" 2>/dev/null && break; sleep 0.05; done
