@@ -355,12 +355,17 @@ class Launcher {
   // Ends a run early keeping what it measured: the coordinator, told to stop (SIGTERM), stops
   // the workers, which report their steps so far and write their traces, writes the summary
   // and shuts the shards down; whatever is still running after that is stopped.
-  // A second Ctrl-C stops everything at once; so does the coordinator being gone for 5 s.
+  // A second Ctrl-C stops everything at once; so does the coordinator being gone for 5 s. One
+  // Ctrl-C can come more than once within milliseconds (`timeout psbed launch` in a terminal: the
+  // terminal signals both, and timeout passes its signal on to the launcher and to its group):
+  // a repeat within kRepeatGraceS of the first is the same Ctrl-C, not a second one.
   void wind_down(const sigset_t& set) {
     for (auto& c : children_)
       if (c.running && c.role == "coordinator") ::kill(c.pid, SIGTERM);
     using Clock = std::chrono::steady_clock;
-    const auto deadline = Clock::now() + std::chrono::seconds(15);
+    constexpr double kRepeatGraceS = 0.5;
+    const auto began = Clock::now();
+    const auto deadline = began + std::chrono::seconds(15);
     Clock::time_point coordinator_gone{};
     std::string ignored;
     while (running() > 0 && Clock::now() < deadline) {
@@ -372,7 +377,7 @@ class Launcher {
       timespec ts{0, 20000000};
       siginfo_t info;
       const int sig = sigtimedwait(&set, &info, &ts);
-      if (sig == SIGINT || sig == SIGTERM) {
+      if ((sig == SIGINT || sig == SIGTERM) && Clock::now() - began > std::chrono::duration<double>(kRepeatGraceS)) {
         spdlog::warn("interrupted again: stopping every process now");
         break;
       }

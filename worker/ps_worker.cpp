@@ -385,6 +385,7 @@ class PsWorker {
 int run_worker(const WorkerOptions& in) {
   WorkerOptions opt = in;
   if (opt.name.empty()) opt.name = "worker-" + std::to_string(::getpid());
+  ps::parse_link(opt.bandwidth, opt.latency);  // a bad --bandwidth/--latency fails before joining
   PsWorker w(opt);
   return w.run();
 }

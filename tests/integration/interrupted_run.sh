@@ -32,9 +32,11 @@ timeout 60 "$PSBED" launch --model lenet5 --data synthetic --steps 100000 --batc
 PIDS+=($!)
 for _ in $(seq 1 200); do grep -q "steps of batch" "$WORK/int/logs/worker-1.log" 2>/dev/null && break; sleep 0.05; done
 sleep 2
-launcher=$(pgrep -f -- "psbed launch .*--out $WORK/int" | head -1)
-[ -n "$launcher" ] || fail "no launcher to interrupt"
-kill -INT "$launcher"
+# Ctrl-C on `timeout psbed launch`: SIGINT to timeout, which passes it on to the launcher and to
+# its process group, so the launcher gets it twice within milliseconds: one interruption, not a
+# second Ctrl-C (which would stop every process at once, losing the measurements).
+pgrep -P "${PIDS[-1]}" -f -- "psbed launch" >/dev/null || fail "no launcher to interrupt"
+kill -INT "${PIDS[-1]}"
 set +e
 wait "${PIDS[-1]}"
 rc=$?

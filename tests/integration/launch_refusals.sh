@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `psbed launch` refuses settings a run cannot start with before it starts anything: one line
-# naming the flag, exit status 1, no run folder. Then a finished run's folder is not launched
-# into again (its results would be overwritten).
+# naming the flag, exit status 1, no run folder; so do standalone nodes given a bad link. Then a
+# finished run's folder is not launched into again (its results would be overwritten).
 source "$(dirname "$0")/lib.sh"
 base=(--model lenet5 --workers 1)
 refused() {  # refused EXPECTED-TEXT FLAGS...: the launch fails at once, saying EXPECTED-TEXT
@@ -26,6 +26,22 @@ refused "unknown data set 'bogus'" --data bogus
 refused "missing file $WORK/empty/train-images-idx3-ubyte" --data mnist --data-dir "$WORK/empty"
 refused "cannot read profile '$WORK/none.json'" --compute "replay:$WORK/none.json"
 echo "refusals: one line each, nothing started"
+
+# A node started on its own refuses a bad link at once, not after it has joined a cluster (here
+# there is none to join: the error must come before the 30 s --connect-timeout).
+node_refused() {  # node_refused EXPECTED-TEXT ARGS...
+  local want=$1; shift
+  local start=$SECONDS
+  if timeout 60 "$PSBED" "$@" --coordinator tcp://127.0.0.1:9 --connect-timeout 30 >"$WORK/node.out" 2>&1; then
+    fail "$* was accepted"
+  fi
+  grep -qF -- "$want" "$WORK/node.out" || { cat "$WORK/node.out"; fail "$*: no '$want' in the error"; }
+  [ $((SECONDS - start)) -lt 10 ] || fail "$*: refused only after $((SECONDS - start)) s"
+}
+node_refused "bad bandwidth 'fast'" worker --model lenet5 --data synthetic --bandwidth fast
+node_refused "bad duration '1parsec'" worker --model lenet5 --data synthetic --latency 1parsec
+node_refused "bad bandwidth 'fast'" server --bandwidth fast
+echo "standalone nodes: a bad link refused before joining"
 
 timeout 120 "$PSBED" launch "${base[@]}" --data synthetic --batch 16 --steps 10 --out "$WORK/run" >"$WORK/run.out" 2>&1 ||
   { tail -20 "$WORK/run.out"; fail "the run failed"; }

@@ -24,13 +24,19 @@ alive() {
   pgrep -f -- "$WORK" >/dev/null
 }
 # Every exit path: TERM, up to 5 s to stop (a launcher stops its nodes), then KILL; the work
-# folder goes only when nothing writes to it any more.
+# folder goes only when nothing writes to it any more (a failed test's stays with
+# PSBED_IT_KEEP=1, for its logs and summaries).
 cleanup() {
+  local rc=$?
   signal_all TERM
   for _ in $(seq 1 50); do alive || break; sleep 0.1; done
   signal_all KILL
   for _ in $(seq 1 20); do alive || break; sleep 0.1; done
-  rm -rf "$WORK"
+  if [ "$rc" != 0 ] && [ "$rc" != 77 ] && [ -n "${PSBED_IT_KEEP:-}" ]; then
+    echo "kept $WORK (PSBED_IT_KEEP)" >&2
+  else
+    rm -rf "$WORK"
+  fi
 }
 trap cleanup EXIT
 # skip REASON: ctest reports the test as skipped (SKIP_RETURN_CODE 77), not passed.
