@@ -480,7 +480,9 @@ int main(int argc, char** argv) {
   try {
     root.parse(argc, argv);
   } catch (const CLI::ConfigError& e) {
-    std::fprintf(stderr, "psbed: --config: %s (keys are the subcommand's long flag names)\n", e.what());
+    // A key CLI11 cannot place gets the hint; a syntax error names its file and line already.
+    const bool key = std::string(e.what()).find("INI was not able to parse") != std::string::npos;
+    std::fprintf(stderr, "psbed: --config: %s%s\n", e.what(), key ? " (keys are the subcommand's long flag names)" : "");
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     return root.exit(e);

@@ -285,11 +285,29 @@ class Coordinator {
     if (role == "server" && j.value("address", "").empty()) return reject("a server must give its address");
     Node n;
     n.role = role, n.name = name.empty() ? peer_name(peer) : name, n.address = j.value("address", "");
-    n.peer = peer, n.id = count(role), n.last_seen = Clock::now(), n.extra = j;
+    n.peer = peer, n.id = free_id_locked(role, n.name, want), n.last_seen = Clock::now(), n.extra = j;
     spdlog::info("{} registered as {} {} {}", n.name, role, n.id, n.address);
     send_to(peer, Op::kControl, {{"event", "registered"}, {"id", n.id}});
     nodes_.emplace(peer, std::move(n));
     if (count("server") == opt_.servers && count("worker") == opt_.workers) send_map_locked();
+  }
+
+  // A node named <role>-K (as launch names them) gets id K if it is free, so that a node's name
+  // and its number agree in every log, trace and summary whatever order the nodes registered in;
+  // any other takes the lowest free id. Either way the ids of a role end up 0 .. want-1.
+  int free_id_locked(const std::string& role, const std::string& name, int want) const {
+    std::vector<bool> taken(std::size_t(want), false);
+    for (const auto& [_, n] : nodes_)
+      if (n.role == role && n.id >= 0 && n.id < want) taken[std::size_t(n.id)] = true;
+    const std::string prefix = role + "-";
+    if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+        name.find_first_not_of("0123456789", prefix.size()) == std::string::npos && name.size() - prefix.size() <= 6) {
+      const int k = std::stoi(name.substr(prefix.size()));
+      if (k < want && !taken[std::size_t(k)]) return k;
+    }
+    for (int k = 0; k < want; ++k)
+      if (!taken[std::size_t(k)]) return k;
+    return want;  // not reached: registration stops at `want`
   }
 
   void send_map_locked() {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # --config FILE.toml on a subcommand: its keys are that subcommand's long flag names (lists as
 # TOML arrays, flags as true/false), a flag on the command line wins over the file, and a key
-# that names no flag, or a file that does not exist, is refused in one line naming it. Checked on
+# that names no flag, a file that does not exist, or a syntax error (named by its line) is
+# refused in one line naming it. Checked on
 # predict, on a nested subcommand (bench predict) and on train.
 source "$(dirname "$0")/lib.sh"
 profile="$SRC/tests/fixtures/predictor/regression/profile.json"
@@ -37,6 +38,34 @@ grep -q "nowhere.toml" "$WORK/none.out" || { cat "$WORK/none.out"; fail "the mis
 # Two files: refused, not one of them quietly ignored.
 if timeout 60 "$PSBED" predict --config "$WORK/predict.toml" --config "$WORK/typo.toml" >"$WORK/two.out" 2>&1; then fail "two config files were accepted"; fi
 grep -q "one file at a time" "$WORK/two.out" || { cat "$WORK/two.out"; fail "no reason for refusing two files"; }
+# Syntax errors name the file and the line (CLI11's reader would run an open array on into the
+# next line: `workers = [1, 2` then `steps = 4` read as the value "2steps = 4").
+syntax_error() {  # syntax_error EXPECTED-TEXT FILE-TEXT
+  printf '%b' "$2" >"$WORK/syntax.toml"
+  if timeout 60 "$PSBED" predict --config "$WORK/syntax.toml" >"$WORK/syntax.out" 2>&1; then fail "a config file with a syntax error was accepted: $2"; fi
+  grep -qF -- "'$WORK/syntax.toml' $1" "$WORK/syntax.out" || { cat "$WORK/syntax.out"; fail "no \"$1\" in the error for: $2"; }
+  [ "$(wc -l <"$WORK/syntax.out")" -le 1 ] || { cat "$WORK/syntax.out"; fail "more than one line for a syntax error"; }
+}
+syntax_error "line 2: the array opened here is not closed before line 3" 'seeds = 1\nworkers = [1, 2\nsteps = 4\n'
+syntax_error "line 1: a string is not closed" 'json = "x.json\n'
+syntax_error "line 2: expected key = value, got 'steps 4'" '# c\nsteps 4\n'
+syntax_error "line 1: a ']' closes no array" 'workers = [1, 2]]\n'
+syntax_error "line 3: the array opened here is not closed by the end of the file" '\n\nworkers = [1,\n 2\n'
+# Arrays may span lines, comments go anywhere, and a '#' inside quotes is part of the value.
+cat >"$WORK/multi.toml" <<TOML
+profile = "$profile"  # the fixture
+workers = [1,  # one worker
+           2]  # and two
+policy = ['p3']
+mode = "async"
+steps = 30
+seeds = 1
+json = "$WORK/run#1.json"
+TOML
+timeout 120 "$PSBED" predict --config "$WORK/multi.toml" >"$WORK/multi.out" 2>&1 ||
+  { cat "$WORK/multi.out"; fail "predict --config with a multi-line array failed"; }
+json "$WORK/run#1.json" 'sys.exit(0 if [(r["workers"], r["policy"]) for r in s] == [(1, "p3"), (2, "p3")] else 1)' ||
+  { ls "$WORK"; fail "the multi-line array, the comments or the quoted '#' were misread"; }
 # A nested subcommand.
 printf 'workers = [2]\nsteps = 7\njson = "%s"\n' "$WORK/bench.json" >"$WORK/bench.toml"
 timeout 120 "$PSBED" bench predict --config "$WORK/bench.toml" >"$WORK/bench.out" 2>&1 ||

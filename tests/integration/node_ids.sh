@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Node names and ids agree whatever order the nodes register in: worker-1 registering first
+# still gets id 1 (its data shard, its line in the summary), and a node without a <role>-K name
+# takes the lowest id left.
+source "$(dirname "$0")/lib.sh"
+"$PSBED" coordinator --bind "tcp://127.0.0.1:*" --endpoint-file "$WORK/ep" --servers 1 --workers 3 \
+  --model lenet5 --steps 20 --batch 16 --register-timeout 60 --summary "$WORK/summary.json" >"$WORK/coordinator.out" 2>&1 &
+coord=$!
+PIDS+=($coord)
+for _ in $(seq 1 100); do [ -s "$WORK/ep" ] && break; sleep 0.05; done
+ep=$(cat "$WORK/ep") || fail "the coordinator wrote no endpoint"
+start_worker() {  # start_worker NAME: waits until it registered
+  timeout 60 "$PSBED" worker --coordinator "$ep" --name "$1" --model lenet5 --data synthetic >"$WORK/$1.out" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 1 200); do grep -q "registered with the coordinator" "$WORK/$1.out" && return; sleep 0.05; done
+  cat "$WORK/$1.out"; fail "$1 did not register"
+}
+start_worker worker-2
+start_worker worker-0
+start_worker trainer
+grep -q "as worker-2 (id 2)" "$WORK/worker-2.out" || { cat "$WORK/worker-2.out"; fail "worker-2, first to register, did not get id 2"; }
+grep -q "as trainer (id 1)" "$WORK/trainer.out" || { cat "$WORK/trainer.out"; fail "an unnumbered worker did not get the lowest free id"; }
+timeout 60 "$PSBED" server --coordinator "$ep" --bind "tcp://127.0.0.1:*" --name server-0 >"$WORK/server.out" 2>&1 &
+PIDS+=($!)
+set +e
+wait "$coord"
+rc=$?
+set -e
+[ "$rc" = 0 ] || { tail -20 "$WORK/coordinator.out"; fail "the run failed ($rc)"; }
+grep -q "worker-0 (worker 0 of 3)" "$WORK/worker-0.out" || { cat "$WORK/worker-0.out"; fail "worker-0 did not train as worker 0"; }
+python3 - "$WORK/summary.json" <<'PY' || fail "the summary's names and ids disagree"
+import json, sys
+s = json.load(open(sys.argv[1]))
+got = [(w["name"], w["id"]) for w in s["per_worker"]]
+assert got == [("worker-0", 0), ("trainer", 1), ("worker-2", 2)], got
+print("per_worker:", got)
+PY
+echo "PASS"
