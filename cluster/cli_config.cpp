@@ -11,64 +11,138 @@ namespace {
 
 // The mistakes CLI11's reader takes in silence or reports far from their cause: an array or a
 // string left open (the reader runs on into the next lines: `workers = [1, 2` then `servers = 1`
-// reads as the value "2servers = 1"), a line that is not `key = value`, a section left open.
-// Each is an error naming the file and the line. Returns the text without its comments (the
-// reader takes a comment inside a multi-line array, or after a quoted '#', for part of a value).
+// reads as the value "2servers = 1"), text after an array, a key without a value or a value
+// without a key, a line that is neither `key = value` nor a bare flag name, a section left open.
+// Each is an error naming the file and the line. Returns what the reader takes well: the text
+// without its comments (it would take a comment inside an array, or a quoted '#', for part of a
+// value), each array on the line it opens on (it reads `workers = [` alone as the value "["), a
+// trailing comma dropped; the other lines of an array are left empty, so line numbers stay.
 std::string check_toml_syntax(const std::string& text, const std::string& file) {
   auto fail = [&](int line, const std::string& what) {
     throw CLI::ConfigError("'" + file + "' line " + std::to_string(line) + ": " + what);
   };
+  auto trim = [](std::string t) {
+    const std::size_t a = t.find_first_not_of(" \t");
+    if (a == std::string::npos) return std::string();
+    return t.substr(a, t.find_last_not_of(" \t") - a + 1);
+  };
   std::istringstream lines(text);
-  std::string line, clean;
+  std::vector<std::string> out;  // one line out for each line in
+  std::string line, array;       // the array being read, as one line
   int n = 0, depth = 0, opened_at = 0;
+  std::size_t opened_index = 0;
   while (std::getline(lines, line)) {
     ++n;
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    out.emplace_back();
     const std::size_t first = line.find_first_not_of(" \t");
-    clean += '\n';  // one line out for each line in: the reader's line numbers stay
     if (first == std::string::npos || line[first] == '#') continue;
-    const bool continues = depth > 0;  // inside an array opened on an earlier line
-    if (!continues && line[first] == '[') {  // a section: [name] on one line
-      std::string head = line.substr(first, line.find('#', first) - first);
-      head.erase(head.find_last_not_of(" \t") + 1);
-      if (head.size() < 3 || head.back() != ']')
-        fail(n, "expected a section as [name], got '" + line.substr(first) + "'");
-      clean.insert(clean.size() - 1, head);
-      continue;
+    std::size_t i = first;
+    if (depth == 0) {
+      if (line[first] == '[') {  // a section: [name] on one line
+        std::string head = trim(line.substr(first, line.find('#', first) - first));
+        if (head.size() < 3 || head.back() != ']')
+          fail(n, "expected a section as [name], got '" + trim(line) + "'");
+        out.back() = head;
+        continue;
+      }
+      // The key: up to the first '=' outside quotes.
+      char quote = 0;
+      for (; i < line.size(); ++i) {
+        const char c = line[i];
+        if (quote) {
+          if (c == '\\' && quote == '"') ++i;
+          else if (c == quote) quote = 0;
+        } else if (c == '"' || c == '\'') {
+          quote = c;
+        } else if (c == '=' || c == '#') {
+          break;
+        }
+      }
+      const std::string key = trim(line.substr(first, i - first));
+      if (i == line.size() || line[i] == '#') {  // no '=': a bare flag name (CLI11: true)
+        if (quote || key.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
+                         std::string::npos)
+          fail(n, "expected key = value, got '" + trim(line) + "'");
+        out.back() = key;
+        continue;
+      }
+      if (key.empty()) fail(n, "a value with no key: '" + trim(line) + "'");
+      i = line.find_first_not_of(" \t", i + 1);
+      if (i == std::string::npos || line[i] == '#') fail(n, "'" + key + "' has no value");
+      if (line[i] != '[') {  // a single value: ends at a '#' outside quotes
+        char q = 0;
+        std::size_t end = i;
+        for (; end < line.size(); ++end) {
+          const char c = line[end];
+          if (q) {
+            if (c == '\\' && q == '"') ++end;
+            else if (c == q) q = 0;
+          } else if (c == '"' || c == '\'') {
+            q = c;
+          } else if (c == '#') {
+            break;
+          }
+        }
+        if (q) fail(n, std::string("a string is not closed (its ") + q + " has no match on the line)");
+        out.back() = key + " = " + trim(line.substr(i, end - i));
+        continue;
+      }
+      array = key + " = ";
+      opened_at = n, opened_index = out.size() - 1;
     }
+    // Inside an array (from its '[' on the opening line, or a later line of it).
     char quote = 0;
-    bool seen_equals = continues;
-    std::size_t end = line.size();
-    for (std::size_t i = first; i < line.size(); ++i) {
+    std::string piece;
+    for (; i < line.size(); ++i) {
       const char c = line[i];
       if (quote) {
-        if (c == '\\' && quote == '"') ++i;
+        piece += c;
+        if (c == '\\' && quote == '"' && i + 1 < line.size()) piece += line[++i];
         else if (c == quote) quote = 0;
         continue;
       }
-      if (c == '#') {
-        end = i;
-        break;
+      if (c == '#') break;
+      // Blanks around the brackets and commas go (CLI11 would read `"a" , "b"` as three values).
+      if (c == ' ' || c == '\t') {
+        if (!piece.empty() && std::string("[, \t").find(piece.back()) == std::string::npos) piece += ' ';
+        continue;
+      }
+      if (c == ',' || c == ']') {
+        if (!piece.empty() && piece.back() == ' ') piece.pop_back();
+        if (piece.empty() && !array.empty() && array.back() == ' ') array.pop_back();  // from the line before
       }
       if (c == '"' || c == '\'') {
         quote = c;
-      } else if (c == '=' && !seen_equals) {
-        seen_equals = true;
-      } else if (c == '=' && continues && depth > 0) {
-        fail(opened_at, "the array opened here is not closed before line " + std::to_string(n));
-      } else if (c == '[' && seen_equals) {
-        if (depth++ == 0) opened_at = n;
-      } else if (c == ']' && seen_equals) {
-        if (depth == 0) fail(n, "a ']' closes no array");
-        --depth;
+      } else if (c == '=') {
+        if (n != opened_at) fail(opened_at, "the array opened here is not closed before line " + std::to_string(n));
+        fail(n, "an '=' inside an array (quote the value)");
+      } else if (c == '[') {
+        if (++depth > 1) fail(n, "an array inside an array: an option takes a list of values");
+      } else if (c == ']') {
+        if (--depth == 0) {
+          // TOML allows a comma after the last value; CLI11 would read an empty one.
+          std::string body = trim(array + piece);
+          if (!body.empty() && body.back() == ',') body.pop_back();
+          out[opened_index] = trim(body) + "]";
+          const std::size_t rest = line.find_first_not_of(" \t", i + 1);
+          if (rest != std::string::npos && line[rest] != '#')
+            fail(n, "unexpected text after the array: '" + trim(line.substr(rest)) + "'");
+          break;
+        }
       }
+      piece += c;
     }
     if (quote) fail(n, std::string("a string is not closed (its ") + quote + " has no match on the line)");
-    if (!seen_equals) fail(n, "expected key = value, got '" + line.substr(first) + "'");
-    const std::size_t last = line.find_last_not_of(" \t", end == 0 ? 0 : end - 1);
-    clean.insert(clean.size() - 1, line.substr(0, last == std::string::npos ? 0 : last + 1));
+    if (depth > 0) {  // the next line's values follow, after a blank unless a comma or the '[' ends this one
+      piece = trim(piece);
+      if (!piece.empty() && piece.back() != ',' && piece.back() != '[') piece += ' ';
+      array += piece;
+    }
   }
   if (depth > 0) fail(opened_at, "the array opened here is not closed by the end of the file");
+  std::string clean;
+  for (const std::string& l : out) clean += l + "\n";
   return clean;
 }
 

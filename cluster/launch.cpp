@@ -358,8 +358,9 @@ class Launcher {
   // A second Ctrl-C stops everything at once; so does the coordinator being gone for 5 s. One
   // Ctrl-C can come more than once within milliseconds (`timeout psbed launch` in a terminal: the
   // terminal signals both, and timeout passes its signal on to the launcher and to its group):
-  // a repeat within kRepeatGraceS of the first is the same Ctrl-C, not a second one.
-  void wind_down(const sigset_t& set) {
+  // after an interruption (`interrupted`), a repeat within kRepeatGraceS is the same Ctrl-C, not
+  // a second one. Past --timeout any Ctrl-C is the user's.
+  void wind_down(const sigset_t& set, bool interrupted) {
     for (auto& c : children_)
       if (c.running && c.role == "coordinator") ::kill(c.pid, SIGTERM);
     using Clock = std::chrono::steady_clock;
@@ -377,7 +378,8 @@ class Launcher {
       timespec ts{0, 20000000};
       siginfo_t info;
       const int sig = sigtimedwait(&set, &info, &ts);
-      if ((sig == SIGINT || sig == SIGTERM) && Clock::now() - began > std::chrono::duration<double>(kRepeatGraceS)) {
+      if ((sig == SIGINT || sig == SIGTERM) &&
+          (!interrupted || Clock::now() - began > std::chrono::duration<double>(kRepeatGraceS))) {
         spdlog::warn("interrupted again: stopping every process now");
         break;
       }
@@ -462,7 +464,7 @@ class Launcher {
       int sig = sigtimedwait(&set, &info, &ts);
       if (sig == SIGINT || sig == SIGTERM) {
         spdlog::warn("interrupted: the run ends now, keeping what it measured");
-        wind_down(set);
+        wind_down(set, true);
         failure_ = "interrupted";
         return 130;
       }
@@ -483,7 +485,7 @@ class Launcher {
       if (std::chrono::steady_clock::now() > deadline) {
         failure_ = "the run took longer than --timeout " + std::to_string(int(opt_.timeout_s)) + " s";
         spdlog::error("{}: ending it, keeping what it measured", failure_);
-        wind_down(set);
+        wind_down(set, false);
         return 1;
       }
     }

@@ -292,20 +292,21 @@ class Coordinator {
     if (count("server") == opt_.servers && count("worker") == opt_.workers) send_map_locked();
   }
 
-  // A node named <role>-K (as launch names them) gets id K if it is free, so that a node's name
-  // and its number agree in every log, trace and summary whatever order the nodes registered in;
-  // any other takes the lowest free id. Either way the ids of a role end up 0 .. want-1.
+  // A node named <role>-K (as launch and the Kubernetes manifests name them) gets id K if it is
+  // free, so that a node's name and its number agree in every log, trace and summary whatever
+  // order the nodes registered in; any other takes the highest free id, leaving the low ones to
+  // numbered nodes still to come. Either way the ids of a role end up 0 .. want-1.
   int free_id_locked(const std::string& role, const std::string& name, int want) const {
     std::vector<bool> taken(std::size_t(want), false);
     for (const auto& [_, n] : nodes_)
       if (n.role == role && n.id >= 0 && n.id < want) taken[std::size_t(n.id)] = true;
     const std::string prefix = role + "-";
-    if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
-        name.find_first_not_of("0123456789", prefix.size()) == std::string::npos && name.size() - prefix.size() <= 6) {
+    if (name.size() > prefix.size() && name.size() - prefix.size() <= 6 && name.compare(0, prefix.size(), prefix) == 0 &&
+        name.find_first_not_of("0123456789", prefix.size()) == std::string::npos) {
       const int k = std::stoi(name.substr(prefix.size()));
-      if (k < want && !taken[std::size_t(k)]) return k;
+      if (name == prefix + std::to_string(k) && k < want && !taken[std::size_t(k)]) return k;  // not worker-007
     }
-    for (int k = 0; k < want; ++k)
+    for (int k = want - 1; k >= 0; --k)
       if (!taken[std::size_t(k)]) return k;
     return want;  // not reached: registration stops at `want`
   }

@@ -82,7 +82,13 @@ void NodeLink::receive(Message&& m) {
         break;
       case Op::kShutdown: shutdown_ = true; break;
       case Op::kHeartbeat: break;  // the coordinator's answer: it is there
-      case Op::kError: spdlog::error("coordinator: {}", j.value("error", std::string("?"))); break;
+      case Op::kError:
+        if (!registered_) {
+          refused_ = j.value("error", std::string("?"));  // join stops with it
+        } else {
+          spdlog::error("coordinator: {}", j.value("error", std::string("?")));
+        }
+        break;
       default: spdlog::warn("unexpected {} message from the coordinator, dropped", op_name(m.header.op));
     }
   }
@@ -103,8 +109,10 @@ ClusterMap NodeLink::join(nlohmann::json extra) {
     send(Op::kRegister, text);
     lock.lock();
     auto wake = std::min(steady_clock::now() + duration_cast<steady_clock::duration>(duration<double>(backoff)), deadline);
-    cv_.wait_until(lock, wake, [&] { return registered_ || shutdown_.load(); });
+    cv_.wait_until(lock, wake, [&] { return registered_ || shutdown_.load() || !refused_.empty(); });
     if (registered_) break;
+    if (!refused_.empty())
+      throw Error("the coordinator at " + opt_.coordinator + " refused this " + opt_.role + ": " + refused_);
     if (shutdown_) throw Error("the coordinator ended the run before this " + opt_.role + " joined it");
     if (steady_clock::now() >= deadline)
       throw Error("cannot reach the coordinator at " + opt_.coordinator + ": no answer to registration within " +

@@ -69,6 +69,7 @@ class NodeLink {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool registered_ = false;
+  std::string refused_;  // the coordinator's answer to a registration it refused (guarded by mu_)
   std::optional<nlohmann::json> map_;
   std::string released_barrier_;
   int evaluator_ = -1;

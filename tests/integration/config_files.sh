@@ -49,14 +49,20 @@ syntax_error() {  # syntax_error EXPECTED-TEXT FILE-TEXT
 syntax_error "line 2: the array opened here is not closed before line 3" 'seeds = 1\nworkers = [1, 2\nsteps = 4\n'
 syntax_error "line 1: a string is not closed" 'json = "x.json\n'
 syntax_error "line 2: expected key = value, got 'steps 4'" '# c\nsteps 4\n'
-syntax_error "line 1: a ']' closes no array" 'workers = [1, 2]]\n'
+syntax_error "line 1: unexpected text after the array: ']'" 'workers = [1, 2]]\n'
+syntax_error "line 1: unexpected text after the array: 'steps = 4'" 'workers = [1, 2] steps = 4\n'
+syntax_error "line 2: 'steps' has no value" 'seeds = 1\nsteps =\n'
+syntax_error "line 1: a value with no key" '= 5\n'
+syntax_error "line 1: an array inside an array" 'workers = [[1], 2]\n'
 syntax_error "line 3: the array opened here is not closed by the end of the file" '\n\nworkers = [1,\n 2\n'
 # Arrays may span lines, comments go anywhere, and a '#' inside quotes is part of the value.
 cat >"$WORK/multi.toml" <<TOML
 profile = "$profile"  # the fixture
 workers = [1,  # one worker
            2]  # and two
-policy = ['p3']
+policy = [
+  'p3',
+]
 mode = "async"
 steps = 30
 seeds = 1

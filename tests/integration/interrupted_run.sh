@@ -32,15 +32,44 @@ timeout 60 "$PSBED" launch --model lenet5 --data synthetic --steps 100000 --batc
 PIDS+=($!)
 for _ in $(seq 1 200); do grep -q "steps of batch" "$WORK/int/logs/worker-1.log" 2>/dev/null && break; sleep 0.05; done
 sleep 2
-# Ctrl-C on `timeout psbed launch`: SIGINT to timeout, which passes it on to the launcher and to
-# its process group, so the launcher gets it twice within milliseconds: one interruption, not a
-# second Ctrl-C (which would stop every process at once, losing the measurements).
-pgrep -P "${PIDS[-1]}" -f -- "psbed launch" >/dev/null || fail "no launcher to interrupt"
-kill -INT "${PIDS[-1]}"
+# One Ctrl-C can reach the launcher twice within milliseconds (on `timeout psbed launch` the
+# terminal signals both, and timeout passes its signal on to the launcher and to its group): a
+# repeat 0.1 s after the first is one interruption, not a second Ctrl-C (which stops every
+# process at once, losing the measurements).
+launcher=$(pgrep -P "${PIDS[-1]}" -f -- "psbed launch" | head -1)
+[ -n "$launcher" ] || fail "no launcher to interrupt"
+kill -INT "$launcher"
+sleep 0.1
+kill -INT "$launcher" 2>/dev/null || true
 set +e
 wait "${PIDS[-1]}"
 rc=$?
 set -e
 [ "$rc" = 130 ] || { tail -20 "$WORK/int.out"; fail "an interrupted launch exited $rc, expected 130"; }
 check "$WORK/int" "interrupted"
+
+# A second Ctrl-C, a second after the first, stops every process at once: here worker-1 is
+# stopped (SIGSTOP) and never reports, so the coordinator would wait 5 s for it.
+timeout 60 "$PSBED" launch --model lenet5 --data synthetic --steps 100000 --batch 16 --workers 2 --heartbeat-timeout 10 \
+  --out "$WORK/twice" >"$WORK/twice.out" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 1 200); do grep -q "steps of batch" "$WORK/twice/logs/worker-1.log" 2>/dev/null && break; sleep 0.05; done
+sleep 1
+launcher=$(pgrep -P "${PIDS[-1]}" -f -- "psbed launch" | head -1)
+stopped=$(pgrep -f -- "--name worker-1 .*$WORK/twice" | head -1)
+[ -n "$launcher" ] && [ -n "$stopped" ] || fail "no launcher or worker-1 to interrupt"
+kill -STOP "$stopped"
+kill -INT "$launcher"
+sleep 1
+kill -INT "$launcher"
+start=$SECONDS
+set +e
+wait "${PIDS[-1]}"
+rc=$?
+set -e
+[ "$rc" = 130 ] || { tail -20 "$WORK/twice.out"; fail "a launch interrupted twice exited $rc, expected 130"; }
+grep -q "interrupted again: stopping every process now" "$WORK/twice.out" || { tail -20 "$WORK/twice.out"; fail "the second Ctrl-C was not taken as one"; }
+[ $((SECONDS - start)) -le 6 ] || fail "the launch took $((SECONDS - start)) s to stop after the second Ctrl-C"
+json "$WORK/twice/summary.json" 'sys.exit(0 if s["failure"] == "interrupted" else 1)' || fail "no summary after a second Ctrl-C"
+echo "a second Ctrl-C: every process stopped within $((SECONDS - start)) s"
 echo "PASS"

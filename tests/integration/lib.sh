@@ -5,6 +5,10 @@ PSBED="$1"
 SRC="$2"
 export PSBED_DATA_DIR="${PSBED_DATA_DIR:-$SRC/data/mnist}"
 WORK="$(mktemp -d /tmp/psbed-it.XXXXXX)"
+# PSBED_IT_KEEP=1: a failed test keeps its folder. Read here and taken out of the environment
+# (the container entrypoint refuses PSBED_* variables it does not know).
+KEEP_FAILED="${PSBED_IT_KEEP:-0}"
+unset PSBED_IT_KEEP
 PIDS=()
 # signal_all SIG: each started process's group (`timeout` leads one of its own, holding the
 # launcher), or the process alone where it leads none; and every process whose command line
@@ -32,7 +36,7 @@ cleanup() {
   for _ in $(seq 1 50); do alive || break; sleep 0.1; done
   signal_all KILL
   for _ in $(seq 1 20); do alive || break; sleep 0.1; done
-  if [ "$rc" != 0 ] && [ "$rc" != 77 ] && [ -n "${PSBED_IT_KEEP:-}" ]; then
+  if [ "$rc" != 0 ] && [ "$rc" != 77 ] && [ "$KEEP_FAILED" != 0 ] && [ -n "$KEEP_FAILED" ]; then
     echo "kept $WORK (PSBED_IT_KEEP)" >&2
   else
     rm -rf "$WORK"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Node names and ids agree whatever order the nodes register in: worker-1 registering first
 # still gets id 1 (its data shard, its line in the summary), and a node without a <role>-K name
-# takes the lowest id left.
+# takes the highest id left, so that worker-0 coming after it still gets 0. A node the cluster
+# has no room for is refused at once.
 source "$(dirname "$0")/lib.sh"
 "$PSBED" coordinator --bind "tcp://127.0.0.1:*" --endpoint-file "$WORK/ep" --servers 1 --workers 3 \
   --model lenet5 --steps 20 --batch 16 --register-timeout 60 --summary "$WORK/summary.json" >"$WORK/coordinator.out" 2>&1 &
@@ -15,11 +16,20 @@ start_worker() {  # start_worker NAME: waits until it registered
   for _ in $(seq 1 200); do grep -q "registered with the coordinator" "$WORK/$1.out" && return; sleep 0.05; done
   cat "$WORK/$1.out"; fail "$1 did not register"
 }
-start_worker worker-2
-start_worker worker-0
+start_worker worker-1
 start_worker trainer
-grep -q "as worker-2 (id 2)" "$WORK/worker-2.out" || { cat "$WORK/worker-2.out"; fail "worker-2, first to register, did not get id 2"; }
-grep -q "as trainer (id 1)" "$WORK/trainer.out" || { cat "$WORK/trainer.out"; fail "an unnumbered worker did not get the lowest free id"; }
+start_worker worker-0
+grep -q "as worker-1 (id 1)" "$WORK/worker-1.out" || { cat "$WORK/worker-1.out"; fail "worker-1, first to register, did not get id 1"; }
+grep -q "as trainer (id 2)" "$WORK/trainer.out" || { cat "$WORK/trainer.out"; fail "an unnumbered worker did not get the highest free id"; }
+# One worker too many is refused at once, saying why (it used to retry until --connect-timeout and
+# then say it could not reach the coordinator).
+start=$SECONDS
+if timeout 60 "$PSBED" worker --coordinator "$ep" --name worker-3 --model lenet5 --data synthetic --connect-timeout 30 >"$WORK/extra.out" 2>&1; then
+  fail "a fourth worker joined a cluster of three"
+fi
+grep -q "refused this worker: registration refused: all 3 workers have registered already" "$WORK/extra.out" ||
+  { cat "$WORK/extra.out"; fail "no reason given for refusing a fourth worker"; }
+[ $((SECONDS - start)) -lt 10 ] || fail "the fourth worker was refused only after $((SECONDS - start)) s"
 timeout 60 "$PSBED" server --coordinator "$ep" --bind "tcp://127.0.0.1:*" --name server-0 >"$WORK/server.out" 2>&1 &
 PIDS+=($!)
 set +e
@@ -32,7 +42,7 @@ python3 - "$WORK/summary.json" <<'PY' || fail "the summary's names and ids disag
 import json, sys
 s = json.load(open(sys.argv[1]))
 got = [(w["name"], w["id"]) for w in s["per_worker"]]
-assert got == [("worker-0", 0), ("trainer", 1), ("worker-2", 2)], got
+assert got == [("worker-0", 0), ("worker-1", 1), ("trainer", 2)], got
 print("per_worker:", got)
 PY
 echo "PASS"
