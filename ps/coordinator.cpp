@@ -283,6 +283,10 @@ class Coordinator {
     const int want = role == "server" ? opt_.servers : opt_.workers;
     if (count(role) >= want) return reject("all " + std::to_string(want) + " " + role + "s have registered already");
     if (role == "server" && j.value("address", "").empty()) return reject("a server must give its address");
+    // Barriers and policy switches count nodes by name: two of one name would never be complete.
+    for (const auto& [_, other] : nodes_)
+      if (!name.empty() && other.name == name)
+        return reject("another node is named '" + name + "' already: give each node its own --name");
     Node n;
     n.role = role, n.name = name.empty() ? peer_name(peer) : name, n.address = j.value("address", "");
     n.peer = peer, n.id = free_id_locked(role, n.name, want), n.last_seen = Clock::now(), n.extra = j;

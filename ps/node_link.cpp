@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <random>
 
 #include "core/error.hpp"
 
@@ -16,7 +18,12 @@ NodeLink::NodeLink(NodeLinkOptions opt) : opt_(std::move(opt)) {
   ZmqOptions z;
   z.role = ZmqOptions::Role::kClient;
   z.endpoint = opt_.coordinator;
-  z.identity = opt_.name;
+  // The name and a random tag: ZeroMQ routes by identity and silently ignores a second
+  // connection with one already in use, so two nodes given the same name would leave the second
+  // unanswered; with the tag the coordinator hears both and refuses the second by its name.
+  char tag[16];
+  std::snprintf(tag, sizeof tag, "#%08x", unsigned(std::random_device{}()));
+  z.identity = opt_.name.substr(0, 200) + tag;
   z.thread_name = "ps-coordlink";
   try {
     transport_ = std::make_unique<ZmqTransport>(z);

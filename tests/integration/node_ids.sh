@@ -2,7 +2,7 @@
 # Node names and ids agree whatever order the nodes register in: worker-1 registering first
 # still gets id 1 (its data shard, its line in the summary), and a node without a <role>-K name
 # takes the highest id left, so that worker-0 coming after it still gets 0. A node the cluster
-# has no room for is refused at once.
+# has no room for, or one whose name is taken, is refused at once.
 source "$(dirname "$0")/lib.sh"
 "$PSBED" coordinator --bind "tcp://127.0.0.1:*" --endpoint-file "$WORK/ep" --servers 1 --workers 3 \
   --model lenet5 --steps 20 --batch 16 --register-timeout 60 --summary "$WORK/summary.json" >"$WORK/coordinator.out" 2>&1 &
@@ -17,6 +17,11 @@ start_worker() {  # start_worker NAME: waits until it registered
   cat "$WORK/$1.out"; fail "$1 did not register"
 }
 start_worker worker-1
+# A second node of a name in use is refused at once, naming it (barriers count nodes by name).
+if timeout 30 "$PSBED" worker --coordinator "$ep" --name worker-1 --model lenet5 --data synthetic >"$WORK/dup.out" 2>&1; then
+  fail "a second worker-1 was accepted"
+fi
+grep -q "another node is named 'worker-1' already" "$WORK/dup.out" || { cat "$WORK/dup.out"; fail "no reason given for refusing a second worker-1"; }
 start_worker trainer
 start_worker worker-0
 grep -q "as worker-1 (id 1)" "$WORK/worker-1.out" || { cat "$WORK/worker-1.out"; fail "worker-1, first to register, did not get id 1"; }
