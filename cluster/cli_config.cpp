@@ -1,5 +1,6 @@
 #include "cluster/cli_config.hpp"
 
+#include <cstring>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -17,9 +18,30 @@ namespace {
 // without its comments (it would take a comment inside an array, or a quoted '#', for part of a
 // value), each array on the line it opens on (it reads `workers = [` alone as the value "["), a
 // trailing comma dropped; the other lines of an array are left empty, so line numbers stay.
+// The first of `stops` in `line` from `from` on that is outside quotes ("..." with \ escapes, or
+// '...'), or line.size(); `open` is the quote left open at the end of the line, 0 if none.
+std::size_t find_unquoted(const std::string& line, std::size_t from, const char* stops, char& open) {
+  open = 0;
+  for (std::size_t i = from; i < line.size(); ++i) {
+    const char c = line[i];
+    if (open) {
+      if (c == '\\' && open == '"') ++i;
+      else if (c == open) open = 0;
+    } else if (c == '"' || c == '\'') {
+      open = c;
+    } else if (std::strchr(stops, c) != nullptr) {
+      return i;
+    }
+  }
+  return line.size();
+}
+
 std::string check_toml_syntax(const std::string& text, const std::string& file) {
   auto fail = [&](int line, const std::string& what) {
     throw CLI::ConfigError("'" + file + "' line " + std::to_string(line) + ": " + what);
+  };
+  auto unclosed = [&](int line, char quote) {
+    fail(line, std::string("a string is not closed (its ") + quote + " has no match on the line)");
   };
   auto trim = [](std::string t) {
     const std::size_t a = t.find_first_not_of(" \t");
@@ -48,17 +70,7 @@ std::string check_toml_syntax(const std::string& text, const std::string& file) 
       }
       // The key: up to the first '=' outside quotes.
       char quote = 0;
-      for (; i < line.size(); ++i) {
-        const char c = line[i];
-        if (quote) {
-          if (c == '\\' && quote == '"') ++i;
-          else if (c == quote) quote = 0;
-        } else if (c == '"' || c == '\'') {
-          quote = c;
-        } else if (c == '=' || c == '#') {
-          break;
-        }
-      }
+      i = find_unquoted(line, first, "=#", quote);
       const std::string key = trim(line.substr(first, i - first));
       if (i == line.size() || line[i] == '#') {  // no '=': a bare flag name (CLI11: true)
         if (quote || key.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
@@ -72,19 +84,8 @@ std::string check_toml_syntax(const std::string& text, const std::string& file) 
       if (i == std::string::npos || line[i] == '#') fail(n, "'" + key + "' has no value");
       if (line[i] != '[') {  // a single value: ends at a '#' outside quotes
         char q = 0;
-        std::size_t end = i;
-        for (; end < line.size(); ++end) {
-          const char c = line[end];
-          if (q) {
-            if (c == '\\' && q == '"') ++end;
-            else if (c == q) q = 0;
-          } else if (c == '"' || c == '\'') {
-            q = c;
-          } else if (c == '#') {
-            break;
-          }
-        }
-        if (q) fail(n, std::string("a string is not closed (its ") + q + " has no match on the line)");
+        const std::size_t end = find_unquoted(line, i, "#", q);
+        if (q) unclosed(n, q);
         out.back() = key + " = " + trim(line.substr(i, end - i));
         continue;
       }
@@ -133,7 +134,7 @@ std::string check_toml_syntax(const std::string& text, const std::string& file) 
       }
       piece += c;
     }
-    if (quote) fail(n, std::string("a string is not closed (its ") + quote + " has no match on the line)");
+    if (quote) unclosed(n, quote);
     if (depth > 0) {  // the next line's values follow, after a blank unless a comma or the '[' ends this one
       piece = trim(piece);
       if (!piece.empty() && piece.back() != ',' && piece.back() != '[') piece += ' ';

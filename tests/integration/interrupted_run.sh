@@ -20,6 +20,26 @@ print(f"{sys.argv[2]}: " + ", ".join(f"{w['name']} {w['steps']} steps" for w in 
 PY
   for t in worker-0 worker-1 server-0; do [ -s "$1/traces/$t.trace.json" ] || fail "$1: no trace of $t"; done
 }
+# start_run NAME SECONDS: a long run in the background, as `timeout psbed launch`; once worker-1
+# trained for SECONDS, sets `launcher` to the launcher's pid.
+start_run() {
+  timeout 60 "$PSBED" launch --model lenet5 --data synthetic --steps 100000 --batch 16 --workers 2 --heartbeat-timeout 10 \
+    --out "$WORK/$1" >"$WORK/$1.out" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 1 200); do grep -q "steps of batch" "$WORK/$1/logs/worker-1.log" 2>/dev/null && break; sleep 0.05; done
+  sleep "$2"
+  launcher=$(pgrep -P "${PIDS[-1]}" -f -- "psbed launch" | head -1)
+  [ -n "$launcher" ] || fail "no launcher to interrupt"
+}
+# wait_exit NAME: the background run's exit status must be 130 (interrupted).
+wait_exit() {
+  local rc
+  set +e
+  wait "${PIDS[-1]}"
+  rc=$?
+  set -e
+  [ "$rc" = 130 ] || { tail -20 "$WORK/$1.out"; fail "$1: an interrupted launch exited $rc, expected 130"; }
+}
 timeout 60 "$PSBED" launch --model lenet5 --data synthetic --steps 100000 --batch 16 --workers 2 --timeout 3 --heartbeat-timeout 10 \
   --out "$WORK/timeout" >"$WORK/timeout.out" 2>&1 && fail "a run past --timeout succeeded"
 check "$WORK/timeout" "took longer than --timeout"
@@ -27,47 +47,28 @@ check "$WORK/timeout" "took longer than --timeout"
 timeout 60 "$PSBED" profile "$WORK/timeout" --worker worker-0 -o "$WORK/profile.json" >"$WORK/profile.out" 2>&1 ||
   { cat "$WORK/profile.out"; fail "the interrupted run's traces do not profile"; }
 
-timeout 60 "$PSBED" launch --model lenet5 --data synthetic --steps 100000 --batch 16 --workers 2 --heartbeat-timeout 10 \
-  --out "$WORK/int" >"$WORK/int.out" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 1 200); do grep -q "steps of batch" "$WORK/int/logs/worker-1.log" 2>/dev/null && break; sleep 0.05; done
-sleep 2
 # One Ctrl-C can reach the launcher twice within milliseconds (on `timeout psbed launch` the
 # terminal signals both, and timeout passes its signal on to the launcher and to its group): a
 # repeat 0.1 s after the first is one interruption, not a second Ctrl-C (which stops every
 # process at once, losing the measurements).
-launcher=$(pgrep -P "${PIDS[-1]}" -f -- "psbed launch" | head -1)
-[ -n "$launcher" ] || fail "no launcher to interrupt"
+start_run int 2
 kill -INT "$launcher"
 sleep 0.1
 kill -INT "$launcher" 2>/dev/null || true
-set +e
-wait "${PIDS[-1]}"
-rc=$?
-set -e
-[ "$rc" = 130 ] || { tail -20 "$WORK/int.out"; fail "an interrupted launch exited $rc, expected 130"; }
+wait_exit int
 check "$WORK/int" "interrupted"
 
 # A second Ctrl-C, a second after the first, stops every process at once: here worker-1 is
 # stopped (SIGSTOP) and never reports, so the coordinator would wait 5 s for it.
-timeout 60 "$PSBED" launch --model lenet5 --data synthetic --steps 100000 --batch 16 --workers 2 --heartbeat-timeout 10 \
-  --out "$WORK/twice" >"$WORK/twice.out" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 1 200); do grep -q "steps of batch" "$WORK/twice/logs/worker-1.log" 2>/dev/null && break; sleep 0.05; done
-sleep 1
-launcher=$(pgrep -P "${PIDS[-1]}" -f -- "psbed launch" | head -1)
+start_run twice 1
 stopped=$(pgrep -f -- "--name worker-1 .*$WORK/twice" | head -1)
-[ -n "$launcher" ] && [ -n "$stopped" ] || fail "no launcher or worker-1 to interrupt"
+[ -n "$stopped" ] || fail "no worker-1 to stop"
 kill -STOP "$stopped"
 kill -INT "$launcher"
 sleep 1
 kill -INT "$launcher"
 start=$SECONDS
-set +e
-wait "${PIDS[-1]}"
-rc=$?
-set -e
-[ "$rc" = 130 ] || { tail -20 "$WORK/twice.out"; fail "a launch interrupted twice exited $rc, expected 130"; }
+wait_exit twice
 grep -q "interrupted again: stopping every process now" "$WORK/twice.out" || { tail -20 "$WORK/twice.out"; fail "the second Ctrl-C was not taken as one"; }
 [ $((SECONDS - start)) -le 6 ] || fail "the launch took $((SECONDS - start)) s to stop after the second Ctrl-C"
 json "$WORK/twice/summary.json" 'sys.exit(0 if s["failure"] == "interrupted" else 1)' || fail "no summary after a second Ctrl-C"
