@@ -1,7 +1,9 @@
 #include "cluster/cli_config.hpp"
 
 #include <cstring>
+#include <filesystem>
 #include <memory>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -53,6 +55,12 @@ std::string check_toml_syntax(const std::string& text, const std::string& file) 
   std::string line, array;       // the array being read, as one line
   int n = 0, depth = 0, opened_at = 0;
   std::size_t opened_index = 0;
+  std::string section;                 // the [section] the lines are in, "" before any
+  std::map<std::string, int> key_at;   // section.key -> the line that gave it
+  auto once = [&](const std::string& key) {
+    const auto [at, fresh] = key_at.emplace(section + "." + key, n);
+    if (!fresh) fail(n, "'" + key + "' is given twice (first on line " + std::to_string(at->second) + ")");
+  };
   while (std::getline(lines, line)) {
     ++n;
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -66,6 +74,7 @@ std::string check_toml_syntax(const std::string& text, const std::string& file) 
         if (head.size() < 3 || head.back() != ']')
           fail(n, "expected a section as [name], got '" + trim(line) + "'");
         out.back() = head;
+        section = head;
         continue;
       }
       // The key: up to the first '=' outside quotes.
@@ -76,10 +85,12 @@ std::string check_toml_syntax(const std::string& text, const std::string& file) 
         if (quote || key.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
                          std::string::npos)
           fail(n, "expected key = value, got '" + trim(line) + "'");
+        once(key);
         out.back() = key;
         continue;
       }
       if (key.empty()) fail(n, "a value with no key: '" + trim(line) + "'");
+      once(key);
       i = line.find_first_not_of(" \t", i + 1);
       if (i == std::string::npos || line[i] == '#') fail(n, "'" + key + "' has no value");
       if (line[i] != '[') {  // a single value: ends at a '#' outside quotes
@@ -167,6 +178,7 @@ class SubcommandToml final : public CLI::ConfigBase {
       // A section's open and close marks would count its subcommand as given on the command
       // line (a [policy] section would switch `ctl status` to `ctl policy`): values only.
       if (item.name == "++" || item.name == "--") continue;
+      check_key(item, text.str());
       if (app != nullptr && item.parents.empty() && overruled(item.name)) continue;
       item.parents.insert(item.parents.begin(), scope.begin(), scope.end());
       kept.push_back(std::move(item));
@@ -175,6 +187,42 @@ class SubcommandToml final : public CLI::ConfigBase {
   }
 
  private:
+  // ", line N" of the first `key =` line naming the item's key, or "" if none is found.
+  static std::string line_of(const CLI::ConfigItem& item, const std::string& text) {
+    std::istringstream in(text);
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      const std::size_t start = line.find_first_not_of(" \t");
+      if (start == std::string::npos || line.compare(start, item.name.size(), item.name) != 0) continue;
+      const std::size_t after = line.find_first_not_of(" \t", start + item.name.size());
+      if (after == std::string::npos || line[after] == '=') return " line " + std::to_string(n);
+    }
+    return "";
+  }
+  // A key that is no long flag of the subcommand (or of the section's sub-subcommand) is refused
+  // here, naming the file, the line and the command, rather than by CLI11 ("INI was not able to
+  // parse train.stepz").
+  void check_key(const CLI::ConfigItem& item, const std::string& text) const {
+    if (app == nullptr) return;
+    const CLI::App* where = app;
+    std::string command = "psbed";
+    for (const std::string& s : scope) command += " " + s;
+    for (const std::string& section : item.parents) {
+      try {
+        where = where->get_subcommand(section);
+      } catch (const CLI::OptionNotFound&) {
+        throw CLI::ConfigError("'" + file + "': the section [" + section + "] is no subcommand of `" + command +
+                               "`");
+      }
+      command += " " + section;
+    }
+    const CLI::Option* opt = where->get_option_no_throw("--" + item.name);
+    if (opt == nullptr) opt = where->get_option_no_throw(item.name);  // a positional, by its name
+    if (opt == nullptr || !opt->get_configurable())
+      throw CLI::ConfigError("'" + file + "'" + line_of(item, text) + ": unknown key '" + item.name + "': `" +
+                             command + "` has no --" + item.name + " (keys are its long flag names, as in `" +
+                             command + " --help`)");
+  }
   bool overruled(const std::string& name) const {
     const CLI::Option* opt = app->get_option_no_throw("--" + name);
     if (opt == nullptr) return false;
@@ -210,6 +258,9 @@ void add_config_option(CLI::App* app) {
            if (target->count() > 0)
              throw CLI::ValidationError("--config", "one file at a time, '" + file + "' is a second");
            if (file.empty()) throw CLI::ValidationError("--config", "expected a file name, got ''");
+           if (!std::filesystem::is_regular_file(file))
+             throw CLI::ValidationError("--config", "cannot read '" + file + "'" +
+                                                        (std::filesystem::exists(file) ? ": not a file" : ": no such file"));
            toml->scope.clear();
            toml->app = app;
            toml->file = file;

@@ -383,11 +383,22 @@ run_predict() {
   [[ $PSBED_DRY_RUN == 1 || -f $run/summary.json ]] ||
     die "PSBED_PROFILE_RUN: $run has no summary.json, expected a finished single-worker run folder"
   local profile=$run/profile.json
-  local out=$run/predict-${PSBED_WORKERS}w${PSBED_SERVERS}s-$PSBED_POLICY-${PSBED_MODE/:/}.json
+  # The measured run's settings, each also in the file name (two predictions of different
+  # settings never share a file).
+  local name=predict-${PSBED_WORKERS}w${PSBED_SERVERS}s-$PSBED_POLICY-${PSBED_MODE/:/}
+  ARGS=()
+  add_opt --bandwidth "$PSBED_BANDWIDTH"
+  add_opt --latency "$PSBED_LATENCY"
+  add_opt --partition-bytes "$PSBED_PARTITION_BYTES"
+  add_opt --slice-params "$PSBED_SLICE_PARAMS"
+  add_opt --partition-params "$PSBED_PARTITION_PARAMS"
+  add_opt --credit "$PSBED_CREDIT"
+  local i
+  for ((i = 0; i < ${#ARGS[@]}; i += 2)); do name+="-${ARGS[i]#--}${ARGS[i + 1]// /}"; done
+  local out=$run/$name.json
   local prof=("$PSBED_BIN" profile "$run" -o "$profile")
   local pred=("$PSBED_BIN" predict --profile "$profile" --workers "$PSBED_WORKERS" --servers "$PSBED_SERVERS"
-    --policy "$PSBED_POLICY" --mode "$PSBED_MODE" --json "$out")
-  [[ -z $PSBED_BANDWIDTH ]] || pred+=(--bandwidth "$PSBED_BANDWIDTH")
+    --policy "$PSBED_POLICY" --mode "$PSBED_MODE" --json "$out" "${ARGS[@]}")
   if [[ $PSBED_DRY_RUN == 1 ]]; then
     printf '%q ' "${prof[@]}"; echo
     printf '%q ' "${pred[@]}"; echo

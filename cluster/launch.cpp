@@ -124,13 +124,15 @@ void check_launch_options(const LaunchOptions& o) {
   const ModelSpec spec = load_model(o.model);
   // The data the workers will load (a missing or misshapen data set is one line here, not every
   // worker's failure and a registration timeout).
-  workloads::load_dataset(o.data, o.data_dir, spec.input, o.seed);
+  workloads::load_dataset(o.data, o.data_dir, spec.input, spec.classes, o.seed);
   if (o.compute != "real") {
     need(o.compute.rfind("replay:", 0) == 0,
          "--compute must be real or replay:<profile.json>, got '" + o.compute + "'");
     const std::string path = o.compute.substr(7);
     Profile::load(path).check_matches(spec, "--compute " + o.compute);
   }
+  // The dashboard's prediction (--profile) reads the profile the same way.
+  if (!o.profile.empty()) Profile::load(o.profile).check_matches(spec, "--profile " + o.profile);
 }
 
 namespace {
@@ -183,10 +185,11 @@ class Launcher {
     const std::string endpoint_file = out_ + "/logs/coordinator.endpoint";
     std::remove(endpoint_file.c_str());
     spawn("coordinator", "coordinator", coordinator_args("tcp://" + host_of("coordinator") + ":*", endpoint_file), false);
-    const std::string coord = wait_for_endpoint(endpoint_file);
+    std::string why;
+    const std::string coord = wait_for_endpoint(endpoint_file, why);
     if (coord.empty()) {
       stop_all(3);
-      failure_ = "the coordinator did not start listening";
+      failure_ = why.rfind("coordinator ", 0) == 0 ? "the " + why + " before it listened (its error is above)" : why;
       const int rc = finish(1);
       unblock_signals(set);
       return rc;
@@ -246,16 +249,22 @@ class Launcher {
   }
 
   // Polls for the file the coordinator writes once it listens (bounded: 20 s, or its death).
-  std::string wait_for_endpoint(const std::string& path) {
+  // The endpoint the coordinator wrote to `path`, or "" with the reason in `failure` (its exit
+  // status, when it stopped first: its error line is on this terminal, its stderr being the
+  // live progress).
+  std::string wait_for_endpoint(const std::string& path, std::string& failure) {
     for (int i = 0; i < 1000; ++i) {
       if (std::ifstream in(path); in) {
         std::string e;
         if (std::getline(in, e) && !e.empty()) return e;
       }
-      std::string failure;
-      if (!reap(failure) || coordinator_done_) return "";
+      if (!reap(failure) || coordinator_done_) {
+        if (failure.empty()) failure = "the coordinator stopped before it listened";
+        return "";
+      }
       ::usleep(20000);
     }
+    failure = "the coordinator did not start listening within 20 s";
     return "";
   }
 

@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/log.hpp"
 #include "core/units.hpp"
 #include "cluster/cli_config.hpp"
@@ -39,21 +42,46 @@ void add_common(CLI::App* app, std::string& log_level) {
   app->add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
 }
 
-// A number of 0 or more; the error names what was expected (CLI::NonNegativeNumber's names the
-// largest double).
-CLI::Validator non_negative(const std::string& what) {
+// A finite number in [lo, hi) (above lo if `above`); the error names what was expected
+// (CLI::NonNegativeNumber's names the largest double).
+CLI::Validator number_in(const std::string& what, double lo, bool above, double hi,
+                         const std::string& expected) {
   return CLI::Validator(
-      [what](std::string& v) {
-        double x = -1;
+      [=](std::string& v) {
+        double x = std::nan("");
         try {
-          x = std::stod(v);
+          std::size_t used = 0;
+          x = std::stod(v, &used);
+          if (used != v.size()) x = std::nan("");
         } catch (const std::exception&) {
         }
-        return x >= 0 && std::isfinite(x) ? std::string()
-                                          : "expected " + what + ", 0 or more, got '" + v + "'";
+        const bool ok = std::isfinite(x) && (above ? x > lo : x >= lo) && x < hi;
+        return ok ? std::string() : "expected " + what + ", " + expected + ", got '" + v + "'";
       },
       "NUMBER");
 }
+CLI::Validator non_negative(const std::string& what) {
+  return number_in(what, 0, false, HUGE_VAL, "0 or more");
+}
+CLI::Validator positive(const std::string& what) {
+  return number_in(what, 0, true, HUGE_VAL, "above 0");
+}
+// SGD momentum: 1 or more never forgets a gradient, and the parameters run away.
+CLI::Validator momentum_range() { return number_in("a momentum", 0, false, 1, "0 or more and below 1"); }
+
+// A seed: a whole number from 0 to 2^64 - 1 (CLI11 turns -1 and too many digits into 2^64 - 1).
+const CLI::Validator kSeed(
+    [](std::string& v) {
+      bool digits = !v.empty() && v.size() <= 20 &&
+                    std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (digits) {
+        errno = 0;
+        std::strtoull(v.c_str(), nullptr, 10);
+        digits = errno != ERANGE;
+      }
+      return digits ? std::string() : "expected a seed, a whole number from 0 to 18446744073709551615, got '" + v + "'";
+    },
+    "UINT");
 
 // `steps_help`, if set, describes a --steps default that is not a number (validate: each run's).
 void add_train(CLI::App& root, worker::TrainOptions& o, std::string& log_level) {
@@ -65,22 +93,24 @@ void add_train(CLI::App& root, worker::TrainOptions& o, std::string& log_level) 
   add_common(app, log_level);
   app->add_option("--model", o.model, "shipped model name or path to a .toml spec")->capture_default_str();
   app->add_option("--data", o.data, "mnist or synthetic")->capture_default_str();
-  app->add_option("--data-dir", o.data_dir, "directory with IDX files (default $PSBED_DATA_DIR or data/mnist)");
+  app->add_option("--data-dir", o.data_dir,
+                  "directory with IDX files (default $PSBED_DATA_DIR, else data/mnist here, else the checkout's)");
   app->add_option("--device", o.device, "cpu or gpu")->capture_default_str();
   app->add_option("--epochs", o.epochs, "passes over the training set")->capture_default_str();
   app->add_option("--steps", o.steps, "train this many steps instead of --epochs")
-      ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
+      ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40));
   app->add_option("--batch", o.batch, "samples per step")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   app->add_option("--lr", o.sgd.lr, "learning rate")->capture_default_str()->check(non_negative("a learning rate"));
   app->add_option("--lr-schedule", o.lr_schedule, "constant, or cosine (decay to 0 over the run)")->capture_default_str();
-  app->add_option("--momentum", o.sgd.momentum, "SGD momentum")->capture_default_str()->check(non_negative("a momentum"));
+  app->add_option("--momentum", o.sgd.momentum, "SGD momentum")->capture_default_str()->check(momentum_range());
   app->add_option("--weight-decay", o.sgd.weight_decay, "L2 weight decay")->capture_default_str()
       ->check(non_negative("a weight decay"));
   app->add_option("--threads", o.threads, "compute threads")->capture_default_str()->check(CLI::Range(1, 4096));
-  app->add_option("--seed", o.seed, "seed for initialisation, shuffling, synthetic data")->capture_default_str();
+  app->add_option("--seed", o.seed, "seed for initialisation, shuffling, synthetic data")->capture_default_str()->check(kSeed);
   app->add_flag("!--no-eval", o.evaluate, "skip test-set evaluation");
   app->add_flag("!--no-standardize", o.standardize, "feed raw [0, 1] pixels instead of standardised ones");
-  app->add_option("--progress-every", o.progress_every_s, "seconds between progress lines")->capture_default_str();
+  app->add_option("--progress-every", o.progress_every_s, "seconds between progress lines")->capture_default_str()
+      ->check(positive("a number of seconds"));
   app->add_option("--json", o.json_out, "write results as JSON to this file");
   app->add_option("--save-params", o.save_params, "final parameters to this file (raw float32)");
 }
@@ -90,13 +120,19 @@ void add_bench_ps(CLI::App* bench, ps::BenchPsOptions& o, std::string& log_level
   app->footer("Rows: 1 worker x 1 shard per model size (ratio to a raw cppzmq round trip of the same bytes),\n"
               "then aggregate throughput for workers x servers. Everything runs in this process on loopback.");
   add_common(app, log_level);
-  app->add_option("--models", o.model_mib, "model sizes in MiB")->delimiter(',')->capture_default_str();
-  app->add_option("--aggregate-model", o.aggregate_mib, "model size (MiB) of the workers x servers grid")->capture_default_str();
-  app->add_option("--workers", o.workers, "worker counts")->delimiter(',')->capture_default_str();
-  app->add_option("--servers", o.servers, "server counts")->delimiter(',')->capture_default_str();
+  app->add_option("--models", o.model_mib, "model sizes in MiB")->delimiter(',')->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  app->add_option("--aggregate-model", o.aggregate_mib, "model size (MiB) of the workers x servers grid")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
+  app->add_option("--workers", o.workers, "worker counts")->delimiter(',')->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  app->add_option("--servers", o.servers, "server counts")->delimiter(',')->capture_default_str()
+      ->check(CLI::Range(1, 256));
   app->add_option("--partition-bytes", o.partition, "largest part")->capture_default_str();
-  app->add_option("--min-seconds", o.min_seconds, "seconds per psbed run (raw runs: half)")->capture_default_str();
-  app->add_option("--repeat", o.repeat, "psbed runs per single-worker row, between raw runs")->capture_default_str();
+  app->add_option("--min-seconds", o.min_seconds, "seconds per psbed run (raw runs: half)")->capture_default_str()
+      ->check(positive("a number of seconds"));
+  app->add_option("--repeat", o.repeat, "psbed runs per single-worker row, between raw runs")->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   app->add_option("--json", o.json_out, "write results as JSON to this file");
 }
 
@@ -108,12 +144,16 @@ void add_bench(CLI::App& root, worker::BenchComputeOptions& o, std::string& log_
               "Make `make bench` your entry point: it installs PyTorch and OpenBLAS first.");
   add_common(app, log_level);
   app->add_option("--models", o.models, "models to run")->delimiter(',')->capture_default_str();
-  app->add_option("--threads", o.threads, "thread counts")->delimiter(',')->capture_default_str();
-  app->add_option("--batch", o.batch, "batch (0: 64 for 28x28 inputs, 32 for larger)")->capture_default_str();
+  app->add_option("--threads", o.threads, "thread counts")->delimiter(',')->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  app->add_option("--batch", o.batch, "batch (0: 64 for 28x28 inputs, 32 for larger)")->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   app->add_option("--device", o.device, "cpu or gpu")->capture_default_str();
-  app->add_option("--min-seconds", o.min_seconds, "timed seconds per row")->capture_default_str();
-  app->add_option("--min-steps", o.min_steps, "timed steps per row, at least")->capture_default_str();
-  app->add_option("--warmup", o.warmup, "untimed steps per row")->capture_default_str();
+  app->add_option("--min-seconds", o.min_seconds, "timed seconds per row")->capture_default_str()
+      ->check(non_negative("a number of seconds"));
+  app->add_option("--min-steps", o.min_steps, "timed steps per row, at least")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 30));
+  app->add_option("--warmup", o.warmup, "untimed steps per row")->capture_default_str()->check(CLI::Range(0, 1 << 30));
   app->add_flag("!--no-torch", o.torch, "skip the PyTorch reference");
   app->add_option("--python", o.python, "interpreter with Debian's python3-torch")->capture_default_str();
   app->add_option("--json", o.json_out, "write results as JSON to this file");
@@ -134,7 +174,7 @@ void add_coordinator(CLI::App& root, ps::CoordinatorOptions& o, std::string& par
   app->add_option("--partition-params", o.policy.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
   app->add_option("--credit", credit, "p3/bytescheduler: bytes in flight at most; prophet: largest block (default: the policy's)");
   app->add_option("--lr", o.sgd.lr, "learning rate")->capture_default_str()->check(non_negative("a learning rate"));
-  app->add_option("--momentum", o.sgd.momentum, "SGD momentum")->capture_default_str()->check(non_negative("a momentum"));
+  app->add_option("--momentum", o.sgd.momentum, "SGD momentum")->capture_default_str()->check(momentum_range());
   app->add_option("--weight-decay", o.sgd.weight_decay, "L2 weight decay")->capture_default_str()
       ->check(non_negative("a weight decay"));
   app->add_option("--lr-schedule", o.lr_schedule, "constant or cosine")->capture_default_str();
@@ -142,11 +182,12 @@ void add_coordinator(CLI::App& root, ps::CoordinatorOptions& o, std::string& par
   app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")->capture_default_str()
       ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
   app->add_option("--batch", o.batch, "batch per worker")->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  app->add_option("--seed", o.seed, "seed for initial parameters and data order")->capture_default_str();
+  app->add_option("--seed", o.seed, "seed for initial parameters and data order")->capture_default_str()->check(kSeed);
   app->add_option("--partition-bytes", partition, "largest part a tensor is cut into")->capture_default_str();
   app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str();
   app->add_option("--heartbeat-timeout", o.heartbeat_timeout_s, "seconds of silence before a node is dead")->capture_default_str();
-  app->add_option("--progress-every", o.progress_every_s, "seconds between progress lines")->capture_default_str();
+  app->add_option("--progress-every", o.progress_every_s, "seconds between progress lines")->capture_default_str()
+      ->check(positive("a number of seconds"));
   app->add_option("--register-timeout", o.register_timeout_s, "seconds for every node to register")->capture_default_str();
   app->add_option("--summary", o.summary_path, "write summary.json here at the end");
   app->add_option("--endpoint-file", o.endpoint_file, "write the bound endpoint here (for --bind with port *)");
@@ -198,7 +239,8 @@ void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level
       ->capture_default_str()
       ->check(CLI::Range(0.1, 1e6));
   app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str();
-  app->add_option("--progress-every", o.progress_every_s, "seconds between progress reports")->capture_default_str();
+  app->add_option("--progress-every", o.progress_every_s, "seconds between progress reports")->capture_default_str()
+      ->check(positive("a number of seconds"));
   app->add_option("--trace-dir", o.trace_dir, "write <name>.trace.json here");
   app->add_option("--save-params", o.save_params, "the evaluating worker writes final parameters here (raw float32)");
   app->add_option("--straggle-ms", o.straggle_ms, "sleep this long every step (a deliberate straggler)");
@@ -228,10 +270,10 @@ void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_leve
   app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")->capture_default_str();
   app->add_option("--batch", o.batch, "batch per worker")->capture_default_str();
   app->add_option("--lr", o.lr, "learning rate")->capture_default_str();
-  app->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
+  app->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str()->check(momentum_range());
   app->add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str();
   app->add_option("--lr-schedule", o.lr_schedule, "constant or cosine")->capture_default_str();
-  app->add_option("--seed", o.seed, "seed")->capture_default_str();
+  app->add_option("--seed", o.seed, "seed")->capture_default_str()->check(kSeed);
   app->add_option("--partition-bytes", o.partition_bytes, "largest part a tensor is cut into")->capture_default_str();
   app->add_option("--threads", o.threads, "compute threads per worker")->capture_default_str();
   app->add_option("--device", o.device, "cpu or gpu")->capture_default_str();
@@ -281,7 +323,7 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
   else
     app->add_option("--steps", f.steps, "simulated steps per worker")->capture_default_str()
         ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40));
-  app->add_option("--seed", f.seed, "seed of the compute draws and tf-random")->capture_default_str();
+  app->add_option("--seed", f.seed, "seed of the compute draws and tf-random")->capture_default_str()->check(kSeed);
   app->add_option("--seeds", f.seeds,
                   "simulations per configuration, with seeds --seed, --seed + 1, ...: the one with the median "
                   "images/s is the prediction (steadies configurations on the edge between two regimes)")
@@ -513,11 +555,20 @@ int main(int argc, char** argv) {
         c.link_model = predictor::LinkModel::kBucket;
         predictor::take_host_costs(profile, c);
         c.arrival_jitter_s = predictor::kArrivalJitterUs * 1e-6;  // as psbed predict
+        // The running cluster's compute: real compute takes the host's cores, replay sleeps.
+        c.compute_on_cores = cfg.value("compute", std::string("real")) == "real";
         c.steps = 100;
         return predictor::simulate_seeds(profile, load_model(cfg.at("model").get<std::string>()), c,
                                          predictor::kPredictSeeds)
             .images_per_sec;
       };
+      // Where it writes, checked now: not a finished run that cannot keep its summary.
+      ensure_writable_file(coord.summary_path, "--summary");
+      ensure_writable_file(coord.endpoint_file, "--endpoint-file");
+      ensure_writable_file(coord.http_file, "--http-file");
+      // A profile that cannot be read is one line now, not a failed prediction later.
+      if (!coord.profile.empty())
+        Profile::load(coord.profile).check_matches(load_model(coord.model), "--profile " + coord.profile);
       return ps::run_coordinator(coord);
     }
     if (root.got_subcommand("server")) {

@@ -4,9 +4,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
+#include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string_view>
+#include <vector>
 #include <toml++/toml.h>
 
 #include "core/error.hpp"
@@ -40,6 +44,72 @@ std::int64_t ModelSpec::parameter_count() const {
 
 namespace {
 
+// Per-sample feature counts and the model's parameter count stay within int: the backends
+// index activations, an fc layer's fan-in and tensors with int, and 2^31 floats (8 GiB) per
+// copy of the model is already past what a worker here can hold.
+constexpr std::int64_t kMaxCount = std::numeric_limits<int>::max();
+// Channels, kernel, stride, pad, fc outputs, classes and each input dimension.
+constexpr std::int64_t kMaxSize = 1 << 24;
+
+using Keys = std::vector<std::string_view>;
+const Keys kTopKeys = {"name", "input", "classes", "layer"};
+
+// The keys each layer type takes ("linear" is another name for "fc").
+const Keys& layer_keys(LayerType t) {
+  static const Keys conv = {"type",   "name",   "in_channels", "out_channels",
+                            "kernel", "stride", "pad"};
+  static const Keys fc = {"type", "name", "in", "out"};
+  static const Keys relu = {"type", "name"};
+  static const Keys maxpool = {"type", "name", "kernel", "stride", "pad"};
+  switch (t) {
+    case LayerType::kConv: return conv;
+    case LayerType::kFc: return fc;
+    case LayerType::kRelu: return relu;
+    case LayerType::kMaxPool: return maxpool;
+  }
+  return relu;
+}
+
+bool has_key(const Keys& keys, std::string_view key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+// "a, b or c"
+std::string key_list(const Keys& keys) {
+  std::string s;
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    s += std::string(i == 0 ? "" : i + 1 == keys.size() ? " or " : ", ") + std::string(keys[i]);
+  return s;
+}
+
+// The product of `factors`, or -1 past int64 (only absurd specs get there).
+std::int64_t product(std::initializer_list<std::int64_t> factors) {
+  std::int64_t n = 1;
+  for (std::int64_t f : factors) {
+    if (f != 0 && n > std::numeric_limits<std::int64_t>::max() / f) return -1;
+    n *= f;
+  }
+  return n;
+}
+
+std::string count_str(std::int64_t n) {
+  return n < 0 ? "more than " + std::to_string(std::numeric_limits<std::int64_t>::max())
+               : std::to_string(n);
+}
+
+// A TOML value's type in words, for "expected X, got Y".
+std::string type_words(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::table: return "a table";
+    default: return "a date or time";
+  }
+}
+
 struct LayerContext {
   const std::string& source;
   int index;
@@ -50,28 +120,73 @@ struct LayerContext {
   }
 };
 
-int get_int(const toml::table& t, const char* key, const LayerContext& ctx, int dflt, bool required) {
+// An integer key in [lo, hi], range-checked before it is narrowed to int.
+int get_int(const toml::table& t, const char* key, const LayerContext& ctx, int dflt, bool required,
+            std::int64_t lo = 0, std::int64_t hi = kMaxSize) {
   const toml::node* n = t.get(key);
   if (!n) {
     if (required) ctx.fail(std::string("missing '") + key + "'");
     return dflt;
   }
-  auto v = n->value<std::int64_t>();
-  if (!v || *v < 0 || *v > (1 << 24)) ctx.fail(std::string("'") + key + "' must be a non-negative integer");
-  return static_cast<int>(*v);
+  const auto* v = n->as_integer();
+  if (!v) ctx.fail(std::string("'") + key + "' must be an integer, got " + type_words(*n));
+  if (v->get() < lo || v->get() > hi)
+    ctx.fail(std::string("'") + key + "' = " + std::to_string(v->get()) +
+             " is out of range, expected " + std::to_string(lo) + " to " + std::to_string(hi));
+  return static_cast<int>(v->get());
 }
 
-std::vector<int> get_shape(const toml::table& root, const std::string& source) {
-  const toml::array* a = root["input"].as_array();
+// A string key that must not be empty; `dflt` if absent.
+std::string get_name(const toml::node* n, const std::string& dflt, const std::string& where) {
+  if (!n) return dflt;
+  const auto* v = n->as_string();
+  if (!v) throw Error(where + "'name' must be a string, got " + type_words(*n));
+  if (v->get().empty()) throw Error(where + "'name' must not be empty");
+  return v->get();
+}
+
+Shape get_shape(const toml::table& root, const std::string& source) {
+  const toml::node* n = root.get("input");
+  if (!n) throw Error(source + ": missing 'input', expected [channels, height, width]");
+  const toml::array* a = n->as_array();
   if (!a || a->size() != 3)
-    throw Error(source + ": 'input' must be an array of 3 integers [channels, height, width]");
-  std::vector<int> out;
-  for (const auto& e : *a) {
-    auto v = e.value<std::int64_t>();
-    if (!v || *v <= 0) throw Error(source + ": 'input' entries must be positive integers");
-    out.push_back(static_cast<int>(*v));
+    throw Error(source +
+                ": 'input' must be an array of 3 integers [channels, height, width], got " +
+                (a ? "an array of " + std::to_string(a->size()) : type_words(*n)));
+  int dims[3];
+  for (int i = 0; i < 3; ++i) {
+    const auto* v = (*a)[std::size_t(i)].as_integer();
+    if (!v)
+      throw Error(source + ": 'input' entries must be integers, got " +
+                  type_words((*a)[std::size_t(i)]));
+    if (v->get() < 1 || v->get() > kMaxSize)
+      throw Error(source + ": 'input' entry " + std::to_string(v->get()) +
+                  " is out of range, expected 1 to " + std::to_string(kMaxSize));
+    dims[i] = static_cast<int>(v->get());
   }
-  return out;
+  Shape s{dims[0], dims[1], dims[2]};
+  const std::int64_t count = product({s.c, s.h, s.w});
+  if (count < 0 || count > kMaxCount)
+    throw Error(source + ": 'input' " + s.str() + " has " + count_str(count) +
+                " features per sample, expected at most " + std::to_string(kMaxCount));
+  return s;
+}
+
+// The output of a conv or maxpool window sliding over `in`, computed in 64 bits and checked
+// before it is narrowed to a Shape.
+Shape window_out(int channels, const Shape& in, const LayerSpec& L, const LayerContext& ctx) {
+  const std::int64_t padded_h = std::int64_t(in.h) + 2 * std::int64_t(L.pad);
+  const std::int64_t padded_w = std::int64_t(in.w) + 2 * std::int64_t(L.pad);
+  if (padded_h < L.kernel || padded_w < L.kernel)
+    ctx.fail("kernel " + std::to_string(L.kernel) + " does not fit its input " + in.str());
+  const std::int64_t h = (padded_h - L.kernel) / L.stride + 1,
+                     w = (padded_w - L.kernel) / L.stride + 1;
+  const std::int64_t n = product({channels, h, w});
+  if (n < 0 || n > kMaxCount)
+    ctx.fail("outputs " + std::to_string(channels) + "x" + std::to_string(h) + "x" +
+             std::to_string(w) + " = " + count_str(n) + " features per sample, expected at most " +
+             std::to_string(kMaxCount));
+  return {channels, static_cast<int>(h), static_cast<int>(w)};
 }
 
 }  // namespace
@@ -85,43 +200,84 @@ ModelSpec parse_model_spec(const std::string& toml_text, const std::string& sour
     os << source << ":" << e.source().begin.line << ": " << e.description();
     throw Error(os.str());
   }
+  for (const auto& entry : root) {
+    const std::string_view key = entry.first.str();
+    if (!has_key(kTopKeys, key))
+      throw Error(source + ": unknown key '" + std::string(key) + "', expected " +
+                  key_list(kTopKeys));
+  }
   ModelSpec m;
   m.source = source;
-  m.name = root["name"].value_or(fs::path(source).stem().string());
-  auto in = get_shape(root, source);
-  m.input = {in[0], in[1], in[2]};
-  m.classes = static_cast<int>(root["classes"].value_or<std::int64_t>(10));
-  if (m.classes < 2) throw Error(source + ": 'classes' must be at least 2");
+  m.name = get_name(root.get("name"), fs::path(source).stem().string(), source + ": ");
+  m.input = get_shape(root, source);
+  m.classes = 10;
+  if (const toml::node* n = root.get("classes")) {
+    const auto* v = n->as_integer();
+    if (!v) throw Error(source + ": 'classes' must be an integer, got " + type_words(*n));
+    if (v->get() < 2 || v->get() > kMaxSize)
+      throw Error(source + ": 'classes' = " + std::to_string(v->get()) +
+                  " is out of range, expected 2 to " + std::to_string(kMaxSize));
+    m.classes = static_cast<int>(v->get());
+  }
 
-  const toml::array* layers = root["layer"].as_array();
+  const toml::node* layers_node = root.get("layer");
+  const toml::array* layers = layers_node ? layers_node->as_array() : nullptr;
+  if (layers_node && !layers)
+    throw Error(source + ": 'layer' must be an array of tables ([[layer]]), got " +
+                type_words(*layers_node));
   if (!layers || layers->empty())
     throw Error(source + ": no layers: expected [[layer]] tables with a 'type'");
 
+  // Default names ("relu3": the third relu) skip every name given explicitly anywhere in the
+  // model, so an unnamed layer never collides with a named one before or after it.
+  std::set<std::string> explicit_names;
+  for (const toml::node& n : *layers)
+    if (const toml::table* t = n.as_table())
+      if (const auto* name = t->get_as<std::string>("name")) explicit_names.insert(name->get());
   std::map<std::string, int> type_counts;
+  std::map<std::string, int> taken;  // name -> layer index
+
   Shape cur = m.input;
-  for (size_t i = 0; i < layers->size(); ++i) {
+  std::int64_t total_params = 0;
+  for (std::size_t i = 0; i < layers->size(); ++i) {
     const toml::table* t = (*layers)[i].as_table();
     LayerContext ctx{source, static_cast<int>(i), ""};
     if (!t) ctx.fail("expected a table");
-    std::string type = (*t)["type"].value_or(std::string());
+    const toml::node* type_node = t->get("type");
+    if (!type_node) ctx.fail("missing 'type', expected conv, fc, relu or maxpool");
+    if (!type_node->is_string()) ctx.fail("'type' must be a string, got " + type_words(*type_node));
+    const std::string type = type_node->as_string()->get();
     LayerSpec L;
     if (type == "conv") L.type = LayerType::kConv;
     else if (type == "fc" || type == "linear") L.type = LayerType::kFc;
     else if (type == "relu") L.type = LayerType::kRelu;
     else if (type == "maxpool") L.type = LayerType::kMaxPool;
     else ctx.fail("unknown type '" + type + "', expected conv, fc, relu or maxpool");
-    const char* tname = to_string(L.type);
-    L.name = (*t)["name"].value_or(std::string(tname) + std::to_string(++type_counts[tname]));
+    const std::string tname = to_string(L.type);
+    const std::string where = source + ": layer #" + std::to_string(i + 1) + ": ";
+    const int nth = ++type_counts[tname];  // this is the nth layer of its type
+    if (t->contains("name")) {
+      L.name = get_name(t->get("name"), "", where);
+    } else {
+      int k = nth;
+      do L.name = tname + std::to_string(k++);
+      while (explicit_names.count(L.name) || taken.count(L.name));
+    }
     ctx.name = L.name;
-    for (const auto& other : m.layers)
-      if (other.name == L.name) ctx.fail("duplicate layer name");
+    if (auto it = taken.find(L.name); it != taken.end())
+      ctx.fail("duplicate layer name: layer #" + std::to_string(it->second + 1) + " is also '" +
+               L.name + "'");
+    taken.emplace(L.name, static_cast<int>(i));
     for (const auto& entry : *t) {
       // Not a structured binding: C++17 lambdas cannot capture one (clang rejects it).
       const std::string_view key = entry.first.str();
-      static const char* known[] = {"type", "name", "in_channels", "out_channels", "kernel",
-                                    "stride", "pad", "in", "out"};
-      if (std::none_of(std::begin(known), std::end(known), [&](const char* k) { return key == k; }))
-        ctx.fail("unknown key '" + std::string(key) + "'");
+      const Keys& takes = layer_keys(L.type);
+      if (has_key(takes, key)) continue;
+      const bool known =
+          has_key(layer_keys(LayerType::kConv), key) || has_key(layer_keys(LayerType::kFc), key);
+      if (!known) ctx.fail("unknown key '" + std::string(key) + "', expected " + key_list(takes));
+      ctx.fail("key '" + std::string(key) + "' does not apply to type " + tname + ", which takes " +
+               key_list(takes));
     }
     L.in = cur;
     switch (L.type) {
@@ -129,26 +285,22 @@ ModelSpec parse_model_spec(const std::string& toml_text, const std::string& sour
         int declared_in = get_int(*t, "in_channels", ctx, cur.c, false);
         if (declared_in != cur.c)
           ctx.fail("in_channels = " + std::to_string(declared_in) + " but its input is " + cur.str());
-        L.out_channels = get_int(*t, "out_channels", ctx, 0, true);
-        L.kernel = get_int(*t, "kernel", ctx, 0, true);
-        L.stride = get_int(*t, "stride", ctx, 1, false);
+        L.out_channels = get_int(*t, "out_channels", ctx, 0, true, 1);
+        L.kernel = get_int(*t, "kernel", ctx, 0, true, 1);
+        L.stride = get_int(*t, "stride", ctx, 1, false, 1);
+        // pad >= kernel is allowed: windows wholly in the zero padding just output the bias.
         L.pad = get_int(*t, "pad", ctx, 0, false);
-        if (L.out_channels < 1 || L.kernel < 1 || L.stride < 1)
-          ctx.fail("out_channels, kernel and stride must be positive");
-        int oh = (cur.h + 2 * L.pad - L.kernel) / L.stride + 1;
-        int ow = (cur.w + 2 * L.pad - L.kernel) / L.stride + 1;
-        if (cur.h + 2 * L.pad < L.kernel || cur.w + 2 * L.pad < L.kernel)
-          ctx.fail("kernel " + std::to_string(L.kernel) + " does not fit its input " + cur.str());
-        L.out = {L.out_channels, oh, ow};
+        L.out = window_out(L.out_channels, cur, L, ctx);
         break;
       }
       case LayerType::kFc: {
-        int declared_in = get_int(*t, "in", ctx, static_cast<int>(cur.numel()), false);
-        if (declared_in != cur.numel())
+        // cur.numel() <= kMaxCount: the input and every layer's output are checked.
+        const int features_in = static_cast<int>(cur.numel());
+        int declared_in = get_int(*t, "in", ctx, features_in, false, 0, kMaxCount);
+        if (declared_in != features_in)
           ctx.fail("in = " + std::to_string(declared_in) + " but its input " + cur.str() + " has " +
-                   std::to_string(cur.numel()) + " features");
-        L.out_channels = get_int(*t, "out", ctx, 0, true);
-        if (L.out_channels < 1) ctx.fail("'out' must be positive");
+                   std::to_string(features_in) + " features");
+        L.out_channels = get_int(*t, "out", ctx, 0, true, 1);
         L.out = {L.out_channels, 1, 1};
         break;
       }
@@ -156,14 +308,14 @@ ModelSpec parse_model_spec(const std::string& toml_text, const std::string& sour
         L.out = cur;
         break;
       case LayerType::kMaxPool: {
-        L.kernel = get_int(*t, "kernel", ctx, 2, false);
-        L.stride = get_int(*t, "stride", ctx, L.kernel, false);
+        L.kernel = get_int(*t, "kernel", ctx, 2, false, 1);
+        L.stride = get_int(*t, "stride", ctx, L.kernel, false, 1);
         L.pad = get_int(*t, "pad", ctx, 0, false);
-        if (L.kernel < 1 || L.stride < 1) ctx.fail("kernel and stride must be positive");
-        if (cur.h + 2 * L.pad < L.kernel || cur.w + 2 * L.pad < L.kernel)
-          ctx.fail("kernel " + std::to_string(L.kernel) + " does not fit its input " + cur.str());
-        L.out = {cur.c, (cur.h + 2 * L.pad - L.kernel) / L.stride + 1,
-                 (cur.w + 2 * L.pad - L.kernel) / L.stride + 1};
+        // A window wholly in the padding has no input to take the maximum of.
+        if (L.pad >= L.kernel)
+          ctx.fail("pad = " + std::to_string(L.pad) + " must be less than kernel = " +
+                   std::to_string(L.kernel) + " (a window wholly in the padding has no input)");
+        L.out = window_out(cur.c, cur, L, ctx);
         break;
       }
     }
@@ -172,8 +324,19 @@ ModelSpec parse_model_spec(const std::string& toml_text, const std::string& sour
       TensorSpec w{L.name + ".weight", li, {}, 0}, b{L.name + ".bias", li, {L.out_channels}, L.out_channels};
       if (L.type == LayerType::kConv) w.dims = {L.out_channels, cur.c, L.kernel, L.kernel};
       else w.dims = {L.out_channels, cur.numel()};
-      w.numel = 1;
-      for (auto d : w.dims) w.numel *= d;
+      w.numel = L.type == LayerType::kConv ? product({L.out_channels, cur.c, L.kernel, L.kernel})
+                                           : product({L.out_channels, cur.numel()});
+      const std::int64_t own =
+          w.numel < 0 || w.numel > std::numeric_limits<std::int64_t>::max() - b.numel
+              ? -1
+              : w.numel + b.numel;
+      if (own < 0 || own > kMaxCount - total_params)
+        ctx.fail("has " + count_str(own) + " parameters" +
+                 (total_params
+                      ? " after " + std::to_string(total_params) + " in the layers before it"
+                      : "") +
+                 ", expected at most " + std::to_string(kMaxCount) + " in the model");
+      total_params += own;
       L.tensors = {static_cast<int>(m.tensors.size()), static_cast<int>(m.tensors.size() + 1)};
       m.tensors.push_back(w);
       m.tensors.push_back(b);

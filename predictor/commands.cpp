@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/partition.hpp"
 #include "core/stats.hpp"
 #include "core/trace.hpp"
@@ -39,31 +40,6 @@ ModelSpec profile_model_spec(const Profile& p, const std::string& profile_path) 
 }
 
 namespace {
-
-// Creates folder `dir` (with its parents) and checks that a file can be written in it; errors name
-// `flag`. Called before long work, so that a bad path does not cost its results.
-void ensure_writable_dir(const std::string& dir, const std::string& flag) {
-  if (dir.empty()) return;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir))
-    throw Error(flag + ": cannot create the folder '" + dir + "'" + (ec ? ": " + ec.message() : ""));
-  const fs::path probe = fs::path(dir) / ".psbed-write-check";
-  if (!std::ofstream(probe)) throw Error(flag + ": cannot write in the folder '" + dir + "'");
-  fs::remove(probe, ec);
-}
-
-// Checks that file `path` can be written (its folder created), leaving an existing file as it is.
-void ensure_writable_file(const std::string& path, const std::string& flag) {
-  if (path.empty()) return;
-  const fs::path p(path);
-  if (p.has_parent_path()) ensure_writable_dir(p.parent_path().string(), flag);
-  if (fs::is_directory(p)) throw Error(flag + ": '" + path + "' is a folder, expected a file name");
-  const bool existed = fs::exists(p);
-  if (!std::ofstream(path, std::ios::app)) throw Error(flag + ": cannot write '" + path + "'");
-  std::error_code ec;
-  if (!existed) fs::remove(p, ec);
-}
 
 void write_json(const std::string& path, const nlohmann::json& j) {
   if (path.empty()) return;

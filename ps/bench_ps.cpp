@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/stats.hpp"
 #include "core/units.hpp"
 #include "ps/bench_raw.hpp"
@@ -161,7 +163,22 @@ double raw(int mib, double min_seconds) {
 }  // namespace
 
 int run_bench_ps(const BenchPsOptions& opt) {
+  // Everything checked before the first row, so a bad value does not cost a table of runs.
+  auto at_least_one = [](const char* flag, const std::vector<int>& values) {
+    if (values.empty()) throw Error(std::string("bench ps: ") + flag + ": expected at least one value");
+    for (int v : values)
+      if (v < 1) throw Error(std::string("bench ps: ") + flag + " " + std::to_string(v) + ": expected 1 or more");
+  };
+  at_least_one("--models", opt.model_mib);
+  at_least_one("--aggregate-model", {opt.aggregate_mib});
+  at_least_one("--workers", opt.workers);
+  at_least_one("--servers", opt.servers);
+  at_least_one("--repeat", {opt.repeat});
+  if (!(opt.min_seconds > 0) || !std::isfinite(opt.min_seconds))
+    throw Error("bench ps: --min-seconds: expected a number of seconds above 0");
   const std::int64_t partition = std::int64_t(parse_bytes(opt.partition));
+  if (partition < 4) throw Error("bench ps: --partition-bytes " + opt.partition + ": expected 4 bytes or more");
+  ensure_writable_file(opt.json_out, "--json");
   nlohmann::json rows = nlohmann::json::array();
   std::printf("\nsingle worker, single shard: push + pull of the whole model (parts of %s)\n", opt.partition.c_str());
   std::printf("%8s %12s %12s %8s\n", "model", "psbed GB/s", "raw GB/s", "ratio");
@@ -199,9 +216,7 @@ int run_bench_ps(const BenchPsOptions& opt) {
     }
   std::printf("(GB/s = pushed + pulled bytes / s; raw = cppzmq DEALER/ROUTER echo of the same bytes, zero-copy)\n");
   if (!opt.json_out.empty()) {
-    std::ofstream out(opt.json_out);
-    if (!out) throw Error("cannot write results file '" + opt.json_out + "'");
-    out << nlohmann::json({{"partition", opt.partition}, {"rows", rows}}).dump(2) << "\n";
+    write_text_file(opt.json_out, nlohmann::json({{"partition", opt.partition}, {"rows", rows}}).dump(2) + "\n");
     spdlog::info("results written to {}", opt.json_out);
   }
   return 0;

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/model_spec.hpp"
 #include "core/partition.hpp"
 #include "core/trace.hpp"
@@ -732,7 +733,8 @@ class Coordinator {
       for (const auto& [_, n] : nodes_) live_workers += n.role == "worker" && n.alive;
       config = {{"model", spec_.name}, {"workers", map_sent_ ? live_workers : opt_.workers}, {"servers", opt_.servers},
                 {"mode", mode_.str()}, {"batch", opt_.batch}, {"partition_bytes", opt_.partition_bytes},
-                {"policy", policy_to_json(policy_)}};
+                {"policy", policy_to_json(policy_)},
+                {"compute", opt_.compute == "real" ? "real" : "replay"}};
     }
     std::lock_guard<std::mutex> lock(predict_mu_);
     const std::string key = config.dump();
@@ -854,13 +856,13 @@ class Coordinator {
     if (!map_json_.is_null()) s["cluster"] = {{"servers", map_json_["servers"]}, {"workers", map_json_["workers"]},
                                               {"parts", map_json_["parts"].size()}};
     if (opt_.summary_path.empty()) return;
-    std::ofstream out(opt_.summary_path);
-    if (!out) {
-      spdlog::error("cannot write the summary to '{}'", opt_.summary_path);
+    try {
+      write_text_file(opt_.summary_path, s.dump(2) + "\n");
+    } catch (const std::exception& e) {
+      spdlog::error("the summary: {}", e.what());
       exit_code_ = exit_code_ ? exit_code_ : 1;
       return;
     }
-    out << s.dump(2) << "\n";
     spdlog::info("summary written to {}: {:.1f} steps/s, {:.0f} images/s in all", opt_.summary_path, sps, ips);
   }
 

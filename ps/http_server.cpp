@@ -92,7 +92,7 @@ HttpResponse HttpResponse::json(int status, const nlohmann::json& j) {
 }
 
 HttpResponse HttpResponse::error(int status, const std::string& message) {
-  return json(status, {{"error", message}});
+  return json(status, {{"ok", false}, {"error", message}});  // as a refused switch answers
 }
 
 bool HttpAddress::loopback() const {

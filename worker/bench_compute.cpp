@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -11,9 +12,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/model_spec.hpp"
 #include "core/optimizer.hpp"
 #include "worker/net.hpp"
@@ -60,7 +63,7 @@ Row bench_one(const BenchComputeOptions& opt, const std::string& device, const M
   for (int i = 0; i < opt.warmup; ++i) step();
   std::vector<double> ms;
   auto start = Clock::now();
-  while (int(ms.size()) < opt.min_steps ||
+  while (ms.empty() || int(ms.size()) < opt.min_steps ||
          std::chrono::duration<double>(Clock::now() - start).count() < opt.min_seconds) {
     auto t0 = Clock::now();
     step();
@@ -84,14 +87,16 @@ std::string shell_quote(const std::string& s) {
 }
 
 // Runs the PyTorch reference for one model; returns its rows keyed by thread count, or an
-// empty map (with a logged reason) when PyTorch cannot run here.
+// empty map with the reason in `note` when it could not run; `unavailable` is set when it cannot
+// run for any model (no script, no PyTorch).
 std::map<int, nlohmann::json> bench_torch(const BenchComputeOptions& opt, const std::string& model,
-                                          int batch, std::string& note) {
+                                          int batch, std::string& note, bool& unavailable) {
   namespace fs = std::filesystem;
   std::string script = std::string(PSBED_SOURCE_DIR) + "/cluster/bench_torch.py";
   if (const char* env = std::getenv("PSBED_TORCH_BENCH")) script = env;
   if (!fs::exists(script)) {
     note = "PyTorch reference skipped: " + script + " not found";
+    unavailable = true;
     return {};
   }
   std::string threads;
@@ -104,10 +109,21 @@ std::map<int, nlohmann::json> bench_torch(const BenchComputeOptions& opt, const 
                     " --min-seconds " + secs +
                     " --min-steps " + std::to_string(opt.min_steps) + " --warmup " + std::to_string(opt.warmup) +
                     " --json " + shell_quote(tmp.string()) + " >&2";
-  int rc = std::system(cmd.c_str());
+  const int rc = std::system(cmd.c_str());
   if (rc != 0 || !fs::exists(tmp)) {
-    note = "PyTorch reference skipped: `" + cmd + "` exited with status " + std::to_string(rc) +
-           " (make bench installs Debian's python3-torch and OpenBLAS)";
+    // bench_torch.py exits with 3 when it cannot import torch.
+    if (rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 3) {
+      note = "PyTorch reference skipped: " + opt.python +
+             " cannot import torch (make bench installs Debian's python3-torch and OpenBLAS)";
+      unavailable = true;
+    } else {
+      const std::string how = rc == -1             ? "could not be started"
+                              : WIFSIGNALED(rc)    ? "was killed by signal " + std::to_string(WTERMSIG(rc))
+                              : WEXITSTATUS(rc) != 0 ? "exited with status " + std::to_string(WEXITSTATUS(rc))
+                                                     : "wrote no results";
+      const std::string before = note.rfind("PyTorch reference skipped", 0) == 0 ? note + "; " : "";
+      note = before + "PyTorch reference skipped for " + model + ": `" + cmd + "` " + how;
+    }
     return {};
   }
   std::ifstream in(tmp);
@@ -126,8 +142,18 @@ int run_bench_compute(const BenchComputeOptions& opt) {
     throw Error("unknown device '" + opt.device + "', expected cpu or gpu");
   const bool gpu = opt.device == "gpu";
   if (gpu) require_device("gpu");  // before any CPU row: no half-finished table without a device
+  if (opt.models.empty()) throw Error("bench compute: --models: expected at least one model");
+  for (int t : opt.threads)
+    if (t < 1) throw Error("bench compute: --threads " + std::to_string(t) + ": expected 1 or more");
+  if (opt.batch < 0) throw Error("bench compute: --batch " + std::to_string(opt.batch) + ": expected 1 or more, or 0 for the default");
+  if (opt.min_steps < 1) throw Error("bench compute: --min-steps " + std::to_string(opt.min_steps) + ": expected 1 or more");
+  if (opt.warmup < 0) throw Error("bench compute: --warmup " + std::to_string(opt.warmup) + ": expected 0 or more");
+  if (!(opt.min_seconds >= 0) || !std::isfinite(opt.min_seconds))
+    throw Error("bench compute: --min-seconds: expected a number of seconds, 0 or more");
+  ensure_writable_file(opt.json_out, "--json");  // before the rows, not after
   std::vector<Row> rows;
   std::string torch_note = opt.torch ? "" : "PyTorch reference off (--no-torch)";
+  bool torch_unavailable = !opt.torch;
   for (const auto& name : opt.models) {
     ModelSpec spec = load_model(name);
     int batch = opt.batch > 0 ? opt.batch : (spec.input.h * spec.input.w <= 28 * 28 ? 64 : 32);
@@ -141,9 +167,9 @@ int run_bench_compute(const BenchComputeOptions& opt) {
       const Row g = bench_one(opt, "gpu", spec, 1, batch);
       for (auto& r : model_rows) r.gpu_images_per_sec = g.images_per_sec, r.gpu_ms_median = g.ms_median;
     }
-    if (opt.torch) {
+    if (!torch_unavailable) {
       spdlog::info("pytorch {} batch {} ...", spec.name, batch);
-      auto torch = bench_torch(opt, spec.name, batch, torch_note);
+      auto torch = bench_torch(opt, spec.name, batch, torch_note, torch_unavailable);
       for (auto& r : model_rows)
         if (auto it = torch.find(r.threads); it != torch.end()) {
           r.torch_images_per_sec = it->second.at("images_per_sec").get<double>();
@@ -191,9 +217,7 @@ int run_bench_compute(const BenchComputeOptions& opt) {
       }
       j["rows"].push_back(row);
     }
-    std::ofstream out(opt.json_out);
-    if (!out) throw Error("cannot write results file '" + opt.json_out + "'");
-    out << j.dump(2) << "\n";
+    write_text_file(opt.json_out, j.dump(2) + "\n");
     spdlog::info("results written to {}", opt.json_out);
   }
   return 0;

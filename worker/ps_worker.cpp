@@ -93,7 +93,8 @@ class PsWorker {
     }
     ps::NodeLink link({opt_.coordinator, "worker", opt_.name, "", opt_.connect_timeout_s, opt_.heartbeat_s,
                        opt_.coordinator_timeout_s});
-    auto data = std::make_unique<workloads::Split>(workloads::load_dataset(opt_.data, opt_.data_dir, local.input, 1));
+    auto data = std::make_unique<workloads::Split>(
+        workloads::load_dataset(opt_.data, opt_.data_dir, local.input, local.classes, 1));
     workloads::standardize(*data);
     // The coordinator's live policy switch: taken up at the next step boundary.
     link.on_control([this](const nlohmann::json& j) {

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "workloads/dataset.hpp"
 #include "worker/batcher.hpp"
 #include "worker/evaluate.hpp"
@@ -30,7 +31,10 @@ TrainResult run_train(const TrainOptions& opt) {
   set_compute_threads(opt.threads);
   require_device(opt.device);  // before the data is loaded: a missing GPU fails at once
   ModelSpec spec = load_model(opt.model);
-  auto data = workloads::load_dataset(opt.data, opt.data_dir, spec.input, opt.seed);
+  // Where the results go, checked before the training rather than after it.
+  ensure_writable_file(opt.json_out, "--json");
+  ensure_writable_file(opt.save_params, "--save-params");
+  auto data = workloads::load_dataset(opt.data, opt.data_dir, spec.input, spec.classes, opt.seed);
   if (opt.standardize) workloads::standardize(data);
   const auto& train = data.train;
   if (train.size() < static_cast<std::size_t>(opt.batch))
@@ -130,9 +134,7 @@ TrainResult run_train(const TrainOptions& opt) {
                         {"final_loss", res.final_loss},
                         {"test_accuracy", res.test_accuracy >= 0 ? nlohmann::json(res.test_accuracy)
                                                                  : nlohmann::json(nullptr)}};
-    std::ofstream out(opt.json_out);
-    if (!out) throw Error("cannot write results file '" + opt.json_out + "'");
-    out << j.dump(2) << "\n";
+    write_text_file(opt.json_out, j.dump(2) + "\n");
     spdlog::info("results written to {}", opt.json_out);
   }
   return res;

@@ -54,10 +54,17 @@ struct ChannelStats {
 // variance), as is usual before SGD; returns those statistics.
 ChannelStats standardize(Split& split);
 
-// The data set named on the command line: "mnist" (IDX files train-images-idx3-ubyte[.gz],
-// train-labels-idx1-ubyte[.gz], t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz] in
-// data_dir, default data/mnist) or "synthetic" (shaped like the model's input).
+// The data set named on the command line for a model with that input shape and number of
+// classes: "mnist" (IDX files train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz],
+// t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz] in data_dir, default
+// default_data_dir()),
+// whose samples must have that shape and whose labels must be below `classes` (fewer distinct
+// labels are fine), or "synthetic" (that shape, `classes` classes).
 Split load_dataset(const std::string& name, const std::string& data_dir, const Shape& model_input,
-                   std::uint64_t seed);
+                   int classes, std::uint64_t seed);
+
+// $PSBED_DATA_DIR, else data/mnist in the working folder if it has one, else this checkout's
+// data/mnist (filled by `make data`) if it has one, else data/mnist.
+std::string default_data_dir();
 
 }  // namespace psbed::workloads

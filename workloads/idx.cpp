@@ -124,6 +124,17 @@ std::string find_data_file(const std::string& dir, const std::string& base) {
               ") (run `make data` to fetch the default digits, or pass --data-dir)");
 }
 
+// Labels index the model's class scores: one past them would only fail mid-training, with no
+// word of which file it came from.
+void check_labels(const Dataset& d, const std::string& labels_path, int classes) {
+  const std::int32_t top = *std::max_element(d.labels.begin(), d.labels.end());  // never empty
+  if (top >= classes)
+    throw Error(labels_path + ": has labels up to " + std::to_string(top) + " but the model has " +
+                std::to_string(classes) + " classes, expected labels 0 to " +
+                std::to_string(classes - 1) + " (pick a model with at least " +
+                std::to_string(top + 1) + " classes)");
+}
+
 }  // namespace
 
 std::vector<std::uint8_t> read_file_maybe_gzip(const std::string& path) {
@@ -205,21 +216,33 @@ Dataset load_idx(const std::string& images_path, const std::string& labels_path)
   return d;
 }
 
+// The default data folder: $PSBED_DATA_DIR, else data/mnist in the working folder if it has one,
+// else the one `make data` fills in this checkout, so psbed finds the digits from any folder.
+std::string default_data_dir() {
+  if (const char* env = std::getenv("PSBED_DATA_DIR"); env && *env) return env;
+  const std::string here = "data/mnist";
+  if (std::filesystem::is_directory(here)) return here;
+#ifdef PSBED_SOURCE_DIR
+  const std::string checkout = std::string(PSBED_SOURCE_DIR) + "/" + here;
+  if (std::filesystem::is_directory(checkout)) return checkout;
+#endif
+  return here;
+}
+
 Split load_dataset(const std::string& name, const std::string& data_dir, const Shape& model_input,
-                   std::uint64_t seed) {
+                   int classes, std::uint64_t seed) {
+  if (classes < 2)
+    throw Error("a model with " + std::to_string(classes) + " classes, expected at least 2");
   if (name == "synthetic") {
     SyntheticOptions opt;
     opt.shape = model_input;
+    opt.classes = classes;
     opt.seed = seed;
     return make_synthetic(opt);
   }
   if (name != "mnist") throw Error("unknown data set '" + name + "', expected mnist or synthetic");
 
-  std::string dir = data_dir;
-  if (dir.empty()) {
-    const char* env = std::getenv("PSBED_DATA_DIR");
-    dir = (env && *env) ? env : "data/mnist";
-  }
+  const std::string dir = data_dir.empty() ? default_data_dir() : data_dir;
   const std::string train_images = find_data_file(dir, "train-images-idx3-ubyte");
   const std::string train_labels = find_data_file(dir, "train-labels-idx1-ubyte");
   const std::string test_images = find_data_file(dir, "t10k-images-idx3-ubyte");
@@ -228,6 +251,8 @@ Split load_dataset(const std::string& name, const std::string& data_dir, const S
   Split s;
   s.train = load_idx(train_images, train_labels);
   s.test = load_idx(test_images, test_labels);
+  check_labels(s.train, train_labels, classes);
+  check_labels(s.test, test_labels, classes);
   const Shape& a = s.train.shape;
   const Shape& b = s.test.shape;
   if (a.c != b.c || a.h != b.h || a.w != b.w)

@@ -60,16 +60,18 @@ class Rng {
 
 enum Stream : std::uint64_t { kPatterns = 1, kTrain = 2, kTest = 3 };
 
-// classes x C x H x W class patterns, each in [0.15, 0.85].
-std::vector<float> make_patterns(const SyntheticOptions& opt) {
+// The patterns of classes 0 .. used - 1, used x C x H x W, each in [0.15, 0.85]. Labels are
+// i % classes, so a part of n samples uses only the first min(classes, n) classes; the patterns
+// come from one stream in class order, so generating fewer leaves those used unchanged.
+std::vector<float> make_patterns(const SyntheticOptions& opt, int used) {
   const Shape& s = opt.shape;
   const std::size_t numel = std::size_t(s.numel());
-  std::vector<float> patterns(std::size_t(opt.classes) * numel);
+  std::vector<float> patterns(std::size_t(used) * numel);
   Rng rng(opt.seed, kPatterns);
   struct Wave {
     double fx, fy, phase, amp;
   };
-  for (int k = 0; k < opt.classes; ++k) {
+  for (int k = 0; k < used; ++k) {
     for (int c = 0; c < s.c; ++c) {
       Wave waves[kWavesPerChannel];
       double amp_sum = 0.0;
@@ -136,7 +138,9 @@ Split make_synthetic(const SyntheticOptions& opt) {
     throw Error("synthetic data: " + std::to_string(samples) + " samples of " + s.str() +
                 " is too large, expected at most 2^40 floats in all");
 
-  const std::vector<float> patterns = make_patterns(opt);
+  const std::size_t most = std::max(opt.train, opt.test);
+  const int used = int(std::min<std::size_t>(std::size_t(opt.classes), most));
+  const std::vector<float> patterns = make_patterns(opt, used);
   Split split;
   split.train = make_split(opt, patterns, opt.train, kTrain);
   split.test = make_split(opt, patterns, opt.test, kTest);

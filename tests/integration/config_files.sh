@@ -30,11 +30,23 @@ json "$WORK/flag.json" 'sys.exit(0 if [(r["workers"], r["policy"]) for r in s] =
 # A key that is no flag of the subcommand: refused, naming it.
 printf 'profile = "%s"\nwrokers = 3\n' "$profile" >"$WORK/typo.toml"
 if timeout 60 "$PSBED" predict --config "$WORK/typo.toml" >"$WORK/typo.out" 2>&1; then fail "a misspelt key was accepted"; fi
-grep -q "wrokers" "$WORK/typo.out" || { cat "$WORK/typo.out"; fail "the misspelt key is not named"; }
+grep -qF "line 2: unknown key 'wrokers': \`psbed predict\` has no --wrokers" "$WORK/typo.out" ||
+  { cat "$WORK/typo.out"; fail "the misspelt key is not named with its line and command"; }
 [ "$(wc -l <"$WORK/typo.out")" -le 2 ] || { cat "$WORK/typo.out"; fail "more than a short error for a misspelt key"; }
+# A section that is no sub-subcommand, and a key that is no flag of the section's: refused,
+# naming them, before anything is contacted.
+printf 'run = "%s"\n[bogus]\nx = 3\n' "$WORK/none" >"$WORK/section.toml"
+if timeout 30 "$PSBED" ctl --config "$WORK/section.toml" status >"$WORK/section.out" 2>&1; then fail "an unknown section was accepted"; fi
+grep -qF "the section [bogus] is no subcommand of \`psbed ctl\`" "$WORK/section.out" ||
+  { cat "$WORK/section.out"; fail "the unknown section is not named"; }
+printf 'run = "%s"\n[policy]\ncredit = "1MiB"\nslices = 3\n' "$WORK/none" >"$WORK/section.toml"
+if timeout 30 "$PSBED" ctl --config "$WORK/section.toml" policy p3 >"$WORK/section.out" 2>&1; then fail "an unknown key in a section was accepted"; fi
+grep -qF "line 4: unknown key 'slices': \`psbed ctl policy\` has no --slices" "$WORK/section.out" ||
+  { cat "$WORK/section.out"; fail "the unknown key of a section is not named"; }
 # A file that does not exist: refused, naming it.
 if timeout 60 "$PSBED" predict --config "$WORK/nowhere.toml" >"$WORK/none.out" 2>&1; then fail "a missing config file was accepted"; fi
-grep -q "nowhere.toml" "$WORK/none.out" || { cat "$WORK/none.out"; fail "the missing file is not named"; }
+grep -qF -- "--config: cannot read '$WORK/nowhere.toml': no such file" "$WORK/none.out" ||
+  { cat "$WORK/none.out"; fail "the missing file is not named"; }
 # Two files: refused, not one of them quietly ignored.
 if timeout 60 "$PSBED" predict --config "$WORK/predict.toml" --config "$WORK/typo.toml" >"$WORK/two.out" 2>&1; then fail "two config files were accepted"; fi
 grep -q "one file at a time" "$WORK/two.out" || { cat "$WORK/two.out"; fail "no reason for refusing two files"; }
@@ -53,6 +65,7 @@ syntax_error "line 1: unexpected text after the array: ']'" 'workers = [1, 2]]\n
 syntax_error "line 1: unexpected text after the array: 'steps = 4'" 'workers = [1, 2] steps = 4\n'
 syntax_error "line 2: 'steps' has no value" 'seeds = 1\nsteps =\n'
 syntax_error "line 1: a value with no key" '= 5\n'
+syntax_error "line 3: 'steps' is given twice (first on line 1)" 'steps = 4\nseeds = 1\nsteps = 5\n'
 syntax_error "line 1: an array inside an array" 'workers = [[1], 2]\n'
 syntax_error "line 3: the array opened here is not closed by the end of the file" '\n\nworkers = [1,\n 2\n'
 # Arrays may span lines, comments go anywhere, and a '#' inside quotes is part of the value.

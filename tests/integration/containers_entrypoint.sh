@@ -124,7 +124,12 @@ out=$(dry PSBED_ROLE=coordinator PSBED_WORKERS=6 PSBED_SERVERS=2 PSBED_MODE=ssp:
 grep -q -- '--servers 2 --workers 6 .*--mode ssp:3 --policy bytescheduler --summary /r/x/summary.json' <<<"$out" ||
   fail "coordinator flags: $out"
 grep -q -- '--credit 2MiB' <<<"$out" || fail "PSBED_CREDIT not passed: $out"
-echo "dry runs: flags as expected (tc vs emulate, server address, worker naming, coordinator settings)"
+# The predict role predicts the measured run's settings, each one in the file's name.
+out=$(dry PSBED_ROLE=predict PSBED_WORKERS=8 PSBED_SERVERS=2 PSBED_POLICY=p3 PSBED_MODE=bsp PSBED_BANDWIDTH=1gbit \
+  PSBED_LATENCY=200us PSBED_SLICE_PARAMS=20000 PSBED_CREDIT=1MiB PSBED_PARTITION_BYTES=2MiB PSBED_RUNS=/r PSBED_RUN=x)
+grep -q -- "predict --profile /r/x/profile.json --workers 8 --servers 2 --policy p3 --mode bsp --json /r/x/predict-8w2s-p3-bsp-bandwidth1gbit-latency200us-partition-bytes2MiB-slice-params20000-credit1MiB.json --bandwidth 1gbit --latency 200us --partition-bytes 2MiB --slice-params 20000 --credit 1MiB" <<<"$out" ||
+  fail "predict role: expected every link and policy setting passed on and in the file name: $out"
+echo "dry runs: flags as expected (tc vs emulate, server address, worker naming, coordinator and predict settings)"
 
 # PSBED_SHAPE=tc for real: a device tc cannot shape is refused in one line (nothing changes on
 # this host); in a network namespace of its own, a veth named eth0 gets the tbf qdisc.

@@ -94,6 +94,7 @@ fi
 # Bad bodies: 400 and a reason naming the field; nothing changes.
 expect "$(code POST /api/policy "${auth[@]}" -d 'not json')" 400 "a body that is not JSON"
 grep -q "not JSON" "$WORK/body" || fail "no reason for the non-JSON body"
+json "$WORK/body" 'sys.exit(0 if s["ok"] is False else 1)' || { cat "$WORK/body"; fail "an error answer without \"ok\": false"; }
 expect "$(code POST /api/policy "${auth[@]}" -d '{"policy":"fastest"}')" 400 "an unknown policy"
 grep -q "fastest" "$WORK/body" || fail "the unknown policy is not named"
 expect "$(code POST /api/policy "${auth[@]}" -d '{"policy":"p3","credit":"lots"}')" 400 "a bad credit"
@@ -156,6 +157,21 @@ PY
 expect "$(code GET /api/prediction "${auth[@]}")" 200 "the prediction"
 json "$WORK/body" 'sys.exit(0 if s["images_per_sec"] > 0 and s["config"]["workers"] == 2 and s["config"]["policy"]["policy"] == "p3" else 1)' ||
   { cat "$WORK/body"; fail "the prediction is not for the running configuration (2 workers, p3)"; }
+# The same figure as `psbed predict` for that configuration with the cluster's own compute (real
+# here: each worker's compute takes one of the host's cores, where replayed compute would not).
+cp "$WORK/body" "$WORK/dashboard-prediction.json"
+read -r mode slice credit partition < <(json "$WORK/body" \
+  '" ".join(str(x) for x in (s["config"]["mode"], s["config"]["policy"]["slice_params"], s["config"]["policy"]["credit_bytes"], s["config"]["partition_bytes"]))')
+timeout 120 "$PSBED" predict --profile "$WORK/profile.json" --workers 2 --servers 2 --policy p3 --mode "$mode" \
+  --slice-params "$slice" --credit "$credit" --partition-bytes "$partition" --compute real --steps 100 \
+  --json "$WORK/predict.json" >"$WORK/predict.out" 2>&1 || { cat "$WORK/predict.out"; fail "psbed predict failed"; }
+python3 - "$WORK/dashboard-prediction.json" "$WORK/predict.json" <<'PY' || fail "/api/prediction differs from psbed predict"
+import json, sys
+d = json.load(open(sys.argv[1]))["images_per_sec"]
+p = json.load(open(sys.argv[2]))[0]["images_per_sec"]
+print(f"prediction: dashboard {d:.1f}, psbed predict {p:.1f} images/s")
+assert abs(d - p) <= 1e-6 * p, (d, p)
+PY
 expect "$(code GET / "${auth[@]}")" 200 "the dashboard"
 grep -q "<title>psbed dashboard</title>" "$WORK/body" || fail "/ is not the dashboard"
 expect "$(code GET /dashboard.js "${auth[@]}")" 200 "the dashboard's script"

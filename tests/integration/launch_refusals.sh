@@ -19,12 +19,15 @@ refused() {  # refused EXPECTED-TEXT FLAGS...: the launch fails at once, saying 
 }
 refused "--batch must be at least 1" --batch 0
 refused "--lr must be a number" --lr nan
-refused "--momentum must be below 1" --momentum 1.5
+refused "--momentum: expected a momentum, 0 or more and below 1" --momentum 1.5
 refused "--partition-bytes must be at least 4 bytes" --partition-bytes 0
 refused "--heartbeat-timeout must be at least twice --heartbeat" --heartbeat 2 --heartbeat-timeout 0.5
 refused "unknown data set 'bogus'" --data bogus
 refused "missing file $WORK/empty/train-images-idx3-ubyte" --data mnist --data-dir "$WORK/empty"
 refused "cannot read profile '$WORK/none.json'" --compute "replay:$WORK/none.json"
+refused "cannot read profile '$WORK/none.json'" --profile "$WORK/none.json"
+echo '{"format": "psbed-profile/1", "model": "lenet5"' >"$WORK/broken.json"
+refused "profile '$WORK/broken.json' is not valid JSON" --profile "$WORK/broken.json"
 echo "refusals: one line each, nothing started"
 
 # A node started on its own refuses a bad link at once, not after it has joined a cluster (here

@@ -2,6 +2,7 @@
 // written here into a scratch folder, and the data set chosen by name.
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdlib>
@@ -250,7 +251,7 @@ TEST_CASE("load_dataset mnist reads the four IDX files from the data folder", "[
   spit(dir.file("t10k-labels-idx1-ubyte"), slurp(kLabels));
 
   const psbed::Shape input{1, 4, 5};
-  const Split s = load_dataset("mnist", dir.path.string(), input, 1);
+  const Split s = load_dataset("mnist", dir.path.string(), input, 10, 1);
   CHECK(s.train.size() == 3);
   CHECK(s.test.size() == 3);
   CHECK(s.train.images == s.test.images);
@@ -258,14 +259,14 @@ TEST_CASE("load_dataset mnist reads the four IDX files from the data folder", "[
   CHECK(s.description.find(dir.path.string()) != std::string::npos);
 
   SECTION("a model with another input shape is an error naming both shapes") {
-    REQUIRE_THROWS_AS(load_dataset("mnist", dir.path.string(), psbed::Shape{1, 28, 28}, 1), Error);
-    REQUIRE_THROWS_WITH(load_dataset("mnist", dir.path.string(), psbed::Shape{1, 28, 28}, 1),
+    REQUIRE_THROWS_AS(load_dataset("mnist", dir.path.string(), psbed::Shape{1, 28, 28}, 10, 1), Error);
+    REQUIRE_THROWS_WITH(load_dataset("mnist", dir.path.string(), psbed::Shape{1, 28, 28}, 10, 1),
                         Contains("1x4x5") && Contains("1x28x28"));
   }
   SECTION("a missing file names it and says how to get the data") {
     fs::remove(dir.path / "t10k-labels-idx1-ubyte");
     REQUIRE_THROWS_WITH(
-        load_dataset("mnist", dir.path.string(), input, 1),
+        load_dataset("mnist", dir.path.string(), input, 10, 1),
         Contains("missing file") && Contains("t10k-labels-idx1-ubyte") && Contains("make data"));
   }
 }
@@ -273,14 +274,65 @@ TEST_CASE("load_dataset mnist reads the four IDX files from the data folder", "[
 TEST_CASE("load_dataset: synthetic takes the model's input shape, unknown names are errors",
           "[workloads][idx]") {
   const psbed::Shape input{2, 6, 7};
-  const Split s = load_dataset("synthetic", "", input, 5);
+  const Split s = load_dataset("synthetic", "", input, 10, 5);
   CHECK(s.train.shape.str() == input.str());
   CHECK(s.test.shape.str() == input.str());
   CHECK(s.train.size() > 0);
   CHECK(s.test.size() > 0);
   CHECK(s.train.images.size() == s.train.size() * std::size_t(input.numel()));
 
-  REQUIRE_THROWS_AS(load_dataset("cifar", "", input, 1), Error);
-  REQUIRE_THROWS_WITH(load_dataset("cifar", "", input, 1),
+  REQUIRE_THROWS_AS(load_dataset("cifar", "", input, 10, 1), Error);
+  REQUIRE_THROWS_WITH(load_dataset("cifar", "", input, 10, 1),
                       Contains("unknown data set 'cifar'") && Contains("mnist or synthetic"));
+}
+
+TEST_CASE("load_dataset mnist refuses labels past the model's classes, naming the labels file",
+          "[workloads][idx]") {
+  // The tiny fixture's labels are 7, 0 and 9.
+  ScratchDir dir;
+  spit(dir.file("train-images-idx3-ubyte"), slurp(kImages));
+  spit(dir.file("train-labels-idx1-ubyte"), slurp(kLabels));
+  spit(dir.file("t10k-images-idx3-ubyte"), slurp(kImages));
+  spit(dir.file("t10k-labels-idx1-ubyte"), slurp(kLabels));
+  const psbed::Shape input{1, 4, 5};
+
+  SECTION("the training labels") {
+    REQUIRE_THROWS_WITH(load_dataset("mnist", dir.path.string(), input, 3, 1),
+                        Contains(dir.file("train-labels-idx1-ubyte")) &&
+                            Contains("labels up to 9") && Contains("the model has 3 classes"));
+  }
+  SECTION("the test labels") {
+    std::vector<std::uint8_t> low = slurp(kLabels);
+    for (std::size_t i = 8; i < low.size(); ++i) low[i] = std::uint8_t(i % 3);  // after the header
+    spit(dir.file("train-labels-idx1-ubyte"), low);
+    REQUIRE_THROWS_WITH(load_dataset("mnist", dir.path.string(), input, 9, 1),
+                        Contains(dir.file("t10k-labels-idx1-ubyte")) &&
+                            Contains("labels up to 9") && Contains("9 classes"));
+  }
+  SECTION("as many or more classes than labels is fine") {
+    CHECK(load_dataset("mnist", dir.path.string(), input, 10, 1).train.size() == 3);
+    CHECK(load_dataset("mnist", dir.path.string(), input, 12, 1).test.size() == 3);
+  }
+}
+
+TEST_CASE("load_dataset: synthetic makes the model's number of classes", "[workloads][idx]") {
+  const psbed::Shape input{1, 5, 5};
+  for (int classes : {2, 3, 13}) {
+    INFO(classes << " classes");
+    const Split s = load_dataset("synthetic", "", input, classes, 4);
+    for (const Dataset* d : {&s.train, &s.test}) {
+      std::vector<int> seen(std::size_t(classes), 0);
+      for (auto l : d->labels) {
+        REQUIRE(l >= 0);
+        REQUIRE(l < classes);
+        seen[std::size_t(l)] = 1;
+      }
+      CHECK(std::count(seen.begin(), seen.end(), 1) == classes);
+    }
+    CHECK(s.description.find(std::to_string(classes) + " classes") != std::string::npos);
+  }
+  // The 10-class form (what callers without a class count get) is unchanged.
+  const Split ten = load_dataset("synthetic", "", input, 10, 4);
+  CHECK(*std::max_element(ten.train.labels.begin(), ten.train.labels.end()) == 9);
+  REQUIRE_THROWS_WITH(load_dataset("synthetic", "", input, 1, 4), Contains("1 classes"));
 }

@@ -393,7 +393,12 @@ class CpuNet final : public Net {
         continue;
       }
       int y = labels_[i];
-      if (y < 0 || y >= k) throw Error("label " + std::to_string(y) + " out of range 0.." + std::to_string(k - 1));
+      // The data set's labels are checked against the model when it is loaded; this is the net's
+      // own guard for labels from anywhere else.
+      if (y < 0 || y >= k)
+        throw Error("label " + std::to_string(y) + " of sample " + std::to_string(i) +
+                    " in the batch is out of range 0.." + std::to_string(k - 1) + " (model '" +
+                    spec_.name + "' has " + std::to_string(k) + " classes)");
       loss -= row[y];
       int best = 0;
       for (int j = 0; j < k; ++j) {

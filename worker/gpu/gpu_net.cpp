@@ -15,6 +15,7 @@
 // the predictor profiles, and a queue-and-return forward would attribute them to the loss.
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,11 @@ std::string gpu_unavailable_reason() {
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
     cudaGetLastError();  // clear the sticky status so a later query starts afresh
+    // Without a driver the runtime speaks of an old driver ("CUDA driver version is
+    // insufficient"), which sends people to upgrade one they do not have: say what is missing.
+    if (!std::filesystem::exists("/dev/nvidiactl") && !std::filesystem::exists("/dev/nvidia0"))
+      return std::string("no NVIDIA GPU driver is loaded here (no /dev/nvidia0); the CUDA runtime says: ") +
+             cudaGetErrorString(e);
     return cudaGetErrorString(e);
   }
   if (n == 0) return "cudaGetDeviceCount reports 0 devices";
@@ -317,8 +323,9 @@ class GpuNet final : public Net {
     const int k = spec_.classes;
     for (int i = 0; i < valid_; ++i)
       if (host_labels_[i] < 0 || host_labels_[i] >= k)
-        throw Error("label " + std::to_string(host_labels_[i]) + " out of range 0.." +
-                    std::to_string(k - 1));
+        throw Error("label " + std::to_string(host_labels_[i]) + " of sample " + std::to_string(i) +
+                    " in the batch is out of range 0.." + std::to_string(k - 1) + " (model '" +
+                    spec_.name + "' has " + std::to_string(k) + " classes)");
     gpu::softmax_xent(layers_.back()->out.get(), labels_.get(), batch_, k, valid_, nll_.get(),
                       correct_.get(), dlogits_.get(), compute_.get());
     check(cudaMemcpyAsync(host_nll_.get(), nll_.get(), std::size_t(batch_) * sizeof(float),

@@ -1,0 +1,50 @@
+#include "core/files.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.hpp"
+
+namespace psbed {
+namespace fs = std::filesystem;
+
+namespace {
+std::string reason() { return errno ? std::string(": ") + std::strerror(errno) : std::string(); }
+}  // namespace
+
+void ensure_writable_dir(const std::string& dir, const std::string& flag) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    throw Error(flag + ": cannot create the folder '" + dir + "'" + (ec ? ": " + ec.message() : ""));
+  const fs::path probe = fs::path(dir) / ".psbed-write-check";
+  errno = 0;
+  if (!std::ofstream(probe)) throw Error(flag + ": cannot write in the folder '" + dir + "'" + reason());
+  fs::remove(probe, ec);
+}
+
+void ensure_writable_file(const std::string& path, const std::string& flag) {
+  if (path.empty()) return;
+  const fs::path p(path);
+  if (p.has_parent_path()) ensure_writable_dir(p.parent_path().string(), flag);
+  if (fs::is_directory(p)) throw Error(flag + ": '" + path + "' is a folder, expected a file name");
+  const bool existed = fs::exists(p);
+  errno = 0;
+  if (!std::ofstream(path, std::ios::app)) throw Error(flag + ": cannot write '" + path + "'" + reason());
+  std::error_code ec;
+  if (!existed) fs::remove(p, ec);
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  errno = 0;
+  std::ofstream out(path);
+  if (!out) throw Error("cannot write '" + path + "'" + reason());
+  out << text;
+  out.flush();
+  if (!out) throw Error("writing '" + path + "' failed" + reason());
+}
+
+}  // namespace psbed

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The commands besides launch refuse values they cannot work with at once, in a line naming the
+# flag and what was expected, before any work: train, the benchmarks, the coordinator. Where
+# they write a file, a path they cannot write is refused before the work, not after it. A model
+# whose classes the data's labels exceed is refused naming the labels file, and the default
+# data folder is found from any working folder.
+source "$(dirname "$0")/lib.sh"
+need_data
+refused() {  # refused EXPECTED-TEXT ARGS...: psbed ARGS fails within 30 s, saying EXPECTED-TEXT
+  local want=$1; shift
+  if timeout 30 "$PSBED" "$@" >"$WORK/refused.out" 2>&1; then fail "psbed $* was accepted"; fi
+  grep -qF -- "$want" "$WORK/refused.out" || { cat "$WORK/refused.out"; fail "psbed $*: no '$want' in the error"; }
+  [ "$(grep -c . "$WORK/refused.out")" -le 2 ] || { cat "$WORK/refused.out"; fail "psbed $*: more than a short error"; }
+}
+refused "--momentum: expected a momentum, 0 or more and below 1, got '1.5'" train --momentum 1.5
+refused "--steps: Value 0 not in range" train --steps 0
+refused "--seed: expected a seed, a whole number from 0 to 18446744073709551615, got '-1'" train --seed -1
+refused "got '99999999999999999999'" train --seed 99999999999999999999
+refused "--progress-every: expected a number of seconds, above 0, got '0'" train --progress-every 0
+refused "--lr: expected a learning rate, 0 or more, got '1x'" train --lr 1x
+refused "--min-steps: Value 0 not in range" bench compute --min-steps 0 --min-seconds 0
+refused "--warmup: Value -3 not in range" bench compute --warmup -3
+refused "--batch: Value -5 not in range" bench compute --batch -5
+refused "--repeat: Value 0 not in range" bench ps --repeat 0
+refused "--workers: Value 0 not in range" bench ps --workers 0
+refused "--models: Value -4 not in range" bench ps --models -4
+refused "--aggregate-model: Value 0 not in range" bench ps --aggregate-model 0
+refused "--min-seconds: expected a number of seconds, above 0, got '0'" bench ps --min-seconds 0
+echo "flags: one line each"
+
+# Output paths: refused before the work (the file /proc/... cannot be created; root can write
+# anywhere else).
+refused "--json: cannot create the folder '/proc/psbed-nowhere'" bench compute --no-torch --models lenet5 \
+  --json /proc/psbed-nowhere/c.json
+refused "--json: cannot create the folder '/proc/psbed-nowhere'" bench ps --json /proc/psbed-nowhere/p.json
+refused "--summary: cannot create the folder '/proc/psbed-nowhere'" coordinator --bind "tcp://127.0.0.1:*" \
+  --summary /proc/psbed-nowhere/summary.json
+refused "--json: cannot create the folder '/proc/psbed-nowhere'" train --data synthetic --steps 2 \
+  --json /proc/psbed-nowhere/t.json
+# A profile for the dashboard's prediction that cannot be read: refused before listening.
+refused "cannot read profile '$WORK/none.json'" coordinator --bind "tcp://127.0.0.1:*" --profile "$WORK/none.json"
+echo "output paths and the coordinator's profile: refused before the work"
+
+# The shortest compute benchmark: one timed step per row (no minimum time), never an empty row.
+timeout 120 "$PSBED" bench compute --no-torch --models lenet5 --threads 1 --min-seconds 0 --min-steps 1 \
+  --warmup 0 --json "$WORK/compute.json" >"$WORK/compute.out" 2>&1 || { cat "$WORK/compute.out"; fail "bench compute"; }
+json "$WORK/compute.json" 'sys.exit(0 if s["rows"][0]["steps"] == 1 and s["rows"][0]["images_per_sec"] > 0 else 1)' ||
+  { cat "$WORK/compute.json"; fail "bench compute with one timed step"; }
+echo "bench compute: one timed step, one row"
+
+# A model of 3 classes on the 10 digits: refused naming the labels file, by train and by launch
+# (before anything starts); on synthetic data it trains, with 3 classes.
+cat >"$WORK/three.toml" <<'EOF'
+name = "three"
+input = [1, 28, 28]
+classes = 3
+[[layer]]
+type = "fc"
+out = 3
+EOF
+labels="train-labels-idx1-ubyte: has labels up to 9 but the model has 3 classes"
+refused "$labels" train --model "$WORK/three.toml" --data mnist --steps 2
+refused "$labels" launch --model "$WORK/three.toml" --data mnist --steps 2 --workers 1 --out "$WORK/three-run"
+[ ! -e "$WORK/three-run" ] || fail "launch created its run folder before refusing the data"
+timeout 60 "$PSBED" train --model "$WORK/three.toml" --data synthetic --steps 5 --batch 16 --json "$WORK/three.json" \
+  >"$WORK/three.out" 2>&1 || { cat "$WORK/three.out"; fail "a 3-class model on synthetic data"; }
+echo "3 classes: refused on the digits, trained on synthetic data"
+
+# The default data folder from another working folder: the checkout's data/mnist.
+if [ "$(realpath "$PSBED_DATA_DIR")" = "$(realpath "$SRC/data/mnist")" ]; then
+  (cd "$WORK" && unset PSBED_DATA_DIR && timeout 60 "$PSBED" train --model lenet5 --data mnist --steps 2 --batch 8 \
+    --no-eval >"$WORK/elsewhere.out" 2>&1) || { cat "$WORK/elsewhere.out"; fail "train from another folder did not find the digits"; }
+  echo "data: the checkout's digits found from $WORK"
+fi
+echo "PASS"
