@@ -1,9 +1,12 @@
 #include "cluster/cli_config.hpp"
 
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <memory>
+#include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -38,7 +41,18 @@ std::size_t find_unquoted(const std::string& line, std::size_t from, const char*
   return line.size();
 }
 
-std::string check_toml_syntax(const std::string& text, const std::string& file) {
+// A key or section as CLI11 files it: dotted parts without quotes or blanks ("a" . b -> a.b).
+std::string key_path(const std::string& key) {
+  std::string out;
+  for (char c : key)
+    if (c != '"' && c != '\'' && c != ' ' && c != '\t') out += c;
+  return out;
+}
+
+// `key_lines` gets the line of each key by its full path (section.key, as key_path) and of each
+// section as "[name]".
+std::string check_toml_syntax(const std::string& text, const std::string& file,
+                              std::map<std::string, int>& key_lines) {
   auto fail = [&](int line, const std::string& what) {
     throw CLI::ConfigError("'" + file + "' line " + std::to_string(line) + ": " + what);
   };
@@ -55,10 +69,11 @@ std::string check_toml_syntax(const std::string& text, const std::string& file) 
   std::string line, array;       // the array being read, as one line
   int n = 0, depth = 0, opened_at = 0;
   std::size_t opened_index = 0;
-  std::string section;                 // the [section] the lines are in, "" before any
-  std::map<std::string, int> key_at;   // section.key -> the line that gave it
+  std::string section;  // the [section] the lines are in, as key_path; "" before any
+  key_lines.clear();
   auto once = [&](const std::string& key) {
-    const auto [at, fresh] = key_at.emplace(section + "." + key, n);
+    const std::string path = section.empty() ? key_path(key) : section + "." + key_path(key);
+    const auto [at, fresh] = key_lines.emplace(path, n);
     if (!fresh) fail(n, "'" + key + "' is given twice (first on line " + std::to_string(at->second) + ")");
   };
   while (std::getline(lines, line)) {
@@ -74,7 +89,8 @@ std::string check_toml_syntax(const std::string& text, const std::string& file) 
         if (head.size() < 3 || head.back() != ']')
           fail(n, "expected a section as [name], got '" + trim(line) + "'");
         out.back() = head;
-        section = head;
+        section = key_path(head.substr(1, head.size() - 2));
+        key_lines.emplace("[" + section + "]", n);
         continue;
       }
       // The key: up to the first '=' outside quotes.
@@ -169,16 +185,17 @@ class SubcommandToml final : public CLI::ConfigBase {
   std::vector<std::string> scope;  // subcommand names from the top, e.g. {"bench", "predict"}
   CLI::App* app = nullptr;         // the subcommand that named the file
   std::string file;                // its name, for errors
+  mutable std::map<std::string, int> key_lines_;  // the last file's keys and sections -> lines
   std::vector<CLI::ConfigItem> from_config(std::istream& input) const override {
     std::stringstream text;
     text << input.rdbuf();
-    std::istringstream clean(check_toml_syntax(text.str(), file));
+    std::istringstream clean(check_toml_syntax(text.str(), file, key_lines_));
     std::vector<CLI::ConfigItem> items = CLI::ConfigBase::from_config(clean), kept;
     for (CLI::ConfigItem& item : items) {
       // A section's open and close marks would count its subcommand as given on the command
       // line (a [policy] section would switch `ctl status` to `ctl policy`): values only.
       if (item.name == "++" || item.name == "--") continue;
-      check_key(item, text.str());
+      check_key(item);
       if (app != nullptr && item.parents.empty() && overruled(item.name)) continue;
       item.parents.insert(item.parents.begin(), scope.begin(), scope.end());
       kept.push_back(std::move(item));
@@ -187,41 +204,44 @@ class SubcommandToml final : public CLI::ConfigBase {
   }
 
  private:
-  // ", line N" of the first `key =` line naming the item's key, or "" if none is found.
-  static std::string line_of(const CLI::ConfigItem& item, const std::string& text) {
-    std::istringstream in(text);
-    std::string line;
-    for (int n = 1; std::getline(in, line); ++n) {
-      const std::size_t start = line.find_first_not_of(" \t");
-      if (start == std::string::npos || line.compare(start, item.name.size(), item.name) != 0) continue;
-      const std::size_t after = line.find_first_not_of(" \t", start + item.name.size());
-      if (after == std::string::npos || line[after] == '=') return " line " + std::to_string(n);
-    }
-    return "";
+  // " line N" of the item's key, or "" if it is not found.
+  std::string line_of(const std::string& path) const {
+    const auto it = key_lines_.find(path);
+    return it == key_lines_.end() ? "" : " line " + std::to_string(it->second);
   }
   // A key that is no long flag of the subcommand (or of the section's sub-subcommand) is refused
   // here, naming the file, the line and the command, rather than by CLI11 ("INI was not able to
   // parse train.stepz").
-  void check_key(const CLI::ConfigItem& item, const std::string& text) const {
+  void check_key(const CLI::ConfigItem& item) const {
     if (app == nullptr) return;
     const CLI::App* where = app;
-    std::string command = "psbed";
+    std::string command = "psbed", path;
     for (const std::string& s : scope) command += " " + s;
     for (const std::string& section : item.parents) {
+      path += (path.empty() ? "" : ".") + section;
       try {
         where = where->get_subcommand(section);
       } catch (const CLI::OptionNotFound&) {
-        throw CLI::ConfigError("'" + file + "': the section [" + section + "] is no subcommand of `" + command +
-                               "`");
+        std::string subs;
+        for (const CLI::App* sub : where->get_subcommands([](const CLI::App*) { return true; }))
+          subs += (subs.empty() ? "" : ", ") + ("[" + sub->get_name() + "]");
+        throw CLI::ConfigError("'" + file + "'" + line_of("[" + path + "]") + ": the section [" + path +
+                               "] is no subcommand of `" + command + "`" +
+                               (subs.empty() ? ", which takes no sections" : ", expected " + subs));
       }
       command += " " + section;
     }
+    path += (path.empty() ? "" : ".") + item.name;
     const CLI::Option* opt = where->get_option_no_throw("--" + item.name);
+    if (opt == nullptr && item.name.size() == 1) opt = where->get_option_no_throw("-" + item.name);
     if (opt == nullptr) opt = where->get_option_no_throw(item.name);  // a positional, by its name
-    if (opt == nullptr || !opt->get_configurable())
-      throw CLI::ConfigError("'" + file + "'" + line_of(item, text) + ": unknown key '" + item.name + "': `" +
+    if (opt == nullptr)
+      throw CLI::ConfigError("'" + file + "'" + line_of(path) + ": unknown key '" + item.name + "': `" +
                              command + "` has no --" + item.name + " (keys are its long flag names, as in `" +
                              command + " --help`)");
+    if (!opt->get_configurable())
+      throw CLI::ConfigError("'" + file + "'" + line_of(path) + ": '" + item.name +
+                             "' cannot be given in a file, only on the command line");
   }
   bool overruled(const std::string& name) const {
     const CLI::Option* opt = app->get_option_no_throw("--" + name);
@@ -232,12 +252,43 @@ class SubcommandToml final : public CLI::ConfigBase {
   }
 };
 
+// A --config file that cannot be read is one line naming it (CLI11: "x.toml was not readable
+// (missing?)"); a pipe or a device (`--config <(...)`, /dev/stdin) is taken as it is.
+void check_readable(const std::string& file) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(file, ec);
+  if (!fs::exists(st))
+    throw CLI::ValidationError("--config", "cannot read '" + file + "': " + (ec ? ec.message() : "no such file"));
+  if (fs::is_directory(st))
+    throw CLI::ValidationError("--config", "cannot read '" + file + "': a folder, expected a TOML file");
+  errno = 0;
+  if (fs::is_regular_file(st) && !std::ifstream(file))
+    throw CLI::ValidationError("--config", "cannot read '" + file + "'" +
+                                               (errno ? std::string(": ") + std::strerror(errno) : ""));
+}
+
 CLI::App* top_of(CLI::App* app) {
   while (app->get_parent() != nullptr) app = app->get_parent();
   return app;
 }
 
 }  // namespace
+
+CLI::Validator seed_validator() {
+  return CLI::Validator(
+      [](std::string& v) {
+        const bool digits = !v.empty() && v.size() <= 20 &&
+                            v.find_first_not_of("0123456789") == std::string::npos;
+        errno = 0;
+        const unsigned long long x = digits ? std::strtoull(v.c_str(), nullptr, 10) : 0;
+        if (!digits || errno == ERANGE)
+          return "expected a seed, a whole number from 0 to 18446744073709551615, got '" + v + "'";
+        v = std::to_string(x);  // what CLI11 then reads: decimal, whatever its leading zeros
+        return std::string();
+      },
+      "UINT");
+}
 
 void enable_subcommand_configs(CLI::App& root) {
   root.config_formatter(std::make_shared<SubcommandToml>());
@@ -258,9 +309,7 @@ void add_config_option(CLI::App* app) {
            if (target->count() > 0)
              throw CLI::ValidationError("--config", "one file at a time, '" + file + "' is a second");
            if (file.empty()) throw CLI::ValidationError("--config", "expected a file name, got ''");
-           if (!std::filesystem::is_regular_file(file))
-             throw CLI::ValidationError("--config", "cannot read '" + file + "'" +
-                                                        (std::filesystem::exists(file) ? ": not a file" : ": no such file"));
+           check_readable(file);
            toml->scope.clear();
            toml->app = app;
            toml->file = file;

@@ -13,4 +13,9 @@ namespace psbed::cluster {
 void enable_subcommand_configs(CLI::App& root);
 void add_config_option(CLI::App* app);
 
+// A seed flag's check, for every subcommand that takes one: a whole decimal number from 0 to
+// 2^64 - 1, handed on without leading zeros (CLI11 alone reads -1 and too many digits as
+// 2^64 - 1, and 010 as octal 8).
+CLI::Validator seed_validator();
+
 }  // namespace psbed::cluster

@@ -189,7 +189,10 @@ class Launcher {
     const std::string coord = wait_for_endpoint(endpoint_file, why);
     if (coord.empty()) {
       stop_all(3);
-      failure_ = why.rfind("coordinator ", 0) == 0 ? "the " + why + " before it listened (its error is above)" : why;
+      // Its stderr is this terminal (the live progress), so an error line it wrote is above.
+      failure_ = why.rfind("coordinator exited", 0) == 0   ? "the " + why + " before it listened (its error is above)"
+                 : why.rfind("coordinator ", 0) == 0 ? "the " + why + " before it listened"
+                                                     : why;
       const int rc = finish(1);
       unblock_signals(set);
       return rc;

@@ -69,19 +69,6 @@ CLI::Validator positive(const std::string& what) {
 // SGD momentum: 1 or more never forgets a gradient, and the parameters run away.
 CLI::Validator momentum_range() { return number_in("a momentum", 0, false, 1, "0 or more and below 1"); }
 
-// A seed: a whole number from 0 to 2^64 - 1 (CLI11 turns -1 and too many digits into 2^64 - 1).
-const CLI::Validator kSeed(
-    [](std::string& v) {
-      bool digits = !v.empty() && v.size() <= 20 &&
-                    std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
-      if (digits) {
-        errno = 0;
-        std::strtoull(v.c_str(), nullptr, 10);
-        digits = errno != ERANGE;
-      }
-      return digits ? std::string() : "expected a seed, a whole number from 0 to 18446744073709551615, got '" + v + "'";
-    },
-    "UINT");
 
 // `steps_help`, if set, describes a --steps default that is not a number (validate: each run's).
 void add_train(CLI::App& root, worker::TrainOptions& o, std::string& log_level) {
@@ -106,7 +93,7 @@ void add_train(CLI::App& root, worker::TrainOptions& o, std::string& log_level) 
   app->add_option("--weight-decay", o.sgd.weight_decay, "L2 weight decay")->capture_default_str()
       ->check(non_negative("a weight decay"));
   app->add_option("--threads", o.threads, "compute threads")->capture_default_str()->check(CLI::Range(1, 4096));
-  app->add_option("--seed", o.seed, "seed for initialisation, shuffling, synthetic data")->capture_default_str()->check(kSeed);
+  app->add_option("--seed", o.seed, "seed for initialisation, shuffling, synthetic data")->capture_default_str()->transform(cluster::seed_validator());
   app->add_flag("!--no-eval", o.evaluate, "skip test-set evaluation");
   app->add_flag("!--no-standardize", o.standardize, "feed raw [0, 1] pixels instead of standardised ones");
   app->add_option("--progress-every", o.progress_every_s, "seconds between progress lines")->capture_default_str()
@@ -182,7 +169,7 @@ void add_coordinator(CLI::App& root, ps::CoordinatorOptions& o, std::string& par
   app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")->capture_default_str()
       ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
   app->add_option("--batch", o.batch, "batch per worker")->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  app->add_option("--seed", o.seed, "seed for initial parameters and data order")->capture_default_str()->check(kSeed);
+  app->add_option("--seed", o.seed, "seed for initial parameters and data order")->capture_default_str()->transform(cluster::seed_validator());
   app->add_option("--partition-bytes", partition, "largest part a tensor is cut into")->capture_default_str();
   app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str();
   app->add_option("--heartbeat-timeout", o.heartbeat_timeout_s, "seconds of silence before a node is dead")->capture_default_str();
@@ -273,7 +260,7 @@ void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_leve
   app->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str()->check(momentum_range());
   app->add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str();
   app->add_option("--lr-schedule", o.lr_schedule, "constant or cosine")->capture_default_str();
-  app->add_option("--seed", o.seed, "seed")->capture_default_str()->check(kSeed);
+  app->add_option("--seed", o.seed, "seed")->capture_default_str()->transform(cluster::seed_validator());
   app->add_option("--partition-bytes", o.partition_bytes, "largest part a tensor is cut into")->capture_default_str();
   app->add_option("--threads", o.threads, "compute threads per worker")->capture_default_str();
   app->add_option("--device", o.device, "cpu or gpu")->capture_default_str();
@@ -323,7 +310,7 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
   else
     app->add_option("--steps", f.steps, "simulated steps per worker")->capture_default_str()
         ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40));
-  app->add_option("--seed", f.seed, "seed of the compute draws and tf-random")->capture_default_str()->check(kSeed);
+  app->add_option("--seed", f.seed, "seed of the compute draws and tf-random")->capture_default_str()->transform(cluster::seed_validator());
   app->add_option("--seeds", f.seeds,
                   "simulations per configuration, with seeds --seed, --seed + 1, ...: the one with the median "
                   "images/s is the prediction (steadies configurations on the edge between two regimes)")

@@ -226,7 +226,7 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
   app->add_option("--batch", b.batch, "batch per worker")->capture_default_str();
   app->add_option("--lr", b.lr, "learning rate")->capture_default_str();
   app->add_option("--threads", b.threads, "compute threads per worker")->capture_default_str();
-  app->add_option("--seed", b.seed, "seed")->capture_default_str();
+  app->add_option("--seed", b.seed, "seed")->capture_default_str()->transform(seed_validator());
   app->add_option("--partition-bytes", b.partition_bytes, "largest part a tensor is cut into")->capture_default_str();
   app->add_option("--slice-params", b.slice_params, "p3, prophet: parameters per slice")->capture_default_str();
   app->add_option("--partition-params", b.partition_params, "bytescheduler: parameters per partition")->capture_default_str();

@@ -29,12 +29,19 @@ void ensure_writable_dir(const std::string& dir, const std::string& flag) {
 void ensure_writable_file(const std::string& path, const std::string& flag) {
   if (path.empty()) return;
   const fs::path p(path);
-  if (p.has_parent_path()) ensure_writable_dir(p.parent_path().string(), flag);
-  if (fs::is_directory(p)) throw Error(flag + ": '" + path + "' is a folder, expected a file name");
-  const bool existed = fs::exists(p);
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) throw Error(flag + ": '" + path + "' is a folder, expected a file name");
+  // An existing file (or a device, a pipe: /dev/stdout) is opened as it will be, nothing else
+  // asked of its folder; a new one is created, in its folder made if need be, and removed again.
+  const bool existed = fs::exists(fs::symlink_status(p, ec)) || fs::exists(p, ec);
+  if (!existed && p.has_parent_path()) {
+    fs::create_directories(p.parent_path(), ec);
+    if (ec || !fs::is_directory(p.parent_path()))
+      throw Error(flag + ": cannot create the folder '" + p.parent_path().string() + "'" +
+                  (ec ? ": " + ec.message() : ""));
+  }
   errno = 0;
   if (!std::ofstream(path, std::ios::app)) throw Error(flag + ": cannot write '" + path + "'" + reason());
-  std::error_code ec;
   if (!existed) fs::remove(p, ec);
 }
 

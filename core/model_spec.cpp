@@ -1,11 +1,13 @@
 #include "core/model_spec.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -97,6 +99,17 @@ std::string count_str(std::int64_t n) {
                : std::to_string(n);
 }
 
+// An integer, or a float with a whole value (`kernel = 3.0`, which files have used); nothing for
+// any other value (a fraction, a string, a boolean).
+std::optional<std::int64_t> whole(const toml::node& n) {
+  if (const auto* i = n.as_integer()) return i->get();
+  if (const auto* f = n.as_floating_point()) {
+    const double d = f->get();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e18) return std::int64_t(d);
+  }
+  return std::nullopt;
+}
+
 // A TOML value's type in words, for "expected X, got Y".
 std::string type_words(const toml::node& n) {
   switch (n.type()) {
@@ -128,12 +141,12 @@ int get_int(const toml::table& t, const char* key, const LayerContext& ctx, int 
     if (required) ctx.fail(std::string("missing '") + key + "'");
     return dflt;
   }
-  const auto* v = n->as_integer();
+  const std::optional<std::int64_t> v = whole(*n);
   if (!v) ctx.fail(std::string("'") + key + "' must be an integer, got " + type_words(*n));
-  if (v->get() < lo || v->get() > hi)
-    ctx.fail(std::string("'") + key + "' = " + std::to_string(v->get()) +
-             " is out of range, expected " + std::to_string(lo) + " to " + std::to_string(hi));
-  return static_cast<int>(v->get());
+  if (*v < lo || *v > hi)
+    ctx.fail(std::string("'") + key + "' = " + std::to_string(*v) + " is out of range, expected " +
+             std::to_string(lo) + " to " + std::to_string(hi));
+  return static_cast<int>(*v);
 }
 
 // A string key that must not be empty; `dflt` if absent.
@@ -155,14 +168,14 @@ Shape get_shape(const toml::table& root, const std::string& source) {
                 (a ? "an array of " + std::to_string(a->size()) : type_words(*n)));
   int dims[3];
   for (int i = 0; i < 3; ++i) {
-    const auto* v = (*a)[std::size_t(i)].as_integer();
+    const std::optional<std::int64_t> v = whole((*a)[std::size_t(i)]);
     if (!v)
       throw Error(source + ": 'input' entries must be integers, got " +
                   type_words((*a)[std::size_t(i)]));
-    if (v->get() < 1 || v->get() > kMaxSize)
-      throw Error(source + ": 'input' entry " + std::to_string(v->get()) +
+    if (*v < 1 || *v > kMaxSize)
+      throw Error(source + ": 'input' entry " + std::to_string(*v) +
                   " is out of range, expected 1 to " + std::to_string(kMaxSize));
-    dims[i] = static_cast<int>(v->get());
+    dims[i] = static_cast<int>(*v);
   }
   Shape s{dims[0], dims[1], dims[2]};
   const std::int64_t count = product({s.c, s.h, s.w});
@@ -212,12 +225,12 @@ ModelSpec parse_model_spec(const std::string& toml_text, const std::string& sour
   m.input = get_shape(root, source);
   m.classes = 10;
   if (const toml::node* n = root.get("classes")) {
-    const auto* v = n->as_integer();
+    const std::optional<std::int64_t> v = whole(*n);
     if (!v) throw Error(source + ": 'classes' must be an integer, got " + type_words(*n));
-    if (v->get() < 2 || v->get() > kMaxSize)
-      throw Error(source + ": 'classes' = " + std::to_string(v->get()) +
-                  " is out of range, expected 2 to " + std::to_string(kMaxSize));
-    m.classes = static_cast<int>(v->get());
+    if (*v < 2 || *v > kMaxSize)
+      throw Error(source + ": 'classes' = " + std::to_string(*v) + " is out of range, expected 2 to " +
+                  std::to_string(kMaxSize));
+    m.classes = static_cast<int>(*v);
   }
 
   const toml::node* layers_node = root.get("layer");

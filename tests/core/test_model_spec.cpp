@@ -125,8 +125,20 @@ TEST_CASE("spec: wrongly typed top-level values are refused, not replaced by def
                        "t.toml"),
       Contains("layer #1") && Contains("'name' must be a string, got an integer"));
   REQUIRE_THROWS_WITH(
-      parse_model_spec("input = [1, 2, 2]\n[[layer]]\ntype = \"fc\"\nout = 10.0\n", "t.toml"),
+      parse_model_spec("input = [1, 2, 2]\n[[layer]]\ntype = \"fc\"\nout = 10.5\n", "t.toml"),
       Contains("layer #1") && Contains("'out' must be an integer, got a float"));
+  REQUIRE_THROWS_WITH(
+      parse_model_spec("input = [1, 2, 2]\n[[layer]]\ntype = \"fc\"\nout = true\n", "t.toml"),
+      Contains("layer #1") && Contains("'out' must be an integer, got a boolean"));
+  // Whole floats are integers, as the parser has always read them.
+  const ModelSpec w = parse_model_spec(
+      "input = [1.0, 4, 4]\nclasses = 3.0\n[[layer]]\ntype = \"conv\"\nout_channels = 2.0\nkernel = 3\n"
+      "[[layer]]\ntype = \"fc\"\nout = 3.0\n",
+      "w.toml");
+  CHECK(w.input.c == 1);
+  CHECK(w.classes == 3);
+  CHECK(w.layers[0].out_channels == 2);
+  CHECK(w.layers[1].out_channels == 3);
   // The defaults still apply when the keys are absent.
   ModelSpec m = parse_model_spec("input = [1, 2, 2]\n" + layers, "dir/plain.toml");
   CHECK(m.name == "plain");

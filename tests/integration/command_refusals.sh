@@ -40,6 +40,14 @@ refused "--json: cannot create the folder '/proc/psbed-nowhere'" train --data sy
 # A profile for the dashboard's prediction that cannot be read: refused before listening.
 refused "cannot read profile '$WORK/none.json'" coordinator --bind "tcp://127.0.0.1:*" --profile "$WORK/none.json"
 echo "output paths and the coordinator's profile: refused before the work"
+# A file that exists where its folder is not writable for new files (a device here) is still taken.
+timeout 60 "$PSBED" train --data synthetic --steps 2 --batch 8 --no-eval --json /dev/stdout >"$WORK/stdout.out" 2>/dev/null ||
+  fail "train --json /dev/stdout"
+grep -q '"images_per_sec"' "$WORK/stdout.out" || { cat "$WORK/stdout.out"; fail "no JSON on stdout"; }
+# A seed is decimal whatever its leading zeros (CLI11 alone would read 010 as octal 8).
+timeout 60 "$PSBED" predict --profile "$SRC/tests/fixtures/predictor/regression/profile.json" --workers 1 --policy wfbp \
+  --steps 10 --seeds 1 --seed 010 --json "$WORK/seed.json" >/dev/null 2>&1 || fail "predict --seed 010"
+json "$WORK/seed.json" 'sys.exit(0 if s[0]["seed"] == 10 else 1)' || { cat "$WORK/seed.json"; fail "--seed 010 is not 10"; }
 
 # The shortest compute benchmark: one timed step per row (no minimum time), never an empty row.
 timeout 120 "$PSBED" bench compute --no-torch --models lenet5 --threads 1 --min-seconds 0 --min-steps 1 \
@@ -71,5 +79,7 @@ if [ "$(realpath "$PSBED_DATA_DIR")" = "$(realpath "$SRC/data/mnist")" ]; then
   (cd "$WORK" && unset PSBED_DATA_DIR && timeout 60 "$PSBED" train --model lenet5 --data mnist --steps 2 --batch 8 \
     --no-eval >"$WORK/elsewhere.out" 2>&1) || { cat "$WORK/elsewhere.out"; fail "train from another folder did not find the digits"; }
   echo "data: the checkout's digits found from $WORK"
+else
+  echo "data: PSBED_DATA_DIR is not the checkout's digits, so the default folder is not tried"
 fi
 echo "PASS"

@@ -37,15 +37,32 @@ grep -qF "line 2: unknown key 'wrokers': \`psbed predict\` has no --wrokers" "$W
 # naming them, before anything is contacted.
 printf 'run = "%s"\n[bogus]\nx = 3\n' "$WORK/none" >"$WORK/section.toml"
 if timeout 30 "$PSBED" ctl --config "$WORK/section.toml" status >"$WORK/section.out" 2>&1; then fail "an unknown section was accepted"; fi
-grep -qF "the section [bogus] is no subcommand of \`psbed ctl\`" "$WORK/section.out" ||
+grep -qF "line 2: the section [bogus] is no subcommand of \`psbed ctl\`, expected [policy], [status]" "$WORK/section.out" ||
   { cat "$WORK/section.out"; fail "the unknown section is not named"; }
 printf 'run = "%s"\n[policy]\ncredit = "1MiB"\nslices = 3\n' "$WORK/none" >"$WORK/section.toml"
 if timeout 30 "$PSBED" ctl --config "$WORK/section.toml" policy p3 >"$WORK/section.out" 2>&1; then fail "an unknown key in a section was accepted"; fi
 grep -qF "line 4: unknown key 'slices': \`psbed ctl policy\` has no --slices" "$WORK/section.out" ||
   { cat "$WORK/section.out"; fail "the unknown key of a section is not named"; }
+# A key of the same name in another section: the line named is the section's.
+printf 'run = "%s"\ntimeout = 5\n[policy]\ntimeout = 5\n' "$WORK/none" >"$WORK/section.toml"
+if timeout 30 "$PSBED" ctl --config "$WORK/section.toml" policy p3 >"$WORK/section.out" 2>&1; then fail "ctl policy took --timeout"; fi
+grep -qF "line 4: unknown key 'timeout': \`psbed ctl policy\` has no --timeout" "$WORK/section.out" ||
+  { cat "$WORK/section.out"; fail "the key in the section is not named by its own line"; }
+# A quoted key is the same key: given twice, refused.
+syntax_dup() { printf '%b' "$1" >"$WORK/dup.toml"
+  if timeout 30 "$PSBED" predict --config "$WORK/dup.toml" >"$WORK/dup.out" 2>&1; then fail "a key given twice was accepted: $1"; fi
+  grep -qF "$2" "$WORK/dup.out" || { cat "$WORK/dup.out"; fail "no '$2' for $1"; }; }
+syntax_dup 'workers = [1]\n"workers" = [4]\n' "line 2: '\"workers\"' is given twice (first on line 1)"
+# A file from a pipe (process substitution) is read as before; a one-letter key is the short flag.
+timeout 60 "$PSBED" predict --config <(printf 'profile = "%s"\nworkers = [1]\npolicy = ["wfbp"]\nsteps = 20\nseeds = 1\n' "$profile") \
+  --json "$WORK/pipe.json" >"$WORK/pipe.out" 2>&1 || { cat "$WORK/pipe.out"; fail "a config file from a pipe"; }
+printf 'o = "%s"\n' "$WORK/short-profile.json" >"$WORK/short.toml"
+timeout 60 "$PSBED" profile --config "$WORK/short.toml" "$SRC/tests/fixtures/predictor/run-1w" >"$WORK/short.out" 2>&1 ||
+  { cat "$WORK/short.out"; fail "profile with its -o in a file"; }
+[ -s "$WORK/short-profile.json" ] || fail "profile's -o from a file was not used"
 # A file that does not exist: refused, naming it.
 if timeout 60 "$PSBED" predict --config "$WORK/nowhere.toml" >"$WORK/none.out" 2>&1; then fail "a missing config file was accepted"; fi
-grep -qF -- "--config: cannot read '$WORK/nowhere.toml': no such file" "$WORK/none.out" ||
+grep -qF -- "--config: cannot read '$WORK/nowhere.toml': No such file or directory" "$WORK/none.out" ||
   { cat "$WORK/none.out"; fail "the missing file is not named"; }
 # Two files: refused, not one of them quietly ignored.
 if timeout 60 "$PSBED" predict --config "$WORK/predict.toml" --config "$WORK/typo.toml" >"$WORK/two.out" 2>&1; then fail "two config files were accepted"; fi

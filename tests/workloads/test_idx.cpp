@@ -336,3 +336,34 @@ TEST_CASE("load_dataset: synthetic makes the model's number of classes", "[workl
   CHECK(*std::max_element(ten.train.labels.begin(), ten.train.labels.end()) == 9);
   REQUIRE_THROWS_WITH(load_dataset("synthetic", "", input, 1, 4), Contains("1 classes"));
 }
+
+TEST_CASE("default_data_dir: $PSBED_DATA_DIR, else data/mnist here, else the checkout's",
+          "[workloads][idx]") {
+  // Restores the environment and the working folder whatever the checks do.
+  struct Restore {
+    std::string env;
+    bool had_env;
+    fs::path cwd = fs::current_path();
+    Restore() {
+      const char* e = std::getenv("PSBED_DATA_DIR");
+      had_env = e != nullptr;
+      env = e ? e : "";
+    }
+    ~Restore() {
+      fs::current_path(cwd);
+      if (had_env) ::setenv("PSBED_DATA_DIR", env.c_str(), 1);
+      else ::unsetenv("PSBED_DATA_DIR");
+    }
+  } restore;
+  ScratchDir dir;
+  ::setenv("PSBED_DATA_DIR", "/some/where", 1);
+  CHECK(default_data_dir() == "/some/where");
+  ::unsetenv("PSBED_DATA_DIR");
+  fs::current_path(dir.path);
+  const std::string checkout = std::string(PSBED_SOURCE_DIR) + "/data/mnist";
+  // An empty folder: the checkout's digits if `make data` fetched them, else the plain name
+  // (whose "missing file" error then says to run make data).
+  CHECK(default_data_dir() == (fs::is_directory(checkout) ? checkout : std::string("data/mnist")));
+  fs::create_directories(dir.path / "data" / "mnist");
+  CHECK(default_data_dir() == "data/mnist");  // the working folder's own comes first
+}
