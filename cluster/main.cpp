@@ -4,8 +4,6 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
