@@ -31,7 +31,8 @@ void add_ctl(CLI::App& root, CtlOptions& o, std::string& log_level) {
   auto* where = app->add_option("--coordinator", o.coordinator, "the coordinator's endpoint, e.g. tcp://127.0.0.1:7000");
   app->add_option("--run", o.run, "or: a `psbed launch` run folder still running (reads logs/coordinator.endpoint)")
       ->excludes(where);
-  app->add_option("--timeout", o.timeout_s, "seconds to wait for the answer")->capture_default_str();
+  app->add_option("--timeout", o.timeout_s, "seconds to wait for the answer")->capture_default_str()
+      ->check(CLI::Range(0.001, 1e6));
   app->add_flag("--json", o.json, "print the coordinator's answer as JSON");
   app->require_subcommand(1);
   auto* pol = app->add_subcommand("policy", "Switch every worker to this transmission policy");
@@ -49,13 +50,18 @@ std::string endpoint_of(const CtlOptions& o) {
   if (!o.coordinator.empty()) return o.coordinator;
   if (o.run.empty()) throw Error("say which cluster: --coordinator ENDPOINT or --run RUN_FOLDER");
   const std::string path = o.run + "/logs/coordinator.endpoint";
+  // A finished run has no coordinator to ask (it would wait out --timeout, or its namespace is
+  // gone): say so at once.
+  if (std::ifstream done(o.run + "/summary.json"); done)
+    throw Error("the run in " + o.run + " has finished (its summary.json is written): there is no coordinator to ask");
   // A --netns run: its coordinator listens inside its own namespace; join it to reach it.
   if (std::ifstream ns(o.run + "/logs/coordinator.netns"); ns) {
     std::string name;
     if (ns >> name) {
       const int fd = ::open(("/var/run/netns/" + name).c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0)
-        throw Error("cannot enter the run's network namespace " + name + " (needs root): " + std::strerror(errno));
+        throw Error("cannot enter the run's network namespace " + name + ": " + std::strerror(errno) +
+                    (errno == EPERM ? " (needs root)" : errno == ENOENT ? " (the run is not running)" : ""));
       ::close(fd);
     }
   }

@@ -178,7 +178,8 @@ check_common() {
   need_port PSBED_PORT
   [[ $PSBED_SERVER_PORT == '*' ]] || need_port PSBED_SERVER_PORT
   if [[ -n $PSBED_BANDWIDTH ]]; then bandwidth_bits "$PSBED_BANDWIDTH" >/dev/null; fi
-  if [[ -n $PSBED_LATENCY && ! ${PSBED_LATENCY,,} =~ ^[0-9]*\.?[0-9]+\ *(ns|us|ms|s)?$ ]]; then
+  # A bare number would be seconds (psbed refuses one): a unit, or 0.
+  if [[ -n $PSBED_LATENCY && ! ${PSBED_LATENCY,,} =~ ^([0-9]*\.?[0-9]+\ *(ns|us|ms|s)|0*\.?0+)$ ]]; then
     die "PSBED_LATENCY='$PSBED_LATENCY' is not a duration, expected a number with ns, us, ms or s (e.g. 200us)"
   fi
   if [[ $PSBED_SHAPE == tc && -z $PSBED_BANDWIDTH && ($PSBED_ROLE == server || $PSBED_ROLE == worker) ]]; then

@@ -99,6 +99,8 @@ void check_launch_options(const LaunchOptions& o) {
   need(o.servers >= 1 && o.workers >= 1, "need at least 1 server and 1 worker");
   need(o.batch >= 1, "--batch must be at least 1, got " + std::to_string(o.batch));
   need(o.threads >= 1, "--threads must be at least 1, got " + std::to_string(o.threads));
+  need(o.apply_threads >= 1 && o.apply_threads <= 1024,
+       "--apply-threads must be 1 to 1024, got " + std::to_string(o.apply_threads));
   need(o.steps >= 0, "--steps must be 1 or more (or 0: --epochs), got " + std::to_string(o.steps));
   need(o.steps > 0 || o.epochs >= 1, "--epochs must be at least 1, got " + std::to_string(o.epochs));
   for (const auto& [flag, v] : {std::pair<const char*, double>{"--lr", o.lr},
@@ -175,7 +177,11 @@ class Launcher {
     sigaddset(&set, SIGCHLD);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);  // a closed terminal or ssh session: end the run as Ctrl-C does
     sigprocmask(SIG_BLOCK, &set, &old_mask_);
+    // Output into a closed pipe (`psbed launch ... | head`) is lost, not the run: writes fail
+    // instead of killing the launcher, and the nodes (which inherit this) go on.
+    ::signal(SIGPIPE, SIG_IGN);
 
     spdlog::info("launching {} server(s) + {} worker(s) of {} ({}) into {}", opt_.servers, opt_.workers, opt_.model,
                  opt_.mode, out_);
@@ -294,7 +300,8 @@ class Launcher {
   std::vector<std::string> server_args(const std::string& coord, int i) const {
     auto a = common(coord, "server-" + std::to_string(i));
     a.insert(a.begin(), "server");
-    a.insert(a.end(), {"--bind", "tcp://" + host_of("server-" + std::to_string(i)) + ":*"});
+    a.insert(a.end(), {"--bind", "tcp://" + host_of("server-" + std::to_string(i)) + ":*", "--apply-threads",
+                       std::to_string(opt_.apply_threads)});
     return a;
   }
 
@@ -390,7 +397,7 @@ class Launcher {
       timespec ts{0, 20000000};
       siginfo_t info;
       const int sig = sigtimedwait(&set, &info, &ts);
-      if ((sig == SIGINT || sig == SIGTERM) &&
+      if ((sig == SIGINT || sig == SIGTERM || sig == SIGHUP) &&
           (!interrupted || Clock::now() - began > std::chrono::duration<double>(kRepeatGraceS))) {
         spdlog::warn("interrupted again: stopping every process now");
         break;
@@ -474,10 +481,11 @@ class Launcher {
       timespec ts{1, 0};
       siginfo_t info;
       int sig = sigtimedwait(&set, &info, &ts);
-      if (sig == SIGINT || sig == SIGTERM) {
-        spdlog::warn("interrupted: the run ends now, keeping what it measured");
+      if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+        spdlog::warn("interrupted{}: the run ends now, keeping what it measured",
+                     sig == SIGHUP ? " (hangup: the terminal closed)" : "");
         wind_down(set, true);
-        failure_ = "interrupted";
+        failure_ = sig == SIGHUP ? "interrupted (hangup)" : "interrupted";
         return 130;
       }
       if (!reap(failure)) {
@@ -536,7 +544,8 @@ class Launcher {
                    // shaped the bandwidth.
                    {"link", ps::parse_link(opt_.bandwidth, opt_.latency).str()},
                    {"straggler_ms", opt_.straggler_ms > 0 ? opt_.straggler_ms : 0.0},
-                   {"start_stagger_ms", opt_.start_stagger_ms > 0 ? opt_.start_stagger_ms : 0.0}};
+                   {"start_stagger_ms", opt_.start_stagger_ms > 0 ? opt_.start_stagger_ms : 0.0},
+                   {"apply_threads", opt_.apply_threads}};
     if (!netns_json.is_null()) s["launch"]["netns"] = netns_json;
     if (!failure_.empty()) s["ok"] = false, s["failure"] = failure_;
     std::ofstream(path) << s.dump(2) << "\n";

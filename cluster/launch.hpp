@@ -31,6 +31,7 @@ struct LaunchOptions {
   std::uint64_t seed = 1;
   std::string partition_bytes = "4MiB";
   int threads = 1;                 // compute threads per worker
+  int apply_threads = 2;           // apply lanes per server shard (psbed server --apply-threads)
   std::string device = "cpu";
   std::string compute = "real";    // or replay:<profile.json> (every worker)
   std::string out;                 // default runs/<model>-<mode>-<N>w<S>s-<time>

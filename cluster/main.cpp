@@ -261,6 +261,8 @@ void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_leve
   app->add_option("--seed", o.seed, "seed")->capture_default_str()->transform(cluster::seed_validator());
   app->add_option("--partition-bytes", o.partition_bytes, "largest part a tensor is cut into")->capture_default_str();
   app->add_option("--threads", o.threads, "compute threads per worker")->capture_default_str();
+  app->add_option("--apply-threads", o.apply_threads, "threads applying updates per server shard")->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   app->add_option("--device", o.device, "cpu or gpu")->capture_default_str();
   app->add_option("--compute", o.compute, "real, or replay:<profile.json>: sleep per layer for durations drawn from a profile (psbed profile) instead of computing")->capture_default_str();
   app->add_option("--out", o.out, "run folder (default runs/<model>-<mode>-<N>w<S>s-<time>)");
@@ -291,17 +293,27 @@ struct PredictorCommands {
   predictor::BenchPredictOptions bench;
 };
 
+// `steps_help`, if set, is validate's: each run's own steps by default, and the settings a run
+// records (partition, slice, credit, straggler) are taken from the run, so no flag offers them.
 void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help = nullptr) {
+  const bool per_run = steps_help != nullptr;
   app->add_option("--bandwidth", f.bandwidth, "link of every node, per direction, e.g. 1gbit (default: the profile's)");
   app->add_option("--latency", f.latency, "one-way latency, e.g. 200us (default: the profile's)");
   app->add_option("--link-model", f.link_model,
                   "bucket: per-node FIFO token buckets as psbed launch --bandwidth emulates; fair: max-min fair "
                   "sharing as TCP under kernel shaping")->capture_default_str();
-  app->add_option("--partition-bytes", f.partition_bytes, "largest part a tensor is cut into")->capture_default_str();
-  app->add_option("--slice-params", f.slice_params, "p3: parameters per slice")->capture_default_str();
-  app->add_option("--partition-params", f.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
-  app->add_option("--credit", f.credit, "p3/bytescheduler: bytes in flight at most (default: the policy's)");
-  app->add_option("--apply-threads", f.apply_lanes, "apply threads per server shard")->capture_default_str()
+  if (!per_run) {
+    app->add_option("--partition-bytes", f.partition_bytes, "largest part a tensor is cut into")->capture_default_str();
+    app->add_option("--slice-params", f.slice_params, "p3, prophet: parameters per slice")->capture_default_str()
+        ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40));
+    app->add_option("--partition-params", f.partition_params, "bytescheduler: parameters per partition")
+        ->capture_default_str()->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40));
+    app->add_option("--credit", f.credit, "p3/bytescheduler: bytes in flight at most (default: the policy's)");
+  }
+  app->add_option("--apply-threads", f.apply_lanes,
+                  per_run ? "apply threads per server shard, for runs that do not record theirs (launch does)"
+                          : "apply threads per server shard")
+      ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   if (steps_help)
     app->add_option("--steps", f.steps, steps_help)->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
@@ -319,10 +331,13 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
                   "the figures do not depend on it")
       ->capture_default_str()
       ->check(CLI::Range(0, 4096));
-  app->add_option("--straggler-ms", f.straggler_ms, "worker-0 sleeps this long every step")
-      ->check(non_negative("milliseconds"));
+  if (!per_run)
+    app->add_option("--straggler-ms", f.straggler_ms, "worker-0 sleeps this long every step")
+        ->check(non_negative("milliseconds"));
   app->add_option("--start-stagger-ms", f.start_stagger_ms,
-                  "worker i of N starts i x this / N later (validate: the run's own)");
+                  per_run ? "worker i of N starts i x this / N later (default: each run's own)"
+                          : "worker i of N starts i x this / N later")
+      ->check(non_negative("milliseconds"));
   app->add_option("--arrival-jitter-us", f.arrival_jitter_us,
                   "arrivals at a node from different senders come up to this much later, by a seeded "
                   "draw, so that ties go in an order set by chance as on a real host (each connection "
@@ -350,7 +365,8 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   prof->add_option("run", o.profile.extract.run, "run folder (the --out of psbed launch)")->required();
   prof->add_option("-o,--out", o.profile.out, "profile to write")->capture_default_str();
   prof->add_option("--worker", o.profile.extract.worker, "which worker's trace (needed if the run had several)");
-  prof->add_option("--skip-steps", o.profile.extract.skip_steps, "warm-up steps left out (default: the worker's rule)");
+  prof->add_option("--skip-steps", o.profile.extract.skip_steps, "warm-up steps left out (default: the worker's rule)")
+      ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
   prof->add_option("--copy-ns-per-byte", o.profile.extract.copy_cpu_ns_per_byte,
                    "host CPU a byte costs (loopback copies), e.g. an earlier profile's "
                    "host.cpu_per_byte_ns, to re-extract it alike (default: measured now, "
@@ -455,6 +471,10 @@ int run_predictor(CLI::App& root, const PredictorCommands& o, const std::string&
       const CLI::App* app = root.get_subcommand("optimize");
       opt.slice_params_given = app->count("--slice-params") > 0;
       opt.partition_params_given = app->count("--partition-params") > 0;
+      if (!o.verify.enabled)
+        for (const char* flag : {"--verify-steps", "--verify-data", "--verify-compute", "--verify-out", "--verify-timeout"})
+          if (app->get_option_no_throw(flag) && app->count(flag) > 0)
+            throw Error(std::string(flag) + " is for the run --verify launches: add --verify, or leave it out");
       return cluster::run_optimize_verify(opt, o.verify);
     }
   if (auto* b = root.get_subcommand("bench"); b->parsed() && b->got_subcommand("predict")) {

@@ -12,7 +12,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cluster/cli_config.hpp"
 #include "core/error.hpp"
@@ -61,7 +63,8 @@ std::vector<std::string> launch_args(const LaunchOptions& o) {
                                 std::to_string(o.steps), "--batch", std::to_string(o.batch), "--lr", num(o.lr),
                                 "--momentum", num(o.momentum), "--weight-decay", num(o.weight_decay), "--lr-schedule",
                                 o.lr_schedule, "--seed", std::to_string(o.seed), "--partition-bytes", o.partition_bytes,
-                                "--threads", std::to_string(o.threads), "--device", o.device, "--compute", o.compute,
+                                "--threads", std::to_string(o.threads), "--apply-threads",
+                                std::to_string(o.apply_threads), "--device", o.device, "--compute", o.compute,
                                 "--out", o.out, "--heartbeat", num(o.heartbeat_s), "--heartbeat-timeout",
                                 num(o.heartbeat_timeout_s), "--timeout", num(o.timeout_s)};
   if (!o.data_dir.empty()) a.insert(a.end(), {"--data-dir", o.data_dir});
@@ -71,6 +74,22 @@ std::vector<std::string> launch_args(const LaunchOptions& o) {
   if (o.netns) a.push_back("--netns");
   if (!o.trace) a.push_back("--no-trace");
   return a;
+}
+
+// The launch flags every point of a sweep shares, flag -> value ("" for a switch): launch_args
+// less a point's own (servers, workers, mode, policy, bandwidth) and its --out. Recorded in
+// OUT/sweep-settings.json, so that --resume keeps finished points only under the same ones.
+std::map<std::string, std::string> shared_flags(const LaunchOptions& o) {
+  const std::vector<std::string> a = launch_args(o);
+  std::map<std::string, std::string> m;
+  for (std::size_t i = 1; i < a.size(); ++i) {
+    if (a[i].rfind("--", 0) != 0) continue;
+    const bool valued = i + 1 < a.size() && a[i + 1].rfind("--", 0) != 0;
+    m[a[i]] = valued ? a[i + 1] : "";
+  }
+  for (const char* own : {"--servers", "--workers", "--mode", "--policy", "--bandwidth", "--out", "--timeout"})
+    m.erase(own);
+  return m;
 }
 
 // Runs `psbed launch` for one point, its output into LOG. Returns its exit status (130: Ctrl-C).
@@ -138,7 +157,7 @@ const char* kCsvHeader =
 
 std::string csv_row(const Point& p, const LaunchOptions& o, const json& s) {
   const bool ok = s.is_object() && s.value("ok", false);
-  return p.folder() + "," + o.model + "," + p.mode + "," + p.policy + "," + (p.bandwidth.empty() ? "none" : p.bandwidth) +
+  return p.folder() + "," + o.model + "," + p.mode + "," + p.policy + "," + (p.bandwidth.empty() ? "unshaped" : p.bandwidth) +
          "," + std::to_string(p.workers) + "," + std::to_string(p.servers) + "," + o.compute + "," +
          std::to_string(s.is_object() ? s.value("steps", 0) : 0) + "," + std::to_string(o.batch) + "," +
          num(ok ? s.value("steps_per_sec", 0.0) : 0.0) + "," + num(ok ? s.value("images_per_sec", 0.0) : 0.0) + "," +
@@ -167,7 +186,7 @@ void write_markdown(const std::string& path, const json& rows, const SweepOption
           for (const auto& p : opt.policies) {
             std::vector<double> got;
             for (const auto& r : rows)
-              if (r["mode"] == m && r["policy"] == p && r["bandwidth"] == (b.empty() ? "none" : b) &&
+              if (r["mode"] == m && r["policy"] == p && r["bandwidth"] == (b.empty() ? "unshaped" : b) &&
                   r["servers"] == sv && r["workers"] == w && r["ok"].get<bool>())
                 got.push_back(r["images_per_sec"].get<double>());
             char buf[96];
@@ -226,6 +245,8 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
   app->add_option("--batch", b.batch, "batch per worker")->capture_default_str();
   app->add_option("--lr", b.lr, "learning rate")->capture_default_str();
   app->add_option("--threads", b.threads, "compute threads per worker")->capture_default_str();
+  app->add_option("--apply-threads", b.apply_threads, "threads applying updates per server shard")
+      ->capture_default_str()->check(CLI::Range(1, 1024));
   app->add_option("--seed", b.seed, "seed")->capture_default_str()->transform(seed_validator());
   app->add_option("--partition-bytes", b.partition_bytes, "largest part a tensor is cut into")->capture_default_str();
   app->add_option("--slice-params", b.slice_params, "p3, prophet: parameters per slice")->capture_default_str();
@@ -255,6 +276,22 @@ int run_sweep(SweepOptions opt) {
     if (s < 1) throw Error("--servers: every count must be at least 1, got " + std::to_string(s));
   if (opt.workers.empty() || opt.servers.empty() || opt.policies.empty() || opt.modes.empty() || opt.bandwidths.empty())
     throw Error("the grid is empty: give at least one value to --workers, --servers, --policy, --mode, --bandwidth");
+  // A value given twice would run its points twice into one folder (the second taking the first
+  // for a failed run) and double their rows: --repeat is how a point runs again.
+  auto once = [](const char* flag, auto values) {
+    std::sort(values.begin(), values.end());
+    const auto twice = std::adjacent_find(values.begin(), values.end());
+    if (twice == values.end()) return;
+    std::ostringstream v;
+    v << *twice;
+    throw Error(std::string(flag) + " gives " + (v.str().empty() ? "''" : v.str()) +
+                " twice (to run a point again, use --repeat)");
+  };
+  once("--workers", opt.workers);
+  once("--servers", opt.servers);
+  once("--policy", opt.policies);
+  once("--mode", opt.modes);
+  once("--bandwidth", opt.bandwidths);
 
   std::vector<Point> grid;
   for (const auto& b : opt.bandwidths)
@@ -298,7 +335,32 @@ int run_sweep(SweepOptions opt) {
         throw Error("--resume: " + out + "/" + p.folder() + " ran with " + differs +
                     ": give the sweep's earlier settings, or another --out");
     }
+  // And every other setting the points share, as the sweep that made them recorded it.
+  const std::string settings_path = out + "/sweep-settings.json";
+  const std::map<std::string, std::string> settings = shared_flags(base);
+  if (opt.resume) {
+    const json before = read_summary(settings_path);
+    if (before.is_object()) {
+      // A flag's value, "on" for a switch, "not given" where absent.
+      auto said = [](bool has, const std::string& v) { return !has ? std::string("not given") : v.empty() ? std::string("on") : v; };
+      std::map<std::string, std::pair<std::string, std::string>> change;  // flag -> (was, now)
+      for (const auto& [flag, value] : settings) {
+        const bool had = before.contains(flag) && before[flag].is_string();
+        const std::string was = had ? before[flag].get<std::string>() : "";
+        if (!had || was != value) change[flag] = {said(had, was), said(true, value)};
+      }
+      for (const auto& [flag, was] : before.items())
+        if (!settings.count(flag) && was.is_string()) change[flag] = {said(true, was.get<std::string>()), "not given"};
+      std::string differs;
+      for (const auto& [flag, wn] : change)
+        differs += (differs.empty() ? "" : ", ") + flag + " " + wn.first + " (now " + wn.second + ")";
+      if (!differs.empty())
+        throw Error("--resume: the sweep in " + out + " ran with " + differs +
+                    ": give its earlier settings, or another --out");
+    }
+  }
   fs::create_directories(out);
+  std::ofstream(settings_path) << json(settings).dump(1) << "\n";
   spdlog::info("sweep of {} runs ({} points x {} repeat(s)) of {} into {} ({} compute)", grid.size(), points,
                opt.repeat, base.model, out, base.compute);
 
@@ -363,7 +425,7 @@ int run_sweep(SweepOptions opt) {
     }
     csv << csv_row(p, o, s) << std::flush;
     rows.push_back({{"run", p.folder()}, {"point", p.name}, {"repeat", p.repeat}, {"mode", p.mode}, {"policy", p.policy},
-                    {"bandwidth", p.bandwidth.empty() ? "none" : p.bandwidth}, {"workers", p.workers},
+                    {"bandwidth", p.bandwidth.empty() ? "unshaped" : p.bandwidth}, {"workers", p.workers},
                     {"servers", p.servers}, {"compute", o.compute}, {"ok", s.is_object() && s.value("ok", false)},
                     {"steps_per_sec", s.is_object() ? s.value("steps_per_sec", 0.0) : 0.0},
                     {"images_per_sec", s.is_object() ? s.value("images_per_sec", 0.0) : 0.0}});

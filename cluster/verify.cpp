@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/model_spec.hpp"
 #include "core/profile.hpp"
+#include "workloads/dataset.hpp"
 
 namespace psbed::cluster {
 namespace fs = std::filesystem;
@@ -36,6 +37,22 @@ int run_optimize_verify(const predictor::OptimizeOptions& options, const VerifyO
   predictor::OptimizeOptions o = options;
   if (v.enabled && o.sim.compute == "auto")
     o.sim.compute = v.compute.empty() || v.compute.rfind("replay", 0) == 0 ? "replay" : "real";
+  if (v.enabled) {
+    // What the run needs, checked before the search rather than after it: its data set and
+    // its compute (the model is the profile's).
+    const Profile profile = Profile::load(o.profile);
+    const ModelSpec spec = predictor::profile_model_spec(profile, o.profile);
+    try {
+      workloads::load_dataset(v.data, "", spec.input, spec.classes, 1);
+    } catch (const Error& e) {
+      throw Error(std::string("optimize --verify-data: ") + e.what());
+    }
+    if (!v.compute.empty() && v.compute != "real") {
+      if (v.compute.rfind("replay:", 0) != 0)
+        throw Error("optimize --verify-compute must be real or replay:<profile.json>, got '" + v.compute + "'");
+      Profile::load(v.compute.substr(7)).check_matches(spec, "--verify-compute " + v.compute);
+    }
+  }
   predictor::OptimizeChoice best;
   const int rc = predictor::run_optimize(o, v.enabled ? &best : nullptr);
   if (rc != 0 || !v.enabled) return rc;
@@ -57,6 +74,7 @@ int run_optimize_verify(const predictor::OptimizeOptions& options, const VerifyO
   l.compute = v.compute.empty() ? "replay:" + o.profile : v.compute;
   l.timeout_s = v.timeout_s;
   l.out = v.out.empty() ? default_out(spec.name, l.workers, l.servers) : v.out;
+  const bool made_out = !fs::exists(l.out);
   fs::create_directories(l.out);
   // The model the profile was taken on: the shipped one of that name if it is the same network,
   // else the spec the profile carries, so a model that is not shipped launches too.
@@ -79,7 +97,15 @@ int run_optimize_verify(const predictor::OptimizeOptions& options, const VerifyO
               l.bandwidth.empty() ? "unshaped" : l.bandwidth.c_str(), l.latency.empty() ? "" : " + ",
               l.latency.c_str(), l.compute.c_str(), (long long)l.steps, l.out.c_str());
   std::fflush(stdout);
-  const int launch_rc = run_launch(l);
+  int launch_rc = 0;
+  try {
+    launch_rc = run_launch(l);
+  } catch (...) {
+    // Refused before it started: no empty run folder left behind.
+    std::error_code ec;
+    if (made_out && fs::is_empty(l.out, ec)) fs::remove(l.out, ec);
+    throw;
+  }
   if (launch_rc != 0) {
     spdlog::error("verify: the run in {} failed (status {}); see {}/launch.log and its logs/", l.out, launch_rc, l.out);
     return launch_rc;
@@ -93,9 +119,10 @@ int run_optimize_verify(const predictor::OptimizeOptions& options, const VerifyO
   const double measured = r.at("measured_images_per_sec").get<double>();
   const double predicted = r.at("predicted_images_per_sec").get<double>();
   const double error = r.at("error_pct").get<double>();
-  std::printf("\nverify: %s\n  measured  %10.1f images/s\n  predicted %10.1f images/s (%+.1f%%; optimize's "
-              "ranking said %.1f over %lld simulated steps)\n",
-              l.out.c_str(), measured, predicted, error, best.images_per_sec, (long long)o.sim.steps);
+  std::printf("\nverify: %s\n  measured  %10.1f images/s\n  predicted %10.1f images/s (%+.1f%%, %d seeds; optimize's "
+              "ranking said %.1f over %lld simulated steps, %d seed(s): --seeds ranks with more)\n",
+              l.out.c_str(), measured, predicted, error, flags.seeds, best.images_per_sec, (long long)o.sim.steps,
+              o.sim.seeds);
   nlohmann::json out = {{"run", l.out},
                         {"workers", l.workers},
                         {"servers", l.servers},

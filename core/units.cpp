@@ -55,6 +55,10 @@ double parse_bandwidth_bps(const std::string& text) {
 }
 
 double parse_duration_s(const std::string& text) {
+  // A bare number would be seconds: `--latency 200` meant 200 us and stalled a run for an hour.
+  const auto [value, suffix] = split_number(text, "duration");
+  if (suffix.empty() && value != 0)
+    throw Error("bad duration '" + text + "': give its unit, ns, us, ms or s (e.g. " + text + "us)");
   return lookup(text, "duration", "ns, us, ms or s",
                 {{"", 1}, {"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}});
 }

@@ -8,13 +8,23 @@
 
 namespace psbed::predictor {
 
-std::int64_t transfers_per_step(const PartitionPlan& plan, const policy::PolicyOptions& policy) {
+namespace {
+// The floats per transfer the policy cuts parts into; 0: whole parts.
+std::int64_t slice_of(const policy::PolicyOptions& policy) {
   const std::string& pol = policy.name;
-  const std::int64_t slice = pol == "p3" || pol == "prophet" ? policy.slice_params
-                             : pol == "bytescheduler"        ? policy.partition_params
-                                                             : 0;
+  return pol == "p3" || pol == "prophet" ? policy.slice_params
+         : pol == "bytescheduler"        ? policy.partition_params
+                                         : 0;
+}
+std::int64_t transfers_of(const Part& p, std::int64_t slice) {
+  return slice > 0 ? (p.numel + slice - 1) / slice : 1;
+}
+}  // namespace
+
+std::int64_t transfers_per_step(const PartitionPlan& plan, const policy::PolicyOptions& policy) {
+  const std::int64_t slice = slice_of(policy);
   std::int64_t transfers = 0;
-  for (const auto& p : plan.parts) transfers += slice > 0 ? (p.numel + slice - 1) / slice : 1;
+  for (const auto& p : plan.parts) transfers += transfers_of(p, slice);
   return transfers;
 }
 
@@ -32,14 +42,19 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   double model_bytes = 0;
   for (const auto& p : plan.parts) model_bytes += double(p.bytes() + cfg.message_overhead_bytes);
   std::vector<double> shard_bytes(std::size_t(cfg.servers), 0),
-      shard_apply_s(std::size_t(cfg.servers), 0);
+      shard_apply_s(std::size_t(cfg.servers), 0), shard_transfers(std::size_t(cfg.servers), 0);
+  const std::int64_t slice = slice_of(cfg.policy);
   for (const auto& p : plan.parts) {
+    shard_transfers[p.shard] += double(transfers_of(p, slice));
     shard_bytes[p.shard] += double(p.bytes() + cfg.message_overhead_bytes);
     shard_apply_s[p.shard] +=
         profile.apply_overhead_us * 1e-6 + profile.apply_ns_per_byte * 1e-9 * double(p.bytes());
   }
   const double busiest = *std::max_element(shard_bytes.begin(), shard_bytes.end());
   const double busiest_apply = *std::max_element(shard_apply_s.begin(), shard_apply_s.end());
+  const double busiest_transfers = *std::max_element(shard_transfers.begin(), shard_transfers.end());
+  // A push costs the shard's receiving thread a transfer's share (receive_cost).
+  const double shard_thread_s = busiest_transfers * receive_cost(cfg, true, 0).thread_s;
 
   AnalyticBounds a;
   a.imbalance = plan.imbalance();
@@ -54,23 +69,31 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   // acknowledgment) and bytes (the model each way) cost CPU on the host's shared cores.
   const double transfers = double(transfers_per_step(plan, cfg.policy));
   // Real compute takes a core for its duration as well (replayed compute sleeps).
-  const double host_step_s = 4 * transfers * cfg.cpu_per_message_s +
-                             2 * model_bytes * cfg.cpu_per_byte_s +
-                             (cfg.compute_on_cores ? compute_s : 0.0);
+  const double message_cpu_s = 4 * transfers * cfg.cpu_per_message_s + 2 * model_bytes * cfg.cpu_per_byte_s;
+  const double host_step_s = message_cpu_s + (cfg.compute_on_cores ? compute_s : 0.0);
   a.host_bound = cfg.host_cpus > 0 && host_step_s > 0 ? cfg.host_cpus * batch / host_step_s : kInf;
+  a.thread_bound = shard_thread_s > 0 ? batch / shard_thread_s : kInf;
   a.upper = a.compute_bound, a.bottleneck = "compute";
   if (a.worker_link_bound < a.upper) a.upper = a.worker_link_bound, a.bottleneck = "worker link";
   if (a.server_link_bound < a.upper) a.upper = a.server_link_bound, a.bottleneck = "server link";
   if (a.apply_bound < a.upper) a.upper = a.apply_bound, a.bottleneck = "apply";
   if (a.host_bound < a.upper) a.upper = a.host_bound, a.bottleneck = "host cpu";
+  if (a.thread_bound < a.upper) a.upper = a.thread_bound, a.bottleneck = "server thread";
   // No overlap: compute, the pull phase and the push phase one after the other, each phase as
-  // slow as its busiest link, plus a round trip each.
+  // slow as its busiest link, plus a round trip each; where the host's cores are modelled, the
+  // workers' compute shares them (real compute) and every worker-step's message work waits for
+  // them too. So each term is at least what one bound counts, and serial <= upper.
+  const double cpus = cfg.host_cpus > 0 ? double(cfg.host_cpus) : 0.0;
   const double per_direction = B > 0 ? std::max(model_bytes, W * busiest) / B : 0.0;
-  const double serial_s = compute_s + 2 * per_direction +
+  const double compute_phase_s =
+      cpus > 0 && cfg.compute_on_cores ? std::max(compute_s, W * compute_s / cpus) : compute_s;
+  const double serial_s = compute_phase_s + 2 * per_direction +
                           4 * (cfg.latency_s + cfg.message_cost_s + cfg.message_latency_s) +
                           2 * model_bytes * cfg.transit_s_per_byte +
-                          W * busiest_apply / lanes;
-  a.serial = serial_s > 0 ? W * batch / serial_s : kInf;
+                          W * busiest_apply / lanes + (cpus > 0 ? W * message_cpu_s / cpus : 0.0) +
+                          W * shard_thread_s +
+                          double(transfers_per_step(plan, cfg.policy)) * receive_cost(cfg, true, 0).thread_s;
+  a.serial = serial_s > 0 ? std::min(W * batch / serial_s, a.upper) : a.upper;
   return a;
 }
 

@@ -20,6 +20,9 @@ struct AnalyticBounds {
   double server_link_bound = 0;  // images/s if only the busiest shard's link limited
   double apply_bound = 0;        // images/s if only the busiest shard's apply lanes limited
   double host_bound = 0;         // images/s if only the host's cores limited (inf: unmeasured)
+  // images/s if only the busiest shard's receiving thread limited: it takes every worker's pushes
+  // one at a time, each costing a transfer's receiving time (receive_cost; inf: unmeasured).
+  double thread_bound = 0;
   double upper = 0;              // min of the above: perfect overlap
   double serial = 0;             // compute, then pull, then push, no overlap (bsp-like)
   double imbalance = 1;          // busiest shard bytes / mean shard bytes

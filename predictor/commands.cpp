@@ -90,6 +90,8 @@ SimConfig base_config(const Profile& profile, const SimFlags& f) {
   c.link_model = parse_link_model(f.link_model);
   take_host_costs(profile, c);
   c.partition_bytes = std::int64_t(parse_bytes(f.partition_bytes));
+  if (c.partition_bytes < 4)
+    throw Error("--partition-bytes " + f.partition_bytes + ": expected 4 bytes (one float) or more");
   c.policy.slice_params = f.slice_params;
   c.policy.partition_params = f.partition_params;
   if (!f.credit.empty()) c.policy.credit_bytes = std::int64_t(parse_bytes(f.credit));
@@ -244,6 +246,7 @@ int run_predict(const PredictOptions& o) {
                             {"server_link_bound", a.server_link_bound},
                             {"apply_bound", a.apply_bound},
                             {"host_bound", a.host_bound},
+                            {"thread_bound", a.thread_bound},
                             {"imbalance", a.imbalance},
                             {"bottleneck", a.bottleneck}}}};
     if (!r) {
@@ -349,7 +352,7 @@ void take_run_settings(const nlohmann::json& policy, double straggler_ms, double
   c.policy.slice_params = policy.value("slice_params", c.policy.slice_params);
   c.policy.partition_params = policy.value("partition_params", c.policy.partition_params);
   c.policy.credit_bytes = policy.value("credit_bytes", c.policy.credit_bytes);
-  if (flags.straggler_ms <= 0) c.straggler_s = straggler_ms / 1e3;
+  c.straggler_s = straggler_ms / 1e3;  // the run's own: validate has no --straggler-ms
   if (flags.start_stagger_ms < 0) c.start_stagger_s = start_stagger_ms / 1e3;
 }
 
@@ -375,6 +378,21 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
   using T = nlohmann::json::value_t;
   if (!s.value("ok", true)) {
     m.skipped = "the run failed" + (s.contains("failure") ? ": " + s["failure"].dump() : std::string());
+    return m;
+  }
+  // A run that lost a node, or changed policy midway, measured another configuration than the
+  // one its settings name: no measurement of it.
+  if (s.contains("failed_nodes") && s["failed_nodes"].is_array() && !s["failed_nodes"].empty()) {
+    std::string names;
+    for (const auto& n : s["failed_nodes"])
+      names += (names.empty() ? "" : ", ") +
+               (n.is_object() && n.contains("name") ? n["name"].get<std::string>() : n.dump());
+    m.skipped = "a node failed during the run (" + names + ")";
+    return m;
+  }
+  if (s.contains("policy_switches") && s["policy_switches"].is_array() && !s["policy_switches"].empty()) {
+    m.skipped = "its policy was switched during the run (" +
+                std::to_string(s["policy_switches"].size()) + " switch(es))";
     return m;
   }
   m.measured = summary_field(s, "images_per_sec", T::number_float, path).get<double>();
@@ -437,6 +455,9 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
   } else if (flags.bandwidth.empty()) {
     throw Error("run folder '" + dir + "' has no traces/worker-0.trace.json, which records the link the run had: give it with --bandwidth (and --latency)");
   }
+  // The shard's apply lanes, where launch recorded them (psbed launch --apply-threads).
+  if (launch.contains("apply_threads") && launch["apply_threads"].is_number_integer())
+    c.apply_lanes = launch["apply_threads"].get<int>();
   m.config = c;
   return m;
 }
@@ -457,6 +478,7 @@ std::string config_key(const MeasuredRun& m) {
                         {"partition_params", c.policy.partition_params},
                         {"credit_bytes", c.policy.credit_bytes},
                         {"partition_bytes", c.partition_bytes},
+                        {"apply_lanes", c.apply_lanes},
                         {"steps", c.steps},
                         {"bandwidth", c.bandwidth_bytes_per_sec},
                         {"latency", c.latency_s},
@@ -472,6 +494,14 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
   if (dirs.empty())
     throw Error(
         "validate: no run folders given (expected one or more `psbed launch` --out folders)");
+  // A folder given twice would count as a repeat of itself.
+  std::map<std::string, std::string> seen;  // canonical path -> as given
+  for (const std::string& d : dirs) {
+    std::error_code ec;
+    const fs::path canon = fs::weakly_canonical(fs::path(d), ec);
+    const auto [at, fresh] = seen.emplace(ec ? d : canon.string(), d);
+    if (!fresh) throw Error("validate: the run folder '" + d + "' is given twice (as '" + at->second + "' before)");
+  }
   const SimConfig base = base_config(profile, flags);
   // The run folders are read on the threads the simulations get (each trace's metadata is
   // parsed from a file of megabytes); a bad folder's error is the first a loop would meet.
@@ -657,6 +687,7 @@ for ax, (mode, bw) in zip(axes[0], panels):
                       [r["measured_max_images_per_sec"] for r in rs], color=colour[p], alpha=0.6)
     ax.set_title("%s, %s" % (mode, bw))
     ax.set_xlabel("workers")
+    ax.set_xticks(sorted({r["workers"] for r in v["runs"] if (r["mode"], r["bandwidth"]) == (mode, bw)}))
     ax.set_ylabel("images/s (all workers)")
     ax.grid(alpha=0.3)
 handles = [plt.Line2D([], [], color=colour[p], marker="o", label=p) for p in policies]
@@ -691,6 +722,11 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
     throw Error("optimize: --max-nodes must be at least 2 (one server and one worker)");
   if (o.max_servers < 1) throw Error("optimize: --max-servers must be at least 1");
   if (o.top < 1) throw Error("optimize: --top must be at least 1");
+  for (const auto& name : expand_policies(o.policies)) {  // an unknown name: before the search
+    policy::PolicyOptions po = base.policy;
+    po.name = name;
+    policy::make_policy(po);
+  }
   ensure_writable_file(o.json_out, "--json");
   // The dimensions searched unless a flag fixes them (--slice-params, --partition-params,
   // --credit): then every configuration takes the flag's value.

@@ -58,8 +58,11 @@ void ShapedTransport::start(ReceiveFn on_receive) {
   on_receive_ = std::move(on_receive);
   delivery_ = std::thread([this] { deliver_loop(); });
   inner_->start([this](Message&& m) {
-    auto due = TokenBucket::Clock::now();
-    if (link_->ingress) due = link_->ingress->reserve(wire_bytes(m), due);
+    // The bucket passes the bytes now or later (unused credit dates its reservation back, up to
+    // the burst: that is not an earlier arrival), then the latency: every message takes all of it.
+    const auto now = TokenBucket::Clock::now();
+    auto due = now;
+    if (link_->ingress) due = std::max(now, link_->ingress->reserve(wire_bytes(m), now));
     due += std::chrono::duration_cast<TokenBucket::Clock::duration>(std::chrono::duration<double>(link_->options.latency_s));
     std::lock_guard<std::mutex> lock(mu_);
     arrivals_.emplace_back(due, std::move(m));

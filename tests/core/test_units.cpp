@@ -18,6 +18,9 @@ TEST_CASE("sizes, bandwidths and durations parse with their units", "[core][unit
   REQUIRE_THROWS_WITH(parse_bandwidth_bps("1 gigabit"), Contains("'1 gigabit'") && Contains("gbit"));
   REQUIRE_THROWS_WITH(parse_bytes("lots"), Contains("'lots'"));
   REQUIRE_THROWS_AS(parse_duration_s("-3ms"), Error);
+  // A bare number needs its unit (it would be seconds); 0 is 0 in any unit.
+  REQUIRE_THROWS_WITH(parse_duration_s("200"), Catch::Contains("give its unit"));
+  CHECK(parse_duration_s("0") == 0);
 }
 
 TEST_CASE("SGD with momentum and weight decay follows its update rule", "[core][optimizer]") {

@@ -26,6 +26,19 @@ refused "--workers: Value 0 not in range" bench ps --workers 0
 refused "--models: Value -4 not in range" bench ps --models -4
 refused "--aggregate-model: Value 0 not in range" bench ps --aggregate-model 0
 refused "--min-seconds: expected a number of seconds, above 0, got '0'" bench ps --min-seconds 0
+# A value given twice: refused (it ran its points twice into one folder, the second run taking
+# the first, finished one, for a failed run); a run folder given twice to validate likewise.
+refused "--policy gives wfbp twice (to run a point again, use --repeat)" sweep --workers 1 --policy wfbp,wfbp \
+  --steps 5 --out "$WORK/dup-sweep"
+[ ! -e "$WORK/dup-sweep" ] || fail "sweep created its folder before refusing a value given twice"
+fixture="$SRC/tests/fixtures/predictor/regression"
+run="$fixture/runs/$(ls "$fixture/runs" | head -1)"
+refused "is given twice" validate --profile "$fixture/profile.json" "$run" "$run/" --out "$WORK/dup-report"
+refused "bad duration '200': give its unit" predict --profile "$fixture/profile.json" --latency 200
+refused "--start-stagger-ms: expected milliseconds, 0 or more, got '-1000'" predict --profile "$fixture/profile.json" \
+  --start-stagger-ms -1000
+refused "--partition-bytes 0: expected 4 bytes (one float) or more" predict --profile "$fixture/profile.json" \
+  --partition-bytes 0
 echo "flags: one line each"
 
 # Output paths: refused before the work (the file /proc/... cannot be created; root can write

@@ -8,6 +8,9 @@
 source "$(dirname "$0")/lib.sh"
 need_data
 ENTRY="$SRC/cluster/entrypoint.sh"
+# Roles that get as far as making their run folder (PSBED_RUNS defaults to runs/ in the working
+# folder) make it here, not in the folder ctest runs from.
+cd "$WORK"
 PY=python3
 $PY -c 'import yaml' 2>/dev/null || PY=/usr/bin/python3
 $PY -c 'import yaml' 2>/dev/null || fail "no python3 with PyYAML: run cluster/install-deps.sh (Debian package python3-yaml)"
@@ -92,6 +95,7 @@ refuse "PSBED_WORKERS='many' is not a whole number" PSBED_ROLE=coordinator PSBED
 refuse "PSBED_STEPS='ten' is not a whole number" PSBED_ROLE=coordinator PSBED_STEPS=ten
 refuse "PSBED_BANDWIDTH='fast' is not a rate" PSBED_ROLE=worker PSBED_COORDINATOR=c PSBED_BANDWIDTH=fast
 refuse "unknown unit 'mb'" PSBED_ROLE=worker PSBED_COORDINATOR=c PSBED_BANDWIDTH=5mb
+refuse "PSBED_LATENCY='200' is not a duration" PSBED_ROLE=worker PSBED_COORDINATOR=c PSBED_LATENCY=200
 refuse "PSBED_SHAPE=tc needs PSBED_BANDWIDTH" PSBED_ROLE=worker PSBED_COORDINATOR=c PSBED_SHAPE=tc
 refuse "PSBED_SHAPE='netem' is not a shaping method" PSBED_ROLE=worker PSBED_COORDINATOR=c PSBED_SHAPE=netem
 refuse "PSBED_BIN='/nonexistent/psbed' is not an executable" PSBED_ROLE=coordinator PSBED_BIN=/nonexistent/psbed

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A run ended early keeps what it measured: past --timeout, and on Ctrl-C (SIGINT to the
-# launcher), the coordinator stops the workers at once, they report the steps they did and write
+# launcher) or a closed terminal (SIGHUP), the coordinator stops the workers at once, they report the steps they did and write
 # their traces, and summary.json has each worker's steps and images/s beside the reason; the
 # traces profile like a finished run's.
 # (A heartbeat timeout of 10 s: a loaded machine must not get a worker declared dead here.)
@@ -73,4 +73,21 @@ grep -q "interrupted again: stopping every process now" "$WORK/twice.out" || { t
 [ $((SECONDS - start)) -le 6 ] || fail "the launch took $((SECONDS - start)) s to stop after the second Ctrl-C"
 json "$WORK/twice/summary.json" 'sys.exit(0 if s["failure"] == "interrupted" else 1)' || fail "no summary after a second Ctrl-C"
 echo "a second Ctrl-C: every process stopped within $((SECONDS - start)) s"
+
+# A closed terminal (SIGHUP) ends the run as Ctrl-C does, keeping what it measured.
+start_run hup 1
+kill -HUP "$launcher"
+wait_exit hup
+check "$WORK/hup" "interrupted (hangup)"
+# Output into a pipe closed early (`| head`) loses the output, not the run.
+set +e
+timeout 60 "$PSBED" launch --model lenet5 --data synthetic --steps 300 --batch 16 --workers 2 --heartbeat-timeout 10 \
+  --out "$WORK/pipe" 2>&1 | head -1 >/dev/null
+rc=${PIPESTATUS[0]}
+set -e
+[ "$rc" = 0 ] || fail "a launch writing into a closed pipe exited $rc, expected 0"
+json "$WORK/pipe/summary.json" 'sys.exit(0 if s["ok"] and len(s["per_worker"]) == 2 else 1)' ||
+  fail "a launch writing into a closed pipe lost its summary"
+[ -s "$WORK/pipe/traces/worker-1.trace.json" ] || fail "a launch writing into a closed pipe lost its traces"
+echo "hangup and a closed pipe: the run's measurements kept"
 echo "PASS"

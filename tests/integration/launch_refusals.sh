@@ -18,6 +18,7 @@ refused() {  # refused EXPECTED-TEXT FLAGS...: the launch fails at once, saying 
   [ ! -e "$out" ] || fail "launch $* created its run folder before refusing"
 }
 refused "--batch must be at least 1" --batch 0
+refused "--apply-threads: Value 0 not in range" --apply-threads 0
 refused "--lr must be a number" --lr nan
 refused "--momentum: expected a momentum, 0 or more and below 1" --momentum 1.5
 refused "--partition-bytes must be at least 4 bytes" --partition-bytes 0
@@ -46,8 +47,11 @@ node_refused "bad duration '1parsec'" worker --model lenet5 --data synthetic --l
 node_refused "bad bandwidth 'fast'" server --bandwidth fast
 echo "standalone nodes: a bad link refused before joining"
 
-timeout 120 "$PSBED" launch "${base[@]}" --data synthetic --batch 16 --steps 10 --out "$WORK/run" >"$WORK/run.out" 2>&1 ||
+timeout 120 "$PSBED" launch "${base[@]}" --data synthetic --batch 16 --steps 10 --apply-threads 3 --out "$WORK/run" >"$WORK/run.out" 2>&1 ||
   { tail -20 "$WORK/run.out"; fail "the run failed"; }
+# --apply-threads reaches the shard, and the summary records it (validate predicts with it).
+grep -q "3 apply lane(s)" "$WORK/run/logs/server-0.log" || fail "--apply-threads 3 did not reach the shard"
+json "$WORK/run/summary.json" 'sys.exit(0 if s["launch"]["apply_threads"] == 3 else 1)' || fail "apply_threads not in the summary"
 before=$(md5sum <"$WORK/run/summary.json")
 if timeout 30 "$PSBED" launch "${base[@]}" --data synthetic --batch 16 --steps 10 --out "$WORK/run" >"$WORK/again.out" 2>&1; then
   fail "a launch into a finished run's folder was accepted"

@@ -53,4 +53,9 @@ assert after and max(after) <= 80000, max(after or [0])
 print(w, "switched at step", at)
 PY
 done
+# The run has finished: ctl says so at once rather than waiting out its --timeout.
+start=$SECONDS
+if "$PSBED" ctl --run "$WORK/run" status --timeout 30 >"$WORK/after.out" 2>&1; then fail "ctl status on a finished run succeeded"; fi
+grep -q "has finished" "$WORK/after.out" || { cat "$WORK/after.out"; fail "ctl on a finished run: no reason"; }
+[ $((SECONDS - start)) -lt 5 ] || fail "ctl on a finished run took $((SECONDS - start)) s"
 echo "PASS"

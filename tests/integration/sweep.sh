@@ -39,6 +39,11 @@ grep -q "holds a sweep already" "$WORK/again.out" || { cat "$WORK/again.out"; fa
 timeout 60 "$PSBED" sweep --model lenet5 --data mnist --workers 1,2 --policy wfbp,p3 --mode async --steps 40 --batch 32 \
   --out "$WORK/sw" --resume >"$WORK/other.out" 2>&1 && fail "--resume with other steps was accepted"
 grep -q "ran with 60 steps, not 40" "$WORK/other.out" || { cat "$WORK/other.out"; fail "no reason for refusing other settings"; }
+# Any other setting the points share counts as well (recorded in sweep-settings.json).
+timeout 60 "$PSBED" sweep --model lenet5 --data mnist --workers 1,2 --policy wfbp,p3 --mode async --steps 60 --batch 32 \
+  --seed 7 --latency 5ms --out "$WORK/sw" --resume >"$WORK/other.out" 2>&1 && fail "--resume with another seed and latency was accepted"
+grep -qF -- "ran with --latency not given (now 5ms), --seed 1 (now 7)" "$WORK/other.out" ||
+  { cat "$WORK/other.out"; fail "no reason for refusing another seed and latency"; }
 timeout 120 "$PSBED" sweep --model lenet5 --data mnist --workers 1,2 --policy wfbp,p3 --mode async --steps 60 --batch 32 \
   --out "$WORK/sw" --resume >"$WORK/resume.out" 2>&1 || fail "resume failed"
 [ "$(grep -c "kept (finished earlier)" "$WORK/resume.out")" = 4 ] || fail "--resume reran finished points"

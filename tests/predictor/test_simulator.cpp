@@ -412,11 +412,40 @@ TEST_CASE("the analytic host bound: the host's cores doing every step's messages
   CHECK(a.host_bound == Approx(2 * 8 / 0.00324));
   CHECK(a.bottleneck == "host cpu");
   CHECK(a.upper == Approx(a.host_bound));
+  // No overlap: 5 ms compute, 4 latencies, and the 8 workers' message work (3.24 ms each) on the
+  // 2 cores: never above the upper bound.
+  CHECK(a.serial == Approx(8 * 8 / (0.005 + 0.0004 + 8 * 0.00324 / 2)));
+  CHECK(a.serial <= a.upper);
+  // Real compute shares the cores too: 8 workers' 5 ms on 2 cores, not 5 ms.
+  c.compute_on_cores = true;
+  a = analytic_bounds(p, spec, c);
+  CHECK(a.serial == Approx(8 * 8 / (8 * 0.005 / 2 + 0.0004 + 8 * 0.00324 / 2)));
+  CHECK(a.serial <= a.upper);
+  c.compute_on_cores = false;
   // p3 with 100-float slices: the weight's 996 floats go as 10 slices, the bias as 1: 44 messages.
   c.policy.name = "p3";
   c.policy.slice_params = 100;
   a = analytic_bounds(p, spec, c);
   CHECK(a.host_bound == Approx(2 * 8 / (44 * 400e-6 + 8000 * 5e-9)));
+}
+
+TEST_CASE("the analytic thread bound: the shard's receiving thread takes every worker's pushes",
+          "[predictor][analytic]") {
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  const Profile p = fixed_profile(spec);
+  SimConfig c = config(8);
+  c.bandwidth_bytes_per_sec = 0;
+  c.message_cost_s = 200e-6;  // a push holds the shard's thread 2 x 200 us (receive_cost)
+  // wfbp: 2 parts a worker-step, 0.8 ms of the one shard's thread: 8 / 0.8 ms = 10,000 images/s,
+  // under the compute bound of 8 x 8 / 5 ms = 12,800.
+  const AnalyticBounds a = analytic_bounds(p, spec, c);
+  CHECK(a.thread_bound == Approx(8 / 0.0008));
+  CHECK(a.bottleneck == "server thread");
+  CHECK(a.upper == Approx(a.thread_bound));
+  CHECK(a.serial <= a.upper);
+  const SimResult r = simulate(p, spec, c);
+  CHECK(r.images_per_sec <= a.upper * (1 + 1e-9));
+  CHECK(r.images_per_sec >= a.serial * (1 - 1e-9));
 }
 
 TEST_CASE("bad simulation inputs are named", "[predictor][simulator]") {

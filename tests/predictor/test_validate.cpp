@@ -85,6 +85,26 @@ TEST_CASE("validate leaves failed runs out, names them and says why", "[predicto
   CHECK_THROWS_WITH(f.validate({failed}), Contains("none of the 1 run folder(s)"));
 }
 
+TEST_CASE("validate leaves out runs that lost a node or switched policy midway", "[predictor][validate]") {
+  const Fixture f;
+  const Scratch tmp("psbed-validate-changed-test");
+  const std::string ok = tmp.copy(kRun, "ok");
+  // "ok": true, as the coordinator writes it when a worker died and the others finished.
+  const std::string lost = tmp.copy(kRun, "lost", [](nlohmann::json& s) {
+    s["failed_nodes"] = {{{"name", "worker-1"}, {"role", "worker"}, {"reason", "no heartbeat"}}};
+  });
+  const std::string switched = tmp.copy(kRun, "switched", [](nlohmann::json& s) {
+    s["policy_switches"] = {{{"step", 102}, {"policy", {{"policy", "p3"}}}}};
+  });
+  const auto v = f.validate({lost, ok, switched});
+  INFO(v.dump(1));
+  REQUIRE(v["runs"].size() == 1);
+  CHECK(v["runs"][0]["run"] == ok);
+  REQUIRE(v["runs_left_out"].size() == 2);
+  CHECK_THAT(v["runs_left_out"][0]["reason"].get<std::string>(), Contains("a node failed") && Contains("worker-1"));
+  CHECK_THAT(v["runs_left_out"][1]["reason"].get<std::string>(), Contains("policy was switched"));
+}
+
 TEST_CASE("validate refuses a run of another model or batch than the profile's", "[predictor][validate]") {
   const Fixture f;
   const Scratch tmp("psbed-validate-model-test");

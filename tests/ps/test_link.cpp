@@ -99,3 +99,50 @@ TEST_CASE("four senders share one node's ingress at its rate within 5%", "[ps][l
   INFO("set 1000 Mbit/s, 4 senders together measured " << got / 1e6 << " Mbit/s");
   CHECK(std::abs(got / bps - 1) <= 0.05);
 }
+
+TEST_CASE("with a rate set every message still arrives one full latency after it came in",
+          "[ps][link]") {
+  // The ingress bucket's unused credit dates a reservation back by up to its burst (5 ms at
+  // 100 Mbit/s); the latency is added to the time the bytes pass, never to a time in the past.
+  ZmqOptions so;
+  so.role = ZmqOptions::Role::kServer;
+  so.endpoint = "tcp://127.0.0.1:*";
+  const double latency_s = 0.02;
+  ShapedTransport server(std::make_unique<ZmqTransport>(so), LinkBuckets::make(parse_link("100mbit", "20ms")));
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<double> delays;
+  std::vector<Clock::time_point> sent(5);
+  server.start([&](Message&& m) {
+    std::lock_guard<std::mutex> lock(mu);
+    delays.push_back(std::chrono::duration<double>(Clock::now() - sent[m.header.key]).count());
+    cv.notify_all();
+  });
+  ZmqOptions co;
+  co.endpoint = server.endpoint();
+  co.identity = "sender";
+  ZmqTransport client(co);
+  client.start([](Message&&) {});
+  for (std::uint32_t i = 0; i < 5; ++i) {
+    // Idle spells between small messages: the bucket has its whole burst of credit each time.
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    Message m;
+    m.header.op = Op::kPull;
+    m.header.key = i;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      sent[i] = Clock::now();
+    }
+    client.send(std::move(m));
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    REQUIRE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return delays.size() == 5; }));
+  }
+  client.stop();
+  server.stop();
+  for (double d : delays) {
+    INFO("delivered " << d * 1e3 << " ms after it was sent, latency 20 ms");
+    CHECK(d >= latency_s);
+  }
+}
