@@ -177,7 +177,10 @@ class Launcher {
     sigaddset(&set, SIGCHLD);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);  // a closed terminal or ssh session: end the run as Ctrl-C does
+    // A closed terminal or ssh session ends the run as Ctrl-C does, unless SIGHUP is ignored
+    // (nohup, or a sweep under nohup): a blocked signal is queued even when ignored.
+    struct sigaction hup {};
+    if (sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler != SIG_IGN) sigaddset(&set, SIGHUP);
     sigprocmask(SIG_BLOCK, &set, &old_mask_);
     // Output into a closed pipe (`psbed launch ... | head`) is lost, not the run: writes fail
     // instead of killing the launcher, and the nodes (which inherit this) go on.

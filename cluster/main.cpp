@@ -228,7 +228,9 @@ void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level
       ->check(positive("a number of seconds"));
   app->add_option("--trace-dir", o.trace_dir, "write <name>.trace.json here");
   app->add_option("--save-params", o.save_params, "the evaluating worker writes final parameters here (raw float32)");
-  app->add_option("--straggle-ms", o.straggle_ms, "sleep this long every step (a deliberate straggler)");
+  app->add_option("--straggler-ms,--straggle-ms", o.straggle_ms,
+                  "sleep this long every step (a deliberate straggler; --straggle-ms: the older name)")
+      ->check(non_negative("milliseconds"));
   app->add_option("--start-stagger-ms", o.start_stagger_ms,
                   "worker i of N waits i x this / N before its first step (a de-synchronized start)");
   app->add_option("--bandwidth", o.bandwidth, "emulated link rate per direction, e.g. 100mbit (default: none)");

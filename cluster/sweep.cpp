@@ -89,10 +89,29 @@ std::map<std::string, std::string> shared_flags(const LaunchOptions& o) {
   }
   for (const char* own : {"--servers", "--workers", "--mode", "--policy", "--bandwidth", "--out", "--timeout"})
     m.erase(own);
+  if (o.steps > 0) m.erase("--epochs");  // --steps decides the run's length
+  // Values as they act, not as they were spelt: 4MiB and 4mib, 200us and 0.2ms, a model's path
+  // and its name (as summary.json gives it), a folder and its relative form are each one setting.
+  auto canonical = [](const std::string& path) {
+    std::error_code ec;
+    const fs::path c = fs::weakly_canonical(path, ec);
+    return ec ? path : c.string();
+  };
+  for (auto& [flag, value] : m) {
+    if (flag == "--model") value = load_model(value).name;
+    else if (flag == "--partition-bytes" || flag == "--credit") value = std::to_string(parse_bytes(value));
+    else if (flag == "--latency") value = num(parse_duration_s(value)) + "s";
+    else if (flag == "--data-dir") value = canonical(value);
+    else if (flag == "--compute" && value.rfind("replay:", 0) == 0) value = "replay:" + canonical(value.substr(7));
+  }
   return m;
 }
 
-// Runs `psbed launch` for one point, its output into LOG. Returns its exit status (130: Ctrl-C).
+// Whether the sweep was started with SIGHUP ignored (nohup): its launches keep ignoring it.
+bool g_hup_ignored = false;
+
+// Runs `psbed launch` for one point, its output into LOG. Returns its exit status (130: Ctrl-C,
+// or a closed terminal).
 int run_launch_child(const std::vector<std::string>& args, const std::string& log) {
   const pid_t parent = ::getpid();
   pid_t pid = ::fork();
@@ -101,6 +120,7 @@ int run_launch_child(const std::vector<std::string>& args, const std::string& lo
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::_exit(1);
     ::signal(SIGINT, SIG_DFL);
+    if (!g_hup_ignored) ::signal(SIGHUP, SIG_DFL);
     int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd >= 0) ::dup2(fd, STDOUT_FILENO), ::dup2(fd, STDERR_FILENO), ::close(fd);
     std::vector<char*> argv = {const_cast<char*>("/proc/self/exe")};
@@ -291,7 +311,13 @@ int run_sweep(SweepOptions opt) {
   once("--servers", opt.servers);
   once("--policy", opt.policies);
   once("--mode", opt.modes);
-  once("--bandwidth", opt.bandwidths);
+  {
+    std::vector<double> rates;  // 100mbit and 100Mbit, 1gbit and 1000mbit are one link
+    for (const auto& b : opt.bandwidths) rates.push_back(b.empty() ? 0.0 : parse_bandwidth_bps(b));
+    std::sort(rates.begin(), rates.end());
+    if (std::adjacent_find(rates.begin(), rates.end()) != rates.end())
+      throw Error("--bandwidth gives one rate twice (to run a point again, use --repeat)");
+  }
 
   std::vector<Point> grid;
   for (const auto& b : opt.bandwidths)
@@ -338,6 +364,12 @@ int run_sweep(SweepOptions opt) {
   // And every other setting the points share, as the sweep that made them recorded it.
   const std::string settings_path = out + "/sweep-settings.json";
   const std::map<std::string, std::string> settings = shared_flags(base);
+  // A sweep made before this record has none: its finished points were checked only by
+  // settings_differ above, so no record is made for it (it would vouch for settings unchecked).
+  bool record = true;
+  if (opt.resume && !fs::exists(settings_path))
+    for (const Point& p : grid)
+      if (read_summary(out + "/" + p.folder() + "/summary.json").is_object()) record = false;
   if (opt.resume) {
     const json before = read_summary(settings_path);
     if (before.is_object()) {
@@ -360,15 +392,18 @@ int run_sweep(SweepOptions opt) {
     }
   }
   fs::create_directories(out);
-  std::ofstream(settings_path) << json(settings).dump(1) << "\n";
+  if (record) std::ofstream(settings_path) << json(settings).dump(1) << "\n";
   spdlog::info("sweep of {} runs ({} points x {} repeat(s)) of {} into {} ({} compute)", grid.size(), points,
                opt.repeat, base.model, out, base.compute);
 
   // The sweep waits out Ctrl-C: the launch in flight gets it too, stops its cluster, and exits
   // 130, after which the sweep stops with what it has.
-  struct sigaction ign {}, old_int {};
+  // So does a closed terminal (SIGHUP): the launch winds down, the sweep writes its results.
+  struct sigaction ign {}, old_int {}, old_hup {};
   ign.sa_handler = SIG_IGN;
   sigaction(SIGINT, &ign, &old_int);
+  sigaction(SIGHUP, &ign, &old_hup);
+  g_hup_ignored = old_hup.sa_handler == SIG_IGN;
 
   std::ofstream csv(out + "/results.csv");
   csv << kCsvHeader;
@@ -432,6 +467,7 @@ int run_sweep(SweepOptions opt) {
     ++done;
   }
   sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGHUP, &old_hup, nullptr);
   std::ofstream(out + "/results.json") << json{{"model", base.model}, {"compute", base.compute}, {"batch", base.batch},
                                                {"steps", base.steps}, {"repeat", opt.repeat}, {"runs", rows}}
                                               .dump(2)

@@ -454,6 +454,8 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
                       launch.value("straggler_ms", 0.0), launch.value("start_stagger_ms", 0.0), flags, c);
   } else if (flags.bandwidth.empty()) {
     throw Error("run folder '" + dir + "' has no traces/worker-0.trace.json, which records the link the run had: give it with --bandwidth (and --latency)");
+  } else {  // an older run without traces: its link from the flags, its policy's settings from summary.json
+    take_run_settings(s.value("policy_options", nlohmann::json::object()), 0.0, 0.0, flags, c);
   }
   // The shard's apply lanes, where launch recorded them (psbed launch --apply-threads).
   if (launch.contains("apply_threads") && launch["apply_threads"].is_number_integer())

@@ -89,5 +89,29 @@ set -e
 json "$WORK/pipe/summary.json" 'sys.exit(0 if s["ok"] and len(s["per_worker"]) == 2 else 1)' ||
   fail "a launch writing into a closed pipe lost its summary"
 [ -s "$WORK/pipe/traces/worker-1.trace.json" ] || fail "a launch writing into a closed pipe lost its traces"
-echo "hangup and a closed pipe: the run's measurements kept"
+# Under nohup (SIGHUP ignored) a hangup leaves the run alone, as nohup promises.
+nohup "$PSBED" launch --model lenet5 --data synthetic --steps 400 --batch 16 --workers 2 --heartbeat-timeout 10 \
+  --out "$WORK/nohup" >"$WORK/nohup.out" 2>&1 &
+nohup_pid=$!
+PIDS+=($nohup_pid)
+for _ in $(seq 1 200); do grep -q "steps of batch" "$WORK/nohup/logs/worker-1.log" 2>/dev/null && break; sleep 0.05; done
+kill -HUP "$nohup_pid"
+rc=0
+wait "$nohup_pid" || rc=$?
+[ "$rc" = 0 ] || { tail -5 "$WORK/nohup.out"; fail "a launch under nohup stopped on SIGHUP (exit $rc)"; }
+json "$WORK/nohup/summary.json" 'sys.exit(0 if s["ok"] else 1)' || fail "a launch under nohup did not finish its run"
+# A sweep whose terminal closes (SIGHUP to its process group): the launch in flight winds down,
+# the sweep writes its results and stops, as on Ctrl-C.
+setsid "$PSBED" sweep --model lenet5 --data synthetic --workers 1,2 --policy wfbp --steps 100000 --batch 16 \
+  --no-plot --out "$WORK/swhup" >"$WORK/swhup.out" 2>&1 &
+sweep_pid=$!
+PIDS+=($sweep_pid)
+for _ in $(seq 1 200); do grep -q "steps of batch" "$WORK"/swhup/*/logs/worker-0.log 2>/dev/null && break; sleep 0.05; done
+sleep 1
+kill -HUP -- "-$sweep_pid"
+rc=0
+wait "$sweep_pid" || rc=$?
+[ -s "$WORK/swhup/results.json" ] || { tail -5 "$WORK/swhup.out"; fail "a sweep on SIGHUP wrote no results.json (exit $rc)"; }
+grep -q "interrupted" "$WORK/swhup.out" || { tail -5 "$WORK/swhup.out"; fail "the sweep did not say it was interrupted"; }
+echo "hangup and a closed pipe: the run's measurements kept; under nohup the run goes on; a sweep stops with its results"
 echo "PASS"

@@ -42,10 +42,13 @@ grep -q "ran with 60 steps, not 40" "$WORK/other.out" || { cat "$WORK/other.out"
 # Any other setting the points share counts as well (recorded in sweep-settings.json).
 timeout 60 "$PSBED" sweep --model lenet5 --data mnist --workers 1,2 --policy wfbp,p3 --mode async --steps 60 --batch 32 \
   --seed 7 --latency 5ms --out "$WORK/sw" --resume >"$WORK/other.out" 2>&1 && fail "--resume with another seed and latency was accepted"
-grep -qF -- "ran with --latency not given (now 5ms), --seed 1 (now 7)" "$WORK/other.out" ||
+grep -qF -- "ran with --latency not given (now 0.005s), --seed 1 (now 7)" "$WORK/other.out" ||
   { cat "$WORK/other.out"; fail "no reason for refusing another seed and latency"; }
-timeout 120 "$PSBED" sweep --model lenet5 --data mnist --workers 1,2 --policy wfbp,p3 --mode async --steps 60 --batch 32 \
-  --out "$WORK/sw" --resume >"$WORK/resume.out" 2>&1 || fail "resume failed"
+# The same settings spelt otherwise (the model by its path, the partition in other units) are the
+# same settings.
+timeout 120 "$PSBED" sweep --model "$SRC/workloads/models/lenet5.toml" --data mnist --workers 1,2 --policy wfbp,p3 \
+  --mode async --steps 60 --batch 32 --partition-bytes 4096KiB --out "$WORK/sw" --resume >"$WORK/resume.out" 2>&1 ||
+  { tail -5 "$WORK/resume.out"; fail "resume failed"; }
 [ "$(grep -c "kept (finished earlier)" "$WORK/resume.out")" = 4 ] || fail "--resume reran finished points"
 # --repeat 2 on the 1-worker points: their finished runs count as the first repeat, a second
 # goes to <point>-r2/, and results.md shows the median with the two runs' range.
