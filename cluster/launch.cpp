@@ -87,6 +87,13 @@ std::string tail_of(const std::string& path, int lines) {
 
 }  // namespace
 
+void check_compute(const std::string& compute, const ModelSpec& spec, const std::string& flag) {
+  if (compute == "real") return;
+  if (compute.rfind("replay:", 0) != 0)
+    throw Error(flag + " must be real or replay:<profile.json>, got '" + compute + "'");
+  Profile::load(compute.substr(7)).check_matches(spec, flag + " " + compute);
+}
+
 void check_launch_options(const LaunchOptions& o) {
   auto need = [](bool ok, const std::string& what) {
     if (!ok) throw Error(what);
@@ -127,12 +134,7 @@ void check_launch_options(const LaunchOptions& o) {
   // The data the workers will load (a missing or misshapen data set is one line here, not every
   // worker's failure and a registration timeout).
   workloads::load_dataset(o.data, o.data_dir, spec.input, spec.classes, o.seed);
-  if (o.compute != "real") {
-    need(o.compute.rfind("replay:", 0) == 0,
-         "--compute must be real or replay:<profile.json>, got '" + o.compute + "'");
-    const std::string path = o.compute.substr(7);
-    Profile::load(path).check_matches(spec, "--compute " + o.compute);
-  }
+  check_compute(o.compute, spec, "--compute");
   // The dashboard's prediction (--profile) reads the profile the same way.
   if (!o.profile.empty()) Profile::load(o.profile).check_matches(spec, "--profile " + o.profile);
 }

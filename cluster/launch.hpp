@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/model_spec.hpp"
+
 namespace psbed::cluster {
 
 struct LaunchOptions {
@@ -53,6 +55,10 @@ struct LaunchOptions {
 // Throws Error, naming the flag, for settings a run cannot start with (a batch of 0, a
 // non-finite learning rate, a data set that is not there, a replay profile of another model...).
 void check_launch_options(const LaunchOptions& opt);
+
+// A --compute value a run can start with: real, or replay: of a readable profile of `spec`.
+// Errors (psbed::Error) name `flag`.
+void check_compute(const std::string& compute, const ModelSpec& spec, const std::string& flag);
 int run_launch(const LaunchOptions& opt);
 
 }  // namespace psbed::cluster

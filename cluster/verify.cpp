@@ -47,11 +47,7 @@ int run_optimize_verify(const predictor::OptimizeOptions& options, const VerifyO
     } catch (const Error& e) {
       throw Error(std::string("optimize --verify-data: ") + e.what());
     }
-    if (!v.compute.empty() && v.compute != "real") {
-      if (v.compute.rfind("replay:", 0) != 0)
-        throw Error("optimize --verify-compute must be real or replay:<profile.json>, got '" + v.compute + "'");
-      Profile::load(v.compute.substr(7)).check_matches(spec, "--verify-compute " + v.compute);
-    }
+    if (!v.compute.empty()) check_compute(v.compute, spec, "optimize --verify-compute");
   }
   predictor::OptimizeChoice best;
   const int rc = predictor::run_optimize(o, v.enabled ? &best : nullptr);

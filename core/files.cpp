@@ -12,14 +12,20 @@ namespace fs = std::filesystem;
 
 namespace {
 std::string reason() { return errno ? std::string(": ") + std::strerror(errno) : std::string(); }
+
+// Creates folder `dir` with its parents; the error names `flag`.
+void make_folder(const fs::path& dir, const std::string& flag) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    throw Error(flag + ": cannot create the folder '" + dir.string() + "'" + (ec ? ": " + ec.message() : ""));
+}
 }  // namespace
 
 void ensure_writable_dir(const std::string& dir, const std::string& flag) {
   if (dir.empty()) return;
+  make_folder(dir, flag);
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir))
-    throw Error(flag + ": cannot create the folder '" + dir + "'" + (ec ? ": " + ec.message() : ""));
   const fs::path probe = fs::path(dir) / ".psbed-write-check";
   errno = 0;
   if (!std::ofstream(probe)) throw Error(flag + ": cannot write in the folder '" + dir + "'" + reason());
@@ -34,12 +40,7 @@ void ensure_writable_file(const std::string& path, const std::string& flag) {
   // An existing file (or a device, a pipe: /dev/stdout) is opened as it will be, nothing else
   // asked of its folder; a new one is created, in its folder made if need be, and removed again.
   const bool existed = fs::exists(fs::symlink_status(p, ec)) || fs::exists(p, ec);
-  if (!existed && p.has_parent_path()) {
-    fs::create_directories(p.parent_path(), ec);
-    if (ec || !fs::is_directory(p.parent_path()))
-      throw Error(flag + ": cannot create the folder '" + p.parent_path().string() + "'" +
-                  (ec ? ": " + ec.message() : ""));
-  }
+  if (!existed && p.has_parent_path()) make_folder(p.parent_path(), flag);
   errno = 0;
   if (!std::ofstream(path, std::ios::app)) throw Error(flag + ": cannot write '" + path + "'" + reason());
   if (!existed) fs::remove(p, ec);

@@ -133,7 +133,20 @@ struct LayerContext {
   }
 };
 
-// An integer key in [lo, hi], range-checked before it is narrowed to int.
+// Value `n` of `key` as an int in [lo, hi], range-checked before it is narrowed; `fail(message)`
+// throws, naming where the key is.
+template <class Fail>
+int checked_int(const toml::node& n, const std::string& key, std::int64_t lo, std::int64_t hi,
+                const Fail& fail) {
+  const std::optional<std::int64_t> v = whole(n);
+  if (!v) fail("'" + key + "' must be an integer, got " + type_words(n));
+  if (*v < lo || *v > hi)
+    fail("'" + key + "' = " + std::to_string(*v) + " is out of range, expected " + std::to_string(lo) +
+         " to " + std::to_string(hi));
+  return static_cast<int>(*v);
+}
+
+// A layer's integer key in [lo, hi].
 int get_int(const toml::table& t, const char* key, const LayerContext& ctx, int dflt, bool required,
             std::int64_t lo = 0, std::int64_t hi = kMaxSize) {
   const toml::node* n = t.get(key);
@@ -141,12 +154,7 @@ int get_int(const toml::table& t, const char* key, const LayerContext& ctx, int 
     if (required) ctx.fail(std::string("missing '") + key + "'");
     return dflt;
   }
-  const std::optional<std::int64_t> v = whole(*n);
-  if (!v) ctx.fail(std::string("'") + key + "' must be an integer, got " + type_words(*n));
-  if (*v < lo || *v > hi)
-    ctx.fail(std::string("'") + key + "' = " + std::to_string(*v) + " is out of range, expected " +
-             std::to_string(lo) + " to " + std::to_string(hi));
-  return static_cast<int>(*v);
+  return checked_int(*n, key, lo, hi, [&](const std::string& msg) { ctx.fail(msg); });
 }
 
 // A string key that must not be empty; `dflt` if absent.
@@ -224,14 +232,9 @@ ModelSpec parse_model_spec(const std::string& toml_text, const std::string& sour
   m.name = get_name(root.get("name"), fs::path(source).stem().string(), source + ": ");
   m.input = get_shape(root, source);
   m.classes = 10;
-  if (const toml::node* n = root.get("classes")) {
-    const std::optional<std::int64_t> v = whole(*n);
-    if (!v) throw Error(source + ": 'classes' must be an integer, got " + type_words(*n));
-    if (*v < 2 || *v > kMaxSize)
-      throw Error(source + ": 'classes' = " + std::to_string(*v) + " is out of range, expected 2 to " +
-                  std::to_string(kMaxSize));
-    m.classes = static_cast<int>(*v);
-  }
+  if (const toml::node* n = root.get("classes"))
+    m.classes = checked_int(*n, "classes", 2, kMaxSize,
+                            [&](const std::string& msg) { throw Error(source + ": " + msg); });
 
   const toml::node* layers_node = root.get("layer");
   const toml::array* layers = layers_node ? layers_node->as_array() : nullptr;

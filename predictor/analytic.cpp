@@ -53,8 +53,10 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   const double busiest = *std::max_element(shard_bytes.begin(), shard_bytes.end());
   const double busiest_apply = *std::max_element(shard_apply_s.begin(), shard_apply_s.end());
   const double busiest_transfers = *std::max_element(shard_transfers.begin(), shard_transfers.end());
-  // A push costs the shard's receiving thread a transfer's share (receive_cost).
-  const double shard_thread_s = busiest_transfers * receive_cost(cfg, true, 0).thread_s;
+  // A push costs the shard's receiving thread a transfer's share (receive_cost), as a reply costs
+  // the worker's.
+  const double thread_per_transfer_s = receive_cost(cfg, true, 0).thread_s;
+  const double shard_thread_s = busiest_transfers * thread_per_transfer_s;
 
   AnalyticBounds a;
   a.imbalance = plan.imbalance();
@@ -67,7 +69,7 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   a.apply_bound = busiest_apply > 0 ? batch * lanes / busiest_apply : kInf;
   // Every worker-step's messages (four per slice: a pull request and its reply, a push and its
   // acknowledgment) and bytes (the model each way) cost CPU on the host's shared cores.
-  const double transfers = double(transfers_per_step(plan, cfg.policy));
+  const double transfers = std::accumulate(shard_transfers.begin(), shard_transfers.end(), 0.0);
   // Real compute takes a core for its duration as well (replayed compute sleeps).
   const double message_cpu_s = 4 * transfers * cfg.cpu_per_message_s + 2 * model_bytes * cfg.cpu_per_byte_s;
   const double host_step_s = message_cpu_s + (cfg.compute_on_cores ? compute_s : 0.0);
@@ -91,8 +93,7 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
                           4 * (cfg.latency_s + cfg.message_cost_s + cfg.message_latency_s) +
                           2 * model_bytes * cfg.transit_s_per_byte +
                           W * busiest_apply / lanes + (cpus > 0 ? W * message_cpu_s / cpus : 0.0) +
-                          W * shard_thread_s +
-                          double(transfers_per_step(plan, cfg.policy)) * receive_cost(cfg, true, 0).thread_s;
+                          W * shard_thread_s + transfers * thread_per_transfer_s;
   // Each term covers one bound's work, so this is never above `upper` (unit tests check it).
   a.serial = serial_s > 0 ? W * batch / serial_s : a.upper;
   return a;

@@ -20,13 +20,19 @@ print(f"{sys.argv[2]}: " + ", ".join(f"{w['name']} {w['steps']} steps" for w in 
 PY
   for t in worker-0 worker-1 server-0; do [ -s "$1/traces/$t.trace.json" ] || fail "$1: no trace of $t"; done
 }
+# training 'PATTERN': waits up to 10 s for a worker's log to show it training; the pattern is a
+# glob matched afresh each time, so it may name a folder not made yet.
+training() {
+  # shellcheck disable=SC2086  # the glob is meant to expand here
+  for _ in $(seq 1 200); do grep -q "steps of batch" $1 2>/dev/null && return; sleep 0.05; done
+}
 # start_run NAME SECONDS: a long run in the background, as `timeout psbed launch`; once worker-1
 # trained for SECONDS, sets `launcher` to the launcher's pid.
 start_run() {
   timeout 60 "$PSBED" launch --model lenet5 --data synthetic --steps 100000 --batch 16 --workers 2 --heartbeat-timeout 10 \
     --out "$WORK/$1" >"$WORK/$1.out" 2>&1 &
   PIDS+=($!)
-  for _ in $(seq 1 200); do grep -q "steps of batch" "$WORK/$1/logs/worker-1.log" 2>/dev/null && break; sleep 0.05; done
+  training "$WORK/$1/logs/worker-1.log"
   sleep "$2"
   launcher=$(pgrep -P "${PIDS[-1]}" -f -- "psbed launch" | head -1)
   [ -n "$launcher" ] || fail "no launcher to interrupt"
@@ -94,7 +100,7 @@ nohup "$PSBED" launch --model lenet5 --data synthetic --steps 400 --batch 16 --w
   --out "$WORK/nohup" >"$WORK/nohup.out" 2>&1 &
 nohup_pid=$!
 PIDS+=($nohup_pid)
-for _ in $(seq 1 200); do grep -q "steps of batch" "$WORK/nohup/logs/worker-1.log" 2>/dev/null && break; sleep 0.05; done
+training "$WORK/nohup/logs/worker-1.log"
 kill -HUP "$nohup_pid"
 rc=0
 wait "$nohup_pid" || rc=$?
@@ -106,7 +112,7 @@ setsid "$PSBED" sweep --model lenet5 --data synthetic --workers 1,2 --policy wfb
   --no-plot --out "$WORK/swhup" >"$WORK/swhup.out" 2>&1 &
 sweep_pid=$!
 PIDS+=($sweep_pid)
-for _ in $(seq 1 200); do grep -q "steps of batch" "$WORK"/swhup/*/logs/worker-0.log 2>/dev/null && break; sleep 0.05; done
+training "$WORK/swhup/*/logs/worker-0.log"
 sleep 1
 kill -HUP -- "-$sweep_pid"
 rc=0
