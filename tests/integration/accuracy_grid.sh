@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The README's "Measured again" accuracy table is what `psbed validate` gives on the measured grid
+# kept in docs/grid/ (docs/grid/README.md's commands): a change to the simulator that moves a
+# figure fails here until the table (and the text around it) is measured and written again.
+source "$(dirname "$0")/lib.sh"
+GRID="$SRC/docs/grid"
+[ -d "$GRID/lenet5" ] || fail "no measured grid in $GRID"
+
+validate() {  # validate NAME PROFILE RUN_DIR...
+  local name=$1 profile=$2
+  shift 2
+  timeout 300 "$PSBED" validate --profile "$profile" "$@" --out "$WORK/$name" \
+    >"$WORK/$name.log" 2>&1 || { cat "$WORK/$name.log" >&2; fail "validate $name"; }
+  [ -s "$WORK/$name/validation.json" ] || fail "validate $name wrote no validation.json"
+}
+validate lenet5 "$GRID/lenet5/profile-host-lenet5.json" "$GRID"/lenet5/*/
+# The first run of each lenet5 point alone (its repeats are <point>-r2/ and <point>-r3/).
+first=()
+for d in "$GRID"/lenet5/*/; do
+  case "$d" in *-r[0-9]/) ;; *) first+=("$d") ;; esac
+done
+[ "${#first[@]}" = 80 ] || fail "expected 80 first runs of lenet5, found ${#first[@]}"
+validate lenet5-first "$GRID/lenet5/profile-host-lenet5.json" "${first[@]}"
+validate cnn-cifar "$GRID/cnn-cifar/profile-host-cnn-cifar.json" "$GRID"/cnn-cifar/*/
+validate vgg-mini "$GRID/vgg-mini/profile-host-vgg-mini.json" "$GRID"/vgg-mini/*/
+
+# Each row of the table against the validations it summarizes, at the precision it prints:
+# configurations, runs, mean |error|, max, median and configurations within 10%.
+python3 - "$SRC/README.md" "$WORK" <<'PY'
+import json, re, statistics, sys
+
+readme, work = sys.argv[1], sys.argv[2]
+v = {n: json.load(open(f"{work}/{n}/validation.json"))
+     for n in ("lenet5", "lenet5-first", "cnn-cifar", "vgg-mini")}
+rows = {"lenet5, medians of 3": ["lenet5"], "lenet5, first run alone": ["lenet5-first"],
+        "cnn-cifar": ["cnn-cifar"], "vgg-mini": ["vgg-mini"],
+        "all, one run per point": ["lenet5-first", "cnn-cifar", "vgg-mini"],
+        "all, lenet5 by medians": ["lenet5", "cnn-cifar", "vgg-mini"]}
+text = open(readme).read()
+section = text[text.index("**Measured again on"):]
+failed = []
+for label, parts in rows.items():
+    m = re.search(r"^\| " + re.escape(label) + r" \|(.*)$", section, re.M)
+    if not m:
+        failed.append(f"README: no row '{label}' in the 'Measured again' table")
+        continue
+    cells = [c.strip().strip("*").rstrip("%") for c in m.group(1).split("|")][:6]
+    errors = [abs(r["error_pct"]) for p in parts for r in v[p]["runs"]]
+    got = {"configurations": (len(errors), int(cells[0])),
+           "runs": (sum(v[p]["runs_measured"] for p in parts), int(cells[1])),
+           "mean": (sum(errors) / len(errors), float(cells[2])),
+           "max": (max(errors), float(cells[3])),
+           "median": (statistics.median(errors), float(cells[4])),
+           "within 10%": (sum(e <= 10 for e in errors), int(cells[5]))}
+    for what, (measured, printed) in got.items():
+        digits = len(cells[list(got).index(what)].partition(".")[2])
+        if round(measured, digits) != printed:
+            failed.append(f"README row '{label}': {what} printed {printed}, "
+                          f"validate gives {measured:.{digits + 2}f}")
+    print(f"{label}: " + ", ".join(f"{k} {p}" for k, (_, p) in got.items()))
+if failed:
+    print("\n".join(failed), file=sys.stderr)
+    print("the simulator's figures moved: validate docs/grid/ again (docs/grid/README.md) and "
+          "rewrite the README's table and worst cases", file=sys.stderr)
+    sys.exit(1)
+PY
+echo "PASS: the README's accuracy table is what validate gives on docs/grid/"
