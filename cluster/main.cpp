@@ -410,7 +410,8 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   opt->footer("Example: psbed optimize --profile profile.json --max-nodes 16 --bandwidth 1gbit\n"
               "Searched: workers, servers, policies; p3 slices 10k/40k/160k parameters x credits 1/4/16 MiB;\n"
               "bytescheduler partitions 250k/1M parameters x credits 4 MiB/16 MB. --slice-params,\n"
-              "--partition-params and --credit, when given, fix theirs instead.\n"
+              "--partition-params and --credit, when given, fix theirs instead. Each configuration is\n"
+              "simulated with --seeds seeds (1), and the leaders again with --confirm-seeds (5).\n"
               "With --verify it then launches the first configuration by images/s on this host, predicts that run\n"
               "for its own length and prints measured beside predicted (and RUN/verify.json).");
   add_common(opt, log_level);
@@ -424,6 +425,11 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   add_sim_flags(opt, o.optimize.sim);
   opt->add_option("--top", o.optimize.top, "configurations listed per ranking")->capture_default_str()
       ->check(CLI::Range(1, 100000));
+  opt->add_option("--confirm-seeds", o.optimize.confirm_seeds,
+                  "the leaders of the search (the first 2 x --top of each ranking) are simulated again with this "
+                  "many seeds and ranked by their median, so that one lucky draw on the edge between two regimes "
+                  "does not rank first; at most --seeds: no second pass")
+      ->capture_default_str()->check(CLI::Range(1, 1000));
   opt->add_option("--json", o.optimize.json_out, "write the rankings as JSON to this file");
   opt->add_flag("--verify", o.verify.enabled,
                 "launch the first configuration by images/s on this host (psbed launch) and print measured beside "

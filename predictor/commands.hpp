@@ -91,6 +91,9 @@ struct OptimizeOptions {
   std::string mode = "bsp";
   SimFlags sim;
   int top = 5;
+  // The leaders of the search (the first 2 x top of each ranking) simulated again with this
+  // many seeds and ranked by their median; <= sim.seeds: the search's own figures.
+  int confirm_seeds = kPredictSeeds;
   std::string json_out;
   // --slice-params / --partition-params given: that value only, instead of the searched ones.
   bool slice_params_given = false, partition_params_given = false;
