@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -494,6 +495,44 @@ int run_predictor(CLI::App& root, const PredictorCommands& o, const std::string&
 
 }  // namespace
 
+constexpr int kUsageError = 2;
+
+std::vector<CLI::App*> all_subcommands(CLI::App& app) {
+  return app.get_subcommands([](CLI::App*) { return true; });
+}
+
+// The error for a word that should name a subcommand and names none (`psbed lanch`, `psbed bench
+// nosuch`), listing the ones there are; empty if the command line names its subcommands.
+std::string unknown_subcommand(CLI::App& root, int argc, char** argv) {
+  CLI::App* app = &root;
+  std::string path = "psbed";
+  for (int i = 1; i < argc && argv[i][0] != '-'; ++i) {
+    const auto subs = all_subcommands(*app);
+    if (subs.empty()) break;  // a leaf's positional arguments
+    const auto next = std::find_if(subs.begin(), subs.end(),
+                                   [&](CLI::App* s) { return s->check_name(argv[i]); });
+    if (next == subs.end()) {
+      if (app->get_require_subcommand_min() == 0) break;
+      std::string names;
+      for (const CLI::App* s : subs) names += (names.empty() ? "" : ", ") + s->get_name();
+      return path + ": unknown subcommand '" + argv[i] + "', expected one of: " + names;
+    }
+    app = *next;
+    path += " " + app->get_name();
+  }
+  return "";
+}
+
+// "psbed", or the subcommands being parsed: "psbed bench predict".
+std::string command_path(const CLI::App& root) {
+  std::string path = "psbed";
+  for (const CLI::App* app = &root; !app->get_subcommands().empty();) {
+    app = app->get_subcommands().front();
+    path += " " + app->get_name();
+  }
+  return path;
+}
+
 int main(int argc, char** argv) {
   CLI::App root{"psbed: a live, small-scale parameter-server testbed with a throughput predictor"};
   root.require_subcommand(1);
@@ -532,15 +571,26 @@ int main(int argc, char** argv) {
     app->add_option("--endpoint", probe_endpoint, "the shard's endpoint (from its log: 'serving on ...')")->required();
     app->add_option("--sender", probe_sender, "worker id to claim in otherwise well-formed headers")->capture_default_str();
   }
+  // Usage errors (an unknown subcommand or option, a value of the wrong kind, a missing one) get
+  // one line naming the subcommand and exit status 2, as other command-line tools; --help prints
+  // and exits 0; a failure of the work itself exits 1.
+  if (const std::string unknown = unknown_subcommand(root, argc, argv); !unknown.empty()) {
+    std::fprintf(stderr, "%s\n", unknown.c_str());
+    return kUsageError;
+  }
   try {
     root.parse(argc, argv);
   } catch (const CLI::ConfigError& e) {
     // A key CLI11 cannot place gets the hint; a syntax error names its file and line already.
     const bool key = std::string(e.what()).find("INI was not able to parse") != std::string::npos;
-    std::fprintf(stderr, "psbed: --config: %s%s\n", e.what(), key ? " (keys are the subcommand's long flag names)" : "");
-    return e.get_exit_code();
+    std::fprintf(stderr, "%s: --config: %s%s\n", command_path(root).c_str(), e.what(),
+                 key ? " (keys are the subcommand's long flag names)" : "");
+    return kUsageError;
   } catch (const CLI::ParseError& e) {
-    return root.exit(e);
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return root.exit(e);  // --help
+    const std::string where = command_path(root);
+    std::fprintf(stderr, "%s: %s (see `%s --help`)\n", where.c_str(), e.what(), where.c_str());
+    return kUsageError;
   }
   try {
     if (const int rc = run_predictor(root, predictor_commands, log_level); rc >= 0) return rc;

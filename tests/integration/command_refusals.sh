@@ -12,6 +12,19 @@ refused() {  # refused EXPECTED-TEXT ARGS...: psbed ARGS fails within 30 s, sayi
   grep -qF -- "$want" "$WORK/refused.out" || { cat "$WORK/refused.out"; fail "psbed $*: no '$want' in the error"; }
   [ "$(grep -c . "$WORK/refused.out")" -le 2 ] || { cat "$WORK/refused.out"; fail "psbed $*: more than a short error"; }
 }
+# Usage errors: one line naming the subcommand, exit status 2; a failure of the work itself exits 1,
+# and --help 0.
+refused "psbed: unknown subcommand 'lanch', expected one of: train, bench," lanch --workers 2
+refused "psbed bench: unknown subcommand 'nosuch', expected one of: compute, ps, predict" bench nosuch
+refused "psbed launch: The following argument was not expected: --bogus (see \`psbed launch --help\`)" launch --bogus
+refused "psbed bench predict: --workers: Value 0 not in range" bench predict --workers 0
+exit_status() { local rc=0; timeout 30 "$PSBED" "$@" >/dev/null 2>&1 || rc=$?; echo "$rc"; }
+for args in "lanch" "bench nosuch" "launch --bogus" "launch --workers x" "predict" "train --steps 0"; do
+  # shellcheck disable=SC2086
+  [ "$(exit_status $args)" = 2 ] || fail "psbed $args: a usage error, exit status $(exit_status $args), expected 2"
+done
+[ "$(exit_status predict --profile "$WORK/none.json")" = 1 ] || fail "a missing profile did not exit 1"
+[ "$(exit_status launch --help)" = 0 ] || fail "launch --help did not exit 0"
 refused "--momentum: expected a momentum, 0 or more and below 1, got '1.5'" train --momentum 1.5
 refused "--steps: Value 0 not in range" train --steps 0
 refused "--seed: expected a seed, a whole number from 0 to 18446744073709551615, got '-1'" train --seed -1
