@@ -582,6 +582,9 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
                     {"policy", m.config.policy.name},
                     {"mode", m.config.mode.str()},
                     {"bandwidth", bandwidth_text(m.config.bandwidth_bytes_per_sec)},
+                    {"latency_us", m.config.latency_s * 1e6},
+                    {"straggler_ms", m.config.straggler_s * 1e3},
+                    {"start_stagger_ms", m.config.start_stagger_s * 1e3},
                     {"compute", m.summary.value("compute", std::string("real"))},
                     {"predicted_compute", m.config.compute_on_cores ? "real" : "replay"},
                     {"measured_images_per_sec", mid},
@@ -617,17 +620,31 @@ int run_validate(const ValidateOptions& o) {
   const std::size_t measured_runs = v["runs_measured"].get<std::size_t>();
   const bool repeated = v["configurations"].get<std::size_t>() < measured_runs;
   const bool seeded = o.sim.seeds > 1;
-  md << "| run | workers | servers | policy | mode | bandwidth | measured images/s |"
-     << (repeated ? " runs (range) |" : "") << " predicted images/s |"
+  // The latency, the straggler and the start stagger get a column where a run has one: runs
+  // that differ only in those are configurations of their own.
+  auto any = [&](const char* key) {
+    for (const auto& r : v["runs"])
+      if (r[key].get<double>() != 0) return true;
+    return false;
+  };
+  const bool latency = any("latency_us"), straggler = any("straggler_ms"),
+             stagger = any("start_stagger_ms");
+  md << "| run | workers | servers | policy | mode | bandwidth |" << (latency ? " latency us |" : "")
+     << (straggler ? " straggler ms |" : "") << (stagger ? " start stagger ms |" : "")
+     << " measured images/s |" << (repeated ? " runs (range) |" : "") << " predicted images/s |"
      << (seeded ? " seeds' spread % |" : "") << " error % |\n"
-     << "|---|---:|---:|---|---|---|---:|" << (repeated ? "---|" : "") << "---:|"
+     << "|---|---:|---:|---|---|---|" << (latency ? "---:|" : "") << (straggler ? "---:|" : "")
+     << (stagger ? "---:|" : "") << "---:|" << (repeated ? "---|" : "") << "---:|"
      << (seeded ? "---:|" : "") << "---:|\n";
   int edge = 0, edge_off = 0, off = 0;
   for (const auto& r : v["runs"]) {
     md << "| " << run_name(r["run"].get<std::string>()) << " | " << r["workers"] << " | "
        << r["servers"] << " | " << r["policy"].get<std::string>() << " | "
-       << r["mode"].get<std::string>() << " | " << r["bandwidth"].get<std::string>() << " | "
-       << fmt(r["measured_images_per_sec"], 0) << " |";
+       << r["mode"].get<std::string>() << " | " << r["bandwidth"].get<std::string>() << " | ";
+    if (latency) md << fmt(r["latency_us"], 0) << " | ";
+    if (straggler) md << fmt(r["straggler_ms"], 1) << " | ";
+    if (stagger) md << fmt(r["start_stagger_ms"], 1) << " | ";
+    md << fmt(r["measured_images_per_sec"], 0) << " |";
     if (repeated)
       md << " " << r["repeats"] << " (" << fmt(r["measured_min_images_per_sec"], 0) << "-"
          << fmt(r["measured_max_images_per_sec"], 0) << ") |";

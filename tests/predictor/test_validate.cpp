@@ -152,6 +152,37 @@ TEST_CASE("a run without traces: its link from summary.json, or --bandwidth, or 
         Approx(traced).epsilon(1e-12));
 }
 
+// Runs that differ only in their straggler are configurations of their own, each row carrying
+// its latency, straggler and start stagger (validation.md gives them columns where one is set).
+TEST_CASE("validate keeps each run's latency, straggler and start stagger", "[predictor][validate]") {
+  Fixture f;
+  const Scratch tmp("psbed-validate-straggler-test");
+  auto bare = [&](const std::string& name, double straggler_ms) {
+    const std::string run = tmp.copy(kRun, name, [&](nlohmann::json& s) {
+      s["launch"] = {{"link", "100.00 Mbit/s, 200 us one way"},
+                     {"straggler_ms", straggler_ms},
+                     {"start_stagger_ms", 0}};
+    });
+    fs::remove_all(fs::path(run) / "traces");
+    return run;
+  };
+  const auto v = f.validate({bare("plain", 0), bare("straggled", 20)});
+  REQUIRE(v["runs"].size() == 2);
+  CHECK(v["configurations"] == 2);
+  for (const auto& r : v["runs"]) {
+    CHECK(r["latency_us"].get<double>() == Approx(200));
+    CHECK(r["start_stagger_ms"].get<double>() == 0);
+  }
+  const auto& plain = v["runs"][0]["run"].get<std::string>().find("plain") != std::string::npos
+                          ? v["runs"][0] : v["runs"][1];
+  const auto& straggled = &plain == &v["runs"][0] ? v["runs"][1] : v["runs"][0];
+  CHECK(plain["straggler_ms"].get<double>() == 0);
+  CHECK(straggled["straggler_ms"].get<double>() == Approx(20));
+  // Worker-0 sleeps 20 ms a step: its prediction is the slower one.
+  CHECK(straggled["predicted_images_per_sec"].get<double>() <
+        0.9 * plain["predicted_images_per_sec"].get<double>());
+}
+
 TEST_CASE("validate --compute real or replay overrides each run's own", "[predictor][validate]") {
   Fixture f;
   // The host's cores modelled (the fixture profile has no host costs): real compute takes them.
