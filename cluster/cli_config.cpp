@@ -222,9 +222,7 @@ class SubcommandToml final : public CLI::ConfigBase {
       try {
         where = where->get_subcommand(section);
       } catch (const CLI::OptionNotFound&) {
-        std::string subs;
-        for (const CLI::App* sub : where->get_subcommands([](const CLI::App*) { return true; }))
-          subs += (subs.empty() ? "" : ", ") + ("[" + sub->get_name() + "]");
+        const std::string subs = subcommand_names(*where, "[", "]");
         throw CLI::ConfigError("'" + file + "'" + line_of("[" + path + "]") + ": the section [" + path +
                                "] is no subcommand of `" + command + "`" +
                                (subs.empty() ? ", which takes no sections" : ", expected " + subs));
@@ -295,6 +293,13 @@ void enable_subcommand_configs(CLI::App& root) {
   root.allow_config_extras(CLI::config_extras_mode::error);
   // Filled only through a subcommand's --config; hidden from the top-level help.
   root.set_config("--config")->group("");
+}
+
+std::string subcommand_names(const CLI::App& app, const char* open, const char* close) {
+  std::string names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App* s) { return !s->get_name().empty(); }))
+    names += (names.empty() ? "" : ", ") + (open + sub->get_name() + close);
+  return names;
 }
 
 void add_config_option(CLI::App* app) {

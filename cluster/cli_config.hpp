@@ -7,11 +7,14 @@
 // named it. Call enable_subcommand_configs on the top-level app before add_config_option.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <string>
 
 namespace psbed::cluster {
 
 void enable_subcommand_configs(CLI::App& root);
 void add_config_option(CLI::App* app);
+// The names of app's subcommands, ", "-joined, each between `open` and `close`.
+std::string subcommand_names(const CLI::App& app, const char* open = "", const char* close = "");
 
 // A seed flag's check, for every subcommand that takes one: a whole decimal number from 0 to
 // 2^64 - 1, handed on without leading zeros (CLI11 alone reads -1 and too many digits as

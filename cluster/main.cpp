@@ -4,7 +4,6 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -429,7 +428,7 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   opt->add_option("--confirm-seeds", o.optimize.confirm_seeds,
                   "the leaders of the search (the first 2 x --top of each ranking) are simulated again with this "
                   "many seeds and ranked by their median, so that one lucky draw on the edge between two regimes "
-                  "does not rank first; at most --seeds: no second pass")
+                  "does not rank first; a value not above --seeds skips this second pass")
       ->capture_default_str()->check(CLI::Range(1, 1000));
   opt->add_option("--json", o.optimize.json_out, "write the rankings as JSON to this file");
   opt->add_flag("--verify", o.verify.enabled,
@@ -493,45 +492,39 @@ int run_predictor(CLI::App& root, const PredictorCommands& o, const std::string&
   return -1;
 }
 
-}  // namespace
-
+// Exit statuses besides 0 (done) and 1 (the work failed): a usage error, or a device the
+// machine lacks (--device gpu without one).
 constexpr int kUsageError = 2;
+constexpr int kDeviceUnavailable = 2;
 
-std::vector<CLI::App*> all_subcommands(CLI::App& app) {
-  return app.get_subcommands([](CLI::App*) { return true; });
-}
-
-// The error for a word that should name a subcommand and names none (`psbed lanch`, `psbed bench
-// nosuch`), listing the ones there are; empty if the command line names its subcommands.
-std::string unknown_subcommand(CLI::App& root, int argc, char** argv) {
-  CLI::App* app = &root;
+// The subcommands the command line reached, as "psbed bench predict" ("psbed" if none), and
+// the last of them in `leaf`.
+std::string command_path(const CLI::App& root, const CLI::App** leaf = nullptr) {
   std::string path = "psbed";
-  for (int i = 1; i < argc && argv[i][0] != '-'; ++i) {
-    const auto subs = all_subcommands(*app);
-    if (subs.empty()) break;  // a leaf's positional arguments
-    const auto next = std::find_if(subs.begin(), subs.end(),
-                                   [&](CLI::App* s) { return s->check_name(argv[i]); });
-    if (next == subs.end()) {
-      if (app->get_require_subcommand_min() == 0) break;
-      std::string names;
-      for (const CLI::App* s : subs) names += (names.empty() ? "" : ", ") + s->get_name();
-      return path + ": unknown subcommand '" + argv[i] + "', expected one of: " + names;
-    }
-    app = *next;
-    path += " " + app->get_name();
-  }
-  return "";
-}
-
-// "psbed", or the subcommands being parsed: "psbed bench predict".
-std::string command_path(const CLI::App& root) {
-  std::string path = "psbed";
-  for (const CLI::App* app = &root; !app->get_subcommands().empty();) {
+  const CLI::App* app = &root;
+  while (!app->get_subcommands().empty()) {
     app = app->get_subcommands().front();
     path += " " + app->get_name();
   }
+  if (leaf) *leaf = app;
   return path;
 }
+
+// A usage error in one line that names the subcommand. A word where a subcommand was required
+// (`psbed lanch`, `psbed ctl --run x polcy`) is named with the subcommands there are, rather
+// than CLI11's "A subcommand is required".
+std::string usage_error(const CLI::App& root, const CLI::ParseError& e) {
+  const CLI::App* leaf = nullptr;
+  const std::string where = command_path(root, &leaf);
+  if (leaf->get_require_subcommand_min() > 0)
+    for (const std::string& word : leaf->remaining())
+      if (!word.empty() && word[0] != '-')
+        return where + ": unknown subcommand '" + word +
+               "', expected one of: " + cluster::subcommand_names(*leaf);
+  return where + ": " + e.what() + " (see `" + where + " --help`)";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App root{"psbed: a live, small-scale parameter-server testbed with a throughput predictor"};
@@ -574,10 +567,6 @@ int main(int argc, char** argv) {
   // Usage errors (an unknown subcommand or option, a value of the wrong kind, a missing one) get
   // one line naming the subcommand and exit status 2, as other command-line tools; --help prints
   // and exits 0; a failure of the work itself exits 1.
-  if (const std::string unknown = unknown_subcommand(root, argc, argv); !unknown.empty()) {
-    std::fprintf(stderr, "%s\n", unknown.c_str());
-    return kUsageError;
-  }
   try {
     root.parse(argc, argv);
   } catch (const CLI::ConfigError& e) {
@@ -588,8 +577,7 @@ int main(int argc, char** argv) {
     return kUsageError;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return root.exit(e);  // --help
-    const std::string where = command_path(root);
-    std::fprintf(stderr, "%s: %s (see `%s --help`)\n", where.c_str(), e.what(), where.c_str());
+    std::fprintf(stderr, "%s\n", usage_error(root, e).c_str());
     return kUsageError;
   }
   try {
@@ -664,9 +652,9 @@ int main(int argc, char** argv) {
       if (b->got_subcommand("ps")) return ps::run_bench_ps(bench_ps);
       return worker::run_bench_compute(bench);
     }
-  } catch (const DeviceUnavailable& e) {  // the machine lacks what was asked for: status 2
+  } catch (const DeviceUnavailable& e) {  // the machine lacks what was asked for
     std::fprintf(stderr, "psbed: error: %s\n", e.what());
-    return 2;
+    return kDeviceUnavailable;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "psbed: error: %s\n", e.what());
     return 1;

@@ -889,7 +889,7 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
   out["configurations"] = grid.size();
   out["seeds"] = o.sim.seeds;
   out["confirmed"] = seeds != o.sim.seeds ? points.size() : 0;
-  out["confirm_seeds"] = seeds;
+  out["confirm_seeds"] = o.confirm_seeds;
   show("top by images/s", "by_images_per_sec", by_ips);
   show("top by images/s per node", "by_images_per_sec_per_node", by_ips_per_node);
   if (seeds > 1)

@@ -5,7 +5,6 @@
 # whose classes the data's labels exceed is refused naming the labels file, and the default
 # data folder is found from any working folder.
 source "$(dirname "$0")/lib.sh"
-need_data
 refused() {  # refused EXPECTED-TEXT ARGS...: psbed ARGS fails within 30 s, saying EXPECTED-TEXT
   local want=$1; shift
   if timeout 30 "$PSBED" "$@" >"$WORK/refused.out" 2>&1; then fail "psbed $* was accepted"; fi
@@ -16,6 +15,7 @@ refused() {  # refused EXPECTED-TEXT ARGS...: psbed ARGS fails within 30 s, sayi
 # and --help 0.
 refused "psbed: unknown subcommand 'lanch', expected one of: train, bench," lanch --workers 2
 refused "psbed bench: unknown subcommand 'nosuch', expected one of: compute, ps, predict" bench nosuch
+refused "psbed ctl: unknown subcommand 'polcy', expected one of: policy, status" ctl --run "$WORK/none" polcy
 refused "psbed launch: The following argument was not expected: --bogus (see \`psbed launch --help\`)" launch --bogus
 refused "psbed bench predict: --workers: Value 0 not in range" bench predict --workers 0
 exit_status() { local rc=0; timeout 30 "$PSBED" "$@" >/dev/null 2>&1 || rc=$?; echo "$rc"; }
@@ -25,6 +25,7 @@ for args in "lanch" "bench nosuch" "launch --bogus" "launch --workers x" "predic
 done
 [ "$(exit_status predict --profile "$WORK/none.json")" = 1 ] || fail "a missing profile did not exit 1"
 [ "$(exit_status launch --help)" = 0 ] || fail "launch --help did not exit 0"
+need_data
 refused "--momentum: expected a momentum, 0 or more and below 1, got '1.5'" train --momentum 1.5
 refused "--steps: Value 0 not in range" train --steps 0
 refused "--seed: expected a seed, a whole number from 0 to 18446744073709551615, got '-1'" train --seed -1

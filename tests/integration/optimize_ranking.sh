@@ -23,6 +23,10 @@ print(" ".join(str(x) for x in a))' "$1")
   json "$WORK/p.json" 's[0]["images_per_sec"]'
 }
 
+same() {  # same A B: two figures equal but for rounding
+  python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 1e-9 * b else 1)" "$1" "$2"
+}
+
 timeout 300 "$PSBED" optimize --profile "$PROFILE" "${COMMON[@]}" --json "$WORK/rank.json" \
   >"$WORK/rank.out" 2>"$WORK/rank.err" || { cat "$WORK/rank.err"; fail "optimize failed"; }
 grep -q "optimize: the leaders again: [0-9]* configuration(s), 5 seed(s) each" "$WORK/rank.err" ||
@@ -47,8 +51,7 @@ PY
 first=$(json "$WORK/rank.json" 'json.dumps(s["by_images_per_sec"][0])')
 ranked=$(json "$WORK/rank.json" 's["by_images_per_sec"][0]["images_per_sec"]')
 median=$(predicted "$first" 5)
-python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 1e-9 * b else 1)" \
-  "$ranked" "$median" || fail "optimize ranks the first at $ranked images/s, predict --seeds 5 gives $median"
+same "$ranked" "$median" || fail "optimize ranks the first at $ranked images/s, predict --seeds 5 gives $median"
 
 timeout 300 "$PSBED" optimize --profile "$PROFILE" "${COMMON[@]}" --confirm-seeds 1 --json "$WORK/one.json" \
   >"$WORK/one.out" 2>"$WORK/one.err" || { cat "$WORK/one.err"; fail "optimize --confirm-seeds 1 failed"; }
@@ -58,6 +61,5 @@ json "$WORK/one.json" 'sys.exit(0 if s["confirmed"] == 0 and all(r["seeds"] == 1
 first=$(json "$WORK/one.json" 'json.dumps(s["by_images_per_sec"][0])')
 ranked=$(json "$WORK/one.json" 's["by_images_per_sec"][0]["images_per_sec"]')
 single=$(predicted "$first" 1)
-python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 1e-9 * b else 1)" \
-  "$ranked" "$single" || fail "--confirm-seeds 1 ranks the first at $ranked images/s, predict --seeds 1 gives $single"
+same "$ranked" "$single" || fail "--confirm-seeds 1 ranks the first at $ranked images/s, predict --seeds 1 gives $single"
 echo "PASS"

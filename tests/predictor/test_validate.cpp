@@ -181,6 +181,20 @@ TEST_CASE("validate keeps each run's latency, straggler and start stagger", "[pr
   // Worker-0 sleeps 20 ms a step: its prediction is the slower one.
   CHECK(straggled["predicted_images_per_sec"].get<double>() <
         0.9 * plain["predicted_images_per_sec"].get<double>());
+
+  // validation.md: a column for the latency and one for the straggler, none for the stagger.
+  ValidateOptions o;
+  o.profile = kFixtures + "/profile.json";
+  o.runs = {bare("plain-md", 0), bare("straggled-md", 20)};
+  o.out = (tmp.dir / "report").string();
+  o.sim = f.flags;
+  o.python = "true";  // no plot
+  REQUIRE(run_validate(o) == 0);
+  std::ifstream md(tmp.dir / "report" / "validation.md");
+  std::string header;
+  std::getline(md, header);
+  CHECK_THAT(header, Contains("| bandwidth | latency us | straggler ms | measured images/s |"));
+  CHECK_THAT(header, !Contains("stagger ms"));
 }
 
 TEST_CASE("validate --compute real or replay overrides each run's own", "[predictor][validate]") {
