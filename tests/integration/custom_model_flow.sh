@@ -81,7 +81,7 @@ timeout 120 "$PSBED" predict --profile "$WORK/profile.json" --workers 2 --jobs -
 grep -q "jobs" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the --jobs error does not name the option"; }
 timeout 120 "$PSBED" predict --profile "$WORK/profile.json" --workers 2,0 >"$WORK/bad.out" 2>&1 &&
   fail "--workers 0 was accepted"
-grep -q "^--workers: Value 0 not in range 1" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the --workers error does not name the option"; }
+grep -q "^psbed predict: --workers: Value 0 not in range 1" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the --workers error does not name the option"; }
 timeout 120 "$PSBED" launch --servers 1 --workers 2 --model "$MODEL" --data synthetic --steps 60 --batch 16 \
   --mode bsp --bandwidth 100mbit --compute "replay:$WORK/profile.json" --out "$WORK/pair" >"$WORK/pair.out" 2>&1 ||
   { tail -20 "$WORK/pair.out"; fail "the two-worker run failed"; }
