@@ -10,7 +10,13 @@ for cfg in "async 0.01 4" "bsp 0.05 3"; do
     --lr "$2" --mode "$1" --out "$WORK/$1" >"$WORK/$1.out" 2>&1 || { cat "$WORK/$1.out"; fail "launch $1 failed"; }
   acc=$(json "$WORK/$1/summary.json" 's["test_accuracy"]')
   echo "$1: test accuracy $acc, $(json "$WORK/$1/summary.json" 's["images_per_sec"]') images/s"
-  python3 -c "import sys; sys.exit(0 if float('$acc') >= 0.95 else 1)" || fail "$1: test accuracy $acc < 0.95"
+  # Async training depends on the order the shards apply the workers' gradients; a rare run ends
+  # a few points lower (93.7-95.2% seen, against 96-97% usually). On a failure, what the run did,
+  # to tell such a run from a fault: each worker's pace and each shard's counts.
+  python3 -c "import sys; sys.exit(0 if float('$acc') >= 0.95 else 1)" || {
+    grep -h "registered as\|cluster complete\|trained .* steps\|shutting down" "$WORK/$1/logs/"*.log "$WORK/$1.out" || true
+    fail "$1: test accuracy $acc < 0.95"
+  }
   n=$(ls "$WORK/$1/traces" | wc -l)
   [ "$n" -eq 5 ] || fail "$1: expected 5 traces (2 servers + 3 workers), found $n"
   json "$WORK/$1/summary.json" '"ok" if s["ok"] and len(s["per_worker"]) == 3 and s["mode"] == "'$1'" else sys.exit(1)' >/dev/null \
