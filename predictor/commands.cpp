@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -69,6 +70,12 @@ std::string fmt(double v, int prec = 1) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", prec, v);
   return buf;
+}
+
+// What a spread over kRegimeSpreadPct means, as predict's and optimize's tables say it.
+std::string regime_edge_note() {
+  return "Over " + fmt(kRegimeSpreadPct, 0) + "%, the configuration sits between two regimes " +
+         "(workers in lockstep or drifted apart) and a real run can land in either";
 }
 
 // The progress line a simulating command starts with: how much it simulates, on how many threads.
@@ -299,10 +306,8 @@ int run_predict(const PredictOptions& o) {
   std::printf(
       "upper: analytic bound with perfect overlap (Yan et al.); serial: no overlap at all\n");
   if (!o.analytic_only && o.sim.seeds > 1)
-    std::printf("images/s: the median of %d seeds; spread: (highest - lowest) / median. Over %.0f%%, "
-                "the configuration sits between two regimes (workers in lockstep or drifted "
-                "apart) and a real run can land in either\n",
-                o.sim.seeds, kRegimeSpreadPct);
+    std::printf("images/s: the median of %d seeds; spread: (highest - lowest) / median. %s\n",
+                o.sim.seeds, regime_edge_note().c_str());
   write_json(o.json_out, out);
   return 0;
 }
@@ -796,13 +801,16 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
         }
       }
   }
+  // Progress on stderr every ten configurations: "[10/374] simulated".
+  auto progress = [](const char* what, std::size_t total) {
+    return [what, total, finished = std::size_t(0)](std::size_t, const SimResult&) mutable {
+      if (++finished % 10 == 0 || finished == total)
+        std::fprintf(stderr, "[%zu/%zu] %s\n", finished, total, what);
+    };
+  };
   announce("optimize", grid.size(), "", o.sim.seeds, o.sim.jobs);
-  std::size_t finished = 0;
   const std::vector<SimResult> results =
-      simulate_all(profile, spec, grid, o.sim.seeds, o.sim.jobs, [&](std::size_t, const SimResult&) {
-        if (++finished % 10 == 0 || finished == grid.size())
-          std::fprintf(stderr, "[%zu/%zu] simulated\n", finished, grid.size());
-      });
+      simulate_all(profile, spec, grid, o.sim.seeds, o.sim.jobs, progress("simulated", grid.size()));
   std::vector<Point> points;
   for (std::size_t i = 0; i < grid.size(); ++i) points.push_back({grid[i], results[i]});
   auto by_ips = [](const Point& a, const Point& b) { return a.ips() > b.ips(); };
@@ -818,7 +826,7 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
     std::vector<std::size_t> leaders;
     for (auto better : {+by_ips, +by_ips_per_node}) {
       std::vector<std::size_t> order(points.size());
-      for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::iota(order.begin(), order.end(), std::size_t(0));
       std::stable_sort(order.begin(), order.end(),
                        [&](std::size_t a, std::size_t b) { return better(points[a], points[b]); });
       order.resize(std::min(order.size(), 2 * std::size_t(o.top)));
@@ -829,12 +837,8 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
     std::vector<SimConfig> again;
     for (std::size_t i : leaders) again.push_back(points[i].c);
     announce("optimize: the leaders again", again.size(), "", o.confirm_seeds, o.sim.jobs);
-    finished = 0;
-    const std::vector<SimResult> confirmed =
-        simulate_all(profile, spec, again, o.confirm_seeds, o.sim.jobs, [&](std::size_t, const SimResult&) {
-          if (++finished % 10 == 0 || finished == again.size())
-            std::fprintf(stderr, "[%zu/%zu] confirmed\n", finished, again.size());
-        });
+    const std::vector<SimResult> confirmed = simulate_all(
+        profile, spec, again, o.confirm_seeds, o.sim.jobs, progress("confirmed", again.size()));
     points.clear();
     for (std::size_t k = 0; k < again.size(); ++k) points.push_back({again[k], confirmed[k]});
     seeds = o.confirm_seeds;
@@ -893,10 +897,7 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
   show("top by images/s", "by_images_per_sec", by_ips);
   show("top by images/s per node", "by_images_per_sec_per_node", by_ips_per_node);
   if (seeds > 1)
-    std::printf("spread: (highest - lowest) / median of the seeds. Over %.0f%%, the configuration "
-                "sits between two regimes (workers in lockstep or drifted apart) and a real run "
-                "can land in either\n",
-                kRegimeSpreadPct);
+    std::printf("spread: (highest - lowest) / median of the seeds. %s\n", regime_edge_note().c_str());
   write_json(o.json_out, out);
   if (best && !points.empty()) {
     const Point& p = *std::max_element(points.begin(), points.end(),
