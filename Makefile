@@ -27,7 +27,8 @@ build-asan: deps
 	@cmake --build --preset asan -j $(JOBS) --target psbed_unit_tests
 
 # The main job on a local default cluster: single-process training as the reference, then a
-# coordinator + 2 server shards + 4 workers training the same model through the parameter server.
+# coordinator + 2 server shards + 4 workers training the same model through the parameter server
+# (async: a smaller step than one process takes, over more epochs; README, "Consistency").
 demo: build data
 	@if [ -d runs/demo ]; then rm -rf runs/demo.previous && mv runs/demo runs/demo.previous && \
 	  echo "the previous demo is kept in runs/demo.previous"; fi
@@ -38,7 +39,7 @@ demo: build data
 	$(PSBED) profile runs/demo/single -o runs/demo/profile.json
 	$(PSBED) predict --profile runs/demo/profile.json --workers 4 --servers 2 --policy wfbp --mode async \
 	  --json runs/demo/predicted.json
-	$(PSBED) launch --servers 2 --workers 4 --model lenet5 --data mnist --epochs 3 --batch 32 --lr 0.01 \
+	$(PSBED) launch --servers 2 --workers 4 --model lenet5 --data mnist --epochs 5 --batch 32 --lr 0.005 \
 	  --mode async --out runs/demo/cluster
 	$(PSBED) validate --profile runs/demo/profile.json runs/demo/cluster --out runs/demo/validation
 

@@ -158,7 +158,9 @@ void add_coordinator(CLI::App& root, ps::CoordinatorOptions& o, std::string& par
   app->add_option("--slice-params", o.policy.slice_params, "p3, prophet: parameters per slice")->capture_default_str();
   app->add_option("--partition-params", o.policy.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
   app->add_option("--credit", credit, "p3/bytescheduler: bytes in flight at most; prophet: largest block (default: the policy's)");
-  app->add_option("--lr", o.sgd.lr, "learning rate")->capture_default_str()->check(non_negative("a learning rate"));
+  app->add_option("--lr", o.sgd.lr, "learning rate (async takes a smaller one than bsp: README, \"Consistency\")")
+      ->capture_default_str()
+      ->check(non_negative("a learning rate"));
   app->add_option("--momentum", o.sgd.momentum, "SGD momentum")->capture_default_str()->check(momentum_range());
   app->add_option("--weight-decay", o.sgd.weight_decay, "L2 weight decay")->capture_default_str()
       ->check(non_negative("a weight decay"));
@@ -240,7 +242,7 @@ void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level
 void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_level) {
   auto* app = root.add_subcommand("launch", "Start a whole cluster on this host and collect its results");
   app->footer(
-      "Example: psbed launch --servers 2 --workers 4 --model lenet5 --data mnist --epochs 2 --mode async --out runs/NAME\n"
+      "Example: psbed launch --servers 2 --workers 4 --model lenet5 --data mnist --epochs 5 --lr 0.005 --mode async --out runs/NAME\n"
       "Writes OUT/summary.json, OUT/traces/*.trace.json (open in Perfetto) and OUT/logs/*.log.");
   add_common(app, log_level);
   app->add_option("--servers", o.servers, "server shards")->capture_default_str();
@@ -256,7 +258,7 @@ void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_leve
   app->add_option("--epochs", o.epochs, "passes over the training set, all workers together")->capture_default_str();
   app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")->capture_default_str();
   app->add_option("--batch", o.batch, "batch per worker")->capture_default_str();
-  app->add_option("--lr", o.lr, "learning rate")->capture_default_str();
+  app->add_option("--lr", o.lr, "learning rate (async takes a smaller one than bsp: README, \"Consistency\")")->capture_default_str();
   app->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str()->check(momentum_range());
   app->add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str();
   app->add_option("--lr-schedule", o.lr_schedule, "constant or cosine")->capture_default_str();
