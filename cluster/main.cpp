@@ -512,10 +512,39 @@ std::string command_path(const CLI::App& root, const CLI::App** leaf = nullptr) 
   return path;
 }
 
+// Whether `word` is an option that one of app's subcommands takes with a value (`--log-level`
+// in every one): in `psbed --log-level debug lanch` the word after it is that value.
+bool takes_value_below(const CLI::App& app, const std::string& word) {
+  if (word.size() < 2 || word[0] != '-' || word.find('=') != std::string::npos) return false;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    const CLI::Option* o = sub->get_option_no_throw(word);
+    if (o != nullptr && o->get_items_expected_min() > 0) return true;
+  }
+  return false;
+}
+
 // A usage error in one line that names the subcommand. A word where a subcommand was required
 // (`psbed lanch`, `psbed ctl --run x polcy`) is named with the subcommands there are, rather
-// than CLI11's "A subcommand is required".
-std::string usage_error(const CLI::App& root, const CLI::ParseError& e) {
+// than CLI11's "A subcommand is required"; options before the subcommand (`psbed --log-level
+// debug launch`: the root takes none but --help) are said to go after it.
+std::string usage_error(const CLI::App& root, const CLI::ParseError& e, int argc, char** argv) {
+  if (argc > 1 && argv[1][0] == '-' && root.get_option_no_throw(argv[1]) == nullptr) {
+    std::string options;
+    for (int i = 1; i < argc; ++i) {
+      const std::string word = argv[i];
+      if (word.empty() || word[0] != '-') {
+        if (root.get_subcommands([&](const CLI::App* s) { return s->check_name(word); }).empty())
+          return "psbed: unknown subcommand '" + word + "', expected one of: " +
+                 cluster::subcommand_names(root) + " (a subcommand's options go after it)";
+        return "psbed: " + options + ": a subcommand's options go after it (`psbed " + word + " " +
+               options + " ...`)";
+      }
+      options += (options.empty() ? "" : " ") + word;
+      if (takes_value_below(root, word) && i + 1 < argc) options += std::string(" ") + argv[++i];
+    }
+    return "psbed: no subcommand before " + options + "; expected one of: " +
+           cluster::subcommand_names(root);
+  }
   const CLI::App* leaf = nullptr;
   const std::string where = command_path(root, &leaf);
   if (leaf->get_require_subcommand_min() > 0)
@@ -579,7 +608,7 @@ int main(int argc, char** argv) {
     return kUsageError;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return root.exit(e);  // --help
-    std::fprintf(stderr, "%s\n", usage_error(root, e).c_str());
+    std::fprintf(stderr, "%s\n", usage_error(root, e, argc, argv).c_str());
     return kUsageError;
   }
   try {

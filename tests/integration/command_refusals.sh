@@ -18,8 +18,14 @@ refused "psbed bench: unknown subcommand 'nosuch', expected one of: compute, ps,
 refused "psbed ctl: unknown subcommand 'polcy', expected one of: policy, status" ctl --run "$WORK/none" polcy
 refused "psbed launch: The following argument was not expected: --bogus (see \`psbed launch --help\`)" launch --bogus
 refused "psbed bench predict: --workers: Value 0 not in range" bench predict --workers 0
+# A subcommand's options given before it: said to go after it, their values not taken for it.
+refused "psbed: --log-level debug: a subcommand's options go after it (\`psbed launch --log-level debug ...\`)" \
+  --log-level debug launch --workers 2
+refused "psbed: unknown subcommand 'lanch', expected one of: train," --log-level debug lanch
+refused "psbed: no subcommand before --log-level debug; expected one of: train," --log-level debug
 exit_status() { local rc=0; timeout 30 "$PSBED" "$@" >/dev/null 2>&1 || rc=$?; echo "$rc"; }
-for args in "lanch" "bench nosuch" "launch --bogus" "launch --workers x" "predict" "train --steps 0"; do
+for args in "lanch" "bench nosuch" "launch --bogus" "launch --workers x" "predict" "train --steps 0" \
+  "--log-level debug launch"; do
   # shellcheck disable=SC2086
   [ "$(exit_status $args)" = 2 ] || fail "psbed $args: a usage error, exit status $(exit_status $args), expected 2"
 done
