@@ -158,7 +158,7 @@ void add_coordinator(CLI::App& root, ps::CoordinatorOptions& o, std::string& par
   app->add_option("--slice-params", o.policy.slice_params, "p3, prophet: parameters per slice")->capture_default_str();
   app->add_option("--partition-params", o.policy.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
   app->add_option("--credit", credit, "p3/bytescheduler: bytes in flight at most; prophet: largest block (default: the policy's)");
-  app->add_option("--lr", o.sgd.lr, "learning rate (async takes a smaller one than bsp: README, \"Consistency\")")
+  app->add_option("--lr", o.sgd.lr, "learning rate (async needs a smaller one than bsp: README, \"Consistency\")")
       ->capture_default_str()
       ->check(non_negative("a learning rate"));
   app->add_option("--momentum", o.sgd.momentum, "SGD momentum")->capture_default_str()->check(momentum_range());
@@ -258,7 +258,7 @@ void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_leve
   app->add_option("--epochs", o.epochs, "passes over the training set, all workers together")->capture_default_str();
   app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")->capture_default_str();
   app->add_option("--batch", o.batch, "batch per worker")->capture_default_str();
-  app->add_option("--lr", o.lr, "learning rate (async takes a smaller one than bsp: README, \"Consistency\")")->capture_default_str();
+  app->add_option("--lr", o.lr, "learning rate (async needs a smaller one than bsp: README, \"Consistency\")")->capture_default_str();
   app->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str()->check(momentum_range());
   app->add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str();
   app->add_option("--lr-schedule", o.lr_schedule, "constant or cosine")->capture_default_str();
@@ -512,39 +512,67 @@ std::string command_path(const CLI::App& root, const CLI::App** leaf = nullptr) 
   return path;
 }
 
-// Whether `word` is an option that one of app's subcommands takes with a value (`--log-level`
-// in every one): in `psbed --log-level debug lanch` the word after it is that value.
+// The option a command-line word names: `--log-level=debug` names --log-level.
+std::string option_name(const std::string& word) { return word.substr(0, word.find('=')); }
+
+// Whether `word` is an option that `app` or a subcommand below it takes with a separate value
+// (`--log-level` in every one): in `psbed --log-level debug lanch` the next word is that value.
 bool takes_value_below(const CLI::App& app, const std::string& word) {
-  if (word.size() < 2 || word[0] != '-' || word.find('=') != std::string::npos) return false;
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
-    const CLI::Option* o = sub->get_option_no_throw(word);
-    if (o != nullptr && o->get_items_expected_min() > 0) return true;
-  }
+  if (word.find('=') != std::string::npos) return false;
+  const CLI::Option* o = app.get_option_no_throw(word);
+  if (o != nullptr && o->get_items_expected_min() > 0) return true;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (takes_value_below(*sub, word)) return true;
   return false;
+}
+
+// The subcommand of `app` named `word`, or nullptr.
+const CLI::App* subcommand_named(const CLI::App& app, const std::string& word) {
+  const auto found = app.get_subcommands([&](const CLI::App* s) { return s->check_name(word); });
+  return found.empty() ? nullptr : found.front();
+}
+
+// `psbed --log-level debug bench ps`: a subcommand's options before it (the root takes only
+// --help and the hidden --config). One line saying where they go, or naming the word that is
+// no subcommand; "" if the command line has no such options.
+std::string options_first_error(const CLI::App& root, int argc, char** argv) {
+  int i = 1;
+  for (; i < argc && argv[i][0] == '-'; ++i) {  // the root's own options stay where they are
+    const CLI::Option* o = root.get_option_no_throw(option_name(argv[i]));
+    if (o == nullptr) break;
+    if (o->get_items_expected_min() > 0 && std::string(argv[i]).find('=') == std::string::npos) ++i;
+  }
+  if (i >= argc || argv[i][0] != '-' || std::string(argv[i]) == "--") return "";
+  std::string options;
+  for (; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--") break;
+    if (!word.empty() && word[0] == '-') {
+      options += (options.empty() ? "" : " ") + word;
+      if (takes_value_below(root, word) && i + 1 < argc && std::string(argv[i + 1]) != "--")
+        options += std::string(" ") + argv[++i];
+      continue;
+    }
+    const CLI::App* sub = subcommand_named(root, word);
+    if (sub == nullptr)
+      return "psbed: unknown subcommand '" + word + "', expected one of: " +
+             cluster::subcommand_names(root) + " (a subcommand's options go after it)";
+    std::string path = "psbed " + word;  // and its own subcommands named after it
+    for (++i; i < argc && (sub = subcommand_named(*sub, argv[i])) != nullptr; ++i)
+      path += std::string(" ") + argv[i];
+    return "psbed: " + options + ": a subcommand's options go after it (`" + path + " " +
+           options + " ...`)";
+  }
+  return "psbed: no subcommand given (" + options + "); expected one of: " +
+         cluster::subcommand_names(root);
 }
 
 // A usage error in one line that names the subcommand. A word where a subcommand was required
 // (`psbed lanch`, `psbed ctl --run x polcy`) is named with the subcommands there are, rather
-// than CLI11's "A subcommand is required"; options before the subcommand (`psbed --log-level
-// debug launch`: the root takes none but --help) are said to go after it.
+// than CLI11's "A subcommand is required"; a subcommand's options given before it are said to
+// go after it.
 std::string usage_error(const CLI::App& root, const CLI::ParseError& e, int argc, char** argv) {
-  if (argc > 1 && argv[1][0] == '-' && root.get_option_no_throw(argv[1]) == nullptr) {
-    std::string options;
-    for (int i = 1; i < argc; ++i) {
-      const std::string word = argv[i];
-      if (word.empty() || word[0] != '-') {
-        if (root.get_subcommands([&](const CLI::App* s) { return s->check_name(word); }).empty())
-          return "psbed: unknown subcommand '" + word + "', expected one of: " +
-                 cluster::subcommand_names(root) + " (a subcommand's options go after it)";
-        return "psbed: " + options + ": a subcommand's options go after it (`psbed " + word + " " +
-               options + " ...`)";
-      }
-      options += (options.empty() ? "" : " ") + word;
-      if (takes_value_below(root, word) && i + 1 < argc) options += std::string(" ") + argv[++i];
-    }
-    return "psbed: no subcommand before " + options + "; expected one of: " +
-           cluster::subcommand_names(root);
-  }
+  if (std::string first = options_first_error(root, argc, argv); !first.empty()) return first;
   const CLI::App* leaf = nullptr;
   const std::string where = command_path(root, &leaf);
   if (leaf->get_require_subcommand_min() > 0)

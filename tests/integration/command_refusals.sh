@@ -22,7 +22,9 @@ refused "psbed bench predict: --workers: Value 0 not in range" bench predict --w
 refused "psbed: --log-level debug: a subcommand's options go after it (\`psbed launch --log-level debug ...\`)" \
   --log-level debug launch --workers 2
 refused "psbed: unknown subcommand 'lanch', expected one of: train," --log-level debug lanch
-refused "psbed: no subcommand before --log-level debug; expected one of: train," --log-level debug
+refused "psbed: no subcommand given (--log-level debug); expected one of: train," --log-level debug
+refused "psbed: --min-seconds 3: a subcommand's options go after it (\`psbed bench compute --min-seconds 3 ...\`)" \
+  --min-seconds 3 bench compute
 exit_status() { local rc=0; timeout 30 "$PSBED" "$@" >/dev/null 2>&1 || rc=$?; echo "$rc"; }
 for args in "lanch" "bench nosuch" "launch --bogus" "launch --workers x" "predict" "train --steps 0" \
   "--log-level debug launch"; do
