@@ -566,6 +566,7 @@ class Launcher {
                   s.value("steps_per_sec", 0.0), s.value("images_per_sec", 0.0));
     if (s.contains("test_accuracy") && !s["test_accuracy"].is_null())
       std::printf("test accuracy: %.2f%%\n", 100 * s["test_accuracy"].get<double>());
+    if (opt_.compute == "real") print_losses(s.value("per_worker", nlohmann::json::array()));
     for (const auto& f : s.value("failed_nodes", nlohmann::json::array()))
       std::printf("failed: %s (%s)\n", f.value("name", "?").c_str(), f.value("reason", "?").c_str());
     for (const auto& f : failed_) std::printf("process %s %s\n", f["name"].get<std::string>().c_str(),
@@ -577,6 +578,39 @@ class Launcher {
     std::printf("logs: %s/logs/\n", out_.c_str());
     std::fflush(stdout);
     return rc;
+  }
+
+  // The loss at the first step and the last, per worker (one batch each), and whether it fell:
+  // a run whose loss ends above half its first value, or not a number, did not converge. Async
+  // with a learning rate one process takes does that (README, "Consistency").
+  void print_losses(const nlohmann::json& per_worker) const {
+    double first = 0, lo = INFINITY, hi = -INFINITY, sum = 0;
+    int n = 0;
+    bool not_a_number = false;
+    for (const auto& w : per_worker) {
+      // Died, sent no report, or did no step (a run interrupted at once).
+      if (!w.contains("first_loss") || !w.contains("final_loss") || w.value("steps", 0) < 1) continue;
+      const auto& f = w["final_loss"];  // a NaN or an infinity is written as null
+      if (!f.is_number() || !std::isfinite(f.get<double>())) {
+        not_a_number = true;
+        continue;
+      }
+      first += w.value("first_loss", 0.0), sum += f.get<double>(), ++n;
+      lo = std::min(lo, f.get<double>()), hi = std::max(hi, f.get<double>());
+    }
+    if (n == 0 && !not_a_number) return;
+    const std::string hint = opt_.mode == "bsp" ? "more steps or another --lr"
+                                                : "a smaller --lr (README, \"Consistency\")";
+    if (not_a_number) {
+      std::printf("loss: not a number at the last step: training diverged; try %s\n", hint.c_str());
+      return;
+    }
+    first /= n;
+    std::printf("loss: %.3f at the first step, %.3f", first, lo);
+    if (hi > lo) std::printf(" to %.3f", hi);
+    std::printf(" at the last (per worker, one batch each)\n");
+    if (sum / n > first / 2)
+      std::printf("the loss fell by less than half: training did not converge; try %s\n", hint.c_str());
   }
 
   LaunchOptions opt_;

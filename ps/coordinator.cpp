@@ -818,7 +818,7 @@ class Coordinator {
       if (n.role != "worker") continue;
       json w = {{"name", n.name}, {"id", n.id}, {"alive", n.alive}};
       if (!n.report.is_null()) {
-        for (const char* k : {"steps", "images_per_sec", "steps_per_sec", "final_loss", "steady_steps"})
+        for (const char* k : {"steps", "images_per_sec", "steps_per_sec", "first_loss", "final_loss", "steady_steps"})
           if (n.report.contains(k)) w[k] = n.report[k];
         ips += num(n.report, "images_per_sec");
         sps += num(n.report, "steps_per_sec");

@@ -160,7 +160,7 @@ class PsWorker {
     std::vector<std::int32_t> labels(exp.batch);
     const std::int64_t warmup = std::min<std::int64_t>(std::max<std::int64_t>(3, exp.steps / 20), exp.steps / 2);
     double steady_start = 0, steady_cpu = 0, last_report = now_us();
-    double loss = 0;
+    double loss = 0, first_loss = 0;  // the last step's and the first's (is training going anywhere?)
     std::int64_t report_steps = 0;
     // For the coordinator's live view: link use per interval and each step's time.
     std::uint64_t last_pushed = 0, last_pulled = 0;
@@ -219,6 +219,7 @@ class PsWorker {
         trace_.complete("fwd:" + spec.layers[l].name, "compute", t0, s);
       }
       loss = net_->compute_loss().loss;
+      if (s == 0) first_loss = loss;
       for (int l = net_->num_layers() - 1; l >= 0; --l) {
         const double t0 = now_us();
         net_->backward(l);
@@ -277,7 +278,8 @@ class PsWorker {
     }
     const std::int64_t steady_steps = std::max<std::int64_t>(0, done_steps - first_steady);
     const double steady_s = steady_steps > 0 ? (end - steady_start) / 1e6 : 0.0;
-    nlohmann::json report = {{"event", "report"}, {"steps", done_steps}, {"final_loss", loss}, {"steady_steps", steady_steps},
+    nlohmann::json report = {{"event", "report"}, {"steps", done_steps}, {"first_loss", first_loss}, {"final_loss", loss},
+                             {"steady_steps", steady_steps},
                              {"steps_per_sec", steady_s > 0 ? steady_steps / steady_s : 0.0},
                              {"images_per_sec", steady_s > 0 ? steady_steps * exp.batch / steady_s : 0.0},
                              {"bytes_pushed", client.bytes_pushed()}, {"bytes_pulled", client.bytes_pulled()},

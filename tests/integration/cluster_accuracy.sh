@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# 2 servers + 3 workers train lenet5 on the digits to >= 95% test accuracy, in async and in bsp.
+# 2 servers + 3 workers train lenet5 on the digits to >= 95% test accuracy, in async and in bsp;
+# the launcher reports each worker's first and last loss, and says when training did not converge.
 source "$(dirname "$0")/lib.sh"
 need_data
 # Async applies each worker's gradient alone, on parameters a few updates old (more when a
@@ -23,5 +24,16 @@ for cfg in "async 0.005 5" "bsp 0.05 3"; do
   [ "$n" -eq 5 ] || fail "$1: expected 5 traces (2 servers + 3 workers), found $n"
   json "$WORK/$1/summary.json" '"ok" if s["ok"] and len(s["per_worker"]) == 3 and s["mode"] == "'$1'" else sys.exit(1)' >/dev/null \
     || fail "$1: summary incomplete"
+  # Each worker's loss at its first step and its last; the launcher prints them, and says nothing
+  # of a run that did not converge when it did.
+  json "$WORK/$1/summary.json" '"ok" if all(w["final_loss"] < w["first_loss"] / 2 for w in s["per_worker"]) else sys.exit(1)' \
+    >/dev/null || fail "$1: per_worker lacks first_loss/final_loss, or the loss did not fall"
+  grep -q "^loss: [0-9.]* at the first step, [0-9.]* to [0-9.]* at the last" "$WORK/$1.out" || fail "$1: no loss line"
+  if grep -q "did not converge" "$WORK/$1.out"; then fail "$1: a converged run was said not to"; fi
 done
+# A run that learns nothing (lr 0) is said not to have converged, with the hint for its mode.
+timeout 120 "$PSBED" launch --servers 1 --workers 2 --model lenet5 --data mnist --steps 20 --batch 32 --lr 0 \
+  --mode async --no-trace --out "$WORK/lr0" >"$WORK/lr0.out" 2>&1 || { cat "$WORK/lr0.out"; fail "launch lr 0 failed"; }
+grep -qF "the loss fell by less than half: training did not converge; try a smaller --lr" "$WORK/lr0.out" \
+  || { cat "$WORK/lr0.out"; fail "lr 0: not said to have not converged"; }
 echo "PASS"
