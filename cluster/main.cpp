@@ -526,6 +526,14 @@ bool takes_value_below(const CLI::App& app, const std::string& word) {
   return false;
 }
 
+// Whether `app` or a subcommand below it has the option `name`.
+bool known_below(const CLI::App& app, const std::string& name) {
+  if (app.get_option_no_throw(name) != nullptr) return true;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (known_below(*sub, name)) return true;
+  return false;
+}
+
 // The subcommand of `app` named `word`, or nullptr.
 const CLI::App* subcommand_named(const CLI::App& app, const std::string& word) {
   const auto found = app.get_subcommands([&](const CLI::App* s) { return s->check_name(word); });
@@ -548,6 +556,9 @@ std::string options_first_error(const CLI::App& root, int argc, char** argv) {
     const std::string word = argv[i];
     if (word == "--") break;
     if (!word.empty() && word[0] == '-') {
+      if (!known_below(root, option_name(word)))  // a typo: its value would pass for a subcommand
+        return "psbed: unknown option '" + option_name(word) +
+               "' (a subcommand's options go after it; `psbed SUBCOMMAND --help` lists them)";
       options += (options.empty() ? "" : " ") + word;
       if (takes_value_below(root, word) && i + 1 < argc && std::string(argv[i + 1]) != "--")
         options += std::string(" ") + argv[++i];

@@ -23,6 +23,7 @@ refused "psbed: --log-level debug: a subcommand's options go after it (\`psbed l
   --log-level debug launch --workers 2
 refused "psbed: unknown subcommand 'lanch', expected one of: train," --log-level debug lanch
 refused "psbed: no subcommand given (--log-level debug); expected one of: train," --log-level debug
+refused "psbed: unknown option '--log-levl' (a subcommand's options go after it;" --log-levl debug launch
 refused "psbed: --min-seconds 3: a subcommand's options go after it (\`psbed bench compute --min-seconds 3 ...\`)" \
   --min-seconds 3 bench compute
 exit_status() { local rc=0; timeout 30 "$PSBED" "$@" >/dev/null 2>&1 || rc=$?; echo "$rc"; }
