@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -515,22 +516,13 @@ std::string command_path(const CLI::App& root, const CLI::App** leaf = nullptr) 
 // The option a command-line word names: `--log-level=debug` names --log-level.
 std::string option_name(const std::string& word) { return word.substr(0, word.find('=')); }
 
-// Whether `word` is an option that `app` or a subcommand below it takes with a separate value
-// (`--log-level` in every one): in `psbed --log-level debug lanch` the next word is that value.
-bool takes_value_below(const CLI::App& app, const std::string& word) {
-  if (word.find('=') != std::string::npos) return false;
-  const CLI::Option* o = app.get_option_no_throw(word);
-  if (o != nullptr && o->get_items_expected_min() > 0) return true;
+// Whether `app` or a subcommand below it has an option `name` for which `pred` holds (one
+// subcommand's --json may be a flag where another's takes a file).
+bool any_option_below(const CLI::App& app, const std::string& name,
+                      const std::function<bool(const CLI::Option&)>& pred) {
+  if (const CLI::Option* o = app.get_option_no_throw(name); o != nullptr && pred(*o)) return true;
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
-    if (takes_value_below(*sub, word)) return true;
-  return false;
-}
-
-// Whether `app` or a subcommand below it has the option `name`.
-bool known_below(const CLI::App& app, const std::string& name) {
-  if (app.get_option_no_throw(name) != nullptr) return true;
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
-    if (known_below(*sub, name)) return true;
+    if (any_option_below(*sub, name, pred)) return true;
   return false;
 }
 
@@ -556,11 +548,16 @@ std::string options_first_error(const CLI::App& root, int argc, char** argv) {
     const std::string word = argv[i];
     if (word == "--") break;
     if (!word.empty() && word[0] == '-') {
-      if (!known_below(root, option_name(word)))  // a typo: its value would pass for a subcommand
-        return "psbed: unknown option '" + option_name(word) +
+      const std::string name = option_name(word);
+      if (!any_option_below(root, name, [](const CLI::Option&) { return true; }))
+        return "psbed: unknown option '" + name +  // a typo: its value would pass for a subcommand
                "' (a subcommand's options go after it; `psbed SUBCOMMAND --help` lists them)";
       options += (options.empty() ? "" : " ") + word;
-      if (takes_value_below(root, word) && i + 1 < argc && std::string(argv[i + 1]) != "--")
+      // `--log-level debug`: the next word is the option's value, not the subcommand.
+      const bool value_next =
+          word.find('=') == std::string::npos &&
+          any_option_below(root, name, [](const CLI::Option& o) { return o.get_items_expected_min() > 0; });
+      if (value_next && i + 1 < argc && std::string(argv[i + 1]) != "--")
         options += std::string(" ") + argv[++i];
       continue;
     }
