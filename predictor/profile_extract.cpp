@@ -101,6 +101,56 @@ std::vector<std::string> trace_files(const fs::path& dir) {
 
 }  // namespace
 
+HostCpu host_cpu_per_step(const std::vector<WorkerSteadyCpu>& workers,
+                          const std::vector<nlohmann::json>& server_cpu_samples) {
+  HostCpu h;
+  if (workers.empty()) return h;
+  double t0 = -1e300, t1 = 1e300;
+  for (const auto& w : workers) {
+    if (!(w.to_us > w.from_us) || w.steps <= 0 || w.cpu_s < 0) return h;
+    t0 = std::max(t0, w.from_us), t1 = std::min(t1, w.to_us);
+  }
+  if (!(t1 > t0)) return h;
+  double cpu = 0, steps = 0;
+  for (const auto& w : workers) {
+    const double share = (t1 - t0) / (w.to_us - w.from_us);
+    cpu += w.cpu_s * share, steps += w.steps * share;
+  }
+  for (const auto& samples : server_cpu_samples) {
+    const double used = cpu_between(samples, t0, t1);
+    if (used < 0) return h;
+    cpu += used;
+  }
+  h.per_step_s = cpu / steps;
+  h.busy_cores = cpu / ((t1 - t0) / 1e6);
+  return h;
+}
+
+HostCpu run_host_cpu(const std::string& run_dir, int workers, int servers,
+                     std::int64_t planned_steps) {
+  const fs::path traces = fs::path(run_dir) / "traces";
+  std::vector<WorkerSteadyCpu> ws;
+  std::vector<nlohmann::json> samples;
+  for (int w = 0; w < workers; ++w) {
+    const fs::path path = traces / ("worker-" + std::to_string(w) + ".trace.json");
+    if (!fs::exists(path)) return {};
+    const nlohmann::json meta = read_trace_metadata(path.string());
+    if (!meta.contains("cpu_steady") || !meta["cpu_steady"].is_object()) return {};
+    const auto& c = meta["cpu_steady"];
+    const std::int64_t done = meta.value("steps_done", planned_steps);
+    ws.push_back({c.value("from_us", 0.0), c.value("to_us", 0.0), c.value("cpu_s", -1.0),
+                  double(done - default_warmup_steps(planned_steps))});
+  }
+  for (int s = 0; s < servers; ++s) {
+    const fs::path path = traces / ("server-" + std::to_string(s) + ".trace.json");
+    if (!fs::exists(path)) return {};
+    const nlohmann::json meta = read_trace_metadata(path.string());
+    if (!meta.contains("cpu_samples") || !meta["cpu_samples"].is_array()) return {};
+    samples.push_back(meta["cpu_samples"]);
+  }
+  return host_cpu_per_step(ws, samples);
+}
+
 Profile extract_profile(const ProfileOptions& opt) {
   const fs::path run(opt.run);
   if (!fs::is_directory(run))
@@ -303,6 +353,7 @@ Profile extract_profile(const ProfileOptions& opt) {
                             ? summary["launch"].value("host_cpus", 0)
                             : 0;
   double steady_cpu_s = -1;
+  HostCpu host_cpu;  // every process's CPU per step, compute included
   // The shards' CPU serves every worker of the run, the worker's transfers are one worker's:
   // only a single-worker run splits into a cost per message and per byte.
   const bool single = workers.size() == 1;
@@ -317,14 +368,19 @@ Profile extract_profile(const ProfileOptions& opt) {
       every_shard = every_shard && used >= 0;
       cpu += std::max(0.0, used);
     }
-    double transfers = 0, bytes = 0, compute_s = 0;
+    double transfers = 0, bytes = 0, compute_s = 0, steady_steps = 0;
     for (const auto& e : worker->events) {
       const double end = e.ts_us + e.dur_us;
       if (end < t0 || end > t1) continue;
       if (e.lane == "push" || e.lane == "pull") ++transfers, bytes += double(std::max<std::int64_t>(0, e.bytes));
+      if (e.lane == "step" && e.name == "step") ++steady_steps;
       if (e.lane == "compute" && (e.name.rfind("fwd:", 0) == 0 || e.name.rfind("bwd:", 0) == 0))
         compute_s += e.dur_us / 1e6;
     }
+    std::vector<nlohmann::json> samples;
+    for (const auto& sv : servers)
+      samples.push_back(sv.metadata.value("cpu_samples", nlohmann::json::array()));
+    host_cpu = host_cpu_per_step({{t0, t1, steady.value("cpu_s", 0.0), steady_steps}}, samples);
     if (meta.value("compute", std::string("real")) == "real")
       cpu -= compute_s * std::max(1, meta.value("threads", 1));
     if (every_shard && transfers > 0 && cpu > 0) {
@@ -355,6 +411,10 @@ Profile extract_profile(const ProfileOptions& opt) {
               {"measured_steps_per_sec", measured_sps},
               {"model_toml", exp["model_toml"]}};
   if (steady_cpu_s >= 0) p.source["steady_cpu_s"] = steady_cpu_s;
+  if (steady_cpu_s >= 0 && host_cpu.per_step_s > 0) {
+    p.source["host_cpu_per_step_ms"] = host_cpu.per_step_s * 1e3;
+    p.source["host_busy_cores"] = host_cpu.busy_cores;
+  }
   // A node's serial time per message is its share, half, of the CPU a message costs both ends,
   // calibrated or not.
   if (p.host_cpus > 0) p.message_cost_us = p.cpu_per_message_us / 2;

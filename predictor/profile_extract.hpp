@@ -3,6 +3,9 @@
 // sleeps from.
 #pragma once
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/profile.hpp"
 
@@ -49,5 +52,26 @@ constexpr double kCalibrationTolerance = 0.03;
 // "1.00 Gbit/s, 200 us one way" (a trace's "link" metadata) -> bytes/s and seconds; false if
 // the text says "unshaped" or cannot be read.
 bool parse_link_metadata(const std::string& text, double* bytes_per_sec, double* latency_s);
+
+// The host's CPU per worker-step over a run's steady steps: every worker's process (a worker
+// trace's cpu_steady) and every shard's (a server trace's cpu_samples), over the span in which
+// every worker was in its steady steps (each worker's CPU and steps prorated to it). The
+// coordinator's few milliseconds are left out. The profile records its run's
+// (source.host_cpu_per_step_ms); `psbed validate` compares each run's with it.
+struct WorkerSteadyCpu {
+  double from_us = 0, to_us = 0, cpu_s = 0;
+  double steps = 0;  // steps that ended in [from_us, to_us]
+};
+struct HostCpu {
+  double per_step_s = -1;  // < 0: the traces do not cover it
+  double busy_cores = 0;   // the run's processes' CPU over the span, per second of it
+};
+HostCpu host_cpu_per_step(const std::vector<WorkerSteadyCpu>& workers,
+                          const std::vector<nlohmann::json>& server_cpu_samples);
+// The same from a run folder's traces (traces/worker-N.trace.json, server-N.trace.json; their
+// metadata only): `planned_steps` is the run's step count, whose warm-up rule the workers
+// followed. per_step_s < 0 if a trace is missing or lacks the figures.
+HostCpu run_host_cpu(const std::string& run_dir, int workers, int servers,
+                     std::int64_t planned_steps);
 
 }  // namespace psbed::predictor

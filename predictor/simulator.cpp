@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -404,6 +405,8 @@ class Simulation {
     if (cfg.servers < 1) throw Error("simulation: servers must be at least 1");
     if (cfg.steps < 1) throw Error("simulation: steps must be at least 1");
     if (cfg.start_stagger_s < 0) throw Error("simulation: the start stagger must not be negative");
+    if (!(cfg.compute_cpu_scale > 0) || !std::isfinite(cfg.compute_cpu_scale))
+      throw Error("simulation: the compute's CPU scale must be a positive number");
     if (cfg.bandwidth_bytes_per_sec < 0 || cfg.latency_s < 0)
       throw Error("simulation: bandwidth and latency must not be negative");
     profile.check_matches(spec, "profile of " + profile.model);
@@ -560,7 +563,8 @@ class Simulation {
     w.computing = true;
     w.compute_started = now_;
     const bool on_core = cpu && cfg_.compute_on_cores && !cores_.empty();
-    schedule(on_core ? run_on_core(now_, seconds) : now_ + seconds, EventType::kComputeDone, wi);
+    schedule(on_core ? run_on_core(now_, seconds * cfg_.compute_cpu_scale) : now_ + seconds,
+             EventType::kComputeDone, wi);
   }
 
   // Runs the worker's step forward until it must wait for compute or a transfer.

@@ -80,6 +80,9 @@ struct SimConfig {
   // run on one of those cores (one compute thread per worker, as launch's default), so workers
   // that outnumber the cores queue for them. Replayed compute sleeps and takes no core.
   bool compute_on_cores = false;
+  // That compute's CPU x this. With the message costs above scaled alike, the simulation runs at
+  // the CPU per step another run measured (psbed validate's what-if); 1: the profile's.
+  double compute_cpu_scale = 1;
   // Host time per byte from the sender's link to the receiver's (loopback and ZeroMQ copies):
   // every message arrives bytes x this later (a delay, not a shared resource).
   double transit_s_per_byte = 0;

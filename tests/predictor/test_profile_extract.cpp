@@ -164,6 +164,11 @@ TEST_CASE("host CPU per message and per byte from the traces' CPU over the stead
   CHECK(p.to_json()["host"]["cpus"] == 2);
   // A node's serial share of it, half, is set whether or not the pace is calibrated.
   CHECK(p.message_cost_us == Approx(p.cpu_per_message_us / 2));
+  // Every process's CPU per step, compute and all (validate sets each run's beside it): 0.03 s
+  // over the three steps that ended in the span (at 1011300, 1021300 and 1031300 us), and over
+  // its 21.3 ms.
+  CHECK(p.source["host_cpu_per_step_ms"].get<double>() == Approx(10));
+  CHECK(p.source["host_busy_cores"].get<double>() == Approx(0.03 / 0.0213));
   // Ten times the worker's CPU (12 ms a message) makes the simulated run slower than the
   // measured one: calibrated, the unshaped run's latency (the pulls' 100 us, which hold both
   // ends' software time too) comes down, to 0 as even that is too slow, and the profile keeps
@@ -198,6 +203,46 @@ TEST_CASE("host CPU per message and per byte from the traces' CPU over the stead
   p = extract_profile(o);
   CHECK(p.host_cpus == 0);
   CHECK_FALSE(p.to_json().contains("host"));
+  CHECK_FALSE(p.source.contains("host_cpu_per_step_ms"));
+  fs::remove_all(tmp);
+}
+
+TEST_CASE("the host's CPU per worker-step over the span every worker is steady in",
+          "[predictor][profile]") {
+  // Worker 0 steady over 0-2 s (1.0 s of CPU, 100 steps), worker 1 over 1-3 s (0.6 s, 50
+  // steps): both in 1-2 s, with half of each (0.5 + 0.3 s, 50 + 25 steps); the shard's samples
+  // say 0.2 s over it. 1.0 s over 75 steps, and over the span's 1 s.
+  const std::vector<WorkerSteadyCpu> two{{0, 2e6, 1.0, 100}, {1e6, 3e6, 0.6, 50}};
+  const nlohmann::json shard = nlohmann::json::parse("[[0, 0.0], [1e6, 0.1], [2e6, 0.3], [3e6, 0.4]]");
+  HostCpu h = host_cpu_per_step(two, {shard});
+  CHECK(h.per_step_s == Approx(1.0 / 75));
+  CHECK(h.busy_cores == Approx(1.0));
+  // Samples that do not cover the span, workers never steady together, no steps: not measured.
+  CHECK(host_cpu_per_step(two, {nlohmann::json::parse("[[1.5e6, 0.1], [3e6, 0.4]]")}).per_step_s < 0);
+  CHECK(host_cpu_per_step({{0, 1e6, 1.0, 10}, {2e6, 3e6, 1.0, 10}}, {}).per_step_s < 0);
+  CHECK(host_cpu_per_step({{0, 1e6, 1.0, 0}}, {}).per_step_s < 0);
+  CHECK(host_cpu_per_step({}, {}).per_step_s < 0);
+
+  // From a run folder's traces: the steps are each worker's done steps less the warm-up rule of
+  // the run's planned steps (200: 10).
+  const fs::path tmp = fs::temp_directory_path() / "psbed-run-host-cpu-test";
+  fs::remove_all(tmp);
+  fs::create_directories(tmp / "traces");
+  auto write = [&](const std::string& node, const nlohmann::json& meta) {
+    std::ofstream(tmp / "traces" / (node + ".trace.json"))
+        << nlohmann::json{{"traceEvents", nlohmann::json::array()}, {"metadata", meta}}.dump();
+  };
+  write("worker-0", {{"steps_done", 200}, {"cpu_steady", {{"from_us", 0}, {"to_us", 2e6}, {"cpu_s", 1.0}}}});
+  write("worker-1", {{"steps_done", 110}, {"cpu_steady", {{"from_us", 1e6}, {"to_us", 3e6}, {"cpu_s", 0.6}}}});
+  write("server-0", {{"cpu_samples", shard}});
+  // In 1-2 s: 95 of worker 0's 190 steps and 50 of worker 1's 100.
+  h = run_host_cpu(tmp.string(), 2, 1, 200);
+  CHECK(h.per_step_s == Approx(1.0 / 145));
+  CHECK(h.busy_cores == Approx(1.0));
+  CHECK(run_host_cpu(tmp.string(), 3, 1, 200).per_step_s < 0);  // no worker-2 trace
+  CHECK(run_host_cpu(tmp.string(), 2, 2, 200).per_step_s < 0);  // no server-1 trace
+  write("server-0", {{"node", "server-0"}});                     // a shard without samples
+  CHECK(run_host_cpu(tmp.string(), 2, 1, 200).per_step_s < 0);
   fs::remove_all(tmp);
 }
 

@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -245,4 +246,64 @@ TEST_CASE("validate: the link of unshaped and --netns runs", "[predictor][valida
   f.profile.shaped.clear();  // an unshaped profile: its estimate of the host's loopback
   f.profile.bandwidth_bytes_per_sec = 5e6;
   CHECK(link_of(unshaped) == "40.00 Mbit/s");
+}
+
+// Runs whose traces measured the host's CPU are simulated again at it: every CPU cost scaled by
+// their CPU per worker-step against the profiled run's. At the profiled CPU that changes
+// nothing; at ten times it, 4 workers' real compute on 2 cores runs far slower.
+TEST_CASE("validate: each run again at its measured host CPU per step", "[predictor][validate]") {
+  Fixture f;
+  f.profile.host_cpus = 2;
+  f.profile.cpu_per_message_us = 30;
+  f.flags.bandwidth = "10gbit";  // a fast link, so that the CPU sets the pace
+  f.flags.steps = 0;             // the run's own 100
+  const Scratch tmp("psbed-validate-host-cpu-test");
+  const std::string run = tmp.copy(kFixtures + "/runs/lenet5-4w-async-wfbp-100mbit", "run");
+  // Each worker 0.5 s of CPU over its 95 steady steps (100 done, 5 warm-up) in 1-2 s; the
+  // shard 0.2 s over that second. 2.2 s over 380 steps: 5.79 ms a step, 2.2 cores busy.
+  const fs::path traces = fs::path(run) / "traces";
+  for (int w = 0; w < 4; ++w) {
+    nlohmann::json t = {{"traceEvents", nlohmann::json::array()}, {"metadata", nlohmann::json::object()}};
+    if (w == 0) std::ifstream(traces / "worker-0.trace.json") >> t;
+    t["metadata"]["steps_done"] = 100;
+    t["metadata"]["cpu_steady"] = {{"from_us", 1e6}, {"to_us", 2e6}, {"cpu_s", 0.5}};
+    std::ofstream(traces / ("worker-" + std::to_string(w) + ".trace.json")) << t.dump();
+  }
+  std::ofstream(traces / "server-0.trace.json")
+      << nlohmann::json{{"traceEvents", nlohmann::json::array()},
+                        {"metadata", {{"cpu_samples", {{0, 0.0}, {3e6, 0.6}}}}}}
+             .dump();
+  const double per_step_ms = 2.2 / 380 * 1e3;
+
+  // Without the profiled run's figure there is nothing to compare with.
+  nlohmann::json v = f.validate({run});
+  CHECK(v["at_measured_host_cpu"].is_null());
+  CHECK_FALSE(v["runs"][0].contains("host_cpu"));
+
+  f.profile.source["host_cpu_per_step_ms"] = per_step_ms;
+  v = f.validate({run});
+  const nlohmann::json& r = v["runs"][0];
+  REQUIRE(r.contains("host_cpu"));
+  CHECK(r["host_cpu"]["per_step_ms"].get<double>() == Approx(per_step_ms));
+  CHECK(r["host_cpu"]["ratio"].get<double>() == Approx(1));
+  CHECK(r["host_cpu"]["busy_cores"].get<double>() == Approx(2.2));
+  CHECK(r["host_cpu"]["cores"] == 2);
+  const double predicted = r["predicted_images_per_sec"].get<double>();
+  CHECK(r["host_cpu"]["predicted_images_per_sec"].get<double>() == Approx(predicted).epsilon(1e-3));
+  CHECK(v["at_measured_host_cpu"]["configurations"] == 1);
+
+  f.profile.source["host_cpu_per_step_ms"] = per_step_ms / 10;
+  v = f.validate({run});
+  CHECK(v["runs"][0]["host_cpu"]["ratio"].get<double>() == Approx(10));
+  CHECK(v["runs"][0]["predicted_images_per_sec"].get<double>() == predicted);  // as profiled
+  CHECK(v["runs"][0]["host_cpu"]["predicted_images_per_sec"].get<double>() < predicted / 3);
+  CHECK(v["at_measured_host_cpu"]["max_abs_error_pct"].get<double>() ==
+        Approx(std::fabs(v["runs"][0]["host_cpu"]["error_pct"].get<double>())));
+
+  // Predicted with another compute than the run's, or a shard's samples missing: not compared.
+  f.flags.compute = "replay";
+  CHECK_FALSE(f.validate({run})["runs"][0].contains("host_cpu"));
+  f.flags.compute = "auto";
+  fs::remove(traces / "server-0.trace.json");
+  CHECK_FALSE(f.validate({run})["runs"][0].contains("host_cpu"));
 }
