@@ -400,9 +400,9 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   val->footer("Example: psbed validate --profile profile.json runs/sweep-x/*/ --out report/\n"
               "Runs of one configuration (`psbed sweep --repeat`) are predicted once and compared by the median of\n"
               "their images/s; the report gives each one's range, and the error of every run alone beside it.\n"
-              "Where the profile and a run's traces both measured the host's CPU per worker-step, the report sets\n"
-              "the two side by side and simulates the run again at its own CPU: how much of an error that explains\n"
-              "(no prediction: it takes the run's figure; README, \"The host's CPU per step\").");
+              "Where a run's traces measured the host's CPU per worker-step, the report sets it beside what the\n"
+              "simulation booked on the cores and simulates the run again at it: how much of an error is the CPU per\n"
+              "step (no prediction: it takes the run's figure; README, \"The host's CPU per step\").");
   add_common(val, log_level);
   val->add_option("--profile", o.validate.profile, "profile.json from psbed profile")->required();
   val->add_option("runs", o.validate.runs, "measured run folders")->required();

@@ -437,8 +437,9 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
   // worker-0 carries the link, the policy parameters and the straggler setting of the run.
   const fs::path trace = fs::path(dir) / "traces" / "worker-0.trace.json";
   const nlohmann::json launch = s.value("launch", nlohmann::json::object());
+  nlohmann::json meta;  // worker-0's trace metadata, where it has a trace
   if (fs::exists(trace)) {
-    const nlohmann::json meta = read_trace_metadata(trace.string());
+    meta = read_trace_metadata(trace.string());
     take_run_link(meta.value("link", std::string()), profile, flags, c);
     // With --netns tc shaped the links, not the nodes (their traces say only the latency):
     // the bandwidth is launch's.
@@ -467,13 +468,15 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
   if (launch.contains("apply_threads") && launch["apply_threads"].is_number_integer())
     c.apply_lanes = launch["apply_threads"].get<int>();
   m.config = c;
-  // The host's CPU per step, to set beside the profiled run's: runs that computed as that one
-  // did (both real, or both replayed) and are predicted so, on the host's cores.
+  // The host's CPU per step, to set beside what the simulation books for the same
+  // configuration: runs on as many cores as are simulated, predicted with the compute they had
+  // (real compute on the cores, replayed compute on none), and real compute on one thread a
+  // worker, as the simulator books it.
   const bool real = s.value("compute", std::string("real")) == "real";
-  if (profile.source.contains("host_cpu_per_step_ms") && c.host_cpus > 0 &&
-      real == (profile.source.value("compute", std::string("real")) == "real") &&
-      real == c.compute_on_cores)
-    m.host = run_host_cpu(dir, c.workers, c.servers, s.value("steps", std::int64_t(0)));
+  if (c.host_cpus > 0 && launch.value("host_cpus", 0) == c.host_cpus && real == c.compute_on_cores &&
+      meta.is_object() && (!real || meta.value("threads", 1) == 1))
+    m.host = run_host_cpu(dir, c.workers, c.servers, s.value("steps", std::int64_t(0)),
+                          s.value("per_worker", nlohmann::json()));
   return m;
 }
 
@@ -569,22 +572,21 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
                      m.config.mode.str().c_str(), r.images_per_sec);
       });
   // The host's CPU: each configuration whose runs measured theirs simulated again with every CPU
-  // cost scaled to it (the median of its runs' CPU per worker-step against the profiled run's).
-  // The simulator charges the profiled CPU per step; a host time-sharing more busy processes
-  // than it has cores spends more on one (context switches, caches), which it does not model.
-  // The figure at the measured CPU says how much of an error that explains; it predicts nothing,
-  // since it takes the run's own figure.
-  const double profiled_step_s = profile.source.value("host_cpu_per_step_ms", 0.0) / 1e3;
+  // cost scaled to it (the median of its runs' CPU per worker-step against what the simulation
+  // booked on the cores per worker-step). The simulator charges the profiled run's costs; a host
+  // time-sharing more busy processes than it has cores may spend more (context switches,
+  // caches), which it does not model. The figure at the measured CPU says how much of an error
+  // the CPU per step accounts for; it predicts nothing, since it takes the run's own figure.
   std::vector<double> cpu_ratio(groups.size(), 0), busy(groups.size(), 0), step_s(groups.size(), 0);
   std::vector<SimConfig> scaled;
   std::vector<std::size_t> scaled_group;
-  for (std::size_t i = 0; i < groups.size() && profiled_step_s > 0; ++i) {
+  for (std::size_t i = 0; i < groups.size(); ++i) {
     std::vector<double> per_step, cores;
     for (const auto& x : groups[i])
       if (x.host.per_step_s > 0) per_step.push_back(x.host.per_step_s), cores.push_back(x.host.busy_cores);
-    if (per_step.empty()) continue;
+    if (per_step.empty() || !(results[i].host_cpu_per_step_s > 0)) continue;
     step_s[i] = median(per_step), busy[i] = median(cores);
-    cpu_ratio[i] = step_s[i] / profiled_step_s;
+    cpu_ratio[i] = step_s[i] / results[i].host_cpu_per_step_s;
     SimConfig c = configs[i];
     c.cpu_per_message_s *= cpu_ratio[i], c.cpu_per_byte_s *= cpu_ratio[i];
     c.message_cost_s *= cpu_ratio[i], c.compute_cpu_scale = cpu_ratio[i];
@@ -648,7 +650,7 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
       what_if_sum += std::fabs(e), what_if_max = std::max(what_if_max, std::fabs(e));
       what_if_as_profiled += std::fabs(err);
       runs.back()["host_cpu"] = {{"per_step_ms", step_s[i] * 1e3},
-                                 {"profiled_per_step_ms", profiled_step_s * 1e3},
+                                 {"simulated_per_step_ms", r.host_cpu_per_step_s * 1e3},
                                  {"ratio", cpu_ratio[i]},
                                  {"busy_cores", busy[i]},
                                  {"cores", m.config.host_cpus},
@@ -658,8 +660,8 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
   }
   nlohmann::json host_cpu = nullptr;
   if (!scaled.empty())
-    host_cpu = {{"profiled_per_step_ms", profiled_step_s * 1e3},
-                {"profiled_busy_cores", profile.source.value("host_busy_cores", 0.0)},
+    host_cpu = {{"profiled_per_step_ms", profile.source.value("host_cpu_per_step_ms", nlohmann::json())},
+                {"profiled_busy_cores", profile.source.value("host_busy_cores", nlohmann::json())},
                 {"configurations", scaled.size()},
                 {"mean_abs_error_pct", what_if_sum / double(scaled.size())},
                 {"max_abs_error_pct", what_if_max},
@@ -747,17 +749,21 @@ int run_validate(const ValidateOptions& o) {
       std::snprintf(text, sizeof text, "%+.1f%%", x);
       return std::string(text);
     };
-    md << "\nThe host's CPU per worker-step (every worker's and shard's process over the steady "
-       << "steps): " << fmt(h["profiled_per_step_ms"], 2) << " ms in the profiled run ("
-       << fmt(h["profiled_busy_cores"], 2) << " of " << profile.host_cpus << " cores busy).\n";
+    md << "\nThe host's CPU per worker-step, measured (every worker's and shard's process over "
+       << "the steady steps) against what the simulation booked on the host's cores";
+    if (h["profiled_per_step_ms"].is_number())
+      md << " (the profiled run measured " << fmt(h["profiled_per_step_ms"], 2) << " ms, "
+         << fmt(h["profiled_busy_cores"], 2) << " of " << profile.host_cpus << " cores busy)";
+    md << ":\n";
     constexpr int kListed = 10;
     int measured = 0;  // configurations with the host's CPU measured
     for (const auto& r : v["runs"]) {
       if (!r.contains("host_cpu") || measured++ >= kListed) continue;
       const auto& c = r["host_cpu"];
       md << "- " << run_name(r["run"].get<std::string>()) << ": " << fmt(c["per_step_ms"], 2)
-         << " ms (x" << fmt(c["ratio"], 2) << "), " << fmt(c["busy_cores"], 2) << " of "
-         << c["cores"] << " cores busy; at that CPU the simulator gives "
+         << " ms against " << fmt(c["simulated_per_step_ms"], 2) << " (x" << fmt(c["ratio"], 2)
+         << "), " << fmt(c["busy_cores"], 2) << " of " << c["cores"]
+         << " cores busy; at the measured CPU the simulator gives "
          << fmt(c["predicted_images_per_sec"], 0) << " images/s (" << pct(c["error_pct"])
          << "; as profiled " << pct(r["error_pct"]) << ")\n";
     }
@@ -768,11 +774,12 @@ int run_validate(const ValidateOptions& o) {
          << " %, max " << fmt(h["max_abs_error_pct"], 1) << " % over " << measured
          << " configuration(s) (as profiled: mean " << fmt(h["as_profiled_mean_abs_error_pct"], 1)
          << " %).\n";
-    md << "The simulator charges each step the CPU the profiled run spent on one. A busier host "
-       << "spends otherwise: time-sharing more busy processes than it has cores costs more "
-       << "(context switches, caches), several messages taken per wake-up cost less; the "
-       << "simulator models neither. The figure at the measured CPU takes the run's own: it "
-       << "explains an error, it does not predict one.\n";
+    md << "The simulator charges the profiled run's costs; a run spends otherwise where its host "
+       << "is busier (more busy processes than cores time-shared: context switches, caches; or "
+       << "several messages taken per wake-up), which it does not model. The figure at the "
+       << "measured CPU takes the run's own, so it predicts nothing: it says how much of the "
+       << "error is the CPU per step. On a host the run keeps busy, images/s is about its cores "
+       << "over the CPU per step, so there that figure follows from the measurement.\n";
   }
   write_json(o.out + "/validation.json", v);
   std::ofstream(o.out + "/validation.md") << md.str();

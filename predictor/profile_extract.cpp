@@ -127,7 +127,7 @@ HostCpu host_cpu_per_step(const std::vector<WorkerSteadyCpu>& workers,
 }
 
 HostCpu run_host_cpu(const std::string& run_dir, int workers, int servers,
-                     std::int64_t planned_steps) {
+                     std::int64_t planned_steps, const nlohmann::json& per_worker) {
   const fs::path traces = fs::path(run_dir) / "traces";
   std::vector<WorkerSteadyCpu> ws;
   std::vector<nlohmann::json> samples;
@@ -137,9 +137,15 @@ HostCpu run_host_cpu(const std::string& run_dir, int workers, int servers,
     const nlohmann::json meta = read_trace_metadata(path.string());
     if (!meta.contains("cpu_steady") || !meta["cpu_steady"].is_object()) return {};
     const auto& c = meta["cpu_steady"];
-    const std::int64_t done = meta.value("steps_done", planned_steps);
-    ws.push_back({c.value("from_us", 0.0), c.value("to_us", 0.0), c.value("cpu_s", -1.0),
-                  double(done - default_warmup_steps(planned_steps))});
+    // The worker's own count where summary.json has it, else its done steps less the warm-up.
+    double steps = double(meta.value("steps_done", planned_steps) -
+                          default_warmup_steps(planned_steps));
+    if (per_worker.is_array())
+      for (const auto& pw : per_worker)
+        if (pw.is_object() && pw.value("id", -1) == w && pw.contains("steady_steps") &&
+            pw["steady_steps"].is_number())
+          steps = pw["steady_steps"].get<double>();
+    ws.push_back({c.value("from_us", 0.0), c.value("to_us", 0.0), c.value("cpu_s", -1.0), steps});
   }
   for (int s = 0; s < servers; ++s) {
     const fs::path path = traces / ("server-" + std::to_string(s) + ".trace.json");

@@ -57,7 +57,8 @@ bool parse_link_metadata(const std::string& text, double* bytes_per_sec, double*
 // trace's cpu_steady) and every shard's (a server trace's cpu_samples), over the span in which
 // every worker was in its steady steps (each worker's CPU and steps prorated to it). The
 // coordinator's few milliseconds are left out. The profile records its run's
-// (source.host_cpu_per_step_ms); `psbed validate` compares each run's with it.
+// (source.host_cpu_per_step_ms); `psbed validate` sets each run's beside what the simulation of
+// its configuration books on the host's cores (SimResult::host_cpu_per_step_s).
 struct WorkerSteadyCpu {
   double from_us = 0, to_us = 0, cpu_s = 0;
   double steps = 0;  // steps that ended in [from_us, to_us]
@@ -69,9 +70,10 @@ struct HostCpu {
 HostCpu host_cpu_per_step(const std::vector<WorkerSteadyCpu>& workers,
                           const std::vector<nlohmann::json>& server_cpu_samples);
 // The same from a run folder's traces (traces/worker-N.trace.json, server-N.trace.json; their
-// metadata only): `planned_steps` is the run's step count, whose warm-up rule the workers
-// followed. per_step_s < 0 if a trace is missing or lacks the figures.
+// metadata only). Each worker's steady steps: `per_worker` (summary.json's, by id) where it
+// gives them, else its done steps less the warm-up rule of `planned_steps`, the run's step
+// count. per_step_s < 0 if a trace is missing or lacks the figures.
 HostCpu run_host_cpu(const std::string& run_dir, int workers, int servers,
-                     std::int64_t planned_steps);
+                     std::int64_t planned_steps, const nlohmann::json& per_worker = nullptr);
 
 }  // namespace psbed::predictor

@@ -530,6 +530,7 @@ class Simulation {
     r.seed = cfg_.seed;
     r.seeds_min_images_per_sec = r.seeds_max_images_per_sec = r.images_per_sec;
     r.events = processed_;
+    r.host_cpu_per_step_s = booked_cpu_s_ / (double(W_) * double(cfg_.steps));
     r.wall_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     if (!cfg_.trace_dir.empty()) write_traces();
@@ -563,6 +564,7 @@ class Simulation {
     w.computing = true;
     w.compute_started = now_;
     const bool on_core = cpu && cfg_.compute_on_cores && !cores_.empty();
+    if (on_core) booked_cpu_s_ += seconds * cfg_.compute_cpu_scale;
     schedule(on_core ? run_on_core(now_, seconds * cfg_.compute_cpu_scale) : now_ + seconds,
              EventType::kComputeDone, wi);
   }
@@ -882,7 +884,7 @@ class Simulation {
     double& free = rx_free_[std::size_t(node)];
     double start = std::max(free, at);
     // The receiving thread runs when a core is free.
-    if (!cores_.empty()) start = book_core(start, cost.cpu_s);
+    if (!cores_.empty()) start = book_core(start, cost.cpu_s), booked_cpu_s_ += cost.cpu_s;
     free = start + cost.thread_s;
     events_.push_stream(W_ + S_ + node, jittered(m, free + cfg_.message_latency_s),
                         EventType::kDeliver, id);
@@ -1318,6 +1320,7 @@ class Simulation {
   SplitMix jitter_rng_;
   EventQueue events_;
   std::uint64_t processed_ = 0;
+  double booked_cpu_s_ = 0;  // CPU booked on the host's cores: messages and real compute
   double now_ = 0;
 };
 

@@ -106,6 +106,9 @@ struct SimResult {
   double simulated_seconds = 0;
   std::uint64_t seed = 0;    // the run's seed (simulate_seeds: the median run's)
   std::uint64_t events = 0;  // discrete events processed
+  // The CPU booked on the host's cores (host_cpus > 0: messages, and real compute where it runs
+  // on them) per worker-step, over the whole run; 0 where the cores are not modelled.
+  double host_cpu_per_step_s = 0;
   double wall_seconds = 0;   // time the simulation took
   std::vector<double> worker_steps_per_sec;
   // simulate_seeds: the lowest and highest images/s over the seeds (simulate: images_per_sec).

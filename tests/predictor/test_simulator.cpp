@@ -631,6 +631,22 @@ TEST_CASE("real compute takes one of the host's cores; replayed compute takes no
   c.host_cpus = 2;
   CHECK(simulate(fixed_profile(spec), spec, c).steps_per_sec ==
         Approx(1 / (0.005 + 4 * 250e-6)).epsilon(0.01));
+  // The CPU booked on the cores per worker-step: the compute's 5 ms and the messages' 2 ms.
+  // compute_cpu_scale scales the compute's (psbed validate's what-if): 10 + 2 ms, on one core
+  // a step as long; replayed compute takes no core and is not scaled.
+  c.host_cpus = 1;
+  CHECK(simulate(fixed_profile(spec), spec, c).host_cpu_per_step_s == Approx(0.007).epsilon(0.01));
+  c.compute_cpu_scale = 2;
+  const SimResult doubled = simulate(fixed_profile(spec), spec, c);
+  CHECK(doubled.host_cpu_per_step_s == Approx(0.012).epsilon(0.01));
+  CHECK(doubled.steps_per_sec == Approx(1 / 0.012).epsilon(0.01));
+  c.compute_on_cores = false;
+  const SimResult replayed = simulate(fixed_profile(spec), spec, c);
+  CHECK(replayed.host_cpu_per_step_s == Approx(0.002).epsilon(0.01));
+  c.compute_cpu_scale = 1;
+  CHECK(simulate(fixed_profile(spec), spec, c).steps_per_sec == replayed.steps_per_sec);
+  c.host_cpus = 0;  // the cores not modelled: nothing booked
+  CHECK(simulate(fixed_profile(spec), spec, c).host_cpu_per_step_s == 0);
 }
 
 TEST_CASE("bucket links: a send returns at once unless the send buffer is full, then the thread waits",

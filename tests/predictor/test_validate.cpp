@@ -249,8 +249,9 @@ TEST_CASE("validate: the link of unshaped and --netns runs", "[predictor][valida
 }
 
 // Runs whose traces measured the host's CPU are simulated again at it: every CPU cost scaled by
-// their CPU per worker-step against the profiled run's. At the profiled CPU that changes
-// nothing; at ten times it, 4 workers' real compute on 2 cores runs far slower.
+// their CPU per worker-step against what the simulation booked on the cores for the same
+// configuration. At the booked CPU that changes nothing; at ten times it, 4 workers' real
+// compute on 2 cores runs far slower.
 TEST_CASE("validate: each run again at its measured host CPU per step", "[predictor][validate]") {
   Fixture f;
   f.profile.host_cpus = 2;
@@ -258,52 +259,77 @@ TEST_CASE("validate: each run again at its measured host CPU per step", "[predic
   f.flags.bandwidth = "10gbit";  // a fast link, so that the CPU sets the pace
   f.flags.steps = 0;             // the run's own 100
   const Scratch tmp("psbed-validate-host-cpu-test");
-  const std::string run = tmp.copy(kFixtures + "/runs/lenet5-4w-async-wfbp-100mbit", "run");
-  // Each worker 0.5 s of CPU over its 95 steady steps (100 done, 5 warm-up) in 1-2 s; the
-  // shard 0.2 s over that second. 2.2 s over 380 steps: 5.79 ms a step, 2.2 cores busy.
+  const std::string run = tmp.copy(kFixtures + "/runs/lenet5-4w-async-wfbp-100mbit", "run",
+                                   [](nlohmann::json& s) { s["launch"] = {{"host_cpus", 2}}; });
+  // Each worker `cpu_s` of CPU over its 95 steady steps (100 done, 5 warm-up) in 1-2 s; the shard
+  // 0.2 s over that second: 4 cpu_s + 0.2 s over 380 steps, 4 cpu_s + 0.2 cores busy.
   const fs::path traces = fs::path(run) / "traces";
-  for (int w = 0; w < 4; ++w) {
-    nlohmann::json t = {{"traceEvents", nlohmann::json::array()}, {"metadata", nlohmann::json::object()}};
-    if (w == 0) std::ifstream(traces / "worker-0.trace.json") >> t;
-    t["metadata"]["steps_done"] = 100;
-    t["metadata"]["cpu_steady"] = {{"from_us", 1e6}, {"to_us", 2e6}, {"cpu_s", 0.5}};
-    std::ofstream(traces / ("worker-" + std::to_string(w) + ".trace.json")) << t.dump();
-  }
-  std::ofstream(traces / "server-0.trace.json")
-      << nlohmann::json{{"traceEvents", nlohmann::json::array()},
-                        {"metadata", {{"cpu_samples", {{0, 0.0}, {3e6, 0.6}}}}}}
-             .dump();
-  const double per_step_ms = 2.2 / 380 * 1e3;
-
-  // Without the profiled run's figure there is nothing to compare with.
+  auto measured_cpu = [&](double cpu_s, int threads = 1) {
+    for (int w = 0; w < 4; ++w) {
+      nlohmann::json t = {{"traceEvents", nlohmann::json::array()}, {"metadata", nlohmann::json::object()}};
+      std::ifstream(kFixtures + "/runs/lenet5-4w-async-wfbp-100mbit/traces/worker-0.trace.json") >> t;
+      if (w > 0) t["traceEvents"] = nlohmann::json::array();
+      t["metadata"]["steps_done"] = 100;
+      t["metadata"]["threads"] = threads;
+      t["metadata"]["cpu_steady"] = {{"from_us", 1e6}, {"to_us", 2e6}, {"cpu_s", cpu_s}};
+      std::ofstream(traces / ("worker-" + std::to_string(w) + ".trace.json")) << t.dump();
+    }
+    std::ofstream(traces / "server-0.trace.json")
+        << nlohmann::json{{"traceEvents", nlohmann::json::array()},
+                          {"metadata", {{"cpu_samples", {{0, 0.0}, {3e6, 0.6}}}}}}
+               .dump();
+    return (4 * cpu_s + 0.2) / 380;  // seconds a worker-step
+  };
+  measured_cpu(0.5);
   nlohmann::json v = f.validate({run});
-  CHECK(v["at_measured_host_cpu"].is_null());
-  CHECK_FALSE(v["runs"][0].contains("host_cpu"));
-
-  f.profile.source["host_cpu_per_step_ms"] = per_step_ms;
-  v = f.validate({run});
-  const nlohmann::json& r = v["runs"][0];
+  nlohmann::json r = v["runs"][0];
   REQUIRE(r.contains("host_cpu"));
-  CHECK(r["host_cpu"]["per_step_ms"].get<double>() == Approx(per_step_ms));
-  CHECK(r["host_cpu"]["ratio"].get<double>() == Approx(1));
+  const double simulated = r["host_cpu"]["simulated_per_step_ms"].get<double>() / 1e3;
+  const double predicted = r["predicted_images_per_sec"].get<double>();
+  REQUIRE(simulated > 0);
+  CHECK(r["host_cpu"]["per_step_ms"].get<double>() == Approx(2.2 / 380 * 1e3));
+  CHECK(r["host_cpu"]["ratio"].get<double>() == Approx(2.2 / 380 / simulated));
   CHECK(r["host_cpu"]["busy_cores"].get<double>() == Approx(2.2));
   CHECK(r["host_cpu"]["cores"] == 2);
-  const double predicted = r["predicted_images_per_sec"].get<double>();
+  CHECK(v["at_measured_host_cpu"]["configurations"] == 1);
+  CHECK(v["at_measured_host_cpu"]["profiled_per_step_ms"].is_null());  // an older profile
+
+  // Measured exactly what the simulation booked: the same figure.
+  measured_cpu((simulated * 380 - 0.2) / 4);
+  r = f.validate({run})["runs"][0];
+  CHECK(r["host_cpu"]["ratio"].get<double>() == Approx(1));
   CHECK(r["host_cpu"]["predicted_images_per_sec"].get<double>() == Approx(predicted).epsilon(1e-3));
+  // Ten times that: far slower, where the prediction as profiled stays.
+  measured_cpu((10 * simulated * 380 - 0.2) / 4);
+  v = f.validate({run});
+  r = v["runs"][0];
+  CHECK(r["host_cpu"]["ratio"].get<double>() == Approx(10));
+  CHECK(r["predicted_images_per_sec"].get<double>() == predicted);
+  CHECK(r["host_cpu"]["predicted_images_per_sec"].get<double>() < predicted / 3);
+  CHECK(v["at_measured_host_cpu"]["max_abs_error_pct"].get<double>() ==
+        Approx(std::fabs(r["host_cpu"]["error_pct"].get<double>())));
+
+  // Beside a run without the figures (the fixture's 2-worker run has one worker trace), each
+  // configuration keeps its own.
+  const std::string other = tmp.copy(kFixtures + "/runs/lenet5-2w-bsp-bulk-100mbit", "other",
+                                     [](nlohmann::json& s) { s["launch"] = {{"host_cpus", 2}}; });
+  v = f.validate({other, run});
+  REQUIRE(v["runs"].size() == 2);
+  for (const auto& row : v["runs"]) CHECK(row.contains("host_cpu") == (row["workers"] == 4));
   CHECK(v["at_measured_host_cpu"]["configurations"] == 1);
 
-  f.profile.source["host_cpu_per_step_ms"] = per_step_ms / 10;
-  v = f.validate({run});
-  CHECK(v["runs"][0]["host_cpu"]["ratio"].get<double>() == Approx(10));
-  CHECK(v["runs"][0]["predicted_images_per_sec"].get<double>() == predicted);  // as profiled
-  CHECK(v["runs"][0]["host_cpu"]["predicted_images_per_sec"].get<double>() < predicted / 3);
-  CHECK(v["at_measured_host_cpu"]["max_abs_error_pct"].get<double>() ==
-        Approx(std::fabs(v["runs"][0]["host_cpu"]["error_pct"].get<double>())));
-
-  // Predicted with another compute than the run's, or a shard's samples missing: not compared.
+  // Not compared: another core count simulated than the run had; compute predicted otherwise
+  // than the run's; real compute on two threads a worker (the simulator books one); a shard's
+  // samples missing.
+  f.flags.host_cpus = 4;
+  CHECK_FALSE(f.validate({run})["runs"][0].contains("host_cpu"));
+  f.flags.host_cpus = -1;
   f.flags.compute = "replay";
   CHECK_FALSE(f.validate({run})["runs"][0].contains("host_cpu"));
   f.flags.compute = "auto";
+  measured_cpu(0.5, 2);
+  CHECK_FALSE(f.validate({run})["runs"][0].contains("host_cpu"));
+  measured_cpu(0.5);
   fs::remove(traces / "server-0.trace.json");
   CHECK_FALSE(f.validate({run})["runs"][0].contains("host_cpu"));
 }
