@@ -320,7 +320,7 @@ struct MeasuredRun {
   SimConfig config;
   double measured = 0;
   std::string skipped;  // why the run is no measurement (it failed), empty if it is one
-  HostCpu host;         // its host CPU per worker-step, where the profile has one to compare
+  HostCpu host;         // its host CPU per worker-step, where comparable with the simulation's
 };
 
 // summary.json's field `key`, of JSON type `want` (a number, a string); errors name the file.
