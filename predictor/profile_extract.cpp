@@ -383,10 +383,9 @@ Profile extract_profile(const ProfileOptions& opt) {
       if (e.lane == "compute" && (e.name.rfind("fwd:", 0) == 0 || e.name.rfind("bwd:", 0) == 0))
         compute_s += e.dur_us / 1e6;
     }
-    std::vector<nlohmann::json> samples;
-    for (const auto& sv : servers)
-      samples.push_back(sv.metadata.value("cpu_samples", nlohmann::json::array()));
-    host_cpu = host_cpu_per_step({{t0, t1, steady.value("cpu_s", 0.0), steady_steps}}, samples);
+    // Every process's CPU so far, compute included: per step and per second of the span.
+    if (every_shard && steady_steps > 0)
+      host_cpu = {cpu / steady_steps, cpu / ((t1 - t0) / 1e6)};
     if (meta.value("compute", std::string("real")) == "real")
       cpu -= compute_s * std::max(1, meta.value("threads", 1));
     if (every_shard && transfers > 0 && cpu > 0) {
