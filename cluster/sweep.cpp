@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -109,6 +110,18 @@ std::map<std::string, std::string> shared_flags(const LaunchOptions& o) {
 
 // Whether the sweep was started with SIGHUP ignored (nohup): its launches keep ignoring it.
 bool g_hup_ignored = false;
+// The launch in flight (0: none), and the first stopping signal the sweep got (0: none).
+volatile sig_atomic_t g_child = 0;
+volatile sig_atomic_t g_stop = 0;
+
+// Ctrl-C, SIGTERM or a hang-up sent to the sweep alone (`kill PID`, not the terminal's whole
+// group) reaches the launch in flight as well: it winds its cluster down and keeps what it
+// measured, and the sweep stops after it with what it has. (A launch signalled twice within a
+// moment, by the terminal and by this, takes it as one interruption.)
+void on_stop_signal(int sig) {
+  if (g_stop == 0) g_stop = sig;
+  if (g_child > 0) ::kill(pid_t(g_child), sig);
+}
 
 // Runs `psbed launch` for one point, its output into LOG. Returns its exit status (130: Ctrl-C,
 // or a closed terminal).
@@ -129,9 +142,12 @@ int run_launch_child(const std::vector<std::string>& args, const std::string& lo
     ::execv("/proc/self/exe", argv.data());
     ::_exit(127);
   }
+  g_child = pid;
+  if (g_stop != 0) ::kill(pid, g_stop);  // a signal that came while it was being started
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  g_child = 0;
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
@@ -235,8 +251,8 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
       "with --repeat K its repeats go to <point>-r2/ ... <point>-rK/, one round of the grid after the other.\n"
       "OUT/results.csv and results.json get one row per run (images/s, steps/s, ok), results.md a table per mode\n"
       "and bandwidth (the median of each point's runs); OUT/sweep.png plots "
-      "images/s against workers, a line per policy (matplotlib: cluster/install-deps.sh plot). Ctrl-C stops the\n"
-      "run in flight and the sweep, keeping what finished; --resume keeps finished runs on a second call, so\n"
+      "images/s against workers, a line per policy (matplotlib: cluster/install-deps.sh plot). Ctrl-C (or SIGTERM\n"
+      "to the sweep alone) stops the run in flight and the sweep, keeping what finished; --resume keeps finished runs on a second call, so\n"
       "--resume --repeat 3 adds two repeats to a finished sweep. A short run can settle in one of two paces\n"
       "(workers in step or out of step on a shared link): repeats show it, and `psbed validate` compares a\n"
       "prediction with the median of a point's repeats.");
@@ -396,14 +412,19 @@ int run_sweep(SweepOptions opt) {
   spdlog::info("sweep of {} runs ({} points x {} repeat(s)) of {} into {} ({} compute)", grid.size(), points,
                opt.repeat, base.model, out, base.compute);
 
-  // The sweep waits out Ctrl-C: the launch in flight gets it too, stops its cluster, and exits
-  // 130, after which the sweep stops with what it has.
-  // So does a closed terminal (SIGHUP): the launch winds down, the sweep writes its results.
-  struct sigaction ign {}, old_int {}, old_hup {};
-  ign.sa_handler = SIG_IGN;
-  sigaction(SIGINT, &ign, &old_int);
-  sigaction(SIGHUP, &ign, &old_hup);
+  // The sweep outlives Ctrl-C: the launch in flight gets it too (from the terminal, or from
+  // on_stop_signal when only the sweep was signalled), stops its cluster and exits 130, after
+  // which the sweep stops with what it has. So on SIGTERM, and on a closed terminal (SIGHUP,
+  // unless the sweep runs under nohup): the launch winds down, the sweep writes its results.
+  struct sigaction stop {}, old_int {}, old_term {}, old_hup {};
+  stop.sa_handler = on_stop_signal;
+  sigemptyset(&stop.sa_mask);
+  g_stop = 0;
+  sigaction(SIGHUP, nullptr, &old_hup);
   g_hup_ignored = old_hup.sa_handler == SIG_IGN;
+  sigaction(SIGINT, &stop, &old_int);
+  sigaction(SIGTERM, &stop, &old_term);
+  if (!g_hup_ignored) sigaction(SIGHUP, &stop, nullptr);
 
   std::ofstream csv(out + "/results.csv");
   csv << kCsvHeader;
@@ -412,6 +433,11 @@ int run_sweep(SweepOptions opt) {
   int done = 0, failed = 0, ran = 0;
   bool interrupted = false;
   for (const Point& p : grid) {
+    if (g_stop != 0) {  // between two launches
+      interrupted = true;
+      spdlog::warn("interrupted ({}): stopping the sweep before {}", strsignal(g_stop), p.folder());
+      break;
+    }
     LaunchOptions o = base;
     o.workers = p.workers, o.servers = p.servers, o.mode = p.mode, o.policy = p.policy, o.bandwidth = p.bandwidth;
     o.out = out + "/" + p.folder();
@@ -436,7 +462,7 @@ int run_sweep(SweepOptions opt) {
       const int rc = run_launch_child(launch_args(o), o.out + "/launch.log");
       ++ran;
       s = read_summary(o.out + "/summary.json");
-      if (rc == 130) {
+      if (rc == 130 || (g_stop != 0 && rc != 0)) {
         interrupted = true;
         spdlog::warn("interrupted during {}: stopping the sweep", p.folder());
         break;
@@ -467,6 +493,7 @@ int run_sweep(SweepOptions opt) {
     ++done;
   }
   sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
   sigaction(SIGHUP, &old_hup, nullptr);
   std::ofstream(out + "/results.json") << json{{"model", base.model}, {"compute", base.compute}, {"batch", base.batch},
                                                {"steps", base.steps}, {"repeat", opt.repeat}, {"runs", rows}}

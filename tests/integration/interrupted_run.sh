@@ -119,5 +119,32 @@ rc=0
 wait "$sweep_pid" || rc=$?
 [ -s "$WORK/swhup/results.json" ] || { tail -5 "$WORK/swhup.out"; fail "a sweep on SIGHUP wrote no results.json (exit $rc)"; }
 grep -q "interrupted" "$WORK/swhup.out" || { tail -5 "$WORK/swhup.out"; fail "the sweep did not say it was interrupted"; }
+# A signal sent to the sweep's own pid (a script's `kill PID`, a job manager's SIGTERM, not the
+# terminal's whole group) reaches the launch in flight: it winds down and keeps what it measured,
+# the sweep writes its results (without that point) and exits 130, and no process of the sweep is
+# left behind.
+for sig in TERM INT; do
+  name="sw$(echo "$sig" | tr 'A-Z' 'a-z')"
+  setsid "$PSBED" sweep --model lenet5 --data synthetic --workers 2 --policy wfbp,p3 --steps 100000 --batch 16 \
+    --no-plot --out "$WORK/$name" >"$WORK/$name.out" 2>&1 &
+  sweep_pid=$!
+  PIDS+=($sweep_pid)
+  training "$WORK/$name/*/logs/worker-0.log"
+  sleep 1
+  kill "-$sig" "$sweep_pid"
+  for _ in $(seq 1 300); do kill -0 "$sweep_pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$sweep_pid" 2>/dev/null && { tail -5 "$WORK/$name.out"; fail "a sweep sent SIG$sig alone still runs 30 s later"; }
+  rc=0
+  wait "$sweep_pid" || rc=$?
+  [ "$rc" = 130 ] || { tail -5 "$WORK/$name.out"; fail "a sweep sent SIG$sig alone exited $rc, expected 130"; }
+  # The interrupted point is not among the results: --resume runs it again.
+  json "$WORK/$name/results.json" 'sys.exit(0 if s["runs"] == [] else 1)' ||
+    fail "a sweep sent SIG$sig alone: results.json counts the interrupted point"
+  run=$(ls -d "$WORK/$name"/*/ | head -1)
+  check "$run" "interrupted"
+  for _ in $(seq 1 50); do pgrep -f -- "$WORK/$name" >/dev/null || break; sleep 0.1; done
+  if pgrep -af -- "$WORK/$name"; then fail "a sweep sent SIG$sig alone left the processes above behind"; fi
+done
+echo "SIGTERM and SIGINT to a sweep alone: the launch in flight wound down with its measurements, the sweep stopped with its results"
 echo "hangup and a closed pipe: the run's measurements kept; under nohup the run goes on; a sweep stops with its results"
 echo "PASS"
