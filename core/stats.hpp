@@ -1,6 +1,7 @@
 // Small statistics shared by the benchmarks, sweeps and validation.
 #pragma once
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 namespace psbed {
@@ -10,6 +11,13 @@ inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n == 0 ? 0.0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// A worker's warm-up: the first steps of a run of `steps`, left out of its steady-state figures
+// (at least 3, a twentieth of a long run, never more than half). The live worker and the
+// simulator count the same steps.
+inline std::int64_t warmup_steps(std::int64_t steps) {
+  return std::min<std::int64_t>(std::max<std::int64_t>(3, steps / 20), steps / 2);
 }
 
 }  // namespace psbed

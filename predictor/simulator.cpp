@@ -10,6 +10,7 @@
 #include <queue>
 
 #include "core/error.hpp"
+#include "core/stats.hpp"
 #include "core/partition.hpp"
 #include "core/trace.hpp"
 #include "core/units.hpp"
@@ -69,9 +70,7 @@ ReceiveCost receive_cost(const SimConfig& c, bool carries_data, std::int64_t byt
   return {2 * c.message_cost_s, 2 * c.cpu_per_message_s + double(bytes) * c.cpu_per_byte_s};
 }
 
-std::int64_t default_warmup_steps(std::int64_t steps) {
-  return std::min<std::int64_t>(std::max<std::int64_t>(3, steps / 20), steps / 2);
-}
+std::int64_t default_warmup_steps(std::int64_t steps) { return warmup_steps(steps); }
 
 namespace {
 

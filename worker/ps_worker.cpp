@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/stats.hpp"
 #include "core/trace.hpp"
 #include "ps/client.hpp"
 #include "ps/control.hpp"
@@ -158,7 +159,7 @@ class PsWorker {
     trace_.set_metadata("policy", sched.policy().name());
     std::vector<float> images(std::size_t(spec.input.numel()) * exp.batch);
     std::vector<std::int32_t> labels(exp.batch);
-    const std::int64_t warmup = std::min<std::int64_t>(std::max<std::int64_t>(3, exp.steps / 20), exp.steps / 2);
+    const std::int64_t warmup = warmup_steps(exp.steps);
     double steady_start = 0, steady_cpu = 0, last_report = now_us();
     double loss = 0, first_loss = 0;  // the last step's and the first's (is training going anywhere?)
     std::int64_t report_steps = 0;
