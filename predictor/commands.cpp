@@ -476,7 +476,7 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
   if (c.host_cpus > 0 && launch.value("host_cpus", 0) == c.host_cpus && real == c.compute_on_cores &&
       meta.is_object() && (!real || meta.value("threads", 1) == 1))
     m.host = run_host_cpu(dir, c.workers, c.servers, s.value("steps", std::int64_t(0)),
-                          s.value("per_worker", nlohmann::json()));
+                          s.value("per_worker", nlohmann::json()), &meta);
   return m;
 }
 

@@ -127,14 +127,16 @@ HostCpu host_cpu_per_step(const std::vector<WorkerSteadyCpu>& workers,
 }
 
 HostCpu run_host_cpu(const std::string& run_dir, int workers, int servers,
-                     std::int64_t planned_steps, const nlohmann::json& per_worker) {
+                     std::int64_t planned_steps, const nlohmann::json& per_worker,
+                     const nlohmann::json* worker0_metadata) {
   const fs::path traces = fs::path(run_dir) / "traces";
   std::vector<WorkerSteadyCpu> ws;
   std::vector<nlohmann::json> samples;
   for (int w = 0; w < workers; ++w) {
     const fs::path path = traces / ("worker-" + std::to_string(w) + ".trace.json");
-    if (!fs::exists(path)) return {};
-    const nlohmann::json meta = read_trace_metadata(path.string());
+    const bool known = w == 0 && worker0_metadata && worker0_metadata->is_object();
+    if (!known && !fs::exists(path)) return {};
+    const nlohmann::json meta = known ? *worker0_metadata : read_trace_metadata(path.string());
     if (!meta.contains("cpu_steady") || !meta["cpu_steady"].is_object()) return {};
     const auto& c = meta["cpu_steady"];
     // The worker's own count where summary.json has it, else its done steps less the warm-up.

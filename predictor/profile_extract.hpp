@@ -72,8 +72,10 @@ HostCpu host_cpu_per_step(const std::vector<WorkerSteadyCpu>& workers,
 // The same from a run folder's traces (traces/worker-N.trace.json, server-N.trace.json; their
 // metadata only). Each worker's steady steps: `per_worker` (summary.json's, by id) where it
 // gives them, else its done steps less the warm-up rule of `planned_steps`, the run's step
-// count. per_step_s < 0 if a trace is missing or lacks the figures.
+// count. per_step_s < 0 if a trace is missing or lacks the figures. `worker0_metadata`: that
+// trace's metadata where the caller has read it already (a trace is megabytes to parse).
 HostCpu run_host_cpu(const std::string& run_dir, int workers, int servers,
-                     std::int64_t planned_steps, const nlohmann::json& per_worker = nullptr);
+                     std::int64_t planned_steps, const nlohmann::json& per_worker = nullptr,
+                     const nlohmann::json* worker0_metadata = nullptr);
 
 }  // namespace psbed::predictor

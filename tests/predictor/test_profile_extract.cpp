@@ -239,6 +239,10 @@ TEST_CASE("the host's CPU per worker-step over the span every worker is steady i
   h = run_host_cpu(tmp.string(), 2, 1, 200);
   CHECK(h.per_step_s == Approx(1.0 / 145));
   CHECK(h.busy_cores == Approx(1.0));
+  // worker-0's metadata as the caller read it: taken instead of reading its trace again.
+  const nlohmann::json w0 = {{"steps_done", 200},
+                             {"cpu_steady", {{"from_us", 0}, {"to_us", 2e6}, {"cpu_s", 3.0}}}};
+  CHECK(run_host_cpu(tmp.string(), 2, 1, 200, nullptr, &w0).per_step_s == Approx(2.0 / 145));
   CHECK(run_host_cpu(tmp.string(), 3, 1, 200).per_step_s < 0);  // no worker-2 trace
   CHECK(run_host_cpu(tmp.string(), 2, 2, 200).per_step_s < 0);  // no server-1 trace
   write("server-0", {{"node", "server-0"}});                     // a shard without samples
