@@ -294,7 +294,7 @@ class Launcher {
                                   "--heartbeat", std::to_string(opt_.heartbeat_s),
                                   "--heartbeat-timeout", std::to_string(opt_.heartbeat_timeout_s),
                                   "--summary", out_ + "/summary.json", "--endpoint-file", endpoint_file,
-                                  "--compute", opt_.compute};
+                                  "--compute", opt_.compute, "--log-file", out_ + "/logs/coordinator.log"};
     if (!opt_.credit.empty()) a.insert(a.end(), {"--credit", opt_.credit});
     if (!opt_.http.empty()) a.insert(a.end(), {"--http", opt_.http, "--http-file", out_ + "/logs/coordinator.http"});
     if (!opt_.http_token.empty()) a.insert(a.end(), {"--http-token", opt_.http_token});
@@ -332,8 +332,8 @@ class Launcher {
     pid_t pid = ::fork();
     if (pid < 0) throw Error("fork failed starting " + name);
     if (pid == 0) {
-      // Child: die with the launcher, restore signals, send stderr to the log (the
-      // coordinator's live progress stays on the terminal and is copied by tee-like logging).
+      // Child: die with the launcher, restore signals, send its output to its log (the
+      // coordinator's stays on the terminal: it writes its log file itself, --log-file).
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (::getppid() != parent) ::_exit(1);
       ::setpgid(0, 0);
@@ -342,10 +342,10 @@ class Launcher {
         ::_exit(126);
       }
       sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
-      int fd = ::open(c.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int fd = to_log ? ::open(c.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
       if (fd >= 0) {
         ::dup2(fd, STDOUT_FILENO);
-        if (to_log) ::dup2(fd, STDERR_FILENO);
+        ::dup2(fd, STDERR_FILENO);
         ::close(fd);
       }
       std::vector<char*> cargv;

@@ -146,10 +146,12 @@ void add_bench(CLI::App& root, worker::BenchComputeOptions& o, std::string& log_
 }
 
 void add_coordinator(CLI::App& root, ps::CoordinatorOptions& o, std::string& partition, std::string& credit,
-                     std::string& log_level) {
+                     std::string& log_level, std::string& log_file) {
   auto* app = root.add_subcommand("coordinator", "Rendezvous, cluster map, heartbeats, barriers, progress, summary");
   app->footer("Example: psbed coordinator --bind tcp://0.0.0.0:7000 --servers 2 --workers 4 --model lenet5 --mode bsp");
   add_common(app, log_level);
+  app->add_option("--log-file", log_file,
+                  "write the log lines to this file as well as to stderr (launch: OUT/logs/coordinator.log)");
   app->add_option("--bind", o.bind, "ZeroMQ endpoint to listen on")->capture_default_str();
   app->add_option("--servers", o.servers, "server shards to wait for")->capture_default_str();
   app->add_option("--workers", o.workers, "workers to wait for")->capture_default_str();
@@ -614,7 +616,8 @@ int main(int argc, char** argv) {
   worker::WorkerOptions wopt;
   cluster::LaunchOptions launch;
   std::string coord_credit;
-  add_coordinator(root, coord, partition, coord_credit, log_level);
+  std::string coord_log_file;
+  add_coordinator(root, coord, partition, coord_credit, log_level, coord_log_file);
   add_server(root, server, log_level);
   add_worker(root, wopt, log_level);
   add_launch(root, launch, log_level);
@@ -658,7 +661,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (root.got_subcommand("coordinator")) {
-      setup_logging("coordinator", log_level);
+      if (!coord_log_file.empty()) ensure_writable_file(coord_log_file, "--log-file");
+      setup_logging("coordinator", log_level, coord_log_file);
       coord.partition_bytes = std::int64_t(parse_bytes(partition));
       if (!coord_credit.empty()) coord.policy.credit_bytes = std::int64_t(parse_bytes(coord_credit));
       if (const char* t = std::getenv("PSBED_HTTP_TOKEN"); coord.http_token.empty() && t) coord.http_token = t;

@@ -19,6 +19,8 @@ assert s["images_per_sec"] > 0
 print(f"{sys.argv[2]}: " + ", ".join(f"{w['name']} {w['steps']} steps" for w in s["per_worker"]) + f", {s['images_per_sec']:.0f} images/s")
 PY
   for t in worker-0 worker-1 server-0; do [ -s "$1/traces/$t.trace.json" ] || fail "$1: no trace of $t"; done
+  # The coordinator's log lines are in its log file as well as on the terminal.
+  grep -q "cluster complete" "$1/logs/coordinator.log" || fail "$1: logs/coordinator.log lacks the coordinator's lines"
 }
 # training 'PATTERN': waits up to 10 s for a worker's log to show it training; the pattern is a
 # glob matched afresh each time, so it may name a folder not made yet.
