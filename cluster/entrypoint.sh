@@ -130,6 +130,10 @@ bandwidth_bits() {
   [[ $text =~ ^([0-9]*\.?[0-9]+)\ *([a-z]*)$ ]] ||
     die "PSBED_BANDWIDTH='$1' is not a rate, expected a number with bit, kbit, mbit or gbit (e.g. 1gbit)"
   num=${BASH_REMATCH[1]} unit=${BASH_REMATCH[2]}
+  # A bare number would be bits/s (PSBED_BANDWIDTH=100 meant as Mbit/s would stall the run).
+  if [[ -z $unit ]] && awk -v n="$num" 'BEGIN { exit !(n != 0) }'; then
+    die "PSBED_BANDWIDTH='$1' has no unit: give bit, kbit, mbit or gbit (e.g. ${1}mbit)"
+  fi
   case $unit in
     '' | bit | bps) scale=1 ;;
     kbit | kbps) scale=1000 ;;

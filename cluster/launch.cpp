@@ -25,8 +25,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/model_spec.hpp"
 #include "core/optimizer.hpp"
+#include "core/partition.hpp"
 #include "core/policy.hpp"
 #include "core/profile.hpp"
 #include "core/trace.hpp"
@@ -105,7 +107,7 @@ void check_launch_options(const LaunchOptions& o) {
   };
   need(o.servers >= 1 && o.workers >= 1, "need at least 1 server and 1 worker");
   need(o.batch >= 1, "--batch must be at least 1, got " + std::to_string(o.batch));
-  need(o.threads >= 1, "--threads must be at least 1, got " + std::to_string(o.threads));
+  need(o.threads >= 1 && o.threads <= 4096, "--threads must be 1 to 4096, got " + std::to_string(o.threads));
   need(o.apply_threads >= 1 && o.apply_threads <= 1024,
        "--apply-threads must be 1 to 1024, got " + std::to_string(o.apply_threads));
   need(o.steps >= 0, "--steps must be 1 or more (or 0: --epochs), got " + std::to_string(o.steps));
@@ -131,6 +133,15 @@ void check_launch_options(const LaunchOptions& o) {
   need(std::isfinite(o.start_stagger_ms) && o.start_stagger_ms >= 0,
        "--start-stagger-ms must be 0 or more, got " + num(o.start_stagger_ms));
   const ModelSpec spec = load_model(o.model);
+  // A shard that would hold no part serves nothing: more shards than the model has parts.
+  const std::int64_t part_bytes = parse_bytes(o.partition_bytes);
+  const std::size_t parts = make_partition(spec, part_bytes, 1).parts.size();
+  need(std::size_t(o.servers) <= parts,
+       "--servers " + std::to_string(o.servers) + ": " + spec.name + " has " + std::to_string(parts) +
+           " parts of at most " + o.partition_bytes + " (--partition-bytes), so " +
+           std::to_string(o.servers - int(parts)) +
+           " shard(s) would hold nothing: give at most " + std::to_string(parts) +
+           " servers, or a smaller --partition-bytes");
   // The data the workers will load (a missing or misshapen data set is one line here, not every
   // worker's failure and a registration timeout).
   workloads::load_dataset(o.data, o.data_dir, spec.input, spec.classes, o.seed);
@@ -169,6 +180,8 @@ class Launcher {
     if (!opt_.http.empty() && !ps::parse_http_address(opt_.http).loopback() && opt_.http_token.empty() &&
         !std::getenv("PSBED_HTTP_TOKEN"))
       throw Error("--http " + opt_.http + " is reachable beyond this host: give --http-token (or bind 127.0.0.1)");
+    // Checked before the run rather than by the worker after it (a run trained for nothing).
+    ensure_writable_file(opt_.save_params, "--save-params");
     out_ = opt_.out.empty() ? default_out() : opt_.out;
     if (fs::exists(out_ + "/summary.json"))
       throw Error("--out " + out_ + " holds a run already (summary.json): give another --out, or remove it");

@@ -206,7 +206,7 @@ void add_server(CLI::App& root, ps::ServerOptions& o, std::string& log_level) {
   app->add_option("--trace-dir", o.trace_dir, "write <name>.trace.json here");
   app->add_option("--max-message-bytes", o.max_message_bytes, "larger messages are dropped")->capture_default_str();
   app->add_option("--apply-threads", o.apply_threads, "threads applying updates (each owns a subset of parts)")->capture_default_str();
-  app->add_option("--bandwidth", o.bandwidth, "emulated link rate per direction, e.g. 1gbit (default: none)");
+  app->add_option("--bandwidth", o.bandwidth, "emulated link rate per direction, e.g. 1gbit (a number needs its unit; default or 0: unshaped)");
   app->add_option("--latency", o.latency, "emulated one-way latency, e.g. 200us");
 }
 
@@ -238,7 +238,7 @@ void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level
       ->check(non_negative("milliseconds"));
   app->add_option("--start-stagger-ms", o.start_stagger_ms,
                   "worker i of N waits i x this / N before its first step (a de-synchronized start)");
-  app->add_option("--bandwidth", o.bandwidth, "emulated link rate per direction, e.g. 100mbit (default: none)");
+  app->add_option("--bandwidth", o.bandwidth, "emulated link rate per direction, e.g. 100mbit (a number needs its unit; default or 0: unshaped)");
   app->add_option("--latency", o.latency, "emulated one-way latency, e.g. 200us");
 }
 
@@ -281,7 +281,7 @@ void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_leve
   app->add_option("--straggler-ms", o.straggler_ms, "make worker-0 a straggler: it sleeps this long every step");
   app->add_option("--start-stagger-ms", o.start_stagger_ms,
                   "worker i of N waits i x this / N before its first step (default: all start together)");
-  app->add_option("--bandwidth", o.bandwidth, "emulated link rate of every server and worker, per direction (e.g. 1gbit)");
+  app->add_option("--bandwidth", o.bandwidth, "emulated link rate of every server and worker, per direction (e.g. 1gbit; 0: unshaped)");
   app->add_flag("--netns", o.netns, "one network namespace per node on a bridge, --bandwidth shaped by tc tbf (needs root; all removed on exit)");
   app->add_option("--latency", o.latency, "emulated one-way latency of every link (e.g. 200us)");
   app->add_option("--http", o.http, "the coordinator serves the dashboard and HTTP API on HOST:PORT (:PORT = loopback; port 0 = any)");
@@ -304,7 +304,7 @@ struct PredictorCommands {
 // records (partition, slice, credit, straggler) are taken from the run, so no flag offers them.
 void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help = nullptr) {
   const bool per_run = steps_help != nullptr;
-  app->add_option("--bandwidth", f.bandwidth, "link of every node, per direction, e.g. 1gbit (default: the profile's)");
+  app->add_option("--bandwidth", f.bandwidth, "link of every node, per direction, e.g. 1gbit (0: unlimited; default: the profile's)");
   app->add_option("--latency", f.latency, "one-way latency, e.g. 200us (default: the profile's)");
   app->add_option("--link-model", f.link_model,
                   "bucket: per-node FIFO token buckets as psbed launch --bandwidth emulates; fair: max-min fair "

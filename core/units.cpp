@@ -49,6 +49,11 @@ std::uint64_t parse_bytes(const std::string& text) {
 }
 
 double parse_bandwidth_bps(const std::string& text) {
+  // A bare number would be bits/s: `--bandwidth 100` (meant as Mbit/s) stalled a run for an hour.
+  const auto [value, suffix] = split_number(text, "bandwidth");
+  if (suffix.empty() && value != 0)
+    throw Error("bad bandwidth '" + text + "': give its unit, bit, kbit, mbit or gbit (e.g. " + text +
+                "mbit; 0: unshaped)");
   return lookup(text, "bandwidth", "bit, kbit, mbit, gbit (or kbps, mbps, gbps)",
                 {{"", 1}, {"bit", 1}, {"bps", 1}, {"kbit", 1e3}, {"kbps", 1e3}, {"mbit", 1e6},
                  {"mbps", 1e6}, {"gbit", 1e9}, {"gbps", 1e9}});

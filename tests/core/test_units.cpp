@@ -21,6 +21,9 @@ TEST_CASE("sizes, bandwidths and durations parse with their units", "[core][unit
   // A bare number needs its unit (it would be seconds); 0 is 0 in any unit.
   REQUIRE_THROWS_WITH(parse_duration_s("200"), Catch::Contains("give its unit"));
   CHECK(parse_duration_s("0") == 0);
+  REQUIRE_THROWS_WITH(parse_bandwidth_bps("100"), Catch::Contains("give its unit"));
+  CHECK(parse_bandwidth_bps("0") == 0);
+  CHECK(parse_bandwidth_bps("1000bit") == Approx(1000));
 }
 
 TEST_CASE("SGD with momentum and weight decay follows its update rule", "[core][optimizer]") {

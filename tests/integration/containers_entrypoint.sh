@@ -95,6 +95,7 @@ refuse "PSBED_WORKERS='many' is not a whole number" PSBED_ROLE=coordinator PSBED
 refuse "PSBED_STEPS='ten' is not a whole number" PSBED_ROLE=coordinator PSBED_STEPS=ten
 refuse "PSBED_BANDWIDTH='fast' is not a rate" PSBED_ROLE=worker PSBED_COORDINATOR=c PSBED_BANDWIDTH=fast
 refuse "unknown unit 'mb'" PSBED_ROLE=worker PSBED_COORDINATOR=c PSBED_BANDWIDTH=5mb
+refuse "has no unit" PSBED_ROLE=worker PSBED_COORDINATOR=c PSBED_BANDWIDTH=100
 refuse "PSBED_LATENCY='200' is not a duration" PSBED_ROLE=worker PSBED_COORDINATOR=c PSBED_LATENCY=200
 refuse "PSBED_SHAPE=tc needs PSBED_BANDWIDTH" PSBED_ROLE=worker PSBED_COORDINATOR=c PSBED_SHAPE=tc
 refuse "PSBED_SHAPE='netem' is not a shaping method" PSBED_ROLE=worker PSBED_COORDINATOR=c PSBED_SHAPE=netem

@@ -24,6 +24,11 @@ refused "--momentum: expected a momentum, 0 or more and below 1" --momentum 1.5
 refused "--partition-bytes must be at least 4 bytes" --partition-bytes 0
 refused "--heartbeat-timeout must be at least twice --heartbeat" --heartbeat 2 --heartbeat-timeout 0.5
 refused "unknown data set 'bogus'" --data bogus
+refused "--threads must be 1 to 4096, got 10000" --threads 10000
+refused "bad bandwidth '100': give its unit" --bandwidth 100
+refused "--servers 11: lenet5 has 10 parts" --servers 11
+# --save-params is written by the worker after the run: a path it cannot write is refused first.
+refused "--save-params: '$WORK' is a folder, expected a file name" --save-params "$WORK"
 refused "missing file $WORK/empty/train-images-idx3-ubyte" --data mnist --data-dir "$WORK/empty"
 refused "cannot read profile '$WORK/none.json'" --compute "replay:$WORK/none.json"
 refused "cannot read profile '$WORK/none.json'" --profile "$WORK/none.json"

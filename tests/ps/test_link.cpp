@@ -38,7 +38,7 @@ double measure_bps(double bps, std::uint64_t bytes_per_sender, int senders) {
   ZmqOptions so;
   so.role = ZmqOptions::Role::kServer;
   so.endpoint = "tcp://127.0.0.1:*";
-  auto link = LinkBuckets::make(parse_link(std::to_string(bps), ""));
+  auto link = LinkBuckets::make(parse_link(std::to_string(bps) + "bit", ""));
   ShapedTransport server(std::make_unique<ZmqTransport>(so), link);
   std::mutex mu;
   std::condition_variable cv;
