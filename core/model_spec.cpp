@@ -368,6 +368,9 @@ ModelSpec parse_model_spec(const std::string& toml_text, const std::string& sour
 }
 
 ModelSpec load_model_spec_file(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw Error("model spec '" + path + "' is a folder, expected a .toml model spec");
   std::ifstream in(path);
   if (!in) throw Error("model spec '" + path + "' cannot be read");
   std::stringstream ss;

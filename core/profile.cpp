@@ -1,5 +1,6 @@
 #include "core/profile.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 
@@ -124,6 +125,9 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& name) {
 }
 
 Profile Profile::load(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error("profile '" + path + "' is a folder, expected a profile.json written by `psbed profile`");
   std::ifstream in(path);
   if (!in) throw Error("cannot read profile '" + path + "' (expected a profile.json written by `psbed profile`)");
   nlohmann::json j;
@@ -136,6 +140,9 @@ Profile Profile::load(const std::string& path) {
 }
 
 void Profile::save(const std::string& path) const {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error("cannot write profile '" + path + "': it is a folder, expected a file name");
   std::ofstream out(path);
   if (!out) throw Error("cannot write profile '" + path + "'");
   out << to_json().dump(1) << "\n";

@@ -58,6 +58,11 @@ TEST_CASE("a malformed profile names the field", "[core][profile]") {
   j["tensors"][0]["layer"] = 99;
   CHECK_THROWS_WITH(Profile::from_json(j, "p.json"), Catch::Contains("layer 99"));
   CHECK_THROWS_WITH(Profile::load("/nonexistent/profile.json"), Catch::Contains("/nonexistent/profile.json"));
+  // A folder where a file is expected: said so, not a stream error.
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  CHECK_THROWS_WITH(Profile::load(dir), Catch::Contains("'" + dir + "' is a folder"));
+  CHECK_THROWS_WITH(Profile{}.save(dir), Catch::Contains("it is a folder"));
+  CHECK_THROWS_WITH(load_model(dir + "/"), Catch::Contains("is a folder, expected a .toml"));
 }
 
 TEST_CASE("the compute sampler draws only profiled samples, reproducibly", "[core][profile]") {
