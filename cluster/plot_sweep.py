@@ -7,10 +7,13 @@ import statistics
 import sys
 from collections import defaultdict
 
-import matplotlib
+try:
+    import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:  # one line, not a traceback: the sweep says what to install
+    sys.exit(3)
 
 
 def main(src, dst):

@@ -505,8 +505,12 @@ int run_sweep(SweepOptions opt) {
   if (opt.plot && done > 0) {
     const std::string script = std::string(PSBED_SOURCE_DIR) + "/cluster/plot_sweep.py";
     const std::string cmd = "/usr/bin/python3 '" + script + "' '" + out + "/results.csv' '" + out + "/sweep.png'";
-    if (std::system(cmd.c_str()) != 0)
-      spdlog::warn("no plot: {} failed (it needs Debian's python3-matplotlib: cluster/install-deps.sh plot)", script);
+    const int rc = std::system(cmd.c_str());
+    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 3)  // the script's word for "no matplotlib"
+      spdlog::warn("no plot: matplotlib is not installed (Debian's python3-matplotlib: cluster/install-deps.sh "
+                   "plot); later: python3 {} {}/results.csv {}/sweep.png", script, out, out);
+    else if (rc != 0)
+      spdlog::warn("no plot: {} failed (its error is above)", script);
     else
       spdlog::info("plot: {}/sweep.png", out);
   }

@@ -30,6 +30,9 @@ PY
 grep -q "^| 2 | [0-9.]* | [0-9.]* |$" "$WORK/sw/results.md" || fail "results.md lacks the 2-worker row"
 if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
   [ -s "$WORK/sw/sweep.png" ] || fail "matplotlib is installed but there is no sweep.png"
+else  # one line that says what to install, no traceback
+  grep -q "no plot: matplotlib is not installed" "$WORK/sw.out" || { tail -5 "$WORK/sw.out"; fail "no word on the missing matplotlib"; }
+  if grep -q "Traceback" "$WORK/sw.out"; then fail "the sweep printed a traceback for the missing matplotlib"; fi
 fi
 # The same folder again: refused without --resume (results.csv would be lost), and with
 # --resume under other settings (the kept runs would be labelled with steps they did not run).
