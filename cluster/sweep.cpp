@@ -426,6 +426,22 @@ int run_sweep(SweepOptions opt) {
   sigaction(SIGTERM, &stop, &old_term);
   if (!g_hup_ignored) sigaction(SIGHUP, &stop, nullptr);
 
+  // --resume with another grid (fewer or other points): the finished runs of the earlier calls
+  // that this grid does not visit stay in the results, after its own rows.
+  std::vector<std::pair<json, std::string>> earlier;  // results.json row, results.csv line
+  if (opt.resume) {
+    const json old = read_summary(out + "/results.json");
+    std::map<std::string, std::string> lines;
+    std::ifstream in(out + "/results.csv");
+    for (std::string l; std::getline(in, l);) lines[l.substr(0, l.find(','))] = l + "\n";
+    if (old.is_object() && old.contains("runs") && old["runs"].is_array())
+      for (const json& r : old["runs"]) {
+        const std::string run = r.is_object() ? r.value("run", std::string()) : "";
+        const json s = read_summary(out + "/" + run + "/summary.json");
+        if (!run.empty() && lines.count(run) && r.value("ok", false) && s.is_object() && s.value("ok", false))
+          earlier.emplace_back(r, lines[run]);
+      }
+  }
   std::ofstream csv(out + "/results.csv");
   csv << kCsvHeader;
   json rows = json::array();
@@ -491,6 +507,20 @@ int run_sweep(SweepOptions opt) {
                     {"steps_per_sec", s.is_object() ? s.value("steps_per_sec", 0.0) : 0.0},
                     {"images_per_sec", s.is_object() ? s.value("images_per_sec", 0.0) : 0.0}});
     ++done;
+  }
+  std::vector<std::string> carried;
+  for (const auto& [row, line] : earlier) {
+    bool visited = false;
+    for (const auto& r : rows) visited = visited || r["run"] == row["run"];
+    if (visited) continue;
+    rows.push_back(row), csv << line, carried.push_back(row["run"].get<std::string>());
+  }
+  csv.flush();
+  if (!carried.empty()) {
+    std::string names;
+    for (std::size_t i = 0; i < carried.size() && i < 4; ++i) names += (i ? ", " : "") + carried[i];
+    if (carried.size() > 4) names += ", ...";
+    spdlog::info("kept {} finished run(s) of earlier calls outside this grid in the results ({})", carried.size(), names);
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);

@@ -60,16 +60,22 @@ timeout 300 "$PSBED" sweep --model lenet5 --data mnist --workers 1 --policy wfbp
 [ "$(grep -c "kept (finished earlier)" "$WORK/repeat.out")" = 2 ] || fail "--repeat did not keep the first runs"
 grep -q "async-wfbp-unshaped-1s1w-r2: [0-9.]* images/s.*(earlier repeats: [0-9.]*)" "$WORK/repeat.out" ||
   fail "no progress line with the earlier repeat"
-python3 - "$WORK/sw" <<'PY' || fail "the repeats are not in the results"
+# The 2-worker runs of the first call, outside this grid, stay in the results after its rows.
+grep -q "kept 2 finished run(s) of earlier calls outside this grid" "$WORK/repeat.out" ||
+  fail "--resume with a smaller grid did not say it kept the earlier runs"
+python3 - "$WORK/sw" <<'PY' || fail "the repeats, or the earlier runs, are not in the results"
 import csv, json, os, sys
 out = sys.argv[1]
 rows = list(csv.DictReader(open(os.path.join(out, "results.csv"))))
 assert sorted((r["point"], r["repeat"]) for r in rows) == sorted(
-    (p, k) for p in ("async-wfbp-unshaped-1s1w", "async-p3-unshaped-1s1w") for k in ("1", "2")), rows
+    [(p, k) for p in ("async-wfbp-unshaped-1s1w", "async-p3-unshaped-1s1w") for k in ("1", "2")]
+    + [("async-wfbp-unshaped-1s2w", "1"), ("async-p3-unshaped-1s2w", "1")]), rows
+assert [r["workers"] for r in rows[-2:]] == ["2", "2"], rows  # after this grid's own rows
 for r in rows:
     s = json.load(open(os.path.join(out, r["run"], "summary.json")))
-    assert r["ok"] == "1" and s["ok"] and s["workers"] == 1, r
+    assert r["ok"] == "1" and s["ok"] and s["workers"] == int(r["workers"]), r
     assert r["run"] == r["point"] + ("-r2" if r["repeat"] == "2" else ""), r
+assert len(json.load(open(os.path.join(out, "results.json")))["runs"]) == 6
 PY
 grep -q "^| 1 | [0-9.]* ([0-9.]*-[0-9.]*) | [0-9.]* ([0-9.]*-[0-9.]*) |$" "$WORK/sw/results.md" ||
   fail "results.md lacks the median and range of the repeated points"
