@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -325,6 +326,24 @@ void add_config_option(CLI::App* app) {
          "TOML file of options (keys = long flag names); flags win")
       ->configurable(false)
       ->trigger_on_parse();
+}
+
+std::string plain_parse_error(const std::string& what) {
+  static const std::regex range(R"(^(\S+): Value (.*) not in range (\S+) to (\S+)$)");
+  static const std::regex at_most(R"(^(\S+): At Most 1 required but received (\d+)$)");
+  static const std::regex integer(R"(^[+-]?\d+$)");
+  static const std::regex real(R"(^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$)");
+  std::smatch m;
+  if (std::regex_match(what, m, range)) {
+    const std::string value = m[2], lo = m[3], hi = m[4];
+    const bool whole = std::regex_match(lo, integer) && std::regex_match(hi, integer);
+    if (!std::regex_match(value, whole ? integer : real))
+      return m[1].str() + ": expected " + (whole ? "a whole number" : "a number") + " from " + lo + " to " + hi +
+             ", got '" + value + "'";
+  }
+  if (std::regex_match(what, m, at_most))
+    return m[1].str() + ": takes one value, got " + m[2].str() + " (given twice, or a list in --config)";
+  return what;
 }
 
 }  // namespace psbed::cluster

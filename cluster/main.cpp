@@ -593,7 +593,7 @@ std::string usage_error(const CLI::App& root, const CLI::ParseError& e, int argc
       if (!word.empty() && word[0] != '-')
         return where + ": unknown subcommand '" + word +
                "', expected one of: " + cluster::subcommand_names(*leaf);
-  return where + ": " + e.what() + " (see `" + where + " --help`)";
+  return where + ": " + cluster::plain_parse_error(e.what()) + " (see `" + where + " --help`)";
 }
 
 }  // namespace

@@ -37,6 +37,11 @@ done
 need_data
 refused "--momentum: expected a momentum, 0 or more and below 1, got '1.5'" train --momentum 1.5
 refused "--steps: Value 0 not in range" train --steps 0
+# A value that is not a number, and a one-value flag given twice, in plain words.
+refused "psbed train: --batch: expected a whole number from 1 to 1048576, got 'abc'" train --batch abc
+refused "--batch: expected a whole number from 1 to 1048576, got '1.5'" train --batch 1.5
+refused "psbed predict: --workers: expected a whole number from 1 to 100000, got 'two'" predict --workers two
+refused "psbed launch: --servers: takes one value, got 2 (given twice" launch --servers 1 --servers 2
 refused "--seed: expected a seed, a whole number from 0 to 18446744073709551615, got '-1'" train --seed -1
 refused "got '99999999999999999999'" train --seed 99999999999999999999
 refused "--progress-every: expected a number of seconds, above 0, got '0'" train --progress-every 0
