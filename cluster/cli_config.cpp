@@ -328,6 +328,15 @@ void add_config_option(CLI::App* app) {
       ->trigger_on_parse();
 }
 
+CLI::Validator credit_default() {
+  return CLI::Validator(
+      [](std::string& value) {
+        if (value == "default") value.clear();
+        return std::string();
+      },
+      "SIZE|default");
+}
+
 std::string plain_parse_error(const std::string& what) {
   static const std::regex range(R"(^(\S+): Value (.*) not in range (\S+) to (\S+)$)");
   static const std::regex at_most(R"(^(\S+): At Most 1 required but received (\d+)$)");

@@ -21,6 +21,10 @@ std::string subcommand_names(const CLI::App& app, const char* open = "", const c
 // 2^64 - 1, and 010 as octal 8).
 CLI::Validator seed_validator();
 
+// A --credit flag's transform: 'default' (as `psbed ctl policy` takes it) is the policy's own,
+// the same as leaving the flag out.
+CLI::Validator credit_default();
+
 // CLI11's parse error in plainer words where it has jargon for a common mistake: a value that is
 // not a number ("--batch: Value abc not in range 1 to 1048576" becomes "--batch: expected a
 // whole number from 1 to 1048576, got 'abc'"), a one-value flag given twice ("At Most 1 required

@@ -91,7 +91,15 @@ int run_ctl(CLI::App& root, const CtlOptions& o) {
   const json reply = ps::control_request(ep, req, o.timeout_s);
   if (o.json) std::printf("%s\n", reply.dump(2).c_str());
   if (!reply.value("ok", false)) {
-    if (!o.json) std::fprintf(stderr, "psbed ctl: %s\n", reply.value("error", std::string("refused")).c_str());
+    if (!o.json) {
+      // The request's fields by the flags that set them.
+      std::string why = reply.value("error", std::string("refused"));
+      for (const auto& [field, flag] : {std::pair<std::string, std::string>{"field 'slice_params'", "--slice-params"},
+                                        {"field 'partition_params'", "--partition-params"},
+                                        {"field 'credit'", "--credit"}})
+        for (std::size_t at; (at = why.find(field)) != std::string::npos;) why.replace(at, field.size(), flag);
+      std::fprintf(stderr, "psbed ctl: %s\n", why.c_str());
+    }
     return 1;
   }
   if (o.json) return 0;

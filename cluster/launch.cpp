@@ -117,7 +117,7 @@ void check_launch_options(const LaunchOptions& o) {
                                 {"--weight-decay", o.weight_decay}})
     need(std::isfinite(v) && v >= 0, std::string(flag) + " must be a number, 0 or more, got " + num(v));
   need(o.momentum < 1, "--momentum must be below 1, got " + num(o.momentum));
-  need(parse_bytes(o.partition_bytes) >= 4,
+  need(for_flag("--partition-bytes", [&] { return parse_bytes(o.partition_bytes); }) >= 4,
        "--partition-bytes must be at least 4 bytes (one float), got '" + o.partition_bytes + "'");
   need(o.slice_params >= 1, "--slice-params must be at least 1, got " + std::to_string(o.slice_params));
   need(o.partition_params >= 1,
@@ -175,7 +175,8 @@ class Launcher {
     const ps::LinkOptions link = ps::parse_link(opt_.bandwidth, opt_.latency);
     policy::PolicyOptions po;
     po.name = opt_.policy, po.slice_params = opt_.slice_params, po.partition_params = opt_.partition_params;
-    if (!opt_.credit.empty()) po.credit_bytes = std::int64_t(parse_bytes(opt_.credit));
+    if (!opt_.credit.empty())
+      po.credit_bytes = std::int64_t(for_flag("--credit", [&] { return parse_bytes(opt_.credit); }));
     policy::make_policy(po);
     if (!opt_.http.empty() && !ps::parse_http_address(opt_.http).loopback() && opt_.http_token.empty() &&
         !std::getenv("PSBED_HTTP_TOKEN"))

@@ -160,7 +160,8 @@ void add_coordinator(CLI::App& root, ps::CoordinatorOptions& o, std::string& par
   app->add_option("--policy", o.policy.name, "transmission policy: bulk, wfbp, tf-random, p3, bytescheduler, prophet")->capture_default_str();
   app->add_option("--slice-params", o.policy.slice_params, "p3, prophet: parameters per slice")->capture_default_str();
   app->add_option("--partition-params", o.policy.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
-  app->add_option("--credit", credit, "p3/bytescheduler: bytes in flight at most; prophet: largest block (default: the policy's)");
+  app->add_option("--credit", credit, "p3/bytescheduler: bytes in flight at most; prophet: largest block (default: the policy's)")
+      ->transform(cluster::credit_default());
   app->add_option("--lr", o.sgd.lr, "learning rate (async needs a smaller one than bsp: README, \"Consistency\")")
       ->capture_default_str()
       ->check(non_negative("a learning rate"));
@@ -257,7 +258,8 @@ void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_leve
   app->add_option("--policy", o.policy, "transmission policy: bulk, wfbp, tf-random, p3, bytescheduler, prophet")->capture_default_str();
   app->add_option("--slice-params", o.slice_params, "p3, prophet: parameters per slice")->capture_default_str();
   app->add_option("--partition-params", o.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
-  app->add_option("--credit", o.credit, "p3/bytescheduler: bytes in flight at most; prophet: largest block; e.g. 4MiB (default: the policy's)");
+  app->add_option("--credit", o.credit, "p3/bytescheduler: bytes in flight at most; prophet: largest block; e.g. 4MiB (default: the policy's)")
+      ->transform(cluster::credit_default());
   app->add_option("--epochs", o.epochs, "passes over the training set, all workers together")->capture_default_str();
   app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")->capture_default_str();
   app->add_option("--batch", o.batch, "batch per worker")->capture_default_str();
@@ -315,7 +317,8 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
         ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40));
     app->add_option("--partition-params", f.partition_params, "bytescheduler: parameters per partition")
         ->capture_default_str()->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40));
-    app->add_option("--credit", f.credit, "p3/bytescheduler: bytes in flight at most (default: the policy's)");
+    app->add_option("--credit", f.credit, "p3/bytescheduler: bytes in flight at most (default: the policy's)")
+        ->transform(cluster::credit_default());
   }
   app->add_option("--apply-threads", f.apply_lanes,
                   per_run ? "apply threads per server shard, for runs that do not record theirs (launch does)"

@@ -287,7 +287,8 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
   app->add_option("--partition-bytes", b.partition_bytes, "largest part a tensor is cut into")->capture_default_str();
   app->add_option("--slice-params", b.slice_params, "p3, prophet: parameters per slice")->capture_default_str();
   app->add_option("--partition-params", b.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
-  app->add_option("--credit", b.credit, "p3/bytescheduler credit, prophet block limit (default: each policy's)");
+  app->add_option("--credit", b.credit, "p3/bytescheduler credit, prophet block limit (default: each policy's)")
+      ->transform(credit_default());
   app->add_option("--latency", b.latency, "emulated one-way latency of every link, e.g. 200us");
   app->add_flag("--netns", b.netns, "shape with tc in one network namespace per node (root) instead of in-process");
   app->add_option("--timeout", b.timeout_s, "seconds each run may take")->capture_default_str();

@@ -18,4 +18,15 @@ class DeviceUnavailable : public Error {
   using Error::Error;
 };
 
+// f(), an Error it throws prefixed with the flag whose value it parses:
+// for_flag("--credit", [&] { return parse_bytes(text); }) -> "--credit: bad size 'x': ...".
+template <class F>
+auto for_flag(const std::string& flag, F f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    throw Error(flag + ": " + e.what());
+  }
+}
+
 }  // namespace psbed

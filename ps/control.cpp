@@ -77,6 +77,15 @@ policy::PolicyOptions policy_from_request(const json& req, policy::PolicyOptions
     if (k != "policy" && k != "slice_params" && k != "partition_params" && k != "credit" && k != "event" &&
         k != "command")
       throw Error("unknown field '" + k + "' (expected policy, slice_params, partition_params, credit)");
+  // A setting the policy switched to does not use is refused, not kept for a later switch.
+  const std::string& n = o.name;
+  const bool sliced = n == "p3" || n == "prophet", credited = sliced || n == "bytescheduler";
+  if (req.contains("slice_params") && !sliced)
+    throw Error("field 'slice_params' is for p3 and prophet, not " + n);
+  if (req.contains("partition_params") && n != "bytescheduler")
+    throw Error("field 'partition_params' is for bytescheduler, not " + n);
+  if (req.contains("credit") && req["credit"] != "default" && !credited)
+    throw Error("field 'credit' is for p3, bytescheduler and prophet, not " + n);
   policy::make_policy(o);  // unknown names and bad parameters are refused here, named
   return o;
 }

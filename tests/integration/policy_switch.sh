@@ -13,7 +13,10 @@ sleep 1
 grep -q "unknown policy 'fastest'" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no reason for the unknown policy"; }
 # A bad slice reaches the coordinator, which refuses it (ctl does not drop it and switch anyway).
 "$PSBED" ctl --run "$WORK/run" policy p3 --slice-params -5 --timeout 10 >"$WORK/bad.out" 2>&1 && fail "a negative slice was accepted"
-grep -q "slice_params" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the bad slice is not named"; }
+grep -qF -- "--slice-params must be a positive integer" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the bad slice is not named"; }
+# A setting the policy does not use is refused, not kept for a later switch.
+"$PSBED" ctl --run "$WORK/run" policy wfbp --slice-params 1000 --timeout 10 >"$WORK/bad.out" 2>&1 && fail "a slice for wfbp was accepted"
+grep -qF -- "--slice-params is for p3 and prophet, not wfbp" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the unused slice is not named"; }
 # The cluster and the policy's settings from a config file (--config; the policy's flags in a
 # [policy] section): `status` with that file stays a status request and switches nothing.
 printf 'run = "%s"\ntimeout = 20\n[policy]\ncredit = "2MiB"\nslice-params = 20000\n' "$WORK/run" >"$WORK/ctl.toml"
