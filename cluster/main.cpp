@@ -498,7 +498,7 @@ int run_predictor(CLI::App& root, const PredictorCommands& o, const std::string&
     }
   if (auto* b = root.get_subcommand("bench"); b->parsed() && b->got_subcommand("predict")) {
     setup_logging("bench", log_level);
-    return predictor::run_bench_predict(o.bench);
+    return predictor::run_bench_predict(o.bench, b->get_subcommand("predict")->count("--model") > 0);
   }
   return -1;
 }

@@ -1033,12 +1033,23 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
   return 0;
 }
 
-int run_bench_predict(const BenchPredictOptions& o) {
+int run_bench_predict(const BenchPredictOptions& o, bool model_given) {
+  // Every setting checked before the table's head is printed.
+  {
+    policy::PolicyOptions po;
+    po.name = o.policy;
+    policy::make_policy(po);
+  }
+  const double bandwidth_bps = for_flag("--bandwidth", [&] { return parse_bandwidth_bps(o.bandwidth); });
+  const LinkModel link_model = for_flag("--link-model", [&] { return parse_link_model(o.link_model); });
   ModelSpec spec = load_model(o.model);
   Profile profile;
   if (!o.profile.empty()) {
     profile = Profile::load(o.profile);
     spec = profile_model_spec(profile, o.profile);
+    if (model_given && spec.name != load_model(o.model).name)
+      throw Error("--model " + o.model + ": the profile " + o.profile + " is of " + spec.name +
+                  " (give one or the other)");
   } else {
     // A synthetic profile: the simulator's cost depends on the number of events, not on the
     // durations, so fixed per-layer times measure it fairly.
@@ -1063,10 +1074,10 @@ int run_bench_predict(const BenchPredictOptions& o) {
       c.servers = 1;
       c.policy.name = o.policy;
       c.policy.slice_params = c.policy.partition_params = slice;
-      c.bandwidth_bytes_per_sec = parse_bandwidth_bps(o.bandwidth) / 8;
+      c.bandwidth_bytes_per_sec = bandwidth_bps / 8;
       c.latency_s = 200e-6;
       c.arrival_jitter_s = kArrivalJitterUs * 1e-6;  // as psbed predict
-      c.link_model = parse_link_model(o.link_model);
+      c.link_model = link_model;
       take_host_costs(profile, c);
       c.steps = o.steps;
       const std::int64_t per_step =

@@ -121,6 +121,7 @@ struct BenchPredictOptions {
   std::string link_model = "bucket";
   std::string json_out;
 };
-int run_bench_predict(const BenchPredictOptions& options);
+// model_given: --model was on the command line (then it must be the profile's model).
+int run_bench_predict(const BenchPredictOptions& options, bool model_given = false);
 
 }  // namespace psbed::predictor

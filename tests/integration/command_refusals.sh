@@ -18,6 +18,10 @@ refused "psbed bench: unknown subcommand 'nosuch', expected one of: compute, ps,
 refused "psbed ctl: unknown subcommand 'polcy', expected one of: policy, status" ctl --run "$WORK/none" polcy
 refused "psbed launch: The following argument was not expected: --bogus (see \`psbed launch --help\`)" launch --bogus
 refused "psbed bench predict: --workers: Value 0 not in range" bench predict --workers 0
+# bench predict checks its settings before it prints its table's head.
+refused "unknown policy 'foo'" bench predict --workers 2 --steps 20 --policy foo
+refused "--link-model: unknown link model 'foo'" bench predict --workers 2 --steps 20 --link-model foo
+if "$PSBED" bench predict --workers 2 --steps 20 --policy foo 2>/dev/null | grep -q .; then fail "bench predict printed a table for an unknown policy"; fi
 # A subcommand's options given before it: said to go after it, their values not taken for it.
 refused "psbed: --log-level debug: a subcommand's options go after it (\`psbed launch --log-level debug ...\`)" \
   --log-level debug launch --workers 2
