@@ -613,8 +613,9 @@ class Launcher {
       lo = std::min(lo, f.get<double>()), hi = std::max(hi, f.get<double>());
     }
     if (n == 0 && !not_a_number) return;
-    const std::string hint = opt_.mode == "bsp" ? "more steps or another --lr"
-                                                : "a smaller --lr (README, \"Consistency\")";
+    const std::string hint = opt_.lr <= 0           ? "an --lr above 0 (with 0 nothing is learnt)"
+                             : opt_.mode == "bsp" ? "more steps or another --lr"
+                                                  : "a smaller --lr (README, \"Consistency\")";
     if (not_a_number) {
       std::printf("loss: not a number at the last step: training diverged; try %s\n", hint.c_str());
       return;
