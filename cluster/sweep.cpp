@@ -315,14 +315,8 @@ int run_sweep(SweepOptions opt) {
     throw Error("the grid is empty: give at least one value to --workers, --servers, --policy, --mode, --bandwidth");
   // A value given twice would run its points twice into one folder (the second taking the first
   // for a failed run) and double their rows: --repeat is how a point runs again.
-  auto once = [](const char* flag, auto values) {
-    std::sort(values.begin(), values.end());
-    const auto twice = std::adjacent_find(values.begin(), values.end());
-    if (twice == values.end()) return;
-    std::ostringstream v;
-    v << *twice;
-    throw Error(std::string(flag) + " gives " + (v.str().empty() ? "''" : v.str()) +
-                " twice (to run a point again, use --repeat)");
+  auto once = [](const char* flag, const auto& values) {
+    require_distinct(flag, values, " (to run a point again, use --repeat)");
   };
   once("--workers", opt.workers);
   once("--servers", opt.servers);

@@ -1,8 +1,11 @@
 // Errors that cross a folder boundary. A psbed::Error's message is one line that names the
 // thing that was wrong and what was expected; main() prints it as is and exits non-zero.
 #pragma once
+#include <algorithm>
+#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace psbed {
 
@@ -27,6 +30,17 @@ auto for_flag(const std::string& flag, F f) {
   } catch (const Error& e) {
     throw Error(flag + ": " + e.what());
   }
+}
+
+// A list flag's values, each at most once: "--workers gives 2 twice" + note otherwise.
+template <class T>
+void require_distinct(const std::string& flag, std::vector<T> values, const std::string& note = "") {
+  std::sort(values.begin(), values.end());
+  const auto twice = std::adjacent_find(values.begin(), values.end());
+  if (twice == values.end()) return;
+  std::ostringstream v;
+  v << *twice;
+  throw Error(flag + " gives " + (v.str().empty() ? "''" : v.str()) + " twice" + note);
 }
 
 }  // namespace psbed

@@ -195,6 +195,11 @@ int run_predict(const PredictOptions& o) {
   const ModelSpec spec = profile_model_spec(profile, o.profile);
   SimConfig base = base_config(profile, o.sim);
   const auto policies = expand_policies(o.policies);
+  // A value given twice would be simulated and printed twice.
+  require_distinct("--workers", o.workers);
+  require_distinct("--servers", o.servers);
+  require_distinct("--policy", policies, " (all names every policy)");
+  require_distinct("--mode", o.modes);
   std::vector<SimConfig> configs;
   for (const auto& mode : o.modes)
     for (const auto& pol : policies)

@@ -82,6 +82,10 @@ grep -q "jobs" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the --jobs error 
 timeout 120 "$PSBED" predict --profile "$WORK/profile.json" --workers 2,0 >"$WORK/bad.out" 2>&1 &&
   fail "--workers 0 was accepted"
 grep -q "^psbed predict: --workers: Value 0 not in range 1" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the --workers error does not name the option"; }
+# A value given twice would be simulated and printed twice.
+timeout 120 "$PSBED" predict --profile "$WORK/profile.json" --workers 2,2 >"$WORK/bad.out" 2>&1 &&
+  fail "--workers 2,2 was accepted"
+grep -q "^psbed: error: --workers gives 2 twice$" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no word on the repeated worker count"; }
 timeout 120 "$PSBED" launch --servers 1 --workers 2 --model "$MODEL" --data synthetic --steps 60 --batch 16 \
   --mode bsp --bandwidth 100mbit --compute "replay:$WORK/profile.json" --out "$WORK/pair" >"$WORK/pair.out" 2>&1 ||
   { tail -20 "$WORK/pair.out"; fail "the two-worker run failed"; }
