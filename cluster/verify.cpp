@@ -48,6 +48,9 @@ int run_optimize_verify(const predictor::OptimizeOptions& options, const VerifyO
       throw Error(std::string("optimize --verify-data: ") + e.what());
     }
     if (!v.compute.empty()) check_compute(v.compute, spec, "optimize --verify-compute");
+    if (!v.out.empty() && fs::exists(fs::path(v.out) / "summary.json"))
+      throw Error("optimize --verify-out " + v.out +
+                  " holds a run already (summary.json): give another folder, or remove it");
   }
   predictor::OptimizeChoice best;
   const int rc = predictor::run_optimize(o, v.enabled ? &best : nullptr);

@@ -690,8 +690,18 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
 int run_validate(const ValidateOptions& o) {
   const Profile profile = Profile::load(o.profile);
   const ModelSpec spec = profile_model_spec(profile, o.profile);
-  ensure_writable_dir(o.out, "--out");  // before the simulations, not after
-  nlohmann::json v = validate_runs(profile, spec, o.runs, o.sim);
+  // --out is checked before the simulations, not after; made by this call, it goes again if
+  // they fail (no empty report folder left behind).
+  const bool made_out = !fs::exists(o.out);
+  ensure_writable_dir(o.out, "--out");
+  nlohmann::json v;
+  try {
+    v = validate_runs(profile, spec, o.runs, o.sim);
+  } catch (...) {
+    std::error_code ec;
+    if (made_out) fs::remove_all(o.out, ec);
+    throw;
+  }
   v["profile"] = o.profile;
   std::ostringstream md;
   const std::size_t measured_runs = v["runs_measured"].get<std::size_t>();

@@ -82,6 +82,10 @@ grep -q "jobs" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the --jobs error 
 timeout 120 "$PSBED" predict --profile "$WORK/profile.json" --workers 2,0 >"$WORK/bad.out" 2>&1 &&
   fail "--workers 0 was accepted"
 grep -q "^psbed predict: --workers: Value 0 not in range 1" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the --workers error does not name the option"; }
+# A validate that fails leaves no empty report folder behind.
+timeout 120 "$PSBED" validate --profile "$WORK/profile.json" "$WORK/nosuch" --out "$WORK/noreport" >"$WORK/bad.out" 2>&1 &&
+  fail "validate of a missing run folder succeeded"
+[ ! -e "$WORK/noreport" ] || fail "a failed validate left its --out folder behind"
 # A value given twice would be simulated and printed twice.
 timeout 120 "$PSBED" predict --profile "$WORK/profile.json" --workers 2,2 >"$WORK/bad.out" 2>&1 &&
   fail "--workers 2,2 was accepted"

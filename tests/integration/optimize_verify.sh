@@ -10,6 +10,12 @@ timeout 60 "$PSBED" optimize --profile "$PROFILE" --max-nodes 3 --verify --verif
   fail "--verify-steps 0 was accepted"
 grep -q "verify-steps must be at least 1, got 0" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no reason given"; }
 grep -q "simulated\|configuration(s), .* seed" "$WORK/bad.out" && fail "simulated before refusing the bad option"
+# So is a --verify-out that holds a run already.
+mkdir -p "$WORK/held" && echo '{}' >"$WORK/held/summary.json"
+timeout 60 "$PSBED" optimize --profile "$PROFILE" --max-nodes 3 --verify --verify-out "$WORK/held" >"$WORK/bad.out" 2>&1 &&
+  fail "a --verify-out holding a run was accepted"
+grep -q "verify-out $WORK/held holds a run already" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no reason given for --verify-out"; }
+grep -q "simulated\|configuration(s), .* seed" "$WORK/bad.out" && fail "simulated before refusing --verify-out"
 
 # A given slice and credit fix those dimensions: every p3 configuration takes them (without
 # them the search tries 3 slices x 3 credits per worker count).
