@@ -343,18 +343,18 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
       ->check(CLI::Range(0, 4096));
   if (!per_run)
     app->add_option("--straggler-ms", f.straggler_ms, "worker-0 sleeps this long every step")
-        ->check(non_negative("milliseconds"));
+        ->check(number_in("milliseconds", 0, false, 1e7, "0 or more and below 10^7"));
   app->add_option("--start-stagger-ms", f.start_stagger_ms,
                   per_run ? "worker i of N starts i x this / N later (default: each run's own)"
                           : "worker i of N starts i x this / N later")
-      ->check(non_negative("milliseconds"));
+      ->check(number_in("milliseconds", 0, false, 1e7, "0 or more and below 10^7"));
   app->add_option("--arrival-jitter-us", f.arrival_jitter_us,
                   "arrivals at a node from different senders come up to this much later, by a seeded "
                   "draw, so that ties go in an order set by chance as on a real host (each connection "
                   "keeps its order); 0: exact times, and ties keep the order they were scheduled in, "
                   "which holds workers in lockstep")
       ->capture_default_str()
-      ->check(non_negative("microseconds"));
+      ->check(number_in("microseconds", 0, false, 1e6, "0 or more and below 10^6 (a second)"));
   app->add_option("--compute", f.compute,
                   "the workers' compute: real (each worker's forward and backward take one of the "
                   "host's cores, so workers beyond the cores queue for them), replay (sleeps, as "

@@ -1,4 +1,5 @@
 #include "ps/probe.hpp"
+#include "core/error.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -66,7 +67,14 @@ int run_probe(const std::string& endpoint, int sender) {
     const std::string id = "probe-" + std::to_string(++n);
     s.set(zmq::sockopt::routing_id, id);
     s.set(zmq::sockopt::linger, 1000);
+    // Queue only on a connection that is up, and wait a while for it: sent to nothing (a wrong
+    // endpoint, a server not started), the messages would be counted as sent and lost.
+    s.set(zmq::sockopt::immediate, 1);
     s.connect(endpoint);
+    zmq::pollitem_t out[] = {{s.handle(), 0, ZMQ_POLLOUT, 0}};
+    if (zmq::poll(out, 1, std::chrono::milliseconds(3000)) == 0 || !(out[0].revents & ZMQ_POLLOUT))
+      throw Error("probe: no connection to " + endpoint + " within 3 s (expected a running psbed server's endpoint)" +
+                  (n > 1 ? "; " + std::to_string(n - 1) + " message(s) were sent before" : std::string()));
     for (size_t i = 0; i < c.frames.size(); ++i) {
       zmq::message_t m(c.frames[i].data(), c.frames[i].size());
       s.send(m, i + 1 < c.frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);

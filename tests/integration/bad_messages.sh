@@ -27,4 +27,7 @@ grep -q ", $sent bad messages dropped" "$log" || fail "server-0 did not count $s
 json "$WORK/run/summary.json" 'sys.exit(0 if s["ok"] and all(w.get("steps") == 600 for w in s["per_worker"]) else 1)' \
   || fail "training did not finish normally"
 echo "test accuracy after the probe: $(json "$WORK/run/summary.json" 's["test_accuracy"]')"
+# With nothing listening the probe says so and fails, rather than counting messages sent to nobody.
+if timeout 30 "$PSBED" probe --endpoint "$endpoint" >"$WORK/none.out" 2>&1; then fail "a probe to a stopped server succeeded"; fi
+grep -q "no connection to $endpoint" "$WORK/none.out" || { cat "$WORK/none.out"; fail "the probe did not say nothing answered"; }
 echo "PASS"
