@@ -181,6 +181,8 @@ int run_profile(const ProfileCommandOptions& o) {
                    "receive takes here: the gap is not per-message work, so it was fitted per byte)\n",
                    std::string(key).find("latency") != std::string::npos ? "latency" : "cost",
                    p.source[key].get<double>(), kMaxPlausibleMessageCostUs);
+  if (p.source.contains("warnings"))
+    for (const auto& w : p.source["warnings"]) std::fprintf(stderr, "  warning: %s\n", w.get<std::string>().c_str());
   if (p.source.contains("refused_transit_ns_per_byte"))
     std::fprintf(stderr,
                  "  (nor per byte: %.1f ns/byte is beyond the %.0f ns/byte a host copy costs; both stay 0 and the "

@@ -417,6 +417,24 @@ Profile extract_profile(const ProfileOptions& opt) {
               {"straggle_ms", meta.value("straggle_ms", 0.0)},
               {"measured_steps_per_sec", measured_sps},
               {"model_toml", exp["model_toml"]}};
+  // A run switched to other policies (psbed ctl) mixes their paces and messages; a run that did
+  // not finish is profiled over the steps it did. Both are said, and kept in the profile.
+  nlohmann::json warnings = nlohmann::json::array();
+  std::size_t switches = 0;
+  if (summary.is_object() && summary.contains("policy_switches") && summary["policy_switches"].is_array())
+    switches = summary["policy_switches"].size();
+  if (switches > 0) {
+    p.source["policy_switches"] = switches;
+    p.source["policy_final"] = summary.value("policy_final", nlohmann::json());
+    warnings.push_back("the run switched its policy " + std::to_string(switches) + " time(s) (from " + policy +
+                       " to " + summary.value("policy_final", std::string("?")) +
+                       " at the end): its steps mix the policies, and source.policy names the first; "
+                       "profile a run of one policy for predictions");
+  }
+  if (summary.is_object() && !summary.value("ok", true))
+    warnings.push_back("the run did not finish (" + summary.value("failure", std::string("failed")) +
+                       "): profiled over the " + std::to_string(steps) + " steps it did");
+  if (!warnings.empty()) p.source["warnings"] = warnings;
   if (steady_cpu_s >= 0) p.source["steady_cpu_s"] = steady_cpu_s;
   if (steady_cpu_s >= 0 && host_cpu.per_step_s > 0) {
     p.source["host_cpu_per_step_ms"] = host_cpu.per_step_s * 1e3;
@@ -429,7 +447,7 @@ Profile extract_profile(const ProfileOptions& opt) {
   // software time of both ends as well; where the host's CPU was measured the simulator charges
   // that time again (each message's CPU, a node's serial share of it). Where the simulated run
   // is then slower than it measured, the latency comes down until it is not.
-  if (single && opt.calibrate && measured_sps > 0 && p.shaped.empty() && p.host_cpus > 0 &&
+  if (single && switches == 0 && opt.calibrate && measured_sps > 0 && p.shaped.empty() && p.host_cpus > 0 &&
       p.latency_us > 0 &&
       simulated_source_pace(p) < measured_sps * (1 - kCalibrationTolerance)) {
     p.source["pulls_latency_us"] = p.latency_us;
@@ -438,6 +456,8 @@ Profile extract_profile(const ProfileOptions& opt) {
   if (!single) {
     p.source["calibrated"] = "no: the pace of one of " + std::to_string(workers.size()) +
                              " workers holds the others' contention; profile a 1-worker run";
+  } else if (switches > 0) {
+    p.source["calibrated"] = "no: the run's pace is no one policy's (it switched policy)";
   } else if (opt.calibrate && measured_sps > 0) {
     // A receive costs tens of microseconds of software here; a fit far beyond that means the
     // gap between the run and its simulation lies elsewhere (compute contention, a model the

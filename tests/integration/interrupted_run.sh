@@ -54,6 +54,8 @@ check "$WORK/timeout" "took longer than --timeout"
 # Its traces profile like a finished run's: the warm-up counts over the steps it did.
 timeout 60 "$PSBED" profile "$WORK/timeout" --worker worker-0 -o "$WORK/profile.json" >"$WORK/profile.out" 2>&1 ||
   { cat "$WORK/profile.out"; fail "the interrupted run's traces do not profile"; }
+grep -q "warning: the run did not finish (the run took longer than --timeout" "$WORK/profile.out" ||
+  { cat "$WORK/profile.out"; fail "profile did not say the run was cut short"; }
 
 # One Ctrl-C can reach the launcher twice within milliseconds (on `timeout psbed launch` the
 # terminal signals both, and timeout passes its signal on to the launcher and to its group): a

@@ -56,6 +56,13 @@ assert after and max(after) <= 80000, max(after or [0])
 print(w, "switched at step", at)
 PY
 done
+# Its profile says that the run mixes two policies, and keeps the switches.
+"$PSBED" profile "$WORK/run" --worker worker-0 -o "$WORK/profile.json" >"$WORK/profile.out" 2>&1 ||
+  { cat "$WORK/profile.out"; fail "the switched run does not profile"; }
+grep -q "warning: the run switched its policy 1 time(s) (from wfbp to p3 at the end)" "$WORK/profile.out" ||
+  { cat "$WORK/profile.out"; fail "profile did not say the run switched policy"; }
+json "$WORK/profile.json" 'sys.exit(0 if s["source"]["policy_switches"] == 1 and s["source"]["policy_final"] == "p3" else 1)' ||
+  fail "the profile does not record the switch"
 # The run has finished: ctl says so at once rather than waiting out its --timeout.
 start=$SECONDS
 if "$PSBED" ctl --run "$WORK/run" status --timeout 30 >"$WORK/after.out" 2>&1; then fail "ctl status on a finished run succeeded"; fi
