@@ -67,7 +67,7 @@ fixture="$SRC/tests/fixtures/predictor/regression"
 run="$fixture/runs/$(ls "$fixture/runs" | head -1)"
 refused "is given twice" validate --profile "$fixture/profile.json" "$run" "$run/" --out "$WORK/dup-report"
 refused "bad duration '200': give its unit" predict --profile "$fixture/profile.json" --latency 200
-refused "--start-stagger-ms: expected milliseconds, 0 or more, got '-1000'" predict --profile "$fixture/profile.json" \
+refused "--start-stagger-ms: expected milliseconds, 0 or more and below 10^7, got '-1000'" predict --profile "$fixture/profile.json" \
   --start-stagger-ms -1000
 refused "--partition-bytes 0: expected 4 bytes (one float) or more" predict --profile "$fixture/profile.json" \
   --partition-bytes 0
