@@ -10,10 +10,13 @@
 #include <algorithm>
 #include <cmath>
 #include <chrono>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -119,21 +122,34 @@ volatile sig_atomic_t g_stop = 0;
 // measured, and the sweep stops after it with what it has. (A launch signalled twice within a
 // moment, by the terminal and by this, takes it as one interruption.)
 void on_stop_signal(int sig) {
+  const int saved = errno;
   if (g_stop == 0) g_stop = sig;
   if (g_child > 0) ::kill(pid_t(g_child), sig);
+  errno = saved;
 }
 
 // Runs `psbed launch` for one point, its output into LOG. Returns its exit status (130: Ctrl-C,
 // or a closed terminal).
 int run_launch_child(const std::vector<std::string>& args, const std::string& log) {
   const pid_t parent = ::getpid();
+  // The stopping signals wait until the child is known (g_child) or has its own dispositions:
+  // one that comes meanwhile is passed on to it, or ends it before it becomes the launch.
+  sigset_t stops, before;
+  sigemptyset(&stops);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, sig);
+  sigprocmask(SIG_BLOCK, &stops, &before);
   pid_t pid = ::fork();
-  if (pid < 0) throw Error("fork failed");
+  if (pid < 0) {
+    sigprocmask(SIG_SETMASK, &before, nullptr);
+    throw Error("fork failed");
+  }
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(1);
     ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
     if (!g_hup_ignored) ::signal(SIGHUP, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &before, nullptr);
+    if (::getppid() != parent) ::_exit(1);
     int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd >= 0) ::dup2(fd, STDOUT_FILENO), ::dup2(fd, STDERR_FILENO), ::close(fd);
     std::vector<char*> argv = {const_cast<char*>("/proc/self/exe")};
@@ -143,11 +159,17 @@ int run_launch_child(const std::vector<std::string>& args, const std::string& lo
     ::_exit(127);
   }
   g_child = pid;
-  if (g_stop != 0) ::kill(pid, g_stop);  // a signal that came while it was being started
+  sigprocmask(SIG_SETMASK, &before, nullptr);
+  if (g_stop != 0) ::kill(pid, g_stop);  // a signal that came before it was started
+  // Waited for without reaping first, so that its pid is not passed on to a signal handler
+  // after another process could have taken it.
+  siginfo_t info;
+  while (::waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
+  }
+  g_child = 0;
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  g_child = 0;
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
@@ -198,6 +220,39 @@ std::string csv_row(const Point& p, const LaunchOptions& o, const json& s) {
          std::to_string(s.is_object() ? s.value("steps", 0) : 0) + "," + std::to_string(o.batch) + "," +
          num(ok ? s.value("steps_per_sec", 0.0) : 0.0) + "," + num(ok ? s.value("images_per_sec", 0.0) : 0.0) + "," +
          (ok ? "1" : "0") + "," + p.name + "," + std::to_string(p.repeat) + "\n";
+}
+
+// A run's row of results.json.
+json result_row(const Point& p, const LaunchOptions& o, const json& s) {
+  return {{"run", p.folder()}, {"point", p.name}, {"repeat", p.repeat}, {"mode", p.mode}, {"policy", p.policy},
+          {"bandwidth", p.bandwidth.empty() ? "unshaped" : p.bandwidth}, {"workers", p.workers},
+          {"servers", p.servers}, {"compute", o.compute}, {"ok", s.is_object() && s.value("ok", false)},
+          {"steps_per_sec", s.is_object() ? s.value("steps_per_sec", 0.0) : 0.0},
+          {"images_per_sec", s.is_object() ? s.value("images_per_sec", 0.0) : 0.0}};
+}
+
+// The finished runs in a sweep's folder, by folder name (<mode>-<policy>-<bandwidth>-<S>s<N>w,
+// and -r<K> for a repeat), in name order; failed ones (and <point>.failed/) left out.
+std::map<std::string, Point> finished_points(const std::string& out) {
+  static const std::regex folder(R"(^([^-]+)-(.+)-([^-]+)-(\d+)s(\d+)w(?:-r(\d+))?$)");
+  std::map<std::string, Point> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(out, ec)) {
+    const std::string name = e.path().filename().string();
+    std::smatch m;
+    if (!e.is_directory(ec) || !std::regex_match(name, m, folder)) continue;
+    const json s = read_summary((e.path() / "summary.json").string());
+    if (!s.is_object() || !s.value("ok", false)) continue;
+    Point p;
+    p.mode = s.value("mode", m[1].str());
+    p.policy = m[2];
+    p.bandwidth = m[3] == "unshaped" ? "" : m[3].str();
+    p.servers = std::stoi(m[4]), p.workers = std::stoi(m[5]);
+    p.repeat = m[6].matched ? std::stoi(m[6]) : 1;
+    p.name = p.repeat == 1 ? name : name.substr(0, name.size() - m[6].length() - 2);
+    found.emplace(name, p);
+  }
+  return found;
 }
 
 // One table per (bandwidth, mode, servers): a row per worker count, a column per policy, images/s
@@ -356,6 +411,8 @@ int run_sweep(SweepOptions opt) {
     LaunchOptions first = base;  // the settings every point shares, refused before any run
     first.workers = grid.front().workers, first.servers = grid.front().servers;
     first.mode = grid.front().mode, first.policy = grid.front().policy, first.bandwidth = grid.front().bandwidth;
+    // The most shards any point asks for: each must hold a part of the model.
+    first.servers = *std::max_element(opt.servers.begin(), opt.servers.end());
     check_launch_options(first);
   }
   if (!opt.resume && fs::exists(out + "/results.csv"))
@@ -421,22 +478,6 @@ int run_sweep(SweepOptions opt) {
   sigaction(SIGTERM, &stop, &old_term);
   if (!g_hup_ignored) sigaction(SIGHUP, &stop, nullptr);
 
-  // --resume with another grid (fewer or other points): the finished runs of the earlier calls
-  // that this grid does not visit stay in the results, after its own rows.
-  std::vector<std::pair<json, std::string>> earlier;  // results.json row, results.csv line
-  if (opt.resume) {
-    const json old = read_summary(out + "/results.json");
-    std::map<std::string, std::string> lines;
-    std::ifstream in(out + "/results.csv");
-    for (std::string l; std::getline(in, l);) lines[l.substr(0, l.find(','))] = l + "\n";
-    if (old.is_object() && old.contains("runs") && old["runs"].is_array())
-      for (const json& r : old["runs"]) {
-        const std::string run = r.is_object() ? r.value("run", std::string()) : "";
-        const json s = read_summary(out + "/" + run + "/summary.json");
-        if (!run.empty() && lines.count(run) && r.value("ok", false) && s.is_object() && s.value("ok", false))
-          earlier.emplace_back(r, lines[run]);
-      }
-  }
   std::ofstream csv(out + "/results.csv");
   csv << kCsvHeader;
   json rows = json::array();
@@ -496,26 +537,31 @@ int run_sweep(SweepOptions opt) {
       }
     }
     csv << csv_row(p, o, s) << std::flush;
-    rows.push_back({{"run", p.folder()}, {"point", p.name}, {"repeat", p.repeat}, {"mode", p.mode}, {"policy", p.policy},
-                    {"bandwidth", p.bandwidth.empty() ? "unshaped" : p.bandwidth}, {"workers", p.workers},
-                    {"servers", p.servers}, {"compute", o.compute}, {"ok", s.is_object() && s.value("ok", false)},
-                    {"steps_per_sec", s.is_object() ? s.value("steps_per_sec", 0.0) : 0.0},
-                    {"images_per_sec", s.is_object() ? s.value("images_per_sec", 0.0) : 0.0}});
+    rows.push_back(result_row(p, o, s));
     ++done;
   }
-  std::vector<std::string> carried;
-  for (const auto& [row, line] : earlier) {
-    bool visited = false;
-    for (const auto& r : rows) visited = visited || r["run"] == row["run"];
-    if (visited) continue;
-    rows.push_back(row), csv << line, carried.push_back(row["run"].get<std::string>());
-  }
-  csv.flush();
-  if (!carried.empty()) {
-    std::string names;
-    for (std::size_t i = 0; i < carried.size() && i < 4; ++i) names += (i ? ", " : "") + carried[i];
-    if (carried.size() > 4) names += ", ...";
-    spdlog::info("kept {} finished run(s) of earlier calls outside this grid in the results ({})", carried.size(), names);
+  // --resume with a smaller or another grid, or stopped before the end: the finished runs in
+  // OUT that this call did not visit stay in the results, after its own rows (read from their
+  // folders, which --resume checked were run with this sweep's settings).
+  if (opt.resume) {
+    std::set<std::string> visited;
+    for (const auto& r : rows) visited.insert(r["run"].get<std::string>());
+    std::vector<std::string> carried;
+    for (const auto& [name, p] : finished_points(out)) {
+      if (visited.count(name)) continue;
+      LaunchOptions o = base;
+      const json s = read_summary(out + "/" + name + "/summary.json");
+      csv << csv_row(p, o, s);
+      rows.push_back(result_row(p, o, s));
+      carried.push_back(name);
+    }
+    csv.flush();
+    if (!carried.empty()) {
+      std::string names;
+      for (std::size_t i = 0; i < carried.size() && i < 4; ++i) names += (i ? ", " : "") + carried[i];
+      if (carried.size() > 4) names += ", ...";
+      spdlog::info("kept {} finished run(s) this call did not visit in the results ({})", carried.size(), names);
+    }
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);

@@ -9,6 +9,11 @@ timeout 60 "$PSBED" sweep --model lenet5 --workers 1,2 --policy wfbp,fastest --s
   fail "a grid with an unknown policy was accepted"
 grep -q "unknown policy 'fastest'" "$WORK/bad.out" || fail "no reason given for the bad grid"
 [ ! -e "$WORK/bad/results.csv" ] || fail "runs started before the grid was checked"
+# So is a shard count beyond the model's parts, whichever point asks for it.
+timeout 60 "$PSBED" sweep --model lenet5 --workers 1 --servers 1,16 --policy wfbp --steps 20 --out "$WORK/bad2" >"$WORK/bad.out" 2>&1 &&
+  fail "a grid with 16 shards of lenet5's 10 parts was accepted"
+grep -q -- "--servers 16: lenet5 has 10 parts" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no reason given for 16 shards"; }
+[ ! -e "$WORK/bad2/results.csv" ] || fail "runs started before the shard counts were checked"
 
 timeout 400 "$PSBED" sweep --model lenet5 --data mnist --workers 1,2 --policy wfbp,p3 --mode async --steps 60 \
   --batch 32 --out "$WORK/sw" >"$WORK/sw.out" 2>&1 || { tail -20 "$WORK/sw.out"; fail "the sweep failed"; }
@@ -55,13 +60,16 @@ timeout 120 "$PSBED" sweep --model "$SRC/workloads/models/lenet5.toml" --data mn
 [ "$(grep -c "kept (finished earlier)" "$WORK/resume.out")" = 4 ] || fail "--resume reran finished points"
 # --repeat 2 on the 1-worker points: their finished runs count as the first repeat, a second
 # goes to <point>-r2/, and results.md shows the median with the two runs' range.
+# (The results files of the earlier calls gone, as after a call killed with SIGKILL: the runs
+# are read from their folders.)
+rm -f "$WORK/sw/results.json" "$WORK/sw/results.csv"
 timeout 300 "$PSBED" sweep --model lenet5 --data mnist --workers 1 --policy wfbp,p3 --mode async --steps 60 --batch 32 \
   --out "$WORK/sw" --resume --repeat 2 --no-plot >"$WORK/repeat.out" 2>&1 || { tail -20 "$WORK/repeat.out"; fail "--repeat failed"; }
 [ "$(grep -c "kept (finished earlier)" "$WORK/repeat.out")" = 2 ] || fail "--repeat did not keep the first runs"
 grep -q "async-wfbp-unshaped-1s1w-r2: [0-9.]* images/s.*(earlier repeats: [0-9.]*)" "$WORK/repeat.out" ||
   fail "no progress line with the earlier repeat"
 # The 2-worker runs of the first call, outside this grid, stay in the results after its rows.
-grep -q "kept 2 finished run(s) of earlier calls outside this grid" "$WORK/repeat.out" ||
+grep -q "kept 2 finished run(s) this call did not visit" "$WORK/repeat.out" ||
   fail "--resume with a smaller grid did not say it kept the earlier runs"
 python3 - "$WORK/sw" <<'PY' || fail "the repeats, or the earlier runs, are not in the results"
 import csv, json, os, sys
