@@ -12,7 +12,9 @@ try:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-except ImportError:  # one line, not a traceback: the sweep says what to install
+except ImportError as e:  # one line, not a traceback (3: psbed sweep says what to install)
+    print(f"plot_sweep: no plot: matplotlib cannot be imported ({e}); Debian's python3-matplotlib",
+          file=sys.stderr)
     sys.exit(3)
 
 

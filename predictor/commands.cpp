@@ -200,7 +200,8 @@ int run_predict(const PredictOptions& o) {
   // A value given twice would be simulated and printed twice.
   require_distinct("--workers", o.workers);
   require_distinct("--servers", o.servers);
-  require_distinct("--policy", policies, " (all names every policy)");
+  const bool all = std::find(o.policies.begin(), o.policies.end(), "all") != o.policies.end();
+  require_distinct("--policy", policies, all ? " (all names every policy)" : "");
   require_distinct("--mode", o.modes);
   std::vector<SimConfig> configs;
   for (const auto& mode : o.modes)
@@ -459,8 +460,12 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
       char rate[64] = {0};
       if (parse_link_metadata(launch.value("link", std::string()), &bw, &lat))
         c.bandwidth_bytes_per_sec = bw;
-      else if (std::sscanf(shaping.c_str(), "tc tbf %63s per direction", rate) == 1)
-        c.bandwidth_bytes_per_sec = parse_bandwidth_bps(rate) / 8;
+      else if (std::sscanf(shaping.c_str(), "tc tbf %63s per direction", rate) == 1) {
+        // Runs of then could be given a bare number, which was bits/s.
+        std::string r = rate;
+        if (!r.empty() && r.find_first_not_of("0123456789.") == std::string::npos) r += "bit";
+        c.bandwidth_bytes_per_sec = for_flag("the run's launch.netns.shaping", [&] { return parse_bandwidth_bps(r); }) / 8;
+      }
     }
     take_run_settings(meta.value("cluster", nlohmann::json::object()),
                       meta.value("straggle_ms", 0.0), meta.value("start_stagger_ms", 0.0), flags, c);
@@ -692,16 +697,18 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
 int run_validate(const ValidateOptions& o) {
   const Profile profile = Profile::load(o.profile);
   const ModelSpec spec = profile_model_spec(profile, o.profile);
-  // --out is checked before the simulations, not after; made by this call, it goes again if
-  // they fail (no empty report folder left behind).
-  const bool made_out = !fs::exists(o.out);
+  // --out is checked before the simulations, not after; a folder this call made goes again if
+  // they fail (no empty report folder left behind). Only that folder, only empty, and never
+  // one that was there before under another spelling (foo/../results).
+  std::error_code ec;
+  const fs::path out_path = fs::weakly_canonical(fs::absolute(o.out), ec);
+  const bool made_out = !ec && !fs::exists(out_path);
   ensure_writable_dir(o.out, "--out");
   nlohmann::json v;
   try {
     v = validate_runs(profile, spec, o.runs, o.sim);
   } catch (...) {
-    std::error_code ec;
-    if (made_out) fs::remove_all(o.out, ec);
+    if (made_out && fs::is_directory(out_path, ec) && fs::is_empty(out_path, ec)) fs::remove(out_path, ec);
     throw;
   }
   v["profile"] = o.profile;
@@ -896,7 +903,9 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
     double ips() const { return r.images_per_sec; }
   };
   std::vector<SimConfig> grid;
-  for (int s = 1; s <= std::min(o.max_servers, o.max_nodes - 1); ++s) {
+  // A shard beyond the model's parts would hold nothing (launch refuses it): not searched.
+  const int parts = int(make_partition(spec, base.partition_bytes, 1).parts.size());
+  for (int s = 1; s <= std::min({o.max_servers, o.max_nodes - 1, parts}); ++s) {
     // Worker counts 1, 2, 3, 4, 6, 8, 12, 16, ... and the most the node budget allows.
     std::vector<int> counts;
     for (int base_w = 1; base_w <= o.max_nodes - s; base_w *= 2)

@@ -433,7 +433,8 @@ Profile extract_profile(const ProfileOptions& opt) {
   }
   if (summary.is_object() && !summary.value("ok", true))
     warnings.push_back("the run did not finish (" + summary.value("failure", std::string("failed")) +
-                       "): profiled over the " + std::to_string(steps) + " steps it did");
+                       "): profiled over the " + std::to_string(p.layers[0].forward_ms.size()) +
+                       " steps it did after its warm-up");
   if (!warnings.empty()) p.source["warnings"] = warnings;
   if (steady_cpu_s >= 0) p.source["steady_cpu_s"] = steady_cpu_s;
   if (steady_cpu_s >= 0 && host_cpu.per_step_s > 0) {

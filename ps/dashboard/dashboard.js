@@ -209,9 +209,13 @@ async function poll() {
 $('policy-form').addEventListener('submit', async (ev) => {
   ev.preventDefault();
   const body = {policy: $('policy-select').value};
-  if ($('slice-params').value) body.slice_params = Number($('slice-params').value);
-  if ($('partition-params').value) body.partition_params = Number($('partition-params').value);
-  if ($('credit').value.trim()) body.credit = $('credit').value.trim();
+  // Only the settings the chosen policy uses (the coordinator refuses the others): a slice for
+  // p3 and prophet, a partition for bytescheduler, a credit for those three.
+  const sliced = body.policy === 'p3' || body.policy === 'prophet';
+  const credited = sliced || body.policy === 'bytescheduler';
+  if (sliced && $('slice-params').value) body.slice_params = Number($('slice-params').value);
+  if (body.policy === 'bytescheduler' && $('partition-params').value) body.partition_params = Number($('partition-params').value);
+  if (credited && $('credit').value.trim()) body.credit = $('credit').value.trim();
   const out = $('switch-result');
   out.className = 'note';
   out.textContent = `switching to ${body.policy}…`;
