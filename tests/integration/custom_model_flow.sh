@@ -86,6 +86,11 @@ grep -q "^psbed predict: --workers: Value 0 not in range 1" "$WORK/bad.out" || {
 timeout 120 "$PSBED" validate --profile "$WORK/profile.json" "$WORK/nosuch" --out "$WORK/noreport" >"$WORK/bad.out" 2>&1 &&
   fail "validate of a missing run folder succeeded"
 [ ! -e "$WORK/noreport" ] || fail "a failed validate left its --out folder behind"
+# ... and never removes a folder that was there, however --out spells it.
+mkdir -p "$WORK/keep" && echo kept >"$WORK/keep/file"
+timeout 120 "$PSBED" validate --profile "$WORK/profile.json" "$WORK/nosuch" --out "$WORK/newdir/../keep" >"$WORK/bad.out" 2>&1 &&
+  fail "validate of a missing run folder succeeded"
+[ -f "$WORK/keep/file" ] || fail "a failed validate removed the folder its --out named under another spelling"
 # A value given twice would be simulated and printed twice.
 timeout 120 "$PSBED" predict --profile "$WORK/profile.json" --workers 2,2 >"$WORK/bad.out" 2>&1 &&
   fail "--workers 2,2 was accepted"
