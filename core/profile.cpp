@@ -67,10 +67,12 @@ nlohmann::json Profile::to_json() const {
   j["link"] = {{"bandwidth_bytes_per_sec", bandwidth_bytes_per_sec}, {"latency_us", latency_us}, {"shaped", shaped},
                {"message_cost_us", message_cost_us}, {"message_latency_us", message_latency_us},
                {"transit_ns_per_byte", transit_ns_per_byte}};
-  if (host_cpus > 0)
+  if (host_cpus > 0) {
     j["host"] = {{"cpus", host_cpus},
                  {"cpu_per_message_us", cpu_per_message_us},
                  {"cpu_per_byte_ns", cpu_per_byte_ns}};
+    if (contention > 0) j["host"]["contention"] = contention;
+  }
   j["step_overhead_ms"] = step_overhead_ms;
   j["source"] = source;
   return j;
@@ -117,8 +119,10 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& name) {
   p.host_cpus = field_or<int>(host, "cpus", 0, name + ": host");
   p.cpu_per_message_us = field_or<double>(host, "cpu_per_message_us", 0.0, name + ": host");
   p.cpu_per_byte_ns = field_or<double>(host, "cpu_per_byte_ns", 0.0, name + ": host");
-  if (p.host_cpus < 0 || !(p.cpu_per_message_us >= 0) || !(p.cpu_per_byte_ns >= 0))
-    throw Error(name + ": host: cpus, cpu_per_message_us and cpu_per_byte_ns must not be negative");
+  p.contention = field_or<double>(host, "contention", 0.0, name + ": host");
+  if (p.host_cpus < 0 || !(p.cpu_per_message_us >= 0) || !(p.cpu_per_byte_ns >= 0) ||
+      !(p.contention >= 0 && p.contention < 100))
+    throw Error(name + ": host: cpus, cpu_per_message_us, cpu_per_byte_ns and contention must not be negative");
   if (j.contains("step_overhead_ms")) p.step_overhead_ms = samples(j, "step_overhead_ms", name);
   p.source = field_or<nlohmann::json>(j, "source", nlohmann::json::object(), name);
   return p;

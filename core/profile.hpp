@@ -13,7 +13,8 @@
 //                "message_cost_us": 120,    // software time per received message, per node
 //                "message_latency_us": 80,  // a delay per message besides (optional)
 //                "transit_ns_per_byte": 0}, // copy time per byte between the links (optional)
-//    "host":    {"cpus": 2, "cpu_per_message_us": 90, "cpu_per_byte_ns": 0.8},  // optional
+//    "host":    {"cpus": 2, "cpu_per_message_us": 90, "cpu_per_byte_ns": 0.8,
+//                "contention": 0.3},                   // optional; contention optional too
 //    "step_overhead_ms": [...],   // per step: time not explained by compute or transfers
 //    "source":  {"run": "runs/x", "workers": 1, "servers": 1, "mode": "bsp", "policy": "wfbp",
 //                "compute": "real", "threads": 2, "steps": 300, ...}}
@@ -67,6 +68,11 @@ struct Profile {
   int host_cpus = 0;
   double cpu_per_message_us = 0;
   double cpu_per_byte_ns = 0;  // measured on the host (copies through loopback and memory)
+  // How much more CPU the same work takes when the host time-shares more busy processes than
+  // it has cores (context switches, caches): at twice as many or more, every CPU cost x (1 +
+  // this); in between, in proportion. Measured from a second, crowded run of the same host
+  // (psbed profile --contention-run); 0 = not measured (nothing added).
+  double contention = 0;
   std::string shaped;              // the link setting of the source run, "" if none
   std::vector<double> step_overhead_ms;
   nlohmann::json source = nlohmann::json::object();

@@ -133,8 +133,11 @@ std::string bandwidth_text(double bytes_per_sec) {
 
 }  // namespace
 
+void measure_contention(Profile& p, const std::string& run);  // below, beside read_run
+
 int run_profile(const ProfileCommandOptions& o) {
   Profile p = extract_profile(o.extract);
+  if (!o.contention_run.empty()) measure_contention(p, o.contention_run);
   if (const fs::path out(o.out); out.has_parent_path()) ensure_writable_dir(out.parent_path().string(), "--out");
   p.save(o.out);
   const double pace = p.source.value("measured_steps_per_sec", 0.0);
@@ -222,6 +225,13 @@ int run_predict(const PredictOptions& o) {
               o.analytic_only ? "analytic bounds only"
                               : (std::to_string(base.steps) + " simulated steps").c_str(),
               o.analytic_only ? "" : " per worker");
+  if (profile.contention > 0 && base.compute_on_cores && base.host_cpus > 0)
+    std::printf("host: %d cores; with more workers + shards than that, every CPU cost x up to %.2f "
+                "(the profile's host.contention, from %s)\n",
+                base.host_cpus, 1 + profile.contention,
+                profile.source.contains("contention_run")
+                    ? profile.source["contention_run"].value("run", std::string("a crowded run")).c_str()
+                    : "a crowded run");
   std::printf("%-7s %-7s %-14s %-6s %10s %11s %7s   %11s %11s  %s\n", "workers", "servers",
               "policy", "mode", "steps/s", "images/s", "spread", "upper", "serial", "bottleneck");
   nlohmann::json out = nlohmann::json::array();
@@ -521,6 +531,48 @@ std::string config_key(const MeasuredRun& m) {
 
 }  // namespace
 
+// The profile's host.contention from a crowded run of the same host (--contention-run): that
+// run's measured CPU per worker-step over what the simulation of its configuration books with
+// the profile's costs, less 1, over how crowded it was (min(1, (processes - cores) / cores)).
+void measure_contention(Profile& p, const std::string& run) {
+  if (p.host_cpus <= 0)
+    throw Error("--contention-run: the profile has no host figures (the profiled run needs traces and "
+                "summary.json's launch.host_cpus)");
+  const ModelSpec spec = profile_model_spec(p, "the profile of " + p.source.value("run", std::string()));
+  SimFlags flags;
+  flags.steps = 0;             // the run's own
+  flags.seeds = kPredictSeeds;
+  p.contention = 0;
+  const MeasuredRun m = read_run(run, p, base_config(p, flags), flags);
+  if (!m.skipped.empty()) throw Error("--contention-run " + run + ": " + m.skipped);
+  const int processes = m.config.workers + m.config.servers, cores = p.host_cpus;
+  if (!m.config.compute_on_cores)
+    throw Error("--contention-run " + run + ": its compute was replayed; the contention is measured with real compute");
+  if (processes <= cores)
+    throw Error("--contention-run " + run + ": " + std::to_string(processes) + " workers + shards on " +
+                std::to_string(cores) + " cores do not crowd the host: give a run with more of them than cores");
+  if (!(m.host.per_step_s > 0))
+    throw Error("--contention-run " + run + ": no CPU per step to compare (it needs traces, real compute on "
+                "one thread a worker, and the profile's " + std::to_string(cores) + " cores)");
+  const SimResult r = simulate_seeds(p, spec, m.config, flags.seeds);
+  if (!(r.host_cpu_per_step_s > 0)) throw Error("--contention-run " + run + ": the simulation booked no CPU");
+  const double ratio = m.host.per_step_s / r.host_cpu_per_step_s;
+  const double over = std::min(1.0, double(processes - cores) / cores);
+  p.contention = std::max(0.0, (ratio - 1) / over);
+  p.source["contention_run"] = nlohmann::json{{"run", run},
+                                              {"workers", m.config.workers},
+                                              {"servers", m.config.servers},
+                                              {"cores", cores},
+                                              {"measured_cpu_per_step_ms", m.host.per_step_s * 1e3},
+                                              {"simulated_cpu_per_step_ms", r.host_cpu_per_step_s * 1e3},
+                                              {"ratio", ratio}};
+  std::fprintf(stderr,
+               "  contention: %s (%d workers + %d shards on %d cores) spent %.2f ms of CPU a worker-step, "
+               "the simulation %.2f (x%.2f): every CPU cost x %.2f where the processes are twice the cores\n",
+               run.c_str(), m.config.workers, m.config.servers, cores, m.host.per_step_s * 1e3,
+               r.host_cpu_per_step_s * 1e3, ratio, 1 + p.contention);
+}
+
 nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
                              const std::vector<std::string>& dirs, const SimFlags& flags) {
   if (dirs.empty())
@@ -587,9 +639,9 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
       });
   // The host's CPU: each configuration whose runs measured theirs simulated again with every CPU
   // cost scaled to it (the median of its runs' CPU per worker-step against what the simulation
-  // booked on the cores per worker-step). The simulator charges the profiled run's costs; a host
-  // time-sharing more busy processes than it has cores may spend more (context switches,
-  // caches), which it does not model. The figure at the measured CPU says how much of an error
+  // booked on the cores per worker-step). The simulator charges the profiled run's costs (and
+  // the profile's host.contention where processes outnumber the cores); a host time-sharing
+  // them may spend otherwise. The figure at the measured CPU says how much of an error
   // the CPU per step accounts for; it predicts nothing, since it takes the run's own figure.
   std::vector<double> cpu_ratio(groups.size(), 0), busy(groups.size(), 0), step_s(groups.size(), 0);
   std::vector<SimConfig> scaled;
@@ -800,9 +852,16 @@ int run_validate(const ValidateOptions& o) {
          << " %, max " << fmt(h["max_abs_error_pct"], 1) << " % over " << measured
          << " configuration(s) (as profiled: mean " << fmt(h["as_profiled_mean_abs_error_pct"], 1)
          << " %).\n";
-    md << "The simulator charges the profiled run's costs; a run spends otherwise where its host "
+    md << "The simulator charges the profiled run's costs"
+       << (profile.contention > 0
+               ? ", and where workers + shards outnumber the cores its host's contention (every CPU "
+                 "cost x up to " + fmt(1 + profile.contention, 2) + ", measured on a crowded run)"
+               : std::string())
+       << "; a run spends otherwise where its host "
        << "is busier (more busy processes than cores time-shared: context switches, caches; or "
-       << "several messages taken per wake-up), which it does not model. The figure at the "
+       << "several messages taken per wake-up)"
+       << (profile.contention > 0 ? " than that says" : ", which it does not model (psbed profile --contention-run measures it)")
+       << ". The figure at the "
        << "measured CPU takes the run's own, so it predicts nothing: it says how much of the "
        << "error is the CPU per step. On a host the run keeps busy, images/s is about its cores "
        << "over the CPU per step, so there that figure follows from the measurement.\n";

@@ -19,6 +19,10 @@ ModelSpec profile_model_spec(const Profile& profile, const std::string& profile_
 struct ProfileCommandOptions {
   ProfileOptions extract;
   std::string out = "profile.json";
+  // A second run of the same model and batch on the same host, with more workers + shards than
+  // cores and real compute: its CPU per worker-step against the simulation's sets the profile's
+  // host.contention. Empty: not measured.
+  std::string contention_run;
 };
 int run_profile(const ProfileCommandOptions& options);
 

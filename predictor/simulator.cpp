@@ -63,6 +63,7 @@ void take_host_costs(const Profile& profile, SimConfig& c) {
   c.host_cpus = profile.host_cpus;
   c.cpu_per_message_s = profile.cpu_per_message_us * 1e-6;
   c.cpu_per_byte_s = profile.cpu_per_byte_ns * 1e-9;
+  c.cpu_contention = profile.contention;
 }
 
 ReceiveCost receive_cost(const SimConfig& c, bool carries_data, std::int64_t bytes) {
@@ -465,6 +466,14 @@ class Simulation {
     rx_free_.assign(std::size_t(nodes), -kInf);
     if (cfg.host_cpus > 0 && cfg.cpu_per_message_s + cfg.cpu_per_byte_s > 0)
       cores_.resize(std::size_t(cfg.host_cpus));
+    if (!(cfg.cpu_contention >= 0) || !std::isfinite(cfg.cpu_contention))
+      throw Error("simulation: the host's contention must be a number, 0 or more");
+    if (cfg.cpu_contention > 0 && cfg.compute_on_cores && !cores_.empty()) {
+      const double over = std::clamp(double(W_ + S_ - cfg.host_cpus) / cfg.host_cpus, 0.0, 1.0);
+      contention_scale_ = 1 + cfg.cpu_contention * over;
+      cfg_.cpu_per_message_s *= contention_scale_, cfg_.cpu_per_byte_s *= contention_scale_;
+      cfg_.message_cost_s *= contention_scale_, cfg_.compute_cpu_scale *= contention_scale_;
+    }
     if (cfg.bandwidth_bytes_per_sec > 0)
       burst_s_ =
           std::max(64.0 * 1024, cfg.bandwidth_bytes_per_sec * 1e-3) / cfg.bandwidth_bytes_per_sec;
@@ -530,6 +539,7 @@ class Simulation {
     r.seeds_min_images_per_sec = r.seeds_max_images_per_sec = r.images_per_sec;
     r.events = processed_;
     r.host_cpu_per_step_s = booked_cpu_s_ / (double(W_) * double(cfg_.steps));
+    r.cpu_contention_scale = contention_scale_;
     r.wall_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     if (!cfg_.trace_dir.empty()) write_traces();
@@ -1319,6 +1329,7 @@ class Simulation {
   SplitMix jitter_rng_;
   EventQueue events_;
   std::uint64_t processed_ = 0;
+  double contention_scale_ = 1;  // SimConfig::cpu_contention's factor for this configuration
   double booked_cpu_s_ = 0;  // CPU booked on the host's cores: messages and real compute
   double now_ = 0;
 };

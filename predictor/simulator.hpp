@@ -83,6 +83,10 @@ struct SimConfig {
   // That compute's CPU x this. With the message costs above scaled alike, the simulation runs at
   // the CPU per step another run measured (psbed validate's what-if); 1: the profile's.
   double compute_cpu_scale = 1;
+  // Profile::contention: with real compute on the cores and more workers + shards than cores,
+  // every CPU cost above (compute, per message, per byte, the receiving threads' time) x (1 +
+  // this x min(1, (workers + shards - cores) / cores)). 0: none.
+  double cpu_contention = 0;
   // Host time per byte from the sender's link to the receiver's (loopback and ZeroMQ copies):
   // every message arrives bytes x this later (a delay, not a shared resource).
   double transit_s_per_byte = 0;
@@ -109,6 +113,7 @@ struct SimResult {
   // The CPU booked on the host's cores (host_cpus > 0: messages, and real compute where it runs
   // on them) per worker-step, over the whole run; 0 where the cores are not modelled.
   double host_cpu_per_step_s = 0;
+  double cpu_contention_scale = 1;  // what cpu_contention made of this configuration's CPU costs
   double wall_seconds = 0;   // time the simulation took
   std::vector<double> worker_steps_per_sec;
   // simulate_seeds: the lowest and highest images/s over the seeds (simulate: images_per_sec).

@@ -44,6 +44,17 @@ TEST_CASE("a profile round-trips through profile.json and matches its model", "[
   CHECK(q.source["workers"] == 1);
   CHECK_NOTHROW(q.check_matches(spec, "p"));
   CHECK_THROWS_WITH(q.check_matches(load_model("mlp"), "p"), Catch::Contains("layers"));
+  // The host's contention: written where measured, 0 where a profile has none, never negative.
+  CHECK(q.contention == 0);
+  CHECK_FALSE(q.to_json().contains("host"));
+  Profile h = p;
+  h.host_cpus = 2, h.cpu_per_message_us = 40, h.contention = 0.3;
+  CHECK(Profile::from_json(h.to_json(), "h").contention == Approx(0.3));
+  h.contention = 0;
+  CHECK_FALSE(h.to_json()["host"].contains("contention"));  // profiles without it stay as they were
+  auto j = h.to_json();
+  j["host"]["contention"] = -0.1;
+  CHECK_THROWS_WITH(Profile::from_json(j, "h"), Catch::Contains("contention"));
 }
 
 TEST_CASE("a malformed profile names the field", "[core][profile]") {

@@ -144,4 +144,38 @@ for workers, r in sorted(rows.items()):
 assert 0.8 < rows[1]["host_cpu"]["ratio"] < 1.25, rows[1]["host_cpu"]
 assert abs(rows[1]["host_cpu"]["per_step_ms"] / profiled - 1) < 0.05, (rows[1]["host_cpu"], profiled)
 PY
+# The real pair crowds a 2-core host (2 workers + 1 shard): profile --contention-run takes the
+# extra CPU it spent a worker-step as the host's contention, and validated with that profile
+# the pair books what it measured. On a host with more cores the pair does not crowd it, and is
+# refused as a contention run.
+timeout 120 "$PSBED" profile "$WORK/single" --contention-run "$WORK/pair" -o "$WORK/bad.json" >"$WORK/bad.out" 2>&1 &&
+  fail "a replayed run was taken as a contention run"
+grep -q "contention-run $WORK/pair: its compute was replayed" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no reason for refusing the replayed run"; }
+cores=$(json "$WORK/profile.json" 's["host"]["cpus"]')
+timeout 120 "$PSBED" profile "$WORK/single" --contention-run "$WORK/real-pair" -o "$WORK/crowded.json" \
+  >"$WORK/crowded.out" 2>&1 && crowded=1 || crowded=0
+if [ "$cores" -ge 3 ]; then
+  [ "$crowded" = 0 ] && grep -q "do not crowd the host" "$WORK/crowded.out" ||
+    { cat "$WORK/crowded.out"; fail "a pair on $cores cores was taken as a crowded run"; }
+  echo "contention: $cores cores, the pair does not crowd them (refused, as it should be)"
+else
+  [ "$crowded" = 1 ] || { cat "$WORK/crowded.out"; fail "profile --contention-run failed"; }
+  timeout 120 "$PSBED" validate --profile "$WORK/crowded.json" "$WORK/real-pair" --out "$WORK/report-crowded" \
+    >"$WORK/validate-crowded.out" 2>&1 || { cat "$WORK/validate-crowded.out"; fail "validate with the contention failed"; }
+  python3 - "$WORK/crowded.json" "$WORK/report-real/validation.json" "$WORK/report-crowded/validation.json" "$cores" <<'PY' ||
+import json, sys
+p = json.load(open(sys.argv[1]))
+before = {r["workers"]: r for r in json.load(open(sys.argv[2]))["runs"]}[2]["host_cpu"]
+after = json.load(open(sys.argv[3]))["runs"][0]["host_cpu"]
+k, c, cores = p["host"].get("contention", 0), p["source"]["contention_run"], int(sys.argv[4])
+over = min(1, (3 - cores) / cores)
+assert c["workers"] == 2 and c["servers"] == 1 and c["cores"] == cores, c
+assert abs(c["ratio"] - before["ratio"]) < 1e-6, (c, before)
+assert abs(k - max(0, (c["ratio"] - 1) / over)) < 1e-9, (k, c)
+# Booked x (1 + k x over) = the measured CPU where the pair spent more than booked.
+assert abs(after["ratio"] - min(1, before["ratio"]) ) < 0.02 if before["ratio"] < 1 else abs(after["ratio"] - 1) < 0.02, (before, after)
+print(f"contention {k:.2f} from the pair (x{c['ratio']:.2f} the booked CPU); validated with it x{after['ratio']:.2f}")
+PY
+    fail "the contention the pair measured"
+fi
 echo "PASS"

@@ -649,6 +649,37 @@ TEST_CASE("real compute takes one of the host's cores; replayed compute takes no
   CHECK(simulate(fixed_profile(spec), spec, c).host_cpu_per_step_s == 0);
 }
 
+TEST_CASE("a crowded host's contention scales every CPU cost once processes outnumber the cores",
+          "[predictor][simulator]") {
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  // Real compute (5 ms a step) and 250 us of CPU a message on 2 cores, contention 0.5: each
+  // CPU cost x (1 + 0.5 x min(1, (workers + shards - 2) / 2)).
+  auto run = [&](int workers, int servers, double contention, bool real = true) {
+    SimConfig c = host_config(workers, 2, 250e-6);
+    c.servers = servers;
+    c.latency_s = 0;
+    c.steps = 60;
+    c.compute_on_cores = real;
+    c.cpu_contention = contention;
+    return simulate(fixed_profile(spec), spec, c);
+  };
+  for (const auto& [workers, servers, scale] :
+       {std::tuple{1, 1, 1.0}, std::tuple{2, 1, 1.25}, std::tuple{3, 1, 1.5}, std::tuple{4, 2, 1.5}}) {
+    INFO(workers << " worker(s), " << servers << " shard(s)");
+    const SimResult plain = run(workers, servers, 0), crowded = run(workers, servers, 0.5);
+    CHECK(crowded.cpu_contention_scale == Approx(scale));
+    // The same compute draws and messages, each booked x scale.
+    CHECK(crowded.host_cpu_per_step_s == Approx(scale * plain.host_cpu_per_step_s).epsilon(1e-6));
+    if (scale > 1) CHECK(crowded.steps_per_sec < plain.steps_per_sec);
+  }
+  // Replayed compute sleeps: nothing crowds the cores' caches, nothing is scaled.
+  CHECK(run(4, 2, 0.5, false).cpu_contention_scale == 1);
+  CHECK(run(4, 2, 0.5, false).steps_per_sec == run(4, 2, 0, false).steps_per_sec);
+  SimConfig bad = host_config(1, 2, 250e-6);
+  bad.cpu_contention = -1;
+  CHECK_THROWS_WITH(simulate(fixed_profile(spec), spec, bad), Catch::Contains("contention"));
+}
+
 TEST_CASE("bucket links: a send returns at once unless the send buffer is full, then the thread waits",
           "[predictor][simulator]") {
   // fc1 (20 floats) near the input, fc2 (524,272-byte weight, 131,068-byte bias) at the output:
