@@ -96,6 +96,16 @@ void check_compute(const std::string& compute, const ModelSpec& spec, const std:
   Profile::load(compute.substr(7)).check_matches(spec, flag + " " + compute);
 }
 
+// A profile's compute is per batch of its run: a run of another batch would replay, or be
+// predicted with, another batch's times.
+void check_profile_batch(const std::string& path, int batch, const std::string& flag) {
+  const Profile p = Profile::load(path);
+  if (p.batch > 0 && p.batch != batch)
+    throw Error(flag + ": its run used batches of " + std::to_string(p.batch) + ", this run --batch " +
+                std::to_string(batch) + " (the profiled compute is per batch: give --batch " +
+                std::to_string(p.batch) + ", or profile a run of this batch)");
+}
+
 void check_launch_options(const LaunchOptions& o) {
   auto need = [](bool ok, const std::string& what) {
     if (!ok) throw Error(what);
@@ -146,8 +156,12 @@ void check_launch_options(const LaunchOptions& o) {
   // worker's failure and a registration timeout).
   workloads::load_dataset(o.data, o.data_dir, spec.input, spec.classes, o.seed);
   check_compute(o.compute, spec, "--compute");
+  if (o.compute.rfind("replay:", 0) == 0) check_profile_batch(o.compute.substr(7), o.batch, "--compute " + o.compute);
   // The dashboard's prediction (--profile) reads the profile the same way.
-  if (!o.profile.empty()) Profile::load(o.profile).check_matches(spec, "--profile " + o.profile);
+  if (!o.profile.empty()) {
+    Profile::load(o.profile).check_matches(spec, "--profile " + o.profile);
+    check_profile_batch(o.profile, o.batch, "--profile " + o.profile);
+  }
 }
 
 namespace {

@@ -334,7 +334,7 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
   app->add_option("--steps", b.steps, "steps per worker per run")->capture_default_str();
   app->add_option("--epochs", b.epochs, "passes over the data per run (when --steps is 0)")->capture_default_str();
   app->add_option("--batch", b.batch, "batch per worker")->capture_default_str();
-  app->add_option("--lr", b.lr, "learning rate")->capture_default_str();
+  app->add_option("--lr", b.lr, "learning rate, constant over each run (a sweep measures throughput; launch's own default schedule is cosine)")->capture_default_str();
   app->add_option("--threads", b.threads, "compute threads per worker")->capture_default_str();
   app->add_option("--apply-threads", b.apply_threads, "threads applying updates per server shard")
       ->capture_default_str()->check(CLI::Range(1, 1024));

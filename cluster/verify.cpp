@@ -122,9 +122,9 @@ int run_optimize_verify(const predictor::OptimizeOptions& options, const VerifyO
   const double predicted = r.at("predicted_images_per_sec").get<double>();
   const double error = r.at("error_pct").get<double>();
   std::printf("\nverify: %s\n  measured  %10.1f images/s\n  predicted %10.1f images/s (%+.1f%%, %d seeds; optimize's "
-              "ranking said %.1f over %lld simulated steps, %d seed(s): --seeds ranks with more)\n",
+              "ranking said %.1f over %lld simulated steps, the median of %d seed(s))\n",
               l.out.c_str(), measured, predicted, error, flags.seeds, best.images_per_sec, (long long)o.sim.steps,
-              o.sim.seeds);
+              best.seeds);
   nlohmann::json out = {{"run", l.out},
                         {"workers", l.workers},
                         {"servers", l.servers},

@@ -1114,6 +1114,7 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
       best->latency = text;
     }
     best->images_per_sec = p.ips();
+    best->seeds = seeds;
   }
   return 0;
 }

@@ -109,6 +109,7 @@ struct OptimizeChoice {
   std::int64_t slice_params = 0, partition_params = 0, credit_bytes = -1;  // -1: the policy's default
   std::string bandwidth, latency;  // the simulated link, as launch flags ("" = unshaped)
   double images_per_sec = 0;
+  int seeds = 1;  // the simulations images_per_sec is the median of
 };
 int run_optimize(const OptimizeOptions& options, OptimizeChoice* best = nullptr);
 

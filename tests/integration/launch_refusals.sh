@@ -25,6 +25,8 @@ refused "--partition-bytes must be at least 4 bytes" --partition-bytes 0
 refused "--heartbeat-timeout must be at least twice --heartbeat" --heartbeat 2 --heartbeat-timeout 0.5
 refused "unknown data set 'bogus'" --data bogus
 refused "--threads must be 1 to 4096, got 10000" --threads 10000
+refused "--profile $SRC/tests/fixtures/predictor/regression/profile.json: its run used batches of 32, this run --batch 16" \
+  --profile "$SRC/tests/fixtures/predictor/regression/profile.json"
 refused "bad bandwidth '100': give its unit" --bandwidth 100
 refused "--servers 11: lenet5 has 10 parts" --servers 11
 # --save-params is written by the worker after the run: a path it cannot write is refused first.
