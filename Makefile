@@ -29,8 +29,10 @@ build-asan: deps
 # The main job on a local default cluster: single-process training as the reference, then a
 # coordinator + 2 server shards + 4 workers training the same model through the parameter server
 # (async: a smaller step than one process takes, over more epochs; README, "Consistency").
-# Before it: a single-worker run to profile, and a short crowded one (more processes than this
-# host's cores) that measures what time-sharing the cores adds to each step's CPU.
+# Before it: a single-worker run to profile, and a short crowded one (twice as many workers +
+# shards as the host's cores, as launch counts them) that measures what time-sharing the cores
+# adds to each step's CPU.
+CROWD_WORKERS = $(shell n=$$(getconf _NPROCESSORS_ONLN); w=$$((2 * n - 2)); [ $$w -ge 1 ] || w=1; echo $$w)
 demo: build data
 	@if [ -d runs/demo ]; then rm -rf runs/demo.previous && mv runs/demo runs/demo.previous && \
 	  echo "the previous demo is kept in runs/demo.previous"; fi
@@ -38,8 +40,8 @@ demo: build data
 	$(PSBED) train --model lenet5 --data mnist --epochs 3 --batch 32 --lr 0.03 --threads 2 --json runs/demo/train.json
 	$(PSBED) launch --servers 1 --workers 1 --model lenet5 --data mnist --steps 300 --batch 32 --lr 0.01 \
 	  --mode async --out runs/demo/single
-	$(PSBED) launch --servers 2 --workers 2 --model lenet5 --data mnist --steps 600 --batch 32 --lr 0.005 \
-	  --mode async --out runs/demo/crowded
+	$(PSBED) launch --servers 2 --workers $(CROWD_WORKERS) --model lenet5 --data mnist --steps 600 --batch 32 \
+	  --lr 0.005 --mode async --out runs/demo/crowded
 	$(PSBED) profile runs/demo/single --contention-run runs/demo/crowded -o runs/demo/profile.json
 	$(PSBED) predict --profile runs/demo/profile.json --workers 4 --servers 2 --policy wfbp --mode async \
 	  --json runs/demo/predicted.json

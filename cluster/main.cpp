@@ -376,9 +376,10 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   prof->add_option("-o,--out", o.profile.out, "profile to write")->capture_default_str();
   prof->add_option("--worker", o.profile.extract.worker, "which worker's trace (needed if the run had several)");
   prof->add_option("--contention-run", o.profile.contention_run,
-                   "a second run of the model on this host with more workers + shards than cores (real "
-                   "compute, traces): the extra CPU a crowded host spends per step, which the "
-                   "single-worker run cannot show (host.contention; README, \"The host's CPU per step\")");
+                   "a second run of the same model and batch on this host with at least twice as many "
+                   "workers + shards as cores (real compute on one thread a worker, traces): the extra "
+                   "CPU a crowded host spends per step, which the single-worker run cannot show "
+                   "(host.contention; README, \"The host's contention\")");
   prof->add_option("--skip-steps", o.profile.extract.skip_steps, "warm-up steps left out (default: the worker's rule)")
       ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
   prof->add_option("--copy-ns-per-byte", o.profile.extract.copy_cpu_ns_per_byte,

@@ -120,9 +120,10 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& name) {
   p.cpu_per_message_us = field_or<double>(host, "cpu_per_message_us", 0.0, name + ": host");
   p.cpu_per_byte_ns = field_or<double>(host, "cpu_per_byte_ns", 0.0, name + ": host");
   p.contention = field_or<double>(host, "contention", 0.0, name + ": host");
-  if (p.host_cpus < 0 || !(p.cpu_per_message_us >= 0) || !(p.cpu_per_byte_ns >= 0) ||
-      !(p.contention >= 0 && p.contention < 100))
-    throw Error(name + ": host: cpus, cpu_per_message_us, cpu_per_byte_ns and contention must not be negative");
+  if (p.host_cpus < 0 || !(p.cpu_per_message_us >= 0) || !(p.cpu_per_byte_ns >= 0))
+    throw Error(name + ": host: cpus, cpu_per_message_us and cpu_per_byte_ns must not be negative");
+  if (!(p.contention >= 0 && p.contention <= 10))
+    throw Error(name + ": host: contention must be 0 to 10 (every CPU cost x 1 to 11)");
   if (j.contains("step_overhead_ms")) p.step_overhead_ms = samples(j, "step_overhead_ms", name);
   p.source = field_or<nlohmann::json>(j, "source", nlohmann::json::object(), name);
   return p;

@@ -29,8 +29,10 @@ std::int64_t transfers_per_step(const PartitionPlan& plan, const policy::PolicyO
 }
 
 AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
-                               const SimConfig& cfg) {
+                               const SimConfig& config) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
+  // The host's contention charged as the simulator charges it (every CPU cost x its factor).
+  const SimConfig cfg = with_contention(config);
   const PartitionPlan plan = make_partition(spec, cfg.partition_bytes, cfg.servers);
   const double W = cfg.workers, batch = profile.batch, B = cfg.bandwidth_bytes_per_sec;
   double overhead_ms = 0;
@@ -38,7 +40,9 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
     overhead_ms =
         std::accumulate(profile.step_overhead_ms.begin(), profile.step_overhead_ms.end(), 0.0) /
         double(profile.step_overhead_ms.size());
-  const double compute_s = (profile.mean_compute_ms() + overhead_ms) / 1e3;
+  // Real compute on the host's cores runs at the CPU scale (the contention's, validate's what-if).
+  const double compute_s = (profile.mean_compute_ms() + overhead_ms) / 1e3 *
+                           (cfg.compute_on_cores && cfg.host_cpus > 0 ? cfg.compute_cpu_scale : 1.0);
   double model_bytes = 0;
   for (const auto& p : plan.parts) model_bytes += double(p.bytes() + cfg.message_overhead_bytes);
   std::vector<double> shard_bytes(std::size_t(cfg.servers), 0),

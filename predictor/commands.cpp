@@ -286,6 +286,7 @@ int run_predict(const PredictOptions& o) {
       row["seeds_min_images_per_sec"] = r->seeds_min_images_per_sec;
       row["seeds_max_images_per_sec"] = r->seeds_max_images_per_sec;
       row["seeds_spread_pct"] = r->seeds_spread_pct();
+      row["cpu_contention_scale"] = r->cpu_contention_scale;  // the host's contention, 1: none
       row["steps"] = c.steps;
       row["simulated_seconds"] = r->simulated_seconds;
       row["events"] = r->events;
@@ -535,30 +536,46 @@ std::string config_key(const MeasuredRun& m) {
 // run's measured CPU per worker-step over what the simulation of its configuration books with
 // the profile's costs, less 1, over how crowded it was (min(1, (processes - cores) / cores)).
 void measure_contention(Profile& p, const std::string& run) {
+  const std::string flag = "--contention-run " + run;
   if (p.host_cpus <= 0)
-    throw Error("--contention-run: the profile has no host figures (the profiled run needs traces and "
+    throw Error(flag + ": the profile has no host figures (the profiled run needs traces and "
                 "summary.json's launch.host_cpus)");
+  const int cores = p.host_cpus;
+  const int profiled = p.source.value("workers", 1) + p.source.value("servers", 1);
+  if (p.source.value("workers", 1) != 1)
+    throw Error(flag + ": the profile is of a " + std::to_string(p.source.value("workers", 1)) +
+                "-worker run; the contention is measured against a single-worker profile");
+  // The profiled run must not be crowded itself: its costs would hold contention already.
+  if (profiled > cores)
+    throw Error(flag + ": the profiled run had " + std::to_string(profiled) + " workers + shards on " +
+                std::to_string(cores) + " cores, crowded itself: profile a run with at most " +
+                std::to_string(cores) + " of them");
   const ModelSpec spec = profile_model_spec(p, "the profile of " + p.source.value("run", std::string()));
   SimFlags flags;
-  flags.steps = 0;             // the run's own
+  flags.steps = 0;  // the run's own
   flags.seeds = kPredictSeeds;
-  p.contention = 0;
-  const MeasuredRun m = read_run(run, p, base_config(p, flags), flags);
-  if (!m.skipped.empty()) throw Error("--contention-run " + run + ": " + m.skipped);
-  const int processes = m.config.workers + m.config.servers, cores = p.host_cpus;
+  p.contention = 0;  // the run's simulation books the single-worker costs alone
+  const MeasuredRun m = for_flag(flag, [&] { return read_run(run, p, base_config(p, flags), flags); });
+  if (!m.skipped.empty()) throw Error(flag + ": " + m.skipped);
+  const int processes = m.config.workers + m.config.servers;
+  const int run_cores = m.summary.value("launch", nlohmann::json::object()).value("host_cpus", 0);
+  if (run_cores != cores)
+    throw Error(flag + ": it ran on " + std::to_string(run_cores) + " cores, the profiled run on " +
+                std::to_string(cores) + ": measure both on one host");
   if (!m.config.compute_on_cores)
-    throw Error("--contention-run " + run + ": its compute was replayed; the contention is measured with real compute");
-  if (processes <= cores)
-    throw Error("--contention-run " + run + ": " + std::to_string(processes) + " workers + shards on " +
-                std::to_string(cores) + " cores do not crowd the host: give a run with more of them than cores");
+    throw Error(flag + ": its compute was replayed; the contention is measured with real compute");
+  // At twice the cores or more the factor applies whole: measured there, it is not scaled up
+  // from a run that was crowded only in part.
+  if (processes < 2 * cores)
+    throw Error(flag + ": " + std::to_string(processes) + " workers + shards on " + std::to_string(cores) +
+                " cores: give a run with at least " + std::to_string(2 * cores) +
+                " (twice the cores), where the host is fully crowded");
   if (!(m.host.per_step_s > 0))
-    throw Error("--contention-run " + run + ": no CPU per step to compare (it needs traces, real compute on "
-                "one thread a worker, and the profile's " + std::to_string(cores) + " cores)");
+    throw Error(flag + ": no CPU per step to compare (it needs traces and real compute on one thread a worker)");
   const SimResult r = simulate_seeds(p, spec, m.config, flags.seeds);
-  if (!(r.host_cpu_per_step_s > 0)) throw Error("--contention-run " + run + ": the simulation booked no CPU");
+  if (!(r.host_cpu_per_step_s > 0)) throw Error(flag + ": the simulation booked no CPU");
   const double ratio = m.host.per_step_s / r.host_cpu_per_step_s;
-  const double over = std::min(1.0, double(processes - cores) / cores);
-  p.contention = std::max(0.0, (ratio - 1) / over);
+  p.contention = std::min(10.0, std::max(0.0, ratio - 1));
   p.source["contention_run"] = nlohmann::json{{"run", run},
                                               {"workers", m.config.workers},
                                               {"servers", m.config.servers},
@@ -566,11 +583,18 @@ void measure_contention(Profile& p, const std::string& run) {
                                               {"measured_cpu_per_step_ms", m.host.per_step_s * 1e3},
                                               {"simulated_cpu_per_step_ms", r.host_cpu_per_step_s * 1e3},
                                               {"ratio", ratio}};
-  std::fprintf(stderr,
-               "  contention: %s (%d workers + %d shards on %d cores) spent %.2f ms of CPU a worker-step, "
-               "the simulation %.2f (x%.2f): every CPU cost x %.2f where the processes are twice the cores\n",
-               run.c_str(), m.config.workers, m.config.servers, cores, m.host.per_step_s * 1e3,
-               r.host_cpu_per_step_s * 1e3, ratio, 1 + p.contention);
+  if (p.contention > 0)
+    std::fprintf(stderr,
+                 "  contention: %s (%d workers + %d shards on %d cores) spent %.2f ms of CPU a worker-step, "
+                 "the simulation %.2f: every CPU cost x %.2f where the processes are twice the cores\n",
+                 run.c_str(), m.config.workers, m.config.servers, cores, m.host.per_step_s * 1e3,
+                 r.host_cpu_per_step_s * 1e3, 1 + p.contention);
+  else
+    std::fprintf(stderr,
+                 "  contention: none found: %s (%d workers + %d shards on %d cores) spent %.2f ms of CPU a "
+                 "worker-step, no more than the simulation's %.2f\n",
+                 run.c_str(), m.config.workers, m.config.servers, cores, m.host.per_step_s * 1e3,
+                 r.host_cpu_per_step_s * 1e3);
 }
 
 nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
@@ -709,6 +733,7 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
                     {"predicted_seeds_min_images_per_sec", r.seeds_min_images_per_sec},
                     {"predicted_seeds_max_images_per_sec", r.seeds_max_images_per_sec},
                     {"predicted_seeds_spread_pct", r.seeds_spread_pct()},
+                    {"predicted_cpu_contention_scale", r.cpu_contention_scale},
                     {"error_pct", err}});
     if (what_if[i]) {
       const double ips = what_if[i]->images_per_sec;

@@ -73,6 +73,21 @@ ReceiveCost receive_cost(const SimConfig& c, bool carries_data, std::int64_t byt
 
 std::int64_t default_warmup_steps(std::int64_t steps) { return warmup_steps(steps); }
 
+double contention_scale(const SimConfig& c) {
+  if (!(c.cpu_contention > 0) || !c.compute_on_cores || c.host_cpus <= 0 ||
+      !(c.cpu_per_message_s + c.cpu_per_byte_s > 0))
+    return 1;
+  const double over = std::clamp(double(c.workers + c.servers - c.host_cpus) / c.host_cpus, 0.0, 1.0);
+  return 1 + c.cpu_contention * over;
+}
+
+SimConfig with_contention(SimConfig c) {
+  const double f = contention_scale(c);
+  c.cpu_per_message_s *= f, c.cpu_per_byte_s *= f, c.message_cost_s *= f, c.compute_cpu_scale *= f;
+  c.cpu_contention = 0;
+  return c;
+}
+
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -468,12 +483,8 @@ class Simulation {
       cores_.resize(std::size_t(cfg.host_cpus));
     if (!(cfg.cpu_contention >= 0) || !std::isfinite(cfg.cpu_contention))
       throw Error("simulation: the host's contention must be a number, 0 or more");
-    if (cfg.cpu_contention > 0 && cfg.compute_on_cores && !cores_.empty()) {
-      const double over = std::clamp(double(W_ + S_ - cfg.host_cpus) / cfg.host_cpus, 0.0, 1.0);
-      contention_scale_ = 1 + cfg.cpu_contention * over;
-      cfg_.cpu_per_message_s *= contention_scale_, cfg_.cpu_per_byte_s *= contention_scale_;
-      cfg_.message_cost_s *= contention_scale_, cfg_.compute_cpu_scale *= contention_scale_;
-    }
+    contention_scale_ = contention_scale(cfg);
+    cfg_ = with_contention(cfg);
     if (cfg.bandwidth_bytes_per_sec > 0)
       burst_s_ =
           std::max(64.0 * 1024, cfg.bandwidth_bytes_per_sec * 1e-3) / cfg.bandwidth_bytes_per_sec;

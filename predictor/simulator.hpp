@@ -167,6 +167,14 @@ std::vector<SimResult> simulate_all(
     const Profile& profile, const ModelSpec& spec, const std::vector<SimConfig>& configs,
     int seeds, int jobs, const std::function<void(std::size_t, const SimResult&)>& done = {});
 
+// SimConfig::cpu_contention's factor for this configuration: 1 + contention x min(1, (workers +
+// shards - cores) / cores) where real compute and the messages' CPU run on the host's modelled
+// cores, else 1. with_contention: the configuration with its CPU costs (per message, per byte,
+// the receiving threads' time, the compute's scale) multiplied by it and the contention spent
+// (0), as the simulator and the analytic bounds charge them.
+double contention_scale(const SimConfig& config);
+SimConfig with_contention(SimConfig config);
+
 // The live worker's warm-up rule: steps excluded from the steady-state figures.
 std::int64_t default_warmup_steps(std::int64_t steps);
 

@@ -144,39 +144,48 @@ for workers, r in sorted(rows.items()):
 assert 0.8 < rows[1]["host_cpu"]["ratio"] < 1.25, rows[1]["host_cpu"]
 assert abs(rows[1]["host_cpu"]["per_step_ms"] / profiled - 1) < 0.05, (rows[1]["host_cpu"], profiled)
 PY
-# The real pair crowds a 2-core host (2 workers + 1 shard): profile --contention-run takes the
-# extra CPU it spent a worker-step as the host's contention, and validated with that profile
-# the pair books what it measured. On a host with more cores the pair does not crowd it, and is
-# refused as a contention run.
-timeout 120 "$PSBED" profile "$WORK/single" --contention-run "$WORK/pair" -o "$WORK/bad.json" >"$WORK/bad.out" 2>&1 &&
-  fail "a replayed run was taken as a contention run"
-grep -q "contention-run $WORK/pair: its compute was replayed" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no reason for refusing the replayed run"; }
+# The host's contention: a run with twice as many workers + shards as cores measures it
+# (profile --contention-run); the pair above, with fewer, is refused. The single-worker run does
+# not crowd the cores, so its prediction is the same with the contention or without; the crowded
+# run, validated with it, books what it measured.
 cores=$(json "$WORK/profile.json" 's["host"]["cpus"]')
+timeout 120 "$PSBED" profile "$WORK/single" --contention-run "$WORK/real-pair" -o "$WORK/bad.json" >"$WORK/bad.out" 2>&1 &&
+  fail "a run of 3 workers + shards was taken as a crowded one"
+grep -q "twice the cores" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no reason for refusing the pair as a crowded run"; }
+timeout 120 "$PSBED" launch --servers 1 --workers $((2 * cores - 1)) --model "$MODEL" --data synthetic --steps 60 \
+  --batch 16 --threads 1 --mode bsp --bandwidth 100mbit --out "$WORK/crowd" >"$WORK/crowd.out" 2>&1 ||
+  { tail -20 "$WORK/crowd.out"; fail "the crowded run failed"; }
 # (--copy-ns-per-byte: the profile extracted alike, so its costs are profile.json's.)
-timeout 120 "$PSBED" profile "$WORK/single" --copy-ns-per-byte "$copy" --contention-run "$WORK/real-pair" \
-  -o "$WORK/crowded.json" >"$WORK/crowded.out" 2>&1 && crowded=1 || crowded=0
-if [ "$cores" -ge 3 ]; then
-  [ "$crowded" = 0 ] && grep -q "do not crowd the host" "$WORK/crowded.out" ||
-    { cat "$WORK/crowded.out"; fail "a pair on $cores cores was taken as a crowded run"; }
-  echo "contention: $cores cores, the pair does not crowd them (refused, as it should be)"
-else
-  [ "$crowded" = 1 ] || { cat "$WORK/crowded.out"; fail "profile --contention-run failed"; }
-  timeout 120 "$PSBED" validate --profile "$WORK/crowded.json" "$WORK/real-pair" --out "$WORK/report-crowded" \
-    >"$WORK/validate-crowded.out" 2>&1 || { cat "$WORK/validate-crowded.out"; fail "validate with the contention failed"; }
-  python3 - "$WORK/crowded.json" "$WORK/report-real/validation.json" "$WORK/report-crowded/validation.json" "$cores" <<'PY' ||
+timeout 120 "$PSBED" profile "$WORK/single" --copy-ns-per-byte "$copy" --contention-run "$WORK/crowd" \
+  -o "$WORK/crowded.json" >"$WORK/crowded.out" 2>&1 || { cat "$WORK/crowded.out"; fail "profile --contention-run failed"; }
+grep -q "contention: " "$WORK/crowded.out" || { cat "$WORK/crowded.out"; fail "profile did not say what contention it found"; }
+for prof in profile crowded; do
+  timeout 120 "$PSBED" validate --profile "$WORK/$prof.json" "$WORK/single" "$WORK/crowd" --out "$WORK/report-$prof" \
+    >"$WORK/validate-$prof.out" 2>&1 || { cat "$WORK/validate-$prof.out"; fail "validate with $prof.json failed"; }
+done
+python3 - "$WORK/crowded.json" "$WORK/report-profile/validation.json" "$WORK/report-crowded/validation.json" "$cores" <<'PY' ||
 import json, sys
 p = json.load(open(sys.argv[1]))
-before = {r["workers"]: r for r in json.load(open(sys.argv[2]))["runs"]}[2]["host_cpu"]
-after = json.load(open(sys.argv[3]))["runs"][0]["host_cpu"]
-k, c, cores = p["host"].get("contention", 0), p["source"]["contention_run"], int(sys.argv[4])
-over = min(1, (3 - cores) / cores)
-assert c["workers"] == 2 and c["servers"] == 1 and c["cores"] == cores, c
-assert abs(c["ratio"] / before["ratio"] - 1) < 1e-3, (c, before)
-assert abs(k - max(0, (c["ratio"] - 1) / over)) < 1e-9, (k, c)
-# Booked x (1 + k x over) = the measured CPU where the pair spent more than booked.
-assert abs(after["ratio"] - min(1, before["ratio"]) ) < 0.02 if before["ratio"] < 1 else abs(after["ratio"] - 1) < 0.02, (before, after)
-print(f"contention {k:.2f} from the pair (x{c['ratio']:.2f} the booked CPU); validated with it x{after['ratio']:.2f}")
+plain = {r["workers"]: r for r in json.load(open(sys.argv[2]))["runs"]}
+crowded = {r["workers"]: r for r in json.load(open(sys.argv[3]))["runs"]}
+cores = int(sys.argv[4])
+k, c = p["host"].get("contention", 0), p["source"]["contention_run"]
+assert c["workers"] == 2 * cores - 1 and c["servers"] == 1 and c["cores"] == cores, c
+before = plain[2 * cores - 1]["host_cpu"]
+assert abs(c["ratio"] / before["ratio"] - 1) < 1e-3, (c, before)   # the same comparison as validate's
+assert abs(k - max(0, c["ratio"] - 1)) < 1e-9, (k, c)
+# The single-worker run does not crowd the cores: its prediction does not change.
+assert crowded[1]["predicted_images_per_sec"] == plain[1]["predicted_images_per_sec"], (crowded[1], plain[1])
+assert crowded[1]["predicted_cpu_contention_scale"] == 1
+after = crowded[2 * cores - 1]
+assert abs(after["predicted_cpu_contention_scale"] - (1 + k)) < 1e-9, after
+# Booked x (1 + k) = the measured CPU where the run spent more than the single-worker costs book.
+assert abs(after["host_cpu"]["ratio"] - min(1.0, before["ratio"])) < 0.02, (before, after["host_cpu"])
+if k > 0:
+    assert after["predicted_images_per_sec"] < plain[2 * cores - 1]["predicted_images_per_sec"], after
+print(f"contention {k:.2f} from {c['workers']} workers + 1 shard on {cores} cores (x{c['ratio']:.2f} the booked CPU)"
+      + ("" if k > 0 else ": none found this time, so the scaling went untried") +
+      f"; validated with it x{after['host_cpu']['ratio']:.2f}")
 PY
-    fail "the contention the pair measured"
-fi
+  fail "the contention the crowded run measured"
 echo "PASS"

@@ -672,6 +672,28 @@ TEST_CASE("a crowded host's contention scales every CPU cost once processes outn
     CHECK(crowded.host_cpu_per_step_s == Approx(scale * plain.host_cpu_per_step_s).epsilon(1e-6));
     if (scale > 1) CHECK(crowded.steps_per_sec < plain.steps_per_sec);
   }
+  // with_contention scales the receiving threads' time too, and spends the contention; without
+  // the cores modelled there is nothing to scale.
+  SimConfig c = host_config(4, 2, 250e-6);
+  c.servers = 2, c.compute_on_cores = true, c.cpu_contention = 0.5, c.message_cost_s = 10e-6;
+  const SimConfig scaled = with_contention(c);
+  CHECK(contention_scale(c) == Approx(1.5));
+  CHECK(scaled.message_cost_s == Approx(15e-6));
+  CHECK(scaled.cpu_per_message_s == Approx(375e-6));
+  CHECK(scaled.compute_cpu_scale == Approx(1.5));
+  CHECK(scaled.cpu_contention == 0);
+  c.host_cpus = 0;
+  CHECK(contention_scale(c) == 1);
+  // The analytic bounds charge it as the simulator does: the host bound falls by the factor, and
+  // the serial figure stays under the upper one.
+  c.host_cpus = 2;
+  const Profile prof = fixed_profile(spec);
+  SimConfig none = c;
+  none.cpu_contention = 0;
+  const AnalyticBounds with = analytic_bounds(prof, spec, c), without = analytic_bounds(prof, spec, none);
+  CHECK(with.host_bound == Approx(without.host_bound / 1.5));
+  CHECK(with.serial <= with.upper);
+  CHECK(with.serial < without.serial);
   // Replayed compute sleeps: nothing crowds the cores' caches, nothing is scaled.
   CHECK(run(4, 2, 0.5, false).cpu_contention_scale == 1);
   CHECK(run(4, 2, 0.5, false).steps_per_sec == run(4, 2, 0, false).steps_per_sec);
