@@ -31,8 +31,9 @@ build-asan: deps
 # (async: a smaller step than one process takes, over more epochs; README, "Consistency").
 # Before it: a single-worker run to profile, and a short crowded one (twice as many workers +
 # shards as the host's cores, as launch counts them) that measures what time-sharing the cores
-# adds to each step's CPU.
-CROWD_WORKERS = $(shell n=$$(getconf _NPROCESSORS_ONLN); w=$$((2 * n - 2)); [ $$w -ge 1 ] || w=1; echo $$w)
+# adds to each step's CPU. On one CPU the single-worker run is crowded itself: no crowded run.
+CPUS = $(shell getconf _NPROCESSORS_ONLN)
+CROWD_WORKERS = $(shell echo $$((2 * $(CPUS) - 2)))
 demo: build data
 	@if [ -d runs/demo ]; then rm -rf runs/demo.previous && mv runs/demo runs/demo.previous && \
 	  echo "the previous demo is kept in runs/demo.previous"; fi
@@ -40,9 +41,12 @@ demo: build data
 	$(PSBED) train --model lenet5 --data mnist --epochs 3 --batch 32 --lr 0.03 --threads 2 --json runs/demo/train.json
 	$(PSBED) launch --servers 1 --workers 1 --model lenet5 --data mnist --steps 300 --batch 32 --lr 0.01 \
 	  --mode async --out runs/demo/single
-	$(PSBED) launch --servers 2 --workers $(CROWD_WORKERS) --model lenet5 --data mnist --steps 600 --batch 32 \
-	  --lr 0.005 --mode async --out runs/demo/crowded
-	$(PSBED) profile runs/demo/single --contention-run runs/demo/crowded -o runs/demo/profile.json
+	@if [ $(CPUS) -ge 2 ]; then set -x; \
+	  $(PSBED) launch --servers 2 --workers $(CROWD_WORKERS) --model lenet5 --data mnist --steps 600 --batch 32 \
+	    --lr 0.005 --mode async --out runs/demo/crowded && \
+	  $(PSBED) profile runs/demo/single --contention-run runs/demo/crowded -o runs/demo/profile.json; \
+	else echo "one CPU: the single-worker run shares it with its shard already, so no crowded run"; set -x; \
+	  $(PSBED) profile runs/demo/single -o runs/demo/profile.json; fi
 	$(PSBED) predict --profile runs/demo/profile.json --workers 4 --servers 2 --policy wfbp --mode async \
 	  --json runs/demo/predicted.json
 	$(PSBED) launch --servers 2 --workers 4 --model lenet5 --data mnist --epochs 5 --batch 32 --lr 0.005 \
