@@ -127,7 +127,9 @@ void check_launch_options(const LaunchOptions& o) {
                                 {"--weight-decay", o.weight_decay}})
     need(std::isfinite(v) && v >= 0, std::string(flag) + " must be a number, 0 or more, got " + num(v));
   need(o.momentum < 1, "--momentum must be below 1, got " + num(o.momentum));
-  need(for_flag("--partition-bytes", [&] { return parse_bytes(o.partition_bytes); }) >= 4,
+  const std::int64_t part_bytes =
+      std::int64_t(for_flag("--partition-bytes", [&] { return parse_bytes(o.partition_bytes); }));
+  need(part_bytes >= 4,
        "--partition-bytes must be at least 4 bytes (one float), got '" + o.partition_bytes + "'");
   need(o.slice_params >= 1, "--slice-params must be at least 1, got " + std::to_string(o.slice_params));
   need(o.partition_params >= 1,
@@ -144,7 +146,6 @@ void check_launch_options(const LaunchOptions& o) {
        "--start-stagger-ms must be 0 or more, got " + num(o.start_stagger_ms));
   const ModelSpec spec = load_model(o.model);
   // A shard that would hold no part serves nothing: more shards than the model has parts.
-  const std::int64_t part_bytes = parse_bytes(o.partition_bytes);
   const std::size_t parts = make_partition(spec, part_bytes, 1).parts.size();
   need(std::size_t(o.servers) <= parts,
        "--servers " + std::to_string(o.servers) + ": " + spec.name + " has " + std::to_string(parts) +

@@ -370,13 +370,11 @@ int run_sweep(SweepOptions opt) {
     throw Error("the grid is empty: give at least one value to --workers, --servers, --policy, --mode, --bandwidth");
   // A value given twice would run its points twice into one folder (the second taking the first
   // for a failed run) and double their rows: --repeat is how a point runs again.
-  auto once = [](const char* flag, const auto& values) {
-    require_distinct(flag, values, " (to run a point again, use --repeat)");
-  };
-  once("--workers", opt.workers);
-  once("--servers", opt.servers);
-  once("--policy", opt.policies);
-  once("--mode", opt.modes);
+  const std::string again = " (to run a point again, use --repeat)";
+  require_distinct("--workers", opt.workers, again);
+  require_distinct("--servers", opt.servers, again);
+  require_distinct("--policy", opt.policies, again);
+  require_distinct("--mode", opt.modes, again);
   {
     std::vector<double> rates;  // 100mbit and 100Mbit, 1gbit and 1000mbit are one link
     for (const auto& b : opt.bandwidths) rates.push_back(b.empty() ? 0.0 : parse_bandwidth_bps(b));

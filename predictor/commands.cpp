@@ -678,8 +678,7 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
     step_s[i] = median(per_step), busy[i] = median(cores);
     cpu_ratio[i] = step_s[i] / results[i].host_cpu_per_step_s;
     SimConfig c = configs[i];
-    c.cpu_per_message_s *= cpu_ratio[i], c.cpu_per_byte_s *= cpu_ratio[i];
-    c.message_cost_s *= cpu_ratio[i], c.compute_cpu_scale = cpu_ratio[i];
+    scale_cpu_costs(c, cpu_ratio[i]);
     scaled.push_back(c), scaled_group.push_back(i);
   }
   std::vector<SimResult> at_measured_cpu;

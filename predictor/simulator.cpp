@@ -81,9 +81,12 @@ double contention_scale(const SimConfig& c) {
   return 1 + c.cpu_contention * over;
 }
 
-SimConfig with_contention(SimConfig c) {
-  const double f = contention_scale(c);
+void scale_cpu_costs(SimConfig& c, double f) {
   c.cpu_per_message_s *= f, c.cpu_per_byte_s *= f, c.message_cost_s *= f, c.compute_cpu_scale *= f;
+}
+
+SimConfig with_contention(SimConfig c) {
+  scale_cpu_costs(c, contention_scale(c));
   c.cpu_contention = 0;
   return c;
 }

@@ -174,6 +174,9 @@ std::vector<SimResult> simulate_all(
 // (0), as the simulator and the analytic bounds charge them.
 double contention_scale(const SimConfig& config);
 SimConfig with_contention(SimConfig config);
+// Every CPU cost of `config` (per message, per byte, the receiving threads' time, the compute's
+// scale) x `factor`: the contention's, or psbed validate's what-if at a run's measured CPU.
+void scale_cpu_costs(SimConfig& config, double factor);
 
 // The live worker's warm-up rule: steps excluded from the steady-state figures.
 std::int64_t default_warmup_steps(std::int64_t steps);
