@@ -604,6 +604,43 @@ std::string usage_error(const CLI::App& root, const CLI::ParseError& e, int argc
   return where + ": " + cluster::plain_parse_error(e.what()) + " (see `" + where + " --help`)";
 }
 
+// A list flag's empty item (`--workers 1,,2`, `--workers ""`): CLI11 drops empty items between
+// commas (1,,2 ran as 1,2) and reads an empty value as 0, so the raw words are looked at after a
+// parse. One line naming the flag, or "" if there is none.
+std::string empty_list_item(const CLI::App& root, int argc, char** argv) {
+  const CLI::App* leaf = nullptr;
+  const std::string where = command_path(root, &leaf);
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--") break;
+    if (word.rfind("--", 0) != 0) continue;
+    const std::string name = option_name(word);
+    const CLI::Option* o = nullptr;
+    for (const CLI::App* app = leaf; app != nullptr && o == nullptr; app = app->get_parent())
+      o = app->get_option_no_throw(name);
+    if (o == nullptr || o->get_delimiter() == '\0') continue;
+    const bool inline_value = word.find('=') != std::string::npos;
+    if (!inline_value && i + 1 >= argc) continue;
+    const std::string value = inline_value ? word.substr(word.find('=') + 1) : argv[++i];
+    const char d = o->get_delimiter();
+    const std::string doubled(2, d);
+    const std::string separated =
+        (d == ',' ? std::string("comma") : "'" + std::string(1, d) + "'") + "-separated";
+    // An empty value of a number list reads as 0; of a text list it may mean something
+    // (sweep --bandwidth "": unshaped), and the command checks it.
+    const std::string type = o->get_type_name();
+    if (value.empty() && (type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0 ||
+                          type.rfind("FLOAT", 0) == 0))
+      return where + ": " + name + ": an empty value (expected one or more numbers, " +
+             separated + ")";
+    if ((!value.empty() && (value.front() == d || value.back() == d)) ||
+        value.find(doubled) != std::string::npos)
+      return where + ": " + name + ": an empty item in '" + value + "' (expected values " +
+             separated + ", none empty)";
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -659,6 +696,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return root.exit(e);  // --help
     std::fprintf(stderr, "%s\n", usage_error(root, e, argc, argv).c_str());
+    return kUsageError;
+  }
+  if (const std::string empty = empty_list_item(root, argc, argv); !empty.empty()) {
+    std::fprintf(stderr, "%s\n", empty.c_str());
     return kUsageError;
   }
   try {

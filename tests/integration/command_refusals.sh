@@ -31,7 +31,7 @@ refused "psbed: unknown option '--log-levl' (a subcommand's options go after it;
 refused "psbed: --min-seconds 3: a subcommand's options go after it (\`psbed bench compute --min-seconds 3 ...\`)" \
   --min-seconds 3 bench compute
 exit_status() { local rc=0; timeout 30 "$PSBED" "$@" >/dev/null 2>&1 || rc=$?; echo "$rc"; }
-for args in "lanch" "bench nosuch" "launch --bogus" "launch --workers x" "predict" "train --steps 0" \
+for args in "lanch" "bench nosuch" "bench predict --workers 2,,4" "launch --bogus" "launch --workers x" "predict" "train --steps 0" \
   "--log-level debug launch"; do
   # shellcheck disable=SC2086
   [ "$(exit_status $args)" = 2 ] || fail "psbed $args: a usage error, exit status $(exit_status $args), expected 2"
@@ -46,6 +46,12 @@ refused "psbed train: --batch: expected a whole number from 1 to 1048576, got 'a
 refused "--batch: expected a whole number from 1 to 1048576, got '1.5'" train --batch 1.5
 refused "psbed predict: --workers: expected a whole number from 1 to 100000, got 'two'" predict --workers two
 refused "psbed launch: --servers: takes one value, got 2 (given twice" launch --servers 1 --servers 2
+# An empty item of a list (CLI11 drops it, and reads an empty number list as 0).
+refused "psbed predict: --workers: an empty item in '1,,2' (expected values comma-separated, none empty)" \
+  predict --profile "$WORK/none.json" --workers 1,,2 --analytic
+refused "psbed sweep: --policy: an empty item in 'wfbp,' (expected values comma-separated" sweep --policy=wfbp, --out "$WORK/sw"
+refused "psbed sweep: --workers: an empty value (expected one or more numbers, comma-separated)" sweep --workers "" --out "$WORK/sw"
+[ ! -e "$WORK/sw" ] || fail "a refused sweep made its folder"
 refused "--seed: expected a seed, a whole number from 0 to 18446744073709551615, got '-1'" train --seed -1
 refused "got '99999999999999999999'" train --seed 99999999999999999999
 refused "--progress-every: expected a number of seconds, above 0, got '0'" train --progress-every 0
