@@ -573,7 +573,8 @@ int run_sweep(SweepOptions opt) {
                hms(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()), out);
   if (opt.plot && done > 0) {
     const std::string script = std::string(PSBED_SOURCE_DIR) + "/cluster/plot_sweep.py";
-    const std::string cmd = "/usr/bin/python3 '" + script + "' '" + out + "/results.csv' '" + out + "/sweep.png'";
+    // PSBED_SWEEP: the script leaves a missing matplotlib to the one line below.
+    const std::string cmd = "PSBED_SWEEP=1 /usr/bin/python3 '" + script + "' '" + out + "/results.csv' '" + out + "/sweep.png'";
     const int rc = std::system(cmd.c_str());
     if (WIFEXITED(rc) && WEXITSTATUS(rc) == 3)  // the script's word for "no matplotlib"
       spdlog::warn("no plot: matplotlib is not installed (Debian's python3-matplotlib: cluster/install-deps.sh "

@@ -38,6 +38,7 @@ if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
 else  # one line that says what to install, no traceback
   grep -q "no plot: matplotlib is not installed" "$WORK/sw.out" || { tail -5 "$WORK/sw.out"; fail "no word on the missing matplotlib"; }
   if grep -q "Traceback" "$WORK/sw.out"; then fail "the sweep printed a traceback for the missing matplotlib"; fi
+  [ "$(grep -c "matplotlib" "$WORK/sw.out")" = 1 ] || { grep matplotlib "$WORK/sw.out"; fail "more than one line on the missing matplotlib"; }
 fi
 # The same folder again: refused without --resume (results.csv would be lost), and with
 # --resume under other settings (the kept runs would be labelled with steps they did not run).
