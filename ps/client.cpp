@@ -2,9 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 
 #include "core/error.hpp"
+#include "ps/seconds_text.hpp"
 
 namespace psbed::ps {
 
@@ -63,6 +66,56 @@ void PsClient::push(int part_index, const float* data, std::int64_t offset, std:
 void PsClient::pull(int part_index, float* dst, std::int64_t offset, std::int64_t count, std::uint64_t clock,
                     int priority, Callback on_arrival) {
   send(Op::kPull, part_index, nullptr, dst, offset, count, clock, priority, std::move(on_arrival));
+}
+
+void PsClient::check_shards(double timeout_s, const std::function<std::string()>& abort) {
+  // Shared with the callbacks: an answer may come after this gave up.
+  struct Answers {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<char> answered;
+    std::vector<float> sink;
+  };
+  auto answers = std::make_shared<Answers>();
+  answers->answered.assign(shards_.size(), 0);
+  answers->sink.assign(shards_.size(), 0.0f);
+  std::vector<char> asked(shards_.size(), 0);
+  for (int i = 0; i < int(map_.plan.parts.size()); ++i) {
+    const int shard = map_.plan.parts[i].shard;
+    if (asked.at(shard)) continue;
+    asked[shard] = 1;
+    send(Op::kPull, i, nullptr, &answers->sink[shard], 0, 1, 0, 0, [answers, shard] {
+      std::lock_guard<std::mutex> lock(answers->mu);
+      answers->answered[shard] = 1;
+      answers->cv.notify_all();
+    });
+  }
+  auto unanswered = [&] {
+    for (std::size_t s = 0; s < asked.size(); ++s)
+      if (asked[s] && !answers->answered[s]) return int(s);
+    return -1;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                                std::chrono::duration<double>(timeout_s));
+  std::unique_lock<std::mutex> lock(answers->mu);
+  while (unanswered() >= 0) {
+    const auto wake = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(250));
+    answers->cv.wait_until(lock, wake, [&] { return unanswered() < 0; });
+    if (unanswered() < 0) break;
+    if (abort) {
+      lock.unlock();
+      const std::string why = abort();
+      lock.lock();
+      if (!why.empty()) throw Error(why + " while waiting for the servers' first answers");
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      const int s = unanswered();
+      const NodeInfo& server = map_.servers.at(std::size_t(s));
+      throw Error("cannot reach " + server.name + " at " + server.address +
+                  " (the address it gave the coordinator): no answer to a pull within " + seconds_text(timeout_s) +
+                  " s (--connect-timeout); check its --bind and --advertise");
+    }
+  }
 }
 
 void PsClient::receive(int shard, Message&& m) {

@@ -41,6 +41,12 @@ class PsClient {
   void pull(int part_index, float* dst, std::int64_t offset, std::int64_t count, std::uint64_t clock, int priority,
             Callback on_arrival);
 
+  // Pulls one float from every shard at clock 0 (ready under every mode) and waits for the
+  // answers: a shard whose advertised address leads nowhere would otherwise leave the first
+  // step waiting forever. Throws Error naming the shard, its address and the wait after
+  // `timeout_s` (--connect-timeout), or at once with abort()'s reason when that is not "".
+  void check_shards(double timeout_s, const std::function<std::string()>& abort);
+
   void stop();
   std::uint64_t bytes_pushed() const { return pushed_; }
   std::uint64_t bytes_pulled() const { return pulled_; }

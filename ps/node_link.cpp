@@ -9,10 +9,17 @@
 #include <random>
 
 #include "core/error.hpp"
+#include "ps/seconds_text.hpp"
 
 namespace psbed::ps {
 
 using namespace std::chrono;
+
+namespace {
+// How long a message that must not hold its caller up waits for room on the link: enough for
+// the transport's thread to take it when the coordinator is there, nothing when it is gone.
+constexpr milliseconds kShortWait{50};
+}  // namespace
 
 NodeLink::NodeLink(NodeLinkOptions opt) : opt_(std::move(opt)) {
   ZmqOptions z;
@@ -40,7 +47,7 @@ NodeLink::~NodeLink() {
   transport_->stop();
 }
 
-void NodeLink::send(Op op, const std::string& json_text, std::uint64_t clock) {
+bool NodeLink::send(Op op, const std::string& json_text, std::uint64_t clock, bool wait) {
   Message m;
   m.header.op = op;
   m.header.sender = id_ < 0 ? 0 : std::uint32_t(id_);
@@ -50,7 +57,7 @@ void NodeLink::send(Op op, const std::string& json_text, std::uint64_t clock) {
     m.payload = Payload::copy(json_text);
     m.header.length = json_text.size();
   }
-  transport_->send(std::move(m));
+  return wait ? transport_->send(std::move(m)) : transport_->try_send(std::move(m), kShortWait);
 }
 
 void NodeLink::receive(Message&& m) {
@@ -87,7 +94,10 @@ void NodeLink::receive(Message&& m) {
         if (j.contains("evaluator")) evaluator_ = j["evaluator"].get<int>();
         ++barrier_generation_;
         break;
-      case Op::kShutdown: shutdown_ = true; break;
+      case Op::kShutdown:
+        shutdown_ = true;
+        told_shutdown_ = true;
+        break;
       case Op::kHeartbeat: break;  // the coordinator's answer: it is there
       case Op::kError:
         if (!registered_) {
@@ -113,23 +123,30 @@ ClusterMap NodeLink::join(nlohmann::json extra) {
   std::unique_lock<std::mutex> lock(mu_);
   while (!registered_) {
     lock.unlock();
-    send(Op::kRegister, text);
+    // Not waiting for room: a coordinator not there yet leaves the queue full, and the retries
+    // must keep to the deadline.
+    send(Op::kRegister, text, 0, false);
     lock.lock();
     auto wake = std::min(steady_clock::now() + duration_cast<steady_clock::duration>(duration<double>(backoff)), deadline);
-    cv_.wait_until(lock, wake, [&] { return registered_ || shutdown_.load() || !refused_.empty(); });
+    cv_.wait_until(lock, wake, [&] { return registered_ || shutdown_.load() || stop_.load() || !refused_.empty(); });
     if (registered_) break;
+    if (stop_) throw Error(stopped_);
     if (!refused_.empty())
       throw Error("the coordinator at " + opt_.coordinator + " refused this " + opt_.role + ": " + refused_);
     if (shutdown_) throw Error("the coordinator ended the run before this " + opt_.role + " joined it");
     if (steady_clock::now() >= deadline)
       throw Error("cannot reach the coordinator at " + opt_.coordinator + ": no answer to registration within " +
-                  std::to_string(int(opt_.connect_timeout_s)) + " s (--connect-timeout)");
+                  seconds_text(opt_.connect_timeout_s) + " s (--connect-timeout)");
     backoff = std::min(backoff * 2, 2.0);
   }
   spdlog::info("registered with the coordinator at {} as {} (id {})", opt_.coordinator, opt_.name, id_);
   heartbeats_ = std::thread([this] { heartbeat_loop(); });
-  cv_.wait(lock, [&] { return map_.has_value() || shutdown_.load(); });
-  if (!map_) throw Error(lost_.empty() ? "the coordinator shut the cluster down before it started" : lost_);
+  cv_.wait(lock, [&] { return map_.has_value() || shutdown_.load() || stop_.load(); });
+  if (!map_) {
+    if (!lost_.empty()) throw Error(lost_);
+    if (stop_) throw Error(stopped_);
+    throw Error("the coordinator shut the cluster down before it started");
+  }
   return ClusterMap::from_json(*map_);
 }
 
@@ -138,23 +155,62 @@ void NodeLink::heartbeat_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   last_heard_ = steady_clock::now();
   while (!stop_heartbeats_) {
-    lock.unlock();
-    send(Op::kHeartbeat);
-    lock.lock();
+    if (lost_.empty()) {
+      lock.unlock();
+      // Never waiting for room: a dead coordinator's queue fills in seconds, and a heartbeat
+      // stuck behind it would stop this loop, which is what notices the silence. One that
+      // finds the queue full is dropped: the next one says the same.
+      send(Op::kHeartbeat, "", 0, false);
+      lock.lock();
+    }
     cv_.wait_for(lock, duration<double>(opt_.heartbeat_s), [&] { return stop_heartbeats_.load(); });
     const double silent = duration<double>(steady_clock::now() - last_heard_).count();
     // At least three heartbeats' time: the coordinator answers each, so a shorter wait would
     // take the gap between two answers for its death.
     const double timeout = std::max(opt_.coordinator_timeout_s, 3 * opt_.heartbeat_s);
     if (!shutdown_ && lost_.empty() && silent > timeout) {
-      lost_ = "lost the coordinator at " + opt_.coordinator + ": nothing heard from it for " +
-              std::to_string(int(silent)) + " s (--coordinator-timeout " +
-              std::to_string(int(timeout)) + " s)";
-      spdlog::error("{}: stopping", lost_);
-      shutdown_ = true;
-      cv_.notify_all();
+      lock.unlock();
+      declare_lost(silent, timeout);
+      lock.lock();
     }
   }
+}
+
+void NodeLink::declare_lost(double silent, double timeout) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    lost_ = "lost the coordinator at " + opt_.coordinator + ": nothing heard from it for " +
+            seconds_text(silent) + " s (--coordinator-timeout " + seconds_text(timeout) + " s)";
+    // Not logged here: the node stops at once and its exit says it, in one line.
+    spdlog::debug("{}: stopping", lost_);
+    shutdown_ = true;
+  }
+  cv_.notify_all();
+  // Another thread may be waiting for room on the link (a progress report, a barrier): stopping
+  // the link ends that wait (its send returns false), so every wait on the coordinator ends.
+  transport_->stop();
+}
+
+void NodeLink::stop(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;
+    stopped_ = why;
+    stop_ = true;
+  }
+  cv_.notify_all();
+}
+
+std::string NodeLink::stopped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stopped_;
+}
+
+void NodeLink::leave(const std::string& why, double wait_s, const nlohmann::json& report) {
+  if (!report.is_null()) send(Op::kControl, report.dump(), 0, false);
+  if (!send(Op::kControl, nlohmann::json({{"event", "failed"}, {"reason", why}}).dump(), 0, false)) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, duration<double>(wait_s), [&] { return told_shutdown_ || !lost_.empty(); });
 }
 
 std::string NodeLink::shutdown_reason() const {
@@ -173,7 +229,9 @@ void NodeLink::barrier(const std::string& name) {
   lock.unlock();
   send(Op::kBarrier, nlohmann::json({{"name", name}, {"role", opt_.role}}).dump());
   lock.lock();
-  cv_.wait(lock, [&] { return (barrier_generation_ != gen && released_barrier_ == name) || shutdown_.load(); });
+  cv_.wait(lock, [&] {
+    return (barrier_generation_ != gen && released_barrier_ == name) || shutdown_.load() || stop_.load();
+  });
 }
 
 int NodeLink::evaluator() {
@@ -190,7 +248,7 @@ void NodeLink::on_control(std::function<void(const nlohmann::json&)> fn) {
 
 bool NodeLink::wait_shutdown(double timeout_s) {
   std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, duration<double>(timeout_s), [&] { return shutdown_.load(); });
+  return cv_.wait_for(lock, duration<double>(timeout_s), [&] { return shutdown_.load() || stop_.load(); });
 }
 
 }  // namespace psbed::ps

@@ -2,6 +2,11 @@
 // --connect-timeout), the cluster map, heartbeats on a timer thread, barriers, progress and
 // final reports, and the coordinator's control messages (shutdown, a peer declared dead).
 // Servers and workers both hold one.
+//
+// No wait here outlives the coordinator: once it has been silent for --coordinator-timeout the
+// node is told to stop (shutdown_requested(), coordinator_lost()) and every wait returns. That
+// is why heartbeats never wait for room on the link: a dead coordinator's queue fills up, and a
+// heartbeat stuck there would also stop the clock that notices the silence.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -50,9 +55,21 @@ class NodeLink {
   void send_control(const nlohmann::json& j);
   // Control messages from the coordinator other than those NodeLink handles itself.
   void on_control(std::function<void(const nlohmann::json&)> fn);
-  // Blocks until the coordinator says shut down (or `timeout_s` passes: returns false).
+  // Blocks until the coordinator says shut down, the coordinator is lost or stop() was called
+  // (or `timeout_s` passes: returns false).
   bool wait_shutdown(double timeout_s);
-  bool shutdown_requested() const { return shutdown_.load(); }
+  // The node must stop: the coordinator said so, fell silent, or stop() was called.
+  bool shutdown_requested() const { return shutdown_.load() || stop_.load(); }
+  // Stops this node's part without the coordinator (a stop signal): every wait here returns
+  // and shutdown_requested() turns true. `why` is kept for stopped(). Callable from any thread.
+  void stop(const std::string& why);
+  // stop()'s reason, or "" when it was not called.
+  std::string stopped() const;
+  // Tells the coordinator this node is leaving and why (its "failed" event: a worker is counted
+  // out of barriers and clocks at once, a server's loss ends the run), after `report` (a final
+  // report, when not null), then waits up to `wait_s` for the coordinator's shutdown, which says
+  // it heard. Never waits for room on the link: the coordinator may be gone.
+  void leave(const std::string& why, double wait_s, const nlohmann::json& report = nullptr);
   // Why the node stopped without being told to (the coordinator fell silent), or "".
   std::string coordinator_lost() const;
   // "interrupted" when the coordinator said, before its shutdown, that the run is being ended
@@ -62,7 +79,10 @@ class NodeLink {
  private:
   void receive(Message&& m);
   void heartbeat_loop();
-  void send(Op op, const std::string& json_text = "", std::uint64_t clock = 0);
+  // Waits for room on the link unless `wait` is false (then drops the message when the queue
+  // is full). A wait ends when the coordinator is declared lost (the link is stopped then).
+  bool send(Op op, const std::string& json_text = "", std::uint64_t clock = 0, bool wait = true);
+  void declare_lost(double silent, double timeout);
 
   NodeLinkOptions opt_;
   std::unique_ptr<ZmqTransport> transport_;
@@ -74,7 +94,10 @@ class NodeLink {
   std::string released_barrier_;
   int evaluator_ = -1;
   std::uint64_t barrier_generation_ = 0;
-  std::atomic<bool> shutdown_{false};
+  std::atomic<bool> shutdown_{false};  // the coordinator said so, or it is lost
+  bool told_shutdown_ = false;          // the coordinator's own shutdown arrived (guarded by mu_)
+  std::atomic<bool> stop_{false};
+  std::string stopped_;                 // stop()'s reason (guarded by mu_)
   std::atomic<bool> stop_heartbeats_{false};
   std::function<void(const nlohmann::json&)> on_control_;
   std::thread heartbeats_;

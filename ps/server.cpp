@@ -16,15 +16,32 @@
 #include "ps/node_link.hpp"
 #include "ps/link.hpp"
 #include "ps/shard.hpp"
+#include "ps/stop_signals.hpp"
 #include "ps/store.hpp"
 #include "ps/zmq_transport.hpp"
 
 namespace psbed::ps {
+namespace {
 
+// An endpoint on every interface (tcp://0.0.0.0:P, tcp://*:P, tcp://[::]:P) is where to listen,
+// not an address another host can reach.
+bool wildcard_endpoint(const std::string& endpoint) {
+  const std::string tcp = "tcp://";
+  if (endpoint.compare(0, tcp.size(), tcp) != 0) return false;
+  const std::string rest = endpoint.substr(tcp.size());
+  const std::size_t colon = rest.rfind(':');
+  const std::string host = colon == std::string::npos ? rest : rest.substr(0, colon);
+  return host == "0.0.0.0" || host == "*" || host == "[::]" || host == "::" || host.empty();
+}
+
+}  // namespace
 
 int run_server(const ServerOptions& in) {
   ServerOptions opt = in;
   if (opt.name.empty()) opt.name = "server-" + std::to_string(::getpid());
+  if (!opt.advertise.empty() && wildcard_endpoint(opt.advertise))
+    throw Error("--advertise " + opt.advertise + " is no address workers can reach: give this host's name or IP");
+  StopSignals signals;  // before any thread starts: they all leave SIGTERM and SIGINT to it
   ZmqOptions z;
   z.role = ZmqOptions::Role::kServer;
   z.endpoint = opt.bind;
@@ -36,8 +53,11 @@ int run_server(const ServerOptions& in) {
   Transport& transport = *owned;
   TraceRecorder trace(opt.name, !opt.trace_dir.empty());
   Shard shard(opt.max_message_bytes, transport, trace, opt.apply_threads);
+  std::string address = opt.advertise.empty() ? transport.endpoint() : opt.advertise;  // bound already
+  if (opt.advertise.empty() && wildcard_endpoint(address))
+    throw Error("--bind " + opt.bind + " listens on every interface, and workers cannot connect to " + address +
+                ": give --advertise tcp://THIS_HOST:PORT, the address workers reach this server at");
   transport.start([&](Message&& m) { shard.enqueue(std::move(m)); });
-  std::string address = opt.advertise.empty() ? transport.endpoint() : opt.advertise;
   spdlog::info("{} serving on {} (link: {})", opt.name, transport.endpoint(), shaping.str());
 
   NodeLink link({opt.coordinator, "server", opt.name, address, opt.connect_timeout_s, opt.heartbeat_s,
@@ -45,7 +65,22 @@ int run_server(const ServerOptions& in) {
   link.on_control([&](const nlohmann::json& j) {
     if (j.value("event", "") == "worker_dead") shard.worker_dead(j.value("worker", -1));
   });
-  ClusterMap map = link.join();
+  // SIGTERM or SIGINT: this shard stops serving, says so to the coordinator (the run cannot go
+  // on without its parameters) and writes its trace.
+  signals.on_stop([&link](int sig) { link.stop("stopped by " + StopSignals::name(sig)); });
+  struct Unhook {
+    StopSignals& signals;
+    ~Unhook() { signals.on_stop(nullptr); }  // before `link` goes
+  } unhook{signals};
+  ClusterMap map;
+  try {
+    map = link.join();
+  } catch (const Error&) {
+    transport.stop();  // first: it delivers to the shard, which goes before it
+    if (link.stopped().empty()) throw;
+    spdlog::warn("{} {} before it joined the cluster", opt.name, link.stopped());
+    return kStoppedStatus;
+  }
   trace.set_metadata("role", "server");
   trace.set_metadata("cluster", map.to_json()["experiment"]);
   shard.start(map, link.id());
@@ -61,12 +96,15 @@ int run_server(const ServerOptions& in) {
                          {"queue_depth", shard.queue_depth()}});
   }
   cpu_samples.push_back({now_us(), process_cpu_s()});
+  const std::string stopped = link.stopped();
+  if (!stopped.empty()) link.leave(stopped, 0.5);
   transport.stop();  // first: wakes a lane blocked in send() by a peer that stopped reading
   shard.stop();
   const auto& bad = shard.bad();
   const auto& tbad = transport.bad_messages();
-  spdlog::info("{} shutting down: {} pushes, {} pulls, {} bad messages dropped", opt.name, shard.pushes(), shard.pulls(),
-               bad.total() + tbad.total());
+  if (stopped.empty())
+    spdlog::info("{} shutting down: {} pushes, {} pulls, {} bad messages dropped", opt.name, shard.pushes(),
+                 shard.pulls(), bad.total() + tbad.total());
   nlohmann::json by_kind = nlohmann::json::object();
   for (int k = 1; k < kProblemKinds; ++k) {
     const auto p = static_cast<Problem>(k);
@@ -83,6 +121,11 @@ int run_server(const ServerOptions& in) {
     trace.write(opt.trace_dir + "/" + opt.name + ".trace.json");
   }
   if (const std::string lost = link.coordinator_lost(); !lost.empty()) throw Error(lost);  // traces kept
+  if (!stopped.empty()) {
+    spdlog::warn("{} {} after {} pushes, {} pulls{}", opt.name, stopped, shard.pushes(), shard.pulls(),
+                 opt.trace_dir.empty() ? std::string() : "; trace in " + opt.trace_dir + "/" + opt.name + ".trace.json");
+    return kStoppedStatus;
+  }
   return 0;
 }
 

@@ -50,8 +50,9 @@ struct ZmqTransport::Impl {
   // Owned by the owner thread once started (the thread's creation is the hand-over point).
   zmq::socket_t net;
   zmq::socket_t outbox_rx;
-  // Other threads' way in; the mutex makes the PUSH socket usable from any of them.
-  std::mutex outbox_mu;
+  // Other threads' way in; the mutex makes the PUSH socket usable from any of them. Timed: a
+  // try_send must not wait behind a send() that is waiting for room.
+  std::timed_mutex outbox_mu;
   zmq::socket_t outbox_tx;
 
   std::string endpoint;
@@ -285,7 +286,13 @@ void ZmqTransport::start(ReceiveFn on_receive) {
   impl_->owner = std::thread([impl = impl_.get()] { impl->run(); });
 }
 
-bool ZmqTransport::send(Message msg) {
+bool ZmqTransport::send(Message msg) { return hand_over(std::move(msg), std::chrono::milliseconds(-1)); }
+
+bool ZmqTransport::try_send(Message msg, std::chrono::milliseconds wait) {
+  return hand_over(std::move(msg), std::max(wait, std::chrono::milliseconds(0)));
+}
+
+bool ZmqTransport::hand_over(Message msg, std::chrono::milliseconds wait) {
   const Header& h = msg.header;
   const bool carries = payload_kind(h.op) != PayloadKind::kNone;
   if (!carries && !msg.payload.empty())
@@ -313,12 +320,28 @@ bool ZmqTransport::send(Message msg) {
     impl_->enqueue(std::move(msg.peer), std::move(out));
     return true;
   }
-  std::lock_guard<std::mutex> lock(impl_->outbox_mu);
+  std::unique_lock<std::timed_mutex> lock(impl_->outbox_mu, std::defer_lock);
+  if (wait.count() < 0) {
+    lock.lock();
+  } else if (!lock.try_lock_for(wait)) {
+    return false;  // another thread's send() is waiting for room: there is none
+  }
   if (impl_->outbox_tx.handle() == nullptr) return false;  // stopped
   try {
     zmq::message_t peer(msg.peer.data(), msg.peer.size());
-    // Blocking sends: this is where a full link pushes back on the caller.
-    (void)impl_->outbox_tx.send(peer, zmq::send_flags::sndmore);
+    // Blocking sends: this is where a full link pushes back on the caller. Only the first frame
+    // can be refused (ZeroMQ counts whole messages against the high-water mark), so a message
+    // that does not wait is either handed over whole or not at all.
+    if (wait.count() == 0) {
+      if (!impl_->outbox_tx.send(peer, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return false;
+    } else if (wait.count() > 0) {
+      impl_->outbox_tx.set(zmq::sockopt::sndtimeo, int(std::min<std::int64_t>(wait.count(), 1 << 30)));
+      const bool taken = impl_->outbox_tx.send(peer, zmq::send_flags::sndmore).has_value();
+      impl_->outbox_tx.set(zmq::sockopt::sndtimeo, -1);
+      if (!taken) return false;
+    } else {
+      (void)impl_->outbox_tx.send(peer, zmq::send_flags::sndmore);
+    }
     (void)impl_->outbox_tx.send(out.header,
                                 out.has_payload ? zmq::send_flags::sndmore : zmq::send_flags::none);
     if (out.has_payload) (void)impl_->outbox_tx.send(out.payload, zmq::send_flags::none);
@@ -340,7 +363,7 @@ void ZmqTransport::stop() {
   impl_->ctx.shutdown();
   if (impl_->owner.joinable()) impl_->owner.join();
   {
-    std::lock_guard<std::mutex> outbox_lock(impl_->outbox_mu);
+    std::lock_guard<std::timed_mutex> outbox_lock(impl_->outbox_mu);
     impl_->outbox_tx.close();
   }
   if (!impl_->started) {

@@ -56,6 +56,10 @@ class ZmqTransport final : public Transport {
 
   void start(ReceiveFn on_receive) override;
   bool send(Message msg) override;
+  // send() that waits at most `wait` for room: false, and the message dropped, when the queue
+  // towards the peer stays full (or the transport is stopped). For messages that must not hold
+  // their caller up while the peer is gone: heartbeats, retried registrations, a last word.
+  bool try_send(Message msg, std::chrono::milliseconds wait = std::chrono::milliseconds(0));
   void stop() override;
   std::string endpoint() const override;
   const BadMessageCounter& bad_messages() const override;
@@ -67,6 +71,7 @@ class ZmqTransport final : public Transport {
 
  private:
   struct Impl;
+  bool hand_over(Message msg, std::chrono::milliseconds wait);  // wait < 0: as long as it takes
   std::unique_ptr<Impl> impl_;
 };
 

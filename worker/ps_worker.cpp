@@ -20,6 +20,7 @@
 #include "ps/client.hpp"
 #include "ps/control.hpp"
 #include "ps/node_link.hpp"
+#include "ps/stop_signals.hpp"
 #include "worker/batcher.hpp"
 #include "worker/evaluate.hpp"
 #include "worker/net.hpp"
@@ -78,7 +79,8 @@ class Arrivals {
 
 class PsWorker {
  public:
-  explicit PsWorker(const WorkerOptions& opt) : opt_(opt), trace_(opt.name, !opt.trace_dir.empty()) {}
+  PsWorker(const WorkerOptions& opt, ps::StopSignals& signals)
+      : opt_(opt), signals_(signals), trace_(opt.name, !opt.trace_dir.empty()) {}
 
   int run() {
     set_compute_threads(opt_.threads);
@@ -94,6 +96,39 @@ class PsWorker {
     }
     ps::NodeLink link({opt_.coordinator, "worker", opt_.name, "", opt_.connect_timeout_s, opt_.heartbeat_s,
                        opt_.coordinator_timeout_s});
+    // SIGTERM or SIGINT: training stops at the next step boundary (see stop_reason below).
+    signals_.on_stop([this, &link](int sig) {
+      stop_at_us_ = now_us();
+      link.stop("stopped by " + ps::StopSignals::name(sig));
+    });
+    struct Unhook {
+      ps::StopSignals& signals;
+      ~Unhook() { signals.on_stop(nullptr); }  // before `link` goes
+    } unhook{signals_};
+    try {
+      const int status = run_joined(link, local, replay, profile);
+      if (status == ps::kStoppedStatus) log_stopped(link);
+      return status;
+    } catch (const std::exception& e) {
+      if (!link.stopped().empty()) {  // the step or evaluation in flight was cut short
+        if (joined_) link.leave(link.stopped() + " after " + std::to_string(done_steps_) + " steps", 0.5);
+        log_stopped(link);
+        return ps::kStoppedStatus;
+      }
+      // A worker failing after it joined says why at once: the coordinator logs it and counts it
+      // out of barriers and clocks now, rather than when its heartbeats stop.
+      if (joined_ && !link.shutdown_requested()) link.leave(e.what(), 0.5);
+      throw;
+    }
+  }
+
+ private:
+  // Step boundaries come every few milliseconds; a step waiting on a shard that is gone never
+  // reaches one, so a stop signal cuts the step in flight short after this long.
+  static constexpr double kStopGraceUs = 1e6;
+
+  int run_joined(ps::NodeLink& link, const ModelSpec& local, const std::string& replay,
+                 const std::optional<Profile>& profile) {
     auto data = std::make_unique<workloads::Split>(
         workloads::load_dataset(opt_.data, opt_.data_dir, local.input, local.classes, 1));
     workloads::standardize(*data);
@@ -112,10 +147,14 @@ class PsWorker {
       throw Error("data " + data->description + " has samples of " + data->train.shape.str() + " but the model " +
                   spec.name + " takes " + spec.input.str());
     id_ = link.id();
-    auto stop_reason = [&link]() -> std::string {
+    joined_ = true;
+    auto stop_reason = [&link, this]() -> std::string {
       if (!link.shutdown_requested()) return "";
       const std::string lost = link.coordinator_lost();
-      return lost.empty() ? "told to stop by the coordinator (the run ended, or this worker was declared dead)" : lost;
+      if (!lost.empty()) return lost;
+      if (const std::string why = link.stopped(); !why.empty())
+        return now_us() - stop_at_us_.load() < kStopGraceUs ? "" : why + ", the step in flight cut short";
+      return "told to stop by the coordinator (the run ended, or this worker was declared dead)";
     };
     pulls_.set_abort(stop_reason);
     pushes_.set_abort(stop_reason);
@@ -133,6 +172,8 @@ class PsWorker {
                    : make_net(opt_.device, spec, exp.batch, exp.seed);
     const ps::LinkOptions shaping = ps::parse_link(opt_.bandwidth, opt_.latency);
     ps::PsClient client(map_, id_, opt_.name, ps::LinkBuckets::make(shaping));
+    // A shard whose advertised address leads nowhere would leave the first step waiting forever.
+    client.check_shards(opt_.connect_timeout_s, stop_reason);
     trace_.set_metadata("link", shaping.str());
     net_->set_trace(&trace_, [this] { return step_.load(); });  // GPU copies: h2d/d2h lanes
     Batcher batcher(data->train, id_, workers, exp.batch, exp.seed);
@@ -182,7 +223,9 @@ class PsWorker {
           std::error_code ec;
           std::filesystem::create_directories(self->opt_.trace_dir, ec);
           try {
-            self->trace_.write(self->opt_.trace_dir + "/" + self->opt_.name + ".trace.json");
+            const std::string path = self->opt_.trace_dir + "/" + self->opt_.name + ".trace.json";
+            self->trace_.write(path);
+            self->trace_path_ = path;
           } catch (const std::exception&) {
           }
         }
@@ -255,14 +298,16 @@ class PsWorker {
         step_ms = nlohmann::json::array();
       }
       done_steps = s + 1;
+      done_steps_ = done_steps;
       last_step_end = now_us();
       step_end_us.push_back(last_step_end);
     } catch (const Error&) {
+      if (!link.stopped().empty()) break;  // a stop signal: the step in flight is not counted
       if (!link.shutdown_requested() || link.shutdown_reason() != "interrupted") throw;
       break;
     }
     trace_.set_metadata("steps_done", done_steps);  // fewer than planned in a run cut short
-    if (done_steps < exp.steps)
+    if (done_steps < exp.steps && link.stopped().empty() && link.coordinator_lost().empty())
       spdlog::warn("{} stopped after {} of {} steps: {}", opt_.name, done_steps, exp.steps,
                    link.coordinator_lost().empty() ? "the coordinator ended the run" : link.coordinator_lost());
     const double end = last_step_end;
@@ -285,23 +330,50 @@ class PsWorker {
                              {"images_per_sec", steady_s > 0 ? steady_steps * exp.batch / steady_s : 0.0},
                              {"bytes_pushed", client.bytes_pushed()}, {"bytes_pulled", client.bytes_pulled()},
                              {"policy_switches", switches_}};
+    // Stopped by a signal, at any point from here on: the coordinator gets what this worker
+    // measured and that it is leaving, without waiting on a coordinator that may be gone.
+    auto stop_now = [&] {
+      link.leave(link.stopped() + " after " + std::to_string(done_steps) + " steps", 0.5, report);
+      client.stop();
+      write_trace();
+      trace_on_error.armed = false;
+      return ps::kStoppedStatus;
+    };
+    if (!link.stopped().empty()) return stop_now();
     link.send_control(report);
     spdlog::info("{} trained {} steps: {:.1f} steps/s, {:.0f} images/s steady", opt_.name, done_steps,
                  report["steps_per_sec"].get<double>(), report["images_per_sec"].get<double>());
     link.barrier("trained");
+    if (!link.stopped().empty()) return stop_now();
     if (link.evaluator() == id_) evaluate(client, link, data->test);
     link.wait_shutdown(600);
+    if (!link.stopped().empty()) return stop_now();
     client.stop();
-    if (!opt_.trace_dir.empty()) {
-      std::filesystem::create_directories(opt_.trace_dir);
-      trace_.write(opt_.trace_dir + "/" + opt_.name + ".trace.json");
-    }
+    write_trace();
     trace_on_error.armed = false;  // written: an evaluation cut short above still writes it
-    if (const std::string lost = link.coordinator_lost(); !lost.empty()) throw Error(lost);  // traces kept
+    if (const std::string lost = link.coordinator_lost(); !lost.empty())  // the trace is kept
+      throw Error(lost + "; stopped after " + std::to_string(done_steps) + " of " + std::to_string(exp.steps) + " steps");
     return 0;
   }
 
- private:
+  void write_trace() {
+    if (opt_.trace_dir.empty()) return;
+    std::filesystem::create_directories(opt_.trace_dir);
+    const std::string path = opt_.trace_dir + "/" + opt_.name + ".trace.json";
+    trace_.write(path);
+    trace_path_ = path;
+  }
+
+  // The one line a stopped worker leaves.
+  void log_stopped(const ps::NodeLink& link) {
+    if (!joined_) {
+      spdlog::warn("{} {} before it joined the cluster", opt_.name, link.stopped());
+      return;
+    }
+    spdlog::warn("{} {} after {} steps (of {}){}", opt_.name, link.stopped(), done_steps_, map_.exp.steps,
+                 trace_path_.empty() ? std::string() : "; trace in " + trace_path_);
+  }
+
   std::optional<nlohmann::json> take_pending_policy() {
     std::lock_guard<std::mutex> lock(ctl_mu_);
     auto j = std::move(pending_policy_);
@@ -371,7 +443,12 @@ class PsWorker {
   }
 
   WorkerOptions opt_;
+  ps::StopSignals& signals_;
   TraceRecorder trace_;
+  std::string trace_path_;  // once written
+  bool joined_ = false;
+  std::int64_t done_steps_ = 0;
+  std::atomic<double> stop_at_us_{0};  // when a stop signal came
   ps::ClusterMap map_;
   std::unique_ptr<Net> net_;
   int id_ = 0;
@@ -390,7 +467,8 @@ int run_worker(const WorkerOptions& in) {
   WorkerOptions opt = in;
   if (opt.name.empty()) opt.name = "worker-" + std::to_string(::getpid());
   ps::parse_link(opt.bandwidth, opt.latency);  // a bad --bandwidth/--latency fails before joining
-  PsWorker w(opt);
+  ps::StopSignals signals;  // before any thread starts: they all leave the signals to it
+  PsWorker w(opt, signals);
   return w.run();
 }
 

@@ -1,0 +1,112 @@
+#include "ps/stop_signals.hpp"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <cerrno>
+#include <chrono>
+#include <ctime>
+
+namespace psbed::ps {
+namespace {
+
+constexpr std::chrono::nanoseconds kRepeatGrace = std::chrono::milliseconds(500);
+
+sigset_t stop_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  return set;
+}
+
+// SIGTERM and SIGINT set to be ignored when the node started (nohup, a shell's background job)
+// stay ignored: sigwait never sees them, as the node never would have.
+
+}  // namespace
+
+StopSignals::StopSignals() {
+  const sigset_t set = stop_set();
+  restore_ = pthread_sigmask(SIG_BLOCK, &set, &old_mask_) == 0;
+  thread_ = std::thread([this] { run(); });
+}
+
+StopSignals::~StopSignals() {
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;
+    wake = !unblocked_;
+  }
+  cv_.notify_all();
+  // Still waiting for a signal (or dropping repeats): wake it with one aimed at it alone, which
+  // it drops. Once it has unblocked the signals, this would end the process instead.
+  if (wake) pthread_kill(thread_.native_handle(), SIGTERM);
+  thread_.join();
+  if (restore_) pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+}
+
+void StopSignals::run() {
+  pthread_setname_np(pthread_self(), "ps-signals");
+  const sigset_t set = stop_set();
+  int sig = 0;
+  while (sigwait(&set, &sig) != 0) {
+  }
+  {
+    std::lock_guard<std::mutex> call(call_mu_);
+    std::function<void(int)> fn;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closing_) return;
+      received_ = sig;
+      fn = on_stop_;
+    }
+    if (fn) fn(sig);
+  }
+  // One stop can arrive more than once within milliseconds: `timeout` passes its signal on to
+  // the node and to the node's process group, a terminal to the whole group. Repeats within
+  // kRepeatGrace are that one, and dropped.
+  const auto until = std::chrono::steady_clock::now() + kRepeatGrace;
+  for (auto left = kRepeatGrace; left.count() > 0;
+       left = std::chrono::duration_cast<std::chrono::nanoseconds>(until - std::chrono::steady_clock::now())) {
+    const timespec ts{time_t(left.count() / 1000000000), long(left.count() % 1000000000)};
+    siginfo_t info;
+    (void)sigtimedwait(&set, &info, &ts);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closing_) return;
+  }
+  // From now on this thread alone takes the signals, with their default action: another one
+  // ends the process at once.
+  std::unique_lock<std::mutex> lock(mu_);
+  if (closing_) return;
+  unblocked_ = true;
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  cv_.wait(lock, [&] { return closing_; });
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+void StopSignals::on_stop(std::function<void(int)> fn) {
+  std::lock_guard<std::mutex> call(call_mu_);
+  int sig;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    on_stop_ = fn;
+    sig = received_;
+  }
+  if (sig != 0 && fn) fn(sig);
+}
+
+int StopSignals::received() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return received_;
+}
+
+std::string StopSignals::name(int sig) {
+  switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+}  // namespace psbed::ps

@@ -1,0 +1,54 @@
+// SIGTERM and SIGINT ask a server or a worker to stop cleanly: `docker compose stop`,
+// `kubectl delete` and a launcher stopping its run send SIGTERM, Ctrl-C sends SIGINT. The node
+// then ends its work at the next safe point, says so in one line, writes its trace and exits
+// with kStoppedStatus. A second signal ends the process at once: nobody is trapped.
+//
+// How: the signals are blocked in every thread and taken by one thread of their own with
+// sigwait. A handler would interrupt whichever thread the kernel picks, and a ZeroMQ poll
+// interrupted that way fails its transport. So construct StopSignals before any other thread
+// starts (threads inherit the mask); a thread started earlier would still die of the signal.
+#pragma once
+#include <signal.h>
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace psbed::ps {
+
+// The exit status of a node stopped by a signal, as `psbed launch` and `psbed sweep` use it.
+constexpr int kStoppedStatus = 130;
+
+class StopSignals {
+ public:
+  StopSignals();   // blocks SIGTERM and SIGINT in this thread and starts the one that takes them
+  ~StopSignals();  // restores this thread's signal mask
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+  // Runs `fn(signal)` on the signal thread when the first signal arrives (at once if it came
+  // already). Replaces an earlier one.
+  void on_stop(std::function<void(int)> fn);
+  // 0, or the first signal received.
+  int received() const;
+  // "SIGTERM", "SIGINT".
+  static std::string name(int sig);
+
+ private:
+  void run();
+
+  mutable std::mutex mu_;
+  std::mutex call_mu_;  // held while on_stop's function runs: replacing it waits for that
+  std::condition_variable cv_;
+  int received_ = 0;     // guarded by mu_
+  bool closing_ = false;  // guarded by mu_
+  bool unblocked_ = false;  // the signal thread takes the signals' default action (guarded by mu_)
+  std::function<void(int)> on_stop_;
+  bool restore_ = false;
+  sigset_t old_mask_{};
+  std::thread thread_;
+};
+
+}  // namespace psbed::ps
