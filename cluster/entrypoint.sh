@@ -23,8 +23,8 @@ PSBED_BIN|psbed|the psbed binary (name on PATH or a path)
 PSBED_COORDINATOR||server/worker: the coordinator, tcp://HOST:PORT or HOST[:PORT] (required)
 PSBED_PORT|7000|coordinator: port it listens on
 PSBED_BIND_HOST|0.0.0.0|address the coordinator and servers listen on
-PSBED_SERVER_PORT|7100|server: port workers connect to (* = any free port)
-PSBED_ADVERTISE||server: host or IP given to workers (default: this host'"'"'s first IPv4 address)
+PSBED_SERVER_PORT|7100|server: port workers connect to (* = any free port; needs PSBED_BIND_HOST set to an address workers reach)
+PSBED_ADVERTISE||server: host or IP given to workers (default: PSBED_BIND_HOST, or when that is 0.0.0.0 this host'"'"'s first non-loopback IPv4 address)
 PSBED_NAME||server/worker: node name (default ROLE-INDEX under Kubernetes, else ROLE-HOSTNAME)
 PSBED_MODEL|lenet5|model name (workloads/models) or path to a .toml spec
 PSBED_DATA|mnist|data set: mnist or synthetic
@@ -58,6 +58,8 @@ PSBED_PROFILE_RUN||predict: single-worker run folder under PSBED_RUNS to profile
 PSBED_TRACE|1|server/worker: 1 writes traces to the run folder, 0 does not
 PSBED_CONNECT_TIMEOUT|300|server/worker: seconds to reach the coordinator
 PSBED_REGISTER_TIMEOUT|300|coordinator: seconds for every node to register
+PSBED_HTTP||coordinator: serve the dashboard and HTTP API on HOST:PORT, e.g. 0.0.0.0:8080 (:PORT = loopback only; any other host needs PSBED_HTTP_TOKEN)
+PSBED_HTTP_TOKEN||token every dashboard/API request must carry (read by psbed from the environment; never logged)
 PSBED_HEARTBEAT||seconds between heartbeats
 PSBED_HEARTBEAT_TIMEOUT||coordinator: seconds of silence before a node is dead
 PSBED_LOG_LEVEL|info|trace, debug, info, warn or error
@@ -181,6 +183,7 @@ check_common() {
   need_bytes PSBED_CREDIT
   need_port PSBED_PORT
   [[ $PSBED_SERVER_PORT == '*' ]] || need_port PSBED_SERVER_PORT
+  check_http
   if [[ -n $PSBED_BANDWIDTH ]]; then bandwidth_bits "$PSBED_BANDWIDTH" >/dev/null; fi
   # A bare number would be seconds (psbed refuses one): a unit, or 0.
   if [[ -n $PSBED_LATENCY && ! ${PSBED_LATENCY,,} =~ ^([0-9]*\.?[0-9]+\ *(ns|us|ms|s)|0*\.?0+)$ ]]; then
@@ -194,6 +197,27 @@ check_common() {
   if [[ $PSBED_DRY_RUN == 0 ]] && ! command -v "$PSBED_BIN" >/dev/null 2>&1; then
     die "PSBED_BIN='$PSBED_BIN' is not an executable, expected the psbed binary on PATH or its path"
   fi
+}
+
+# PSBED_HTTP: psbed's --http address (HOST:PORT, :PORT or PORT; :PORT binds loopback). psbed
+# refuses an address beyond loopback without a token; so does this, before anything starts.
+check_http() {
+  [[ -n $PSBED_HTTP ]] || return 0
+  [[ $PSBED_ROLE == coordinator ]] ||
+    die "PSBED_HTTP is for the coordinator only (it serves the dashboard), not PSBED_ROLE=$PSBED_ROLE; set it on the coordinator's service alone"
+  local host port
+  if [[ $PSBED_HTTP =~ ^(\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9._-]*)):([0-9]{1,5})$ ]]; then
+    host=${BASH_REMATCH[2]}${BASH_REMATCH[3]} port=${BASH_REMATCH[4]}
+  elif [[ $PSBED_HTTP =~ ^[0-9]{1,5}$ ]]; then
+    host='' port=$PSBED_HTTP
+  else
+    die "PSBED_HTTP='$PSBED_HTTP' is not an address, expected HOST:PORT, :PORT or PORT (e.g. 0.0.0.0:8080)"
+  fi
+  ((10#$port <= 65535)) || die "PSBED_HTTP='$PSBED_HTTP' has no valid port (0-65535)"
+  # As psbed decides: no host, localhost, ::1 or 127.* is loopback.
+  [[ -z $host || $host == localhost || $host == ::1 || $host == 127.* ]] && return 0
+  [[ -n $PSBED_HTTP_TOKEN || " $PSBED_EXTRA_ARGS " =~ \ --http-token[=\ ] ]] ||
+    die "PSBED_HTTP='$PSBED_HTTP' is reachable from other hosts and needs PSBED_HTTP_TOKEN (the token every request must carry), or :PORT for loopback only"
 }
 
 # Splits PSBED_COORDINATOR into COORD_HOST and COORD_PORT.
@@ -344,6 +368,9 @@ coordinator_args() {
   add_opt --credit "$PSBED_CREDIT"
   add_opt --heartbeat "$PSBED_HEARTBEAT"
   add_opt --heartbeat-timeout "$PSBED_HEARTBEAT_TIMEOUT"
+  # The token stays in the environment (psbed reads PSBED_HTTP_TOKEN): not in the argument list,
+  # where the log line and every process listing would show it.
+  add_opt --http "$PSBED_HTTP"
 }
 
 node_args() {  # server or worker
@@ -358,19 +385,33 @@ node_args() {  # server or worker
   [[ $PSBED_TRACE == 0 ]] || ARGS+=(--trace-dir "$RUN_DIR/traces")
 }
 
+is_wildcard_host() { [[ $1 == 0.0.0.0 || $1 == '*' || $1 == :: || $1 == '[::]' ]]; }
+
+# The address workers are given must reach this server from their host: tcp://0.0.0.0:PORT
+# (what psbed would give for a wildcard bind) does not.
 server_args() {
   node_args
   local advertise=$PSBED_ADVERTISE
-  if [[ -z $advertise && $PSBED_SERVER_PORT != '*' ]]; then
+  if [[ -n $advertise ]]; then
+    [[ $advertise =~ ^[A-Za-z0-9._-]+$ ]] ||
+      die "PSBED_ADVERTISE='$advertise' is not a host name or IPv4 address (give no tcp:// and no port; the port is PSBED_SERVER_PORT)"
+    ! is_wildcard_host "$advertise" ||
+      die "PSBED_ADVERTISE='$advertise' is no address workers can reach, expected this server's host name or IP"
+    [[ $PSBED_SERVER_PORT != '*' ]] || die "PSBED_ADVERTISE needs a fixed PSBED_SERVER_PORT, not *"
+  elif [[ $PSBED_SERVER_PORT == '*' ]]; then
+    # psbed gives workers the endpoint it bound: usable only when bound to one address.
+    ! is_wildcard_host "$PSBED_BIND_HOST" ||
+      die "PSBED_SERVER_PORT=* with PSBED_BIND_HOST=$PSBED_BIND_HOST would give workers tcp://$PSBED_BIND_HOST:PORT, which other hosts cannot reach; expected a fixed port (e.g. 7100) or PSBED_BIND_HOST set to this server's address"
+  elif ! is_wildcard_host "$PSBED_BIND_HOST"; then
+    # Bound to one address: that is where it is reached.
+    advertise=$PSBED_BIND_HOST
+  else
     # Workers on other hosts need an address that reaches this one: this host's first IPv4.
     advertise=$( { getent ahostsv4 "$(my_hostname)" 2>/dev/null || true; } | awk '$1 !~ /^127\./ {print $1; exit}')
-    [[ -n $advertise ]] || die "PSBED_ADVERTISE is not set and this host's name '$(my_hostname)' has no IPv4 address; expected the host or IP workers reach this server at"
+    [[ -n $advertise ]] || die "PSBED_ADVERTISE is not set and this host's name '$(my_hostname)' has no IPv4 address other than loopback; expected the host or IP workers reach this server at"
   fi
   ARGS+=(--bind "tcp://$PSBED_BIND_HOST:$PSBED_SERVER_PORT")
-  if [[ -n $advertise ]]; then
-    [[ $PSBED_SERVER_PORT != '*' ]] || die "PSBED_ADVERTISE needs a fixed PSBED_SERVER_PORT, not *"
-    ARGS+=(--advertise "tcp://$advertise:$PSBED_SERVER_PORT")
-  fi
+  [[ -z $advertise ]] || ARGS+=(--advertise "tcp://$advertise:$PSBED_SERVER_PORT")
 }
 
 worker_args() {
@@ -414,11 +455,27 @@ run_predict() {
   log "prediction written to $out"
 }
 
+# The arguments as shown in the log and by PSBED_DRY_RUN: a token given in PSBED_EXTRA_ARGS
+# (--http-token T or --http-token=T), or PSBED_HTTP_TOKEN's value anywhere, reads ***.
+shown_args() {
+  SHOWN=()
+  local a hide=0
+  for a in "$@"; do
+    if ((hide)); then a='***' hide=0
+    elif [[ $a == --http-token ]]; then hide=1
+    elif [[ $a == --http-token=* ]]; then a='--http-token=***'
+    fi
+    [[ -z $PSBED_HTTP_TOKEN ]] || a=${a//"$PSBED_HTTP_TOKEN"/***}
+    SHOWN+=("$a")
+  done
+}
+
 # Runs psbed; PSBED_AFTER_RUN=hold keeps this process up afterwards (a Deployment or StatefulSet
 # pod would otherwise restart into a second run).
 run_psbed() {
   if [[ $PSBED_DRY_RUN == 1 ]]; then
-    printf '%q ' "$PSBED_BIN" "$@"
+    shown_args "$@"
+    printf '%q ' "$PSBED_BIN" "${SHOWN[@]}"
     echo
     exit 0
   fi
@@ -475,6 +532,8 @@ esac
 check_and_default_vars
 check_common
 RUN_DIR=$PSBED_RUNS/$PSBED_RUN
+# Only the coordinator serves HTTP: the token goes to no other process.
+[[ $PSBED_ROLE == coordinator ]] || export -n PSBED_HTTP_TOKEN
 case $PSBED_ROLE in
   coordinator) coordinator_args ;;
   server) server_args ;;
@@ -489,5 +548,8 @@ if [[ $PSBED_ROLE == server || $PSBED_ROLE == worker ]]; then
   [[ $PSBED_SHAPE != tc ]] || shape_link
 fi
 [[ $PSBED_DRY_RUN == 1 ]] || mkdir -p "$RUN_DIR"
-log "$PSBED_ROLE: $PSBED_BIN ${ARGS[*]}"
+shown_args "${ARGS[@]}"
+note=''
+[[ $PSBED_ROLE != coordinator || -z $PSBED_HTTP_TOKEN ]] || note=' (HTTP token: PSBED_HTTP_TOKEN, not shown)'
+log "$PSBED_ROLE: $PSBED_BIN ${SHOWN[*]}$note"
 run_psbed "${ARGS[@]}"

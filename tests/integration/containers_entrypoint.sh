@@ -4,7 +4,8 @@
 # changed for one host): coordinator, server and worker roles train lenet5 to a summary.json,
 # once with the compose defaults (PSBED_WORKERS/SERVERS=auto, counted through DNS) and once with
 # 2 servers x 2 workers in bsp under p3; the health command; refused settings (one line naming
-# the variable, non-zero exit); the flags each setting maps to (PSBED_DRY_RUN=1).
+# the variable, non-zero exit); the flags each setting maps to (PSBED_DRY_RUN=1); the server's
+# advertised address; the dashboard (PSBED_HTTP, PSBED_HTTP_TOKEN), its token never printed.
 source "$(dirname "$0")/lib.sh"
 need_data
 ENTRY="$SRC/cluster/entrypoint.sh"
@@ -102,6 +103,13 @@ refuse "PSBED_SHAPE='netem' is not a shaping method" PSBED_ROLE=worker PSBED_COO
 refuse "PSBED_BIN='/nonexistent/psbed' is not an executable" PSBED_ROLE=coordinator PSBED_BIN=/nonexistent/psbed
 refuse "PSBED_RUN='../x' is not a folder name" PSBED_ROLE=coordinator PSBED_RUN=../x
 refuse "PSBED_WORKERS='auto' is not a whole number" PSBED_ROLE=predict PSBED_WORKERS=auto
+refuse "PSBED_HTTP is for the coordinator only" PSBED_ROLE=worker PSBED_COORDINATOR=c PSBED_HTTP=0.0.0.0:8080
+refuse "PSBED_HTTP is for the coordinator only" PSBED_ROLE=server PSBED_COORDINATOR=c PSBED_HTTP=:8080
+refuse "PSBED_HTTP='0.0.0.0:8080' is reachable from other hosts and needs PSBED_HTTP_TOKEN" PSBED_ROLE=coordinator PSBED_HTTP=0.0.0.0:8080
+refuse "PSBED_HTTP='http://c:80' is not an address" PSBED_ROLE=coordinator PSBED_HTTP=http://c:80
+refuse "PSBED_SERVER_PORT=\* with PSBED_BIND_HOST=0.0.0.0 would give workers" PSBED_ROLE=server PSBED_COORDINATOR=c "PSBED_SERVER_PORT=*"
+refuse "PSBED_ADVERTISE='tcp://h:7100' is not a host name" PSBED_ROLE=server PSBED_COORDINATOR=c PSBED_ADVERTISE=tcp://h:7100
+refuse "PSBED_ADVERTISE='0.0.0.0' is no address workers can reach" PSBED_ROLE=server PSBED_COORDINATOR=c PSBED_ADVERTISE=0.0.0.0
 # Discovery logs its progress first; the refusal is its last line.
 rc=0
 env -i PATH="$PATH" PSBED_BIN="$PSBED" PSBED_ROLE=coordinator PSBED_WORKERS=auto PSBED_DISCOVER_TIMEOUT=1 \
@@ -134,7 +142,51 @@ out=$(dry PSBED_ROLE=predict PSBED_WORKERS=8 PSBED_SERVERS=2 PSBED_POLICY=p3 PSB
   PSBED_LATENCY=200us PSBED_SLICE_PARAMS=20000 PSBED_CREDIT=1MiB PSBED_PARTITION_BYTES=2MiB PSBED_RUNS=/r PSBED_RUN=x)
 grep -q -- "predict --profile /r/x/profile.json --workers 8 --servers 2 --policy p3 --mode bsp --json /r/x/predict-8w2s-p3-bsp-bandwidth1gbit-latency200us-partition-bytes2MiB-slice-params20000-credit1MiB.json --bandwidth 1gbit --latency 200us --partition-bytes 2MiB --slice-params 20000 --credit 1MiB" <<<"$out" ||
   fail "predict role: expected every link and policy setting passed on and in the file name: $out"
-echo "dry runs: flags as expected (tc vs emulate, server address, worker naming, coordinator and predict settings)"
+# The server's advertised address: what it binds when that is one address; for 0.0.0.0, this
+# host's first non-loopback IPv4 (a hostname that is an IP literal, in a UTS namespace of its
+# own, stands for a container's); * only with one bind address (psbed gives the bound endpoint).
+out=$(dry PSBED_ROLE=server PSBED_COORDINATOR=c PSBED_BIND_HOST=10.0.0.7)
+grep -q -- '--bind tcp://10.0.0.7:7100 --advertise tcp://10.0.0.7:7100' <<<"$out" || fail "server bound to 10.0.0.7: expected it advertised: $out"
+out=$(dry PSBED_ROLE=server PSBED_COORDINATOR=c PSBED_BIND_HOST=127.0.0.1 "PSBED_SERVER_PORT=*")
+grep -q -- '--bind tcp://127.0.0.1:\\\* ' <<<"$out" || fail "server on 127.0.0.1:*: expected --bind tcp://127.0.0.1:*: $out"
+grep -q -- '--advertise' <<<"$out" && fail "server on 127.0.0.1:*: --advertise cannot name the port it will get: $out"
+hostip=$(getent ahostsv4 "$(cat /proc/sys/kernel/hostname)" 2>/dev/null | awk '$1 !~ /^127\./ {print $1; exit}' || true)
+rc=0
+out=$(env -i PATH="$PATH" PSBED_BIN="$PSBED" PSBED_DRY_RUN=1 PSBED_ROLE=server PSBED_COORDINATOR=c bash "$ENTRY" 2>"$WORK/adv.err") || rc=$?
+if [ -n "$hostip" ]; then
+  grep -q -- "--bind tcp://0.0.0.0:7100 --advertise tcp://$hostip:7100" <<<"$out" || fail "server on 0.0.0.0: expected --advertise tcp://$hostip:7100: $out $(cat "$WORK/adv.err")"
+else
+  [ "$rc" -eq 2 ] && [ "$(wc -l <"$WORK/adv.err")" -eq 1 ] && grep -q "PSBED_ADVERTISE is not set and this host's name .* has no IPv4 address other than loopback" "$WORK/adv.err" ||
+    fail "server on 0.0.0.0 on a host whose name is only loopback: expected one line asking for PSBED_ADVERTISE, got status $rc: $out $(cat "$WORK/adv.err")"
+fi
+if [ "$(id -u)" -eq 0 ] && timeout 10 unshare -u true 2>/dev/null; then
+  out=$(timeout 30 unshare -u bash -c 'hostname 10.1.2.3 && env -i PATH="$PATH" PSBED_BIN="$1" PSBED_DRY_RUN=1 PSBED_ROLE=server \
+    PSBED_COORDINATOR=c bash "$2" 2>/dev/null' _ "$PSBED" "$ENTRY") || true
+  grep -q -- '--bind tcp://0.0.0.0:7100 --advertise tcp://10.1.2.3:7100' <<<"$out" ||
+    fail "server on 0.0.0.0 with hostname 10.1.2.3: expected --advertise tcp://10.1.2.3:7100: $out"
+  echo "server advertise: bind address, hostname's IPv4 (UTS namespace), refusals"
+else
+  echo "server advertise: bind address, refusals (the hostname case skipped: needs root and unshare -u)"
+fi
+
+# The dashboard: PSBED_HTTP becomes --http; the token goes to psbed in its environment and is
+# never printed (stdout or stderr), nor one given as --http-token in PSBED_EXTRA_ARGS.
+TOKEN=psbed-test-token-$$-x7q
+both() { env -i PATH="$PATH" PSBED_BIN="$PSBED" PSBED_DRY_RUN=1 "$@" bash "$ENTRY" 2>&1; }
+out=$(both PSBED_ROLE=coordinator PSBED_HTTP=0.0.0.0:8080 PSBED_HTTP_TOKEN="$TOKEN")
+grep -q -- ' --http 0.0.0.0:8080 ' <<<"$out" || fail "PSBED_HTTP=0.0.0.0:8080: expected --http 0.0.0.0:8080: $out"
+grep -q -- "$TOKEN" <<<"$out" && fail "the token of PSBED_HTTP_TOKEN was printed: $out"
+out=$(both PSBED_ROLE=coordinator PSBED_HTTP=0.0.0.0:8080 "PSBED_EXTRA_ARGS=--http-token $TOKEN --progress-every 1")
+grep -q -- '--http-token \\\*\\\*\\\* ' <<<"$out" || fail "--http-token in PSBED_EXTRA_ARGS: expected it shown as ***: $out"
+grep -q -- "$TOKEN" <<<"$out" && fail "the token of --http-token in PSBED_EXTRA_ARGS was printed: $out"
+out=$(both PSBED_ROLE=coordinator "PSBED_EXTRA_ARGS=--http-token=$TOKEN")
+grep -q -- "$TOKEN" <<<"$out" && fail "the token of --http-token=... in PSBED_EXTRA_ARGS was printed: $out"
+out=$(both PSBED_ROLE=coordinator PSBED_HTTP=:8080)
+grep -q -- ' --http :8080 ' <<<"$out" || fail "PSBED_HTTP=:8080 (loopback, no token): expected --http :8080: $out"
+out=$(both PSBED_ROLE=worker PSBED_COORDINATOR=c PSBED_HTTP_TOKEN="$TOKEN")
+grep -q -- '--http' <<<"$out" && fail "a worker got an --http flag: $out"
+grep -q -- "$TOKEN" <<<"$out" && fail "a worker printed the token: $out"
+echo "dry runs: flags as expected (tc vs emulate, server address, worker naming, coordinator and predict settings, dashboard)"
 
 # PSBED_SHAPE=tc for real: a device tc cannot shape is refused in one line (nothing changes on
 # this host); in a network namespace of its own, a veth named eth0 gets the tbf qdisc.
@@ -168,6 +220,42 @@ CPORT=$(free_port)
 if health worker; then fail "worker health passed with no coordinator on port $CPORT"; fi
 grep -q "worker unhealthy: nothing accepts connections at 127.0.0.1:$CPORT" "$WORK/health.err" ||
   fail "unhealthy worker: no one-line reason: $(cat "$WORK/health.err")"
+
+# --- the dashboard for real: the coordinator serves 0.0.0.0:PORT with the token it read from
+# PSBED_HTTP_TOKEN (401 without it, 200 with it); its log never shows the token ---
+http_code() {  # URL [TOKEN]: the HTTP status, 0 if nothing answers
+  $PY - "$@" <<'EOF'
+import sys, urllib.error, urllib.request
+req = urllib.request.Request(sys.argv[1])
+if len(sys.argv) > 2:
+    req.add_header("Authorization", "Bearer " + sys.argv[2])
+try:
+    print(urllib.request.urlopen(req, timeout=5).status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+except Exception:
+    print(0)
+EOF
+}
+CPORT=$(free_port)
+HPORT=$(free_port)
+start http-coordinator coordinator PSBED_WORKERS=1 PSBED_SERVERS=1 PSBED_RUN=http-check \
+  PSBED_HTTP="0.0.0.0:$HPORT" PSBED_HTTP_TOKEN="$TOKEN"
+http_pid=${PIDS[${#PIDS[@]} - 1]}
+code=0
+for _ in $(seq 1 100); do
+  code=$(http_code "http://127.0.0.1:$HPORT/api/status")
+  [ "$code" = 0 ] || break
+  sleep 0.2
+done
+[ "$code" = 401 ] || fail "dashboard on 0.0.0.0:$HPORT without the token: expected 401, got $code: $(tail -n 5 "$WORK/http-coordinator.log")"
+code=$(http_code "http://127.0.0.1:$HPORT/api/status" "$TOKEN")
+[ "$code" = 200 ] || fail "dashboard with PSBED_HTTP_TOKEN's token: expected 200, got $code"
+kill -TERM "$http_pid" 2>/dev/null || true
+wait "$http_pid" 2>/dev/null || true
+grep -q -- "--http 0.0.0.0:$HPORT" "$WORK/http-coordinator.log" || fail "coordinator log lacks --http: $(head -3 "$WORK/http-coordinator.log")"
+grep -q -- "$TOKEN" "$WORK/http-coordinator.log" && fail "the coordinator's log shows the token: $(grep -- "$TOKEN" "$WORK/http-coordinator.log")"
+echo "dashboard: --http 0.0.0.0:$HPORT, 401 without the token, 200 with PSBED_HTTP_TOKEN's, token not in the log"
 
 # --- run 1: the compose defaults, PSBED_WORKERS=auto and PSBED_SERVERS=auto counted through
 # DNS (localhost stands in for the service names: one address, so one of each) ---
