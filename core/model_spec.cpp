@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <initializer_list>
 #include <limits>
@@ -372,7 +374,12 @@ ModelSpec load_model_spec_file(const std::string& path) {
   if (fs::is_directory(path, ec))
     throw Error("model spec '" + path + "' is a folder, expected a .toml model spec");
   std::ifstream in(path);
-  if (!in) throw Error("model spec '" + path + "' cannot be read");
+  if (!in) {
+    const int err = errno;
+    throw Error("model spec '" + path + "' cannot be read (" +
+                (fs::exists(path, ec) ? std::string(std::strerror(err)) : "no such file") +
+                "), expected a .toml model spec or a shipped model's name");
+  }
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_model_spec(ss.str(), path);

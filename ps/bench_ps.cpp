@@ -162,6 +162,8 @@ double raw(int mib, double min_seconds) {
 
 }  // namespace
 
+constexpr std::int64_t kMaxBenchParts = 100000;
+
 int run_bench_ps(const BenchPsOptions& opt) {
   // Everything checked before the first row, so a bad value does not cost a table of runs.
   auto at_least_one = [](const char* flag, const std::vector<int>& values) {
@@ -176,8 +178,16 @@ int run_bench_ps(const BenchPsOptions& opt) {
   at_least_one("--repeat", {opt.repeat});
   if (!(opt.min_seconds > 0) || !std::isfinite(opt.min_seconds))
     throw Error("bench ps: --min-seconds: expected a number of seconds above 0");
-  const std::int64_t partition = std::int64_t(parse_bytes(opt.partition));
+  const std::int64_t partition =
+      std::int64_t(for_flag("--partition-bytes", [&] { return parse_bytes(opt.partition); }));
   if (partition < 4) throw Error("bench ps: --partition-bytes " + opt.partition + ": expected 4 bytes or more");
+  // A message per part and step: a model cut into a million parts takes minutes a round trip.
+  int largest = opt.aggregate_mib;
+  for (int mib : opt.model_mib) largest = std::max(largest, mib);
+  if (const std::int64_t parts = std::int64_t(largest) * (1 << 20) / partition; parts > kMaxBenchParts)
+    throw Error("bench ps: --partition-bytes " + opt.partition + " cuts the " + std::to_string(largest) +
+                " MiB model into about " + std::to_string(parts) + " parts, expected at most " +
+                std::to_string(kMaxBenchParts) + " (give a larger size)");
   ensure_writable_file(opt.json_out, "--json");
   nlohmann::json rows = nlohmann::json::array();
   std::printf("\nsingle worker, single shard: push + pull of the whole model (parts of %s)\n", opt.partition.c_str());
@@ -196,7 +206,11 @@ int run_bench_ps(const BenchPsOptions& opt) {
     const double p = median(ps_runs), r = median(raws), ratio = median(ratios);
     std::printf("%5d MiB %12.2f %12.2f %7.2fx   (ratios %s)\n", mib, p, r, ratio, [&] {
       std::string s;
-      for (double x : ratios) s += (s.empty() ? "" : " ") + std::to_string(x).substr(0, 4);
+      char text[32];
+      for (double x : ratios) {
+        std::snprintf(text, sizeof text, "%.2f", x);
+        s += (s.empty() ? "" : " ") + std::string(text);
+      }
       return s;
     }().c_str());
     std::fflush(stdout);

@@ -154,8 +154,11 @@ int run_bench_compute(const BenchComputeOptions& opt) {
   std::vector<Row> rows;
   std::string torch_note = opt.torch ? "" : "PyTorch reference off (--no-torch)";
   bool torch_unavailable = !opt.torch;
-  for (const auto& name : opt.models) {
-    ModelSpec spec = load_model(name);
+  // Every spec read before the first row: a bad one is refused before anything is timed.
+  std::vector<ModelSpec> specs;
+  for (const auto& name : opt.models) specs.push_back(load_model(name));
+  std::vector<std::string> no_reference;  // custom specs: bench_torch.py builds the shipped ones
+  for (const ModelSpec& spec : specs) {
     int batch = opt.batch > 0 ? opt.batch : (spec.input.h * spec.input.w <= 28 * 28 ? 64 : 32);
     std::vector<Row> model_rows;
     for (int t : opt.threads) {
@@ -167,7 +170,15 @@ int run_bench_compute(const BenchComputeOptions& opt) {
       const Row g = bench_one(opt, "gpu", spec, 1, batch);
       for (auto& r : model_rows) r.gpu_images_per_sec = g.images_per_sec, r.gpu_ms_median = g.ms_median;
     }
-    if (!torch_unavailable) {
+    // The PyTorch reference builds a shipped model by its name, so a spec of its own (even one
+    // that took a shipped model's name) has none.
+    bool shipped = false;
+    for (const std::string& n : shipped_model_names())
+      if (n == spec.name)
+        shipped = std::filesystem::weakly_canonical(load_model(n).source) ==
+                  std::filesystem::weakly_canonical(spec.source);
+    if (!torch_unavailable && !shipped) no_reference.push_back(spec.source);
+    if (!torch_unavailable && shipped) {
       spdlog::info("pytorch {} batch {} ...", spec.name, batch);
       auto torch = bench_torch(opt, spec.name, batch, torch_note, torch_unavailable);
       for (auto& r : model_rows)
@@ -198,6 +209,13 @@ int run_bench_compute(const BenchComputeOptions& opt) {
   }
   std::printf("(ms = median ms/step; img/s = batch / mean step time; ratio = psbed / PyTorch images/s%s)\n",
               gpu ? "; gpu = the same step on the GPU, beside each CPU row of its model" : "");
+  if (!no_reference.empty()) {
+    std::string list;
+    for (const std::string& src : no_reference) list += (list.empty() ? "" : ", ") + src;
+    torch_note += (torch_note.empty() ? "" : "; ") +
+                  std::string("no PyTorch reference for a model spec of its own (") + list +
+                  "): cluster/bench_torch.py builds the shipped models";
+  }
   if (!torch_note.empty()) std::printf("%s\n", torch_note.c_str());
 
   if (!opt.json_out.empty()) {

@@ -1,14 +1,17 @@
 #include "worker/train.hpp"
 
 #include <omp.h>
+#include <sched.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/files.hpp"
@@ -24,8 +27,26 @@ using Clock = std::chrono::steady_clock;
 
 void set_compute_threads(int threads) {
   if (threads < 1) throw Error("--threads must be at least 1, got " + std::to_string(threads));
+  // More compute threads than CPUs: oneDNN's threads meet at every layer and wait for the ones
+  // the kernel has not scheduled, so a step takes several times longer (on 2 CPUs, 4 threads
+  // ran lenet5 9x slower than 2). Said once per process, for the largest such count.
+  static int warned = 0;
+  int cpus = int(std::thread::hardware_concurrency());
+  cpu_set_t allowed;  // the CPUs this process may run on, as nproc counts them
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) cpus = CPU_COUNT(&allowed);
+  if (cpus > 0 && threads > cpus && threads > warned) {
+    warned = threads;
+    spdlog::warn("--threads {} is more than this host's {} CPUs: the compute threads wait for each "
+                 "other, and a step can take many times longer",
+                 threads, cpus);
+  }
   omp_set_num_threads(threads);
 }
+
+namespace {
+// A float flag as the JSON number it was given (0.05, not 0.05000000074505806).
+double json_float(float f) { return std::stod(fmt::format("{}", f)); }
+}  // namespace
 
 TrainResult run_train(const TrainOptions& opt) {
   set_compute_threads(opt.threads);
@@ -34,6 +55,10 @@ TrainResult run_train(const TrainOptions& opt) {
   // Where the results go, checked before the training rather than after it.
   ensure_writable_file(opt.json_out, "--json");
   ensure_writable_file(opt.save_params, "--save-params");
+  if (!opt.json_out.empty() && !opt.save_params.empty() &&
+      std::filesystem::weakly_canonical(opt.json_out) == std::filesystem::weakly_canonical(opt.save_params))
+    throw Error("--json and --save-params name the same file '" + opt.save_params +
+                "' (the JSON would overwrite the parameters)");
   auto data = workloads::load_dataset(opt.data, opt.data_dir, spec.input, spec.classes, opt.seed);
   if (opt.standardize) workloads::standardize(data);
   const auto& train = data.train;
@@ -61,6 +86,7 @@ TrainResult run_train(const TrainOptions& opt) {
   TrainResult res;
   res.parameters = spec.parameter_count();
   std::vector<double> recent_loss;
+  double first_loss = 0;
   double steady_seconds = 0;
   std::int64_t steady_steps = 0;
   auto last_report = Clock::now();
@@ -80,7 +106,8 @@ TrainResult run_train(const TrainOptions& opt) {
     net->sgd_step(sgd, velocity);  // on the device for the GPU backend
     double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     if (!std::isfinite(lr.loss)) throw Error("loss diverged (" + std::to_string(lr.loss) + ") at step " +
-                                             std::to_string(step) + ": lower --lr");
+                                             std::to_string(step + 1) + ": lower --lr");
+    if (step == 0) first_loss = lr.loss;
     if (step >= warmup) steady_seconds += dt, ++steady_steps;
     recent_loss.push_back(lr.loss);
     if (recent_loss.size() > 50) recent_loss.erase(recent_loss.begin());
@@ -104,9 +131,15 @@ TrainResult run_train(const TrainOptions& opt) {
     res.images_per_sec = steady_steps * opt.batch / steady_seconds;
   }
   res.final_loss = std::accumulate(recent_loss.begin(), recent_loss.end(), 0.0) / recent_loss.size();
-  spdlog::info("done: {} steps, {:.0f} images/s ({:.2f} ms/step) steady, final loss {:.4f}{}", total,
-               res.images_per_sec, res.ms_per_step, res.final_loss,
+  spdlog::info("done: {} steps, {:.0f} images/s ({:.2f} ms/step) {}, final loss {:.4f}{}", total,
+               res.images_per_sec, res.ms_per_step,
+               warmup > 0 ? "steady" : "(one step: no warm-up to leave out)", res.final_loss,
                res.test_accuracy >= 0 ? fmt::format(", test accuracy {:.2f}%", 100 * res.test_accuracy) : "");
+
+  // A loss that grows without becoming infinite: the learning rate overshoots.
+  if (total > 1 && res.final_loss > 1.5 * first_loss)
+    spdlog::warn("the loss rose from {:.4f} (step 1) to {:.4f} (the last steps): lower --lr", first_loss,
+                 res.final_loss);
 
   if (!opt.save_params.empty()) {
     std::vector<std::vector<float>> tensors;
@@ -124,10 +157,10 @@ TrainResult run_train(const TrainOptions& opt) {
                         {"threads", opt.threads},
                         {"steps", res.steps},
                         {"warmup_steps", warmup},
-                        {"lr", opt.sgd.lr},
+                        {"lr", json_float(opt.sgd.lr)},
                         {"lr_schedule", opt.lr_schedule},
-                        {"momentum", opt.sgd.momentum},
-                        {"weight_decay", opt.sgd.weight_decay},
+                        {"momentum", json_float(opt.sgd.momentum)},
+                        {"weight_decay", json_float(opt.sgd.weight_decay)},
                         {"seed", opt.seed},
                         {"images_per_sec", res.images_per_sec},
                         {"ms_per_step", res.ms_per_step},

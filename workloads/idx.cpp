@@ -115,11 +115,22 @@ std::string dims_str(const std::vector<std::uint32_t>& dims) {
 
 // data_dir/base, or data_dir/base.gz; an Error with a remedy when neither exists.
 std::string find_data_file(const std::string& dir, const std::string& base) {
-  const fs::path plain = fs::path(dir) / base;
   std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw Error("data folder " + dir + " is a file, expected a folder of IDX files (--data-dir)");
+  const fs::path plain = fs::path(dir) / base;
   if (fs::is_regular_file(plain, ec)) return plain.string();
   const fs::path gz = fs::path(dir) / (base + ".gz");
   if (fs::is_regular_file(gz, ec)) return gz.string();
+  // There, but no file to read: a folder, a pipe, a link to nothing.
+  for (const fs::path& p : {plain, gz}) {
+    if (!fs::exists(fs::symlink_status(p, ec))) continue;
+    const fs::file_status target = fs::status(p, ec);
+    const char* what = !fs::exists(target)        ? "a link to nothing"
+                       : fs::is_directory(target) ? "a folder"
+                                                  : "not a regular file";
+    throw Error(p.string() + " is " + what + ", expected an IDX file");
+  }
   throw Error("missing file " + plain.string() + " (or " + gz.filename().string() +
               ") (run `make data` to fetch the default digits, or pass --data-dir)");
 }

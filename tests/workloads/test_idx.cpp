@@ -269,6 +269,21 @@ TEST_CASE("load_dataset mnist reads the four IDX files from the data folder", "[
         load_dataset("mnist", dir.path.string(), input, 10, 1),
         Contains("missing file") && Contains("t10k-labels-idx1-ubyte") && Contains("make data"));
   }
+  SECTION("a folder or a dangling link in a file's place is named as such, not as missing") {
+    fs::remove(dir.path / "t10k-labels-idx1-ubyte");
+    fs::create_directory(dir.path / "t10k-labels-idx1-ubyte");
+    REQUIRE_THROWS_WITH(load_dataset("mnist", dir.path.string(), input, 10, 1),
+                        Contains("t10k-labels-idx1-ubyte is a folder, expected an IDX file"));
+    fs::remove(dir.path / "t10k-labels-idx1-ubyte");
+    fs::create_symlink(dir.path / "nowhere", dir.path / "t10k-labels-idx1-ubyte");
+    REQUIRE_THROWS_WITH(load_dataset("mnist", dir.path.string(), input, 10, 1),
+                        Contains("t10k-labels-idx1-ubyte is a link to nothing"));
+  }
+  SECTION("a file given as the data folder is named as such") {
+    const std::string file = (dir.path / "train-labels-idx1-ubyte").string();
+    REQUIRE_THROWS_WITH(load_dataset("mnist", file, input, 10, 1),
+                        Contains("data folder " + file + " is a file, expected a folder"));
+  }
 }
 
 TEST_CASE("load_dataset: synthetic takes the model's input shape, unknown names are errors",
