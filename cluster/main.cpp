@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -43,30 +44,38 @@ void add_common(CLI::App* app, std::string& log_level) {
 
 // A finite number in [lo, hi) (above lo if `above`); the error names what was expected
 // (CLI::NonNegativeNumber's names the largest double).
+// A decimal number (no hex: std::stod reads 0x10 as 16) in [lo, hi) or (lo, hi). `as_float`: the
+// flag is held as a float, so the value is checked as the float it becomes (a learning rate of
+// 1e39 would be infinite, a momentum of 0.99999999999 would be 1).
 CLI::Validator number_in(const std::string& what, double lo, bool above, double hi,
-                         const std::string& expected) {
+                         const std::string& expected, bool as_float = false) {
   return CLI::Validator(
       [=](std::string& v) {
         double x = std::nan("");
-        try {
-          std::size_t used = 0;
-          x = std::stod(v, &used);
-          if (used != v.size()) x = std::nan("");
-        } catch (const std::exception&) {
+        if (!v.empty() && v.find_first_not_of("0123456789+-.eE") == std::string::npos) {
+          try {
+            std::size_t used = 0;
+            x = std::stod(v, &used);
+            if (used != v.size()) x = std::nan("");
+          } catch (const std::exception&) {
+          }
         }
+        if (as_float) x = double(float(x));
         const bool ok = std::isfinite(x) && (above ? x > lo : x >= lo) && x < hi;
         return ok ? std::string() : "expected " + what + ", " + expected + ", got '" + v + "'";
       },
       "NUMBER");
 }
-CLI::Validator non_negative(const std::string& what) {
-  return number_in(what, 0, false, HUGE_VAL, "0 or more");
+CLI::Validator non_negative(const std::string& what, bool as_float = false) {
+  return number_in(what, 0, false, HUGE_VAL, "0 or more", as_float);
 }
 CLI::Validator positive(const std::string& what) {
   return number_in(what, 0, true, HUGE_VAL, "above 0");
 }
 // SGD momentum: 1 or more never forgets a gradient, and the parameters run away.
-CLI::Validator momentum_range() { return number_in("a momentum", 0, false, 1, "0 or more and below 1"); }
+CLI::Validator momentum_range() {
+  return number_in("a momentum", 0, false, 1, "0 or more and below 1", true);
+}
 
 
 // `steps_help`, if set, describes a --steps default that is not a number (validate: each run's).
@@ -82,15 +91,19 @@ void add_train(CLI::App& root, worker::TrainOptions& o, std::string& log_level) 
   app->add_option("--data-dir", o.data_dir,
                   "directory with IDX files (default $PSBED_DATA_DIR, else data/mnist here, else the checkout's)");
   app->add_option("--device", o.device, "cpu or gpu")->capture_default_str();
-  app->add_option("--epochs", o.epochs, "passes over the training set")->capture_default_str();
+  app->add_option("--epochs", o.epochs, "passes over the training set")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   app->add_option("--steps", o.steps, "train this many steps instead of --epochs")
       ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40));
   app->add_option("--batch", o.batch, "samples per step")->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  app->add_option("--lr", o.sgd.lr, "learning rate")->capture_default_str()->check(non_negative("a learning rate"));
+  app->add_option("--lr", o.sgd.lr, "learning rate")
+      ->capture_default_str()
+      ->check(non_negative("a learning rate", true));
   app->add_option("--lr-schedule", o.lr_schedule, "constant, or cosine (decay to 0 over the run)")->capture_default_str();
   app->add_option("--momentum", o.sgd.momentum, "SGD momentum")->capture_default_str()->check(momentum_range());
   app->add_option("--weight-decay", o.sgd.weight_decay, "L2 weight decay")->capture_default_str()
-      ->check(non_negative("a weight decay"));
+      ->check(non_negative("a weight decay", true));
   app->add_option("--threads", o.threads, "compute threads")->capture_default_str()->check(CLI::Range(1, 4096));
   app->add_option("--seed", o.seed, "seed for initialisation, shuffling, synthetic data")->capture_default_str()->transform(cluster::seed_validator());
   app->add_flag("!--no-eval", o.evaluate, "skip test-set evaluation");
@@ -164,22 +177,28 @@ void add_coordinator(CLI::App& root, ps::CoordinatorOptions& o, std::string& par
       ->transform(cluster::credit_default());
   app->add_option("--lr", o.sgd.lr, "learning rate (async needs a smaller one than bsp: README, \"Consistency\")")
       ->capture_default_str()
-      ->check(non_negative("a learning rate"));
+      ->check(non_negative("a learning rate", true));
   app->add_option("--momentum", o.sgd.momentum, "SGD momentum")->capture_default_str()->check(momentum_range());
   app->add_option("--weight-decay", o.sgd.weight_decay, "L2 weight decay")->capture_default_str()
-      ->check(non_negative("a weight decay"));
+      ->check(non_negative("a weight decay", true));
   app->add_option("--lr-schedule", o.lr_schedule, "constant or cosine")->capture_default_str();
-  app->add_option("--epochs", o.epochs, "passes over the training set, all workers together")->capture_default_str();
+  app->add_option("--epochs", o.epochs, "passes over the training set, all workers together")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")->capture_default_str()
       ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
   app->add_option("--batch", o.batch, "batch per worker")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   app->add_option("--seed", o.seed, "seed for initial parameters and data order")->capture_default_str()->transform(cluster::seed_validator());
   app->add_option("--partition-bytes", partition, "largest part a tensor is cut into")->capture_default_str();
-  app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str();
-  app->add_option("--heartbeat-timeout", o.heartbeat_timeout_s, "seconds of silence before a node is dead")->capture_default_str();
+  app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str()
+      ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
+  app->add_option("--heartbeat-timeout", o.heartbeat_timeout_s, "seconds of silence before a node is dead (at least twice --heartbeat)")
+      ->capture_default_str()
+      ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
   app->add_option("--progress-every", o.progress_every_s, "seconds between progress lines")->capture_default_str()
       ->check(positive("a number of seconds"));
-  app->add_option("--register-timeout", o.register_timeout_s, "seconds for every node to register")->capture_default_str();
+  app->add_option("--register-timeout", o.register_timeout_s, "seconds for every node to register")->capture_default_str()
+      ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
   app->add_option("--summary", o.summary_path, "write summary.json here at the end");
   app->add_option("--endpoint-file", o.endpoint_file, "write the bound endpoint here (for --bind with port *)");
   app->add_option("--compute", o.compute, "compute mode recorded in the summary")->capture_default_str();
@@ -197,13 +216,15 @@ void add_server(CLI::App& root, ps::ServerOptions& o, std::string& log_level) {
   app->add_option("--bind", o.bind, "endpoint workers connect to (':*' = any free port)")->capture_default_str();
   app->add_option("--advertise", o.advertise, "address given to workers (default: the bound endpoint)");
   app->add_option("--name", o.name, "node name (default server-<pid>)");
-  app->add_option("--connect-timeout", o.connect_timeout_s, "seconds to reach the coordinator")->capture_default_str();
+  app->add_option("--connect-timeout", o.connect_timeout_s, "seconds to reach the coordinator")->capture_default_str()
+      ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
   app->add_option("--coordinator-timeout", o.coordinator_timeout_s,
                   "once joined: seconds of silence from the coordinator (it answers every heartbeat) after which "
                   "it is gone and this node stops with an error")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 1e6));
-  app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str();
+  app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str()
+      ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
   app->add_option("--trace-dir", o.trace_dir, "write <name>.trace.json here");
   app->add_option("--max-message-bytes", o.max_message_bytes, "larger messages are dropped")->capture_default_str();
   app->add_option("--apply-threads", o.apply_threads, "threads applying updates (each owns a subset of parts)")->capture_default_str();
@@ -223,13 +244,15 @@ void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level
   app->add_option("--device", o.device, "cpu or gpu")->capture_default_str();
   app->add_option("--compute", o.compute, "real, or replay:<profile.json>: sleep per layer for durations drawn from a profile (psbed profile) instead of computing")->capture_default_str();
   app->add_option("--threads", o.threads, "compute threads")->capture_default_str();
-  app->add_option("--connect-timeout", o.connect_timeout_s, "seconds to reach the coordinator")->capture_default_str();
+  app->add_option("--connect-timeout", o.connect_timeout_s, "seconds to reach the coordinator, and each server shard")->capture_default_str()
+      ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
   app->add_option("--coordinator-timeout", o.coordinator_timeout_s,
                   "once joined: seconds of silence from the coordinator (it answers every heartbeat) after which "
                   "it is gone and this node stops with an error")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 1e6));
-  app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str();
+  app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str()
+      ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
   app->add_option("--progress-every", o.progress_every_s, "seconds between progress reports")->capture_default_str()
       ->check(positive("a number of seconds"));
   app->add_option("--trace-dir", o.trace_dir, "write <name>.trace.json here");
@@ -260,12 +283,18 @@ void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_leve
   app->add_option("--partition-params", o.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
   app->add_option("--credit", o.credit, "p3/bytescheduler: bytes in flight at most; prophet: largest block; e.g. 4MiB (default: the policy's)")
       ->transform(cluster::credit_default());
-  app->add_option("--epochs", o.epochs, "passes over the training set, all workers together")->capture_default_str();
+  app->add_option("--epochs", o.epochs, "passes over the training set, all workers together")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")->capture_default_str();
   app->add_option("--batch", o.batch, "batch per worker")->capture_default_str();
-  app->add_option("--lr", o.lr, "learning rate (async needs a smaller one than bsp: README, \"Consistency\")")->capture_default_str();
+  app->add_option("--lr", o.lr, "learning rate (async needs a smaller one than bsp: README, \"Consistency\")")
+      ->capture_default_str()
+      ->check(non_negative("a learning rate", true));
   app->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str()->check(momentum_range());
-  app->add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str();
+  app->add_option("--weight-decay", o.weight_decay, "L2 weight decay")
+      ->capture_default_str()
+      ->check(non_negative("a weight decay", true));
   app->add_option("--lr-schedule", o.lr_schedule, "constant or cosine")->capture_default_str();
   app->add_option("--seed", o.seed, "seed")->capture_default_str()->transform(cluster::seed_validator());
   app->add_option("--partition-bytes", o.partition_bytes, "largest part a tensor is cut into")->capture_default_str();
@@ -712,8 +741,18 @@ int main(int argc, char** argv) {
     if (root.got_subcommand("coordinator")) {
       if (!coord_log_file.empty()) ensure_writable_file(coord_log_file, "--log-file");
       setup_logging("coordinator", log_level, coord_log_file);
-      coord.partition_bytes = std::int64_t(parse_bytes(partition));
-      if (!coord_credit.empty()) coord.policy.credit_bytes = std::int64_t(parse_bytes(coord_credit));
+      // As launch checks them: refused here, not found when the first node registers.
+      coord.partition_bytes =
+          std::int64_t(for_flag("--partition-bytes", [&] { return parse_bytes(partition); }));
+      if (coord.partition_bytes < 4)
+        throw Error("--partition-bytes must be at least 4 bytes (one float), got '" + partition + "'");
+      if (coord.heartbeat_timeout_s < 2 * coord.heartbeat_s)
+        throw Error("--heartbeat-timeout must be at least twice --heartbeat (" +
+                    fmt::format("{:g}", coord.heartbeat_s) + " s), got " +
+                    fmt::format("{:g}", coord.heartbeat_timeout_s));
+      if (!coord_credit.empty())
+        coord.policy.credit_bytes =
+            std::int64_t(for_flag("--credit", [&] { return parse_bytes(coord_credit); }));
       if (const char* t = std::getenv("PSBED_HTTP_TOKEN"); coord.http_token.empty() && t) coord.http_token = t;
       // /api/prediction: the simulator on the profile's link, for the cluster as it runs now.
       coord.predict = [](const std::string& profile_path, const nlohmann::json& cfg) {
@@ -778,6 +817,10 @@ int main(int argc, char** argv) {
   } catch (const DeviceUnavailable& e) {  // the machine lacks what was asked for
     std::fprintf(stderr, "psbed: error: %s\n", e.what());
     return kDeviceUnavailable;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "psbed: error: out of memory (the model's parameters and activations, "
+                         "times the batch, or the data set, need more than this process may use)\n");
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "psbed: error: %s\n", e.what());
     return 1;

@@ -332,7 +332,9 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
   app->add_option("--compute", b.compute, "real, or replay:<profile.json> (how 8+ workers fit on a small machine)")
       ->capture_default_str();
   app->add_option("--steps", b.steps, "steps per worker per run")->capture_default_str();
-  app->add_option("--epochs", b.epochs, "passes over the data per run (when --steps is 0)")->capture_default_str();
+  app->add_option("--epochs", b.epochs, "passes over the data per run (when --steps is 0)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   app->add_option("--batch", b.batch, "batch per worker")->capture_default_str();
   app->add_option("--lr", b.lr, "learning rate, constant over each run (a sweep measures throughput; launch's own default schedule is cosine)")->capture_default_str();
   app->add_option("--threads", b.threads, "compute threads per worker")->capture_default_str();

@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "core/units.hpp"
+#include "ps/seconds_text.hpp"
 #include "ps/zmq_transport.hpp"
 
 namespace psbed::ps {
@@ -77,6 +78,10 @@ policy::PolicyOptions policy_from_request(const json& req, policy::PolicyOptions
     if (k != "policy" && k != "slice_params" && k != "partition_params" && k != "credit" && k != "event" &&
         k != "command")
       throw Error("unknown field '" + k + "' (expected policy, slice_params, partition_params, credit)");
+  if (!req.contains("policy") && !req.contains("slice_params") && !req.contains("partition_params") &&
+      !req.contains("credit"))
+    throw Error("a policy request names nothing to change (expected policy, slice_params, "
+                "partition_params or credit)");
   // A setting the policy switched to does not use is refused, not kept for a later switch.
   const std::string& n = o.name;
   const bool sliced = n == "p3" || n == "prophet", credited = sliced || n == "bytescheduler";
@@ -135,7 +140,7 @@ json control_request(const std::string& coordinator, json request, double timeou
   lock.unlock();
   transport.stop();
   if (!answered)
-    throw Error("no answer from the coordinator at " + coordinator + " within " + std::to_string(int(timeout_s)) +
+    throw Error("no answer from the coordinator at " + coordinator + " within " + seconds_text(timeout_s) +
                 " s (is the run still going?)");
   return *reply;
 }

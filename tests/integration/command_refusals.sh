@@ -56,6 +56,22 @@ refused "--seed: expected a seed, a whole number from 0 to 18446744073709551615,
 refused "got '99999999999999999999'" train --seed 99999999999999999999
 refused "--progress-every: expected a number of seconds, above 0, got '0'" train --progress-every 0
 refused "--lr: expected a learning rate, 0 or more, got '1x'" train --lr 1x
+# Hand-started roles check what launch checks, before they wait for anyone.
+refused "--partition-bytes must be at least 4 bytes (one float), got '2'" coordinator --partition-bytes 2
+refused "--partition-bytes: bad size 'junk'" coordinator --partition-bytes junk
+refused "--heartbeat-timeout must be at least twice --heartbeat (1 s), got 1" coordinator --heartbeat 1 --heartbeat-timeout 1
+refused "psbed worker: --connect-timeout: expected a number of seconds, above 0" worker --connect-timeout -1
+refused "psbed server: --heartbeat: expected a number of seconds, above 0" server --heartbeat 0
+refused "--partition-bytes 4 cuts the 4 MiB model into about 1048576 parts, expected at most 100000" \
+  bench ps --partition-bytes 4 --models 4 --aggregate-model 4
+refused "--partition-bytes: bad size 'junk'" bench ps --partition-bytes junk
+refused "--epochs: expected a whole number from 1 to 1000000, got '1.5'" train --epochs 1.5
+refused "--json and --save-params name the same file" train --steps 1 --json "$WORK/same" --save-params "$WORK/same"
+refused "model spec '$WORK/none.toml' cannot be read (no such file)" train --model "$WORK/none.toml"
+# Checked as the float the value becomes (1e39 is infinite, 0.99999999999 is 1), and no hex.
+refused "--lr: expected a learning rate, 0 or more, got '1e39'" train --lr 1e39
+refused "--lr: expected a learning rate, 0 or more, got '0x10'" train --lr 0x10
+refused "--momentum: expected a momentum, 0 or more and below 1, got '0.99999999999'" train --momentum 0.99999999999
 refused "--min-steps: Value 0 not in range" bench compute --min-steps 0 --min-seconds 0
 refused "--warmup: Value -3 not in range" bench compute --warmup -3
 refused "--batch: Value -5 not in range" bench compute --batch -5
@@ -133,4 +149,21 @@ if [ "$(realpath "$PSBED_DATA_DIR")" = "$(realpath "$SRC/data/mnist")" ]; then
 else
   echo "data: PSBED_DATA_DIR is not the checkout's digits, so the default folder is not tried"
 fi
+# bench compute reads every spec before it times the first, and gives a spec of its own no PyTorch
+# reference even under a shipped model's name (the reference builds the shipped model).
+printf 'name = "lenet5"\ninput = [1, 28, 28]\n\n[[layer]]\ntype = "fc"\nout = 10\n' >"$WORK/mine.toml"
+printf 'name = "zero"\ninput = [1, 28, 28]\n\n[[layer]]\ntype = "fc"\nout = 0\n' >"$WORK/zero.toml"
+refused "zero.toml: layer #1" bench compute --models lenet5,"$WORK/zero.toml" --threads 1 --min-seconds 0.1 --no-torch
+timeout 60 "$PSBED" bench compute --models "$WORK/mine.toml" --threads 1 --min-seconds 0.1 --min-steps 3 \
+  --python /bin/false >"$WORK/mine.out" 2>&1 || { cat "$WORK/mine.out"; fail "bench compute of a spec of its own failed"; }
+grep -qF "no PyTorch reference for a model spec of its own ($WORK/mine.toml)" "$WORK/mine.out" ||
+  { cat "$WORK/mine.out"; fail "bench compute did not say a spec of its own has no PyTorch reference"; }
+if grep -q "bench_torch.py --models" "$WORK/mine.out"; then fail "bench compute ran the PyTorch reference for a spec of its own"; fi
+# train says when the loss grew without becoming infinite, and when --threads exceeds the CPUs.
+timeout 60 "$PSBED" train --steps 3 --lr 16 --no-eval >"$WORK/rose.out" 2>&1 || { cat "$WORK/rose.out"; fail "train --lr 16 failed"; }
+grep -q "the loss rose from .* (step 1) to .*: lower --lr" "$WORK/rose.out" || { cat "$WORK/rose.out"; fail "no word on the loss that rose"; }
+cpus=$(nproc)
+timeout 60 "$PSBED" train --steps 2 --threads $((cpus + 1)) --no-eval >"$WORK/threads.out" 2>&1 || fail "train --threads failed"
+grep -qF -- "--threads $((cpus + 1)) is more than this host's $cpus CPUs" "$WORK/threads.out" ||
+  { cat "$WORK/threads.out"; fail "no word on more threads than CPUs"; }
 echo "PASS"

@@ -32,6 +32,10 @@ TEST_CASE("a policy request takes the settings its policy uses and refuses the o
   // The settings alone apply to the policy the cluster runs.
   CHECK_THROWS_WITH(ps::policy_from_request({{"slice_params", 1000}}, now), Contains("not wfbp"));
   CHECK(ps::policy_from_request({{"slice_params", 500}}, p3).slice_params == 500);
+  // A request naming nothing is refused, not recorded as a switch.
+  CHECK_THROWS_WITH(ps::policy_from_request(nlohmann::json::object(), p3),
+                    Contains("names nothing to change"));
+  CHECK_THROWS_WITH(ps::policy_from_request({{"command", "policy"}}, p3), Contains("names nothing to change"));
   CHECK_THROWS_WITH(ps::policy_from_request({{"policy", "p3"}, {"slice_params", -5}}, now),
                     Contains("'slice_params' must be a positive integer"));
 }
