@@ -1,6 +1,7 @@
 #include "cluster/cli_config.hpp"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -273,6 +274,39 @@ CLI::App* top_of(CLI::App* app) {
 }
 
 }  // namespace
+
+// A decimal number (no hex: std::stod reads 0x10 as 16) in [lo, hi) or (lo, hi). `as_float`: the
+// flag is held as a float, so the value is checked as the float it becomes (a learning rate of
+// 1e39 would be infinite, a momentum of 0.99999999999 would be 1).
+CLI::Validator number_in(const std::string& what, double lo, bool above, double hi,
+                         const std::string& expected, bool as_float) {
+  return CLI::Validator(
+      [=](std::string& v) {
+        double x = std::nan("");
+        if (!v.empty() && v.find_first_not_of("0123456789+-.eE") == std::string::npos) {
+          try {
+            std::size_t used = 0;
+            x = std::stod(v, &used);
+            if (used != v.size()) x = std::nan("");
+          } catch (const std::exception&) {
+          }
+        }
+        if (as_float) x = double(float(x));
+        const bool ok = std::isfinite(x) && (above ? x > lo : x >= lo) && x < hi;
+        return ok ? std::string() : "expected " + what + ", " + expected + ", got '" + v + "'";
+      },
+      "NUMBER");
+}
+CLI::Validator non_negative(const std::string& what, bool as_float) {
+  return number_in(what, 0, false, HUGE_VAL, "0 or more", as_float);
+}
+CLI::Validator positive(const std::string& what) {
+  return number_in(what, 0, true, HUGE_VAL, "above 0");
+}
+// SGD momentum: 1 or more never forgets a gradient, and the parameters run away.
+CLI::Validator momentum_range() {
+  return number_in("a momentum", 0, false, 1, "0 or more and below 1", true);
+}
 
 CLI::Validator seed_validator() {
   return CLI::Validator(

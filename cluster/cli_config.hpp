@@ -16,6 +16,17 @@ void add_config_option(CLI::App* app);
 // The names of app's subcommands, ", "-joined, each between `open` and `close`.
 std::string subcommand_names(const CLI::App& app, const char* open = "", const char* close = "");
 
+// A decimal number (no hex: std::stod reads 0x10 as 16) in [lo, hi), or (lo, hi) if `above`;
+// the error names what was expected. `as_float`: the flag is held as a float, so the value is
+// checked as the float it becomes (a learning rate of 1e39 would be infinite, a momentum of
+// 0.99999999999 would be 1).
+CLI::Validator number_in(const std::string& what, double lo, bool above, double hi,
+                         const std::string& expected, bool as_float = false);
+CLI::Validator non_negative(const std::string& what, bool as_float = false);
+CLI::Validator positive(const std::string& what);
+// SGD momentum: 1 or more never forgets a gradient, and the parameters run away.
+CLI::Validator momentum_range();
+
 // A seed flag's check, for every subcommand that takes one: a whole decimal number from 0 to
 // 2^64 - 1, handed on without leading zeros (CLI11 alone reads -1 and too many digits as
 // 2^64 - 1, and 010 as octal 8).

@@ -42,40 +42,10 @@ void add_common(CLI::App* app, std::string& log_level) {
   app->add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
 }
 
-// A finite number in [lo, hi) (above lo if `above`); the error names what was expected
-// (CLI::NonNegativeNumber's names the largest double).
-// A decimal number (no hex: std::stod reads 0x10 as 16) in [lo, hi) or (lo, hi). `as_float`: the
-// flag is held as a float, so the value is checked as the float it becomes (a learning rate of
-// 1e39 would be infinite, a momentum of 0.99999999999 would be 1).
-CLI::Validator number_in(const std::string& what, double lo, bool above, double hi,
-                         const std::string& expected, bool as_float = false) {
-  return CLI::Validator(
-      [=](std::string& v) {
-        double x = std::nan("");
-        if (!v.empty() && v.find_first_not_of("0123456789+-.eE") == std::string::npos) {
-          try {
-            std::size_t used = 0;
-            x = std::stod(v, &used);
-            if (used != v.size()) x = std::nan("");
-          } catch (const std::exception&) {
-          }
-        }
-        if (as_float) x = double(float(x));
-        const bool ok = std::isfinite(x) && (above ? x > lo : x >= lo) && x < hi;
-        return ok ? std::string() : "expected " + what + ", " + expected + ", got '" + v + "'";
-      },
-      "NUMBER");
-}
-CLI::Validator non_negative(const std::string& what, bool as_float = false) {
-  return number_in(what, 0, false, HUGE_VAL, "0 or more", as_float);
-}
-CLI::Validator positive(const std::string& what) {
-  return number_in(what, 0, true, HUGE_VAL, "above 0");
-}
-// SGD momentum: 1 or more never forgets a gradient, and the parameters run away.
-CLI::Validator momentum_range() {
-  return number_in("a momentum", 0, false, 1, "0 or more and below 1", true);
-}
+using cluster::momentum_range;
+using cluster::non_negative;
+using cluster::number_in;
+using cluster::positive;
 
 
 // `steps_help`, if set, describes a --steps default that is not a number (validate: each run's).
@@ -650,7 +620,10 @@ std::string empty_list_item(const CLI::App& root, int argc, char** argv) {
     if (o == nullptr || o->get_delimiter() == '\0') continue;
     const bool inline_value = word.find('=') != std::string::npos;
     if (!inline_value && i + 1 >= argc) continue;
-    const std::string value = inline_value ? word.substr(word.find('=') + 1) : argv[++i];
+    // The words CLI11 takes for the list: the next one, and those after it up to an option.
+    std::vector<std::string> values = {inline_value ? word.substr(word.find('=') + 1) : argv[++i]};
+    if (!inline_value)
+      while (i + 1 < argc && argv[i + 1][0] != '-') values.push_back(argv[++i]);
     const char d = o->get_delimiter();
     const std::string doubled(2, d);
     const std::string separated =
@@ -658,14 +631,17 @@ std::string empty_list_item(const CLI::App& root, int argc, char** argv) {
     // An empty value of a number list reads as 0; of a text list it may mean something
     // (sweep --bandwidth "": unshaped), and the command checks it.
     const std::string type = o->get_type_name();
-    if (value.empty() && (type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0 ||
-                          type.rfind("FLOAT", 0) == 0))
-      return where + ": " + name + ": an empty value (expected one or more numbers, " +
-             separated + ")";
-    if ((!value.empty() && (value.front() == d || value.back() == d)) ||
-        value.find(doubled) != std::string::npos)
-      return where + ": " + name + ": an empty item in '" + value + "' (expected values " +
-             separated + ", none empty)";
+    const bool numbers =
+        type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0 || type.rfind("FLOAT", 0) == 0;
+    for (const std::string& value : values) {
+      if (value.empty() && numbers)
+        return where + ": " + name + ": an empty value (expected one or more numbers, " +
+               separated + ")";
+      if ((!value.empty() && (value.front() == d || value.back() == d)) ||
+          value.find(doubled) != std::string::npos)
+        return where + ": " + name + ": an empty item in '" + value + "' (expected values " +
+               separated + ", none empty)";
+    }
   }
   return "";
 }

@@ -336,7 +336,9 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
   app->add_option("--batch", b.batch, "batch per worker")->capture_default_str();
-  app->add_option("--lr", b.lr, "learning rate, constant over each run (a sweep measures throughput; launch's own default schedule is cosine)")->capture_default_str();
+  app->add_option("--lr", b.lr, "learning rate, constant over each run (a sweep measures throughput; launch's own default schedule is cosine)")
+      ->capture_default_str()
+      ->check(non_negative("a learning rate", true));
   app->add_option("--threads", b.threads, "compute threads per worker")->capture_default_str();
   app->add_option("--apply-threads", b.apply_threads, "threads applying updates per server shard")
       ->capture_default_str()->check(CLI::Range(1, 1024));

@@ -49,6 +49,8 @@ refused "psbed launch: --servers: takes one value, got 2 (given twice" launch --
 # An empty item of a list (CLI11 drops it, and reads an empty number list as 0).
 refused "psbed predict: --workers: an empty item in '1,,2' (expected values comma-separated, none empty)" \
   predict --profile "$WORK/none.json" --workers 1,,2 --analytic
+refused "psbed predict: --workers: an empty item in '2,,4'" predict --profile "$WORK/none.json" --workers 1 2,,4
+refused "psbed sweep: --lr: expected a learning rate, 0 or more, got '0x10'" sweep --lr 0x10 --out "$WORK/sw"
 refused "psbed sweep: --policy: an empty item in 'wfbp,' (expected values comma-separated" sweep --policy=wfbp, --out "$WORK/sw"
 refused "psbed sweep: --workers: an empty value (expected one or more numbers, comma-separated)" sweep --workers "" --out "$WORK/sw"
 [ ! -e "$WORK/sw" ] || fail "a refused sweep made its folder"
