@@ -134,8 +134,10 @@ void check_launch_options(const LaunchOptions& o) {
   need(o.slice_params >= 1, "--slice-params must be at least 1, got " + std::to_string(o.slice_params));
   need(o.partition_params >= 1,
        "--partition-params must be at least 1, got " + std::to_string(o.partition_params));
-  need(std::isfinite(o.heartbeat_s) && o.heartbeat_s > 0,
-       "--heartbeat must be a number of seconds above 0, got " + num(o.heartbeat_s));
+  // The nodes' own bounds (above 0, below 10^6 s), which they would refuse after the start.
+  need(std::isfinite(o.heartbeat_s) && o.heartbeat_s > 0 && o.heartbeat_s < 1e6,
+       "--heartbeat must be a number of seconds above 0 and below 10^6, got " + num(o.heartbeat_s));
+  need(o.heartbeat_timeout_s < 1e6, "--heartbeat-timeout must be below 10^6 s, got " + num(o.heartbeat_timeout_s));
   need(std::isfinite(o.heartbeat_timeout_s) && o.heartbeat_timeout_s >= 2 * o.heartbeat_s,
        "--heartbeat-timeout must be at least twice --heartbeat (" + num(o.heartbeat_s) + " s), got " +
            num(o.heartbeat_timeout_s));
@@ -284,7 +286,7 @@ class Launcher {
   }
 
   std::vector<std::string> common(const std::string& coord, const std::string& name) const {
-    std::vector<std::string> a = {"--coordinator", coord, "--name", name, "--heartbeat", std::to_string(opt_.heartbeat_s)};
+    std::vector<std::string> a = {"--coordinator", coord, "--name", name, "--heartbeat", exact(opt_.heartbeat_s)};
     if (!opt_.bandwidth.empty() && !opt_.netns) a.insert(a.end(), {"--bandwidth", opt_.bandwidth});
     if (!opt_.latency.empty()) a.insert(a.end(), {"--latency", opt_.latency});
     if (opt_.trace) a.insert(a.end(), {"--trace-dir", out_ + "/traces"});
@@ -320,8 +322,8 @@ class Launcher {
                                   "--lr", exact(opt_.lr), "--momentum", exact(opt_.momentum),
                                   "--weight-decay", exact(opt_.weight_decay), "--lr-schedule", opt_.lr_schedule,
                                   "--seed", std::to_string(opt_.seed), "--partition-bytes", opt_.partition_bytes,
-                                  "--heartbeat", std::to_string(opt_.heartbeat_s),
-                                  "--heartbeat-timeout", std::to_string(opt_.heartbeat_timeout_s),
+                                  "--heartbeat", exact(opt_.heartbeat_s),
+                                  "--heartbeat-timeout", exact(opt_.heartbeat_timeout_s),
                                   "--summary", out_ + "/summary.json", "--endpoint-file", endpoint_file,
                                   "--compute", opt_.compute, "--log-file", out_ + "/logs/coordinator.log"};
     if (!opt_.credit.empty()) a.insert(a.end(), {"--credit", opt_.credit});
