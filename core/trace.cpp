@@ -1,7 +1,9 @@
 #include "core/trace.hpp"
 
 #include <time.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <map>
 
@@ -75,10 +77,23 @@ void TraceRecorder::write(const std::string& path) const {
   meta["node"] = node_;
   if (!meta.contains("clock")) meta["clock"] = "CLOCK_MONOTONIC microseconds";  // the simulator sets its own
   nlohmann::json doc = {{"traceEvents", std::move(evs)}, {"displayTimeUnit", "ms"}, {"metadata", std::move(meta)}};
-  std::ofstream out(path);
-  if (!out) throw Error("cannot write trace file '" + path + "'");
-  out << doc.dump() << "\n";
-  if (!out) throw Error("writing trace file '" + path + "' failed");
+  // Written beside it and renamed into place: a node killed while writing (launch sends SIGKILL
+  // to what a SIGTERM has not stopped in time) leaves no half-written trace.
+  const std::string partial = path + ".partial-" + std::to_string(::getpid());
+  {
+    std::ofstream out(partial);
+    if (!out) throw Error("cannot write trace file '" + path + "'");
+    out << doc.dump() << "\n";
+    out.flush();
+    if (!out) {
+      std::remove(partial.c_str());
+      throw Error("writing trace file '" + path + "' failed");
+    }
+  }
+  if (std::rename(partial.c_str(), path.c_str()) != 0) {
+    std::remove(partial.c_str());
+    throw Error("cannot write trace file '" + path + "'");
+  }
 }
 
 namespace {
