@@ -480,10 +480,12 @@ run_psbed() {
     exit 0
   fi
   if [[ $PSBED_AFTER_RUN == exit ]]; then exec "$PSBED_BIN" "$@"; fi
-  local child rc
+  local child rc stopping=0
   "$PSBED_BIN" "$@" &
   child=$!
-  trap 'kill -TERM "$child" 2>/dev/null || true' TERM INT
+  # A stop (docker stop, kubectl delete) goes to psbed, and this ends with it rather than hold
+  # until the grace period's SIGKILL.
+  trap 'stopping=1; kill -TERM "$child" 2>/dev/null || true' TERM INT
   set +e
   wait "$child"
   rc=$?
@@ -492,6 +494,10 @@ run_psbed() {
     rc=$?
   done
   set -e
+  if ((stopping)); then
+    log "psbed $PSBED_ROLE stopped with status $rc"
+    exit "$rc"
+  fi
   log "psbed $PSBED_ROLE ended with status $rc; holding (PSBED_AFTER_RUN=hold) until stopped"
   trap 'exit $rc' TERM INT
   sleep infinity &

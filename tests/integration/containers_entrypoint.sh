@@ -293,4 +293,20 @@ moved=$(ls -d "$WORK"/runs/latest-* 2>/dev/null | head -1)
 [ -n "$moved" ] || fail "the finished run 1 was not moved aside: $(ls "$WORK/runs")"
 check_run "$moved" 1 1 async wfbp
 grep -q "moved the finished run" "$WORK/coordinator.log" || fail "coordinator log does not say it moved run 1 aside"
+# PSBED_AFTER_RUN=hold (Kubernetes' default) holds after a run ends by itself, but a stop
+# (docker stop, kubectl delete: SIGTERM) goes to psbed and the entrypoint ends with it, rather
+# than hold until the grace period's SIGKILL.
+printf '#!/bin/bash\ntrap "exit 130" TERM\nsleep 60 & wait\n' >"$WORK/slow-psbed"
+chmod +x "$WORK/slow-psbed"
+env -i PATH="$PATH" HOME="$WORK" PSBED_BIN="$WORK/slow-psbed" PSBED_ROLE=coordinator PSBED_AFTER_RUN=hold \
+  PSBED_RUNS="$WORK/hold-runs" bash "$ENTRY" >"$WORK/hold.out" 2>&1 &
+hold=$!
+sleep 1
+kill -TERM "$hold"
+for _ in $(seq 50); do kill -0 "$hold" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$hold" 2>/dev/null; then kill -9 "$hold"; pkill -f "$WORK/slow-psbed" || true; fail "PSBED_AFTER_RUN=hold held on after SIGTERM"; fi
+rc=0; wait "$hold" || rc=$?
+[ "$rc" = 130 ] || { cat "$WORK/hold.out"; fail "the entrypoint stopped by SIGTERM exited $rc, expected psbed's 130"; }
+grep -q "psbed coordinator stopped with status 130" "$WORK/hold.out" || { cat "$WORK/hold.out"; fail "no line on the stop"; }
+echo "hold: a SIGTERM stops the entrypoint with psbed, status 130"
 echo "PASS"
