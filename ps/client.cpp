@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <thread>
 
 #include "core/error.hpp"
 #include "ps/seconds_text.hpp"
@@ -20,6 +21,7 @@ PsClient::PsClient(const ClusterMap& map, int worker_id, const std::string& name
     z.identity = name;
     z.thread_name = "ps-client" + std::to_string(s.id);
     auto t = std::make_unique<ZmqTransport>(z);
+    zmq_.push_back(t.get());
     if (link && link->options.shaped()) shards_.push_back(std::make_unique<ShapedTransport>(std::move(t), link));
     else shards_.push_back(std::move(t));
   }
@@ -30,7 +32,20 @@ PsClient::PsClient(const ClusterMap& map, int worker_id, const std::string& name
 PsClient::~PsClient() { stop(); }
 
 void PsClient::stop() {
-  for (auto& s : shards_) s->stop();
+  std::lock_guard<std::mutex> lock(stop_mu_);
+  stopping_ = true;
+  // First every sender waiting for room, on any shard: a callback of one shard may be waiting to
+  // send to another, and a shaped link's pacing thread waits inside its ZeroMQ transport.
+  for (ZmqTransport* z : zmq_) z->release_senders();
+  // Then the shards, together: a shaped shard's delivery thread may be waiting for room in
+  // another shard's shaped queue, which only that shard's stop() ends.
+  if (shards_.size() <= 1) {
+    for (auto& s : shards_) s->stop();
+    return;
+  }
+  std::vector<std::thread> stopping;
+  for (auto& s : shards_) stopping.emplace_back([t = s.get()] { t->stop(); });
+  for (auto& t : stopping) t.join();
 }
 
 std::uint64_t PsClient::send(Op op, int part_index, const float* data, float* dst, std::int64_t offset,
@@ -53,7 +68,11 @@ std::uint64_t PsClient::send(Op op, int part_index, const float* data, float* ds
   m.header.sequence = seq;
   // Push: the caller keeps the bytes alive until the ack, so they are shared without an owner.
   if (data) m.payload = Payload(std::shared_ptr<const void>(), data, std::size_t(count) * 4);
-  shards_.at(p.shard)->send(std::move(m));
+  // Stopped (or stopped while this waited for room): nothing goes, and no answer will come.
+  if (stopping_ || !shards_.at(p.shard)->send(std::move(m))) {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.erase(seq);
+  }
   return seq;
 }
 

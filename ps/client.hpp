@@ -47,6 +47,10 @@ class PsClient {
   // `timeout_s` (--connect-timeout), or at once with abort()'s reason when that is not "".
   void check_shards(double timeout_s, const std::function<std::string()>& abort);
 
+  // Stops every shard's transport. A push or pull waiting for room on a full queue (a shard
+  // that is gone, or a slow link) returns at once, on whichever thread it waits, and later ones
+  // send nothing: a worker that stops is never held up by a shard. Idempotent; callable from any
+  // thread but a callback's.
   void stop();
   std::uint64_t bytes_pushed() const { return pushed_; }
   std::uint64_t bytes_pulled() const { return pulled_; }
@@ -65,6 +69,12 @@ class PsClient {
   const ClusterMap& map_;
   int worker_;
   std::vector<std::unique_ptr<Transport>> shards_;
+  // Each shard's ZeroMQ transport (inside its ShapedTransport when shaped): stop() releases
+  // their waiting senders before stopping any shard, since a thread waiting on one shard may be
+  // what another shard's threads wait for.
+  std::vector<ZmqTransport*> zmq_;
+  std::mutex stop_mu_;
+  std::atomic<bool> stopping_{false};
   std::mutex mu_;
   std::unordered_map<std::uint64_t, Pending> pending_;
   std::atomic<std::uint64_t> seq_{0}, pushed_{0}, pulled_{0};

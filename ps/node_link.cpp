@@ -179,6 +179,9 @@ void NodeLink::heartbeat_loop() {
 void NodeLink::declare_lost(double silent, double timeout) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Checked again under the lock: the coordinator's shutdown may have come since the caller
+    // looked. It said goodbye; it is not lost, and must not turn a clean end into a failure.
+    if (shutdown_ || !lost_.empty()) return;
     lost_ = "lost the coordinator at " + opt_.coordinator + ": nothing heard from it for " +
             seconds_text(silent) + " s (--coordinator-timeout " + seconds_text(timeout) + " s)";
     // Not logged here: the node stops at once and its exit says it, in one line.
@@ -199,6 +202,11 @@ void NodeLink::stop(const std::string& why) {
     stop_ = true;
   }
   cv_.notify_all();
+}
+
+bool NodeLink::registered() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return registered_;
 }
 
 std::string NodeLink::stopped() const {

@@ -46,6 +46,9 @@ class NodeLink {
   // coordinator does not answer the registration within connect_timeout_s.
   ClusterMap join(nlohmann::json extra = {});
   int id() const { return id_; }
+  // The coordinator accepted this node's registration (it has an id; the map may not have come
+  // yet): from then on the coordinator counts it, and a node that stops must leave().
+  bool registered() const;
 
   // Blocks until every live node of the role ("worker", "all") reached barrier `name`.
   void barrier(const std::string& name);

@@ -78,7 +78,15 @@ int run_server(const ServerOptions& in) {
   } catch (const Error&) {
     transport.stop();  // first: it delivers to the shard, which goes before it
     if (link.stopped().empty()) throw;
-    spdlog::warn("{} {} before it joined the cluster", opt.name, link.stopped());
+    // Registered: the coordinator counts this server, and hears now rather than at the
+    // heartbeat timeout that it is gone.
+    if (link.registered()) {
+      link.leave(link.stopped(), 0.5);
+      spdlog::warn("{} {} after it registered, before the cluster started; the coordinator was told", opt.name,
+                   link.stopped());
+    } else {
+      spdlog::warn("{} {} before it registered with the coordinator", opt.name, link.stopped());
+    }
     return kStoppedStatus;
   }
   trace.set_metadata("role", "server");

@@ -12,26 +12,34 @@ namespace {
 
 constexpr std::chrono::nanoseconds kRepeatGrace = std::chrono::milliseconds(500);
 
+// SIGTERM and SIGINT, less any set to be ignored when the node started (a shell's background
+// job ignores SIGINT, nohup and `trap '' TERM` their own): those stay ignored, as they would
+// have been without this class. They must be left out, not just left alone: a blocked signal is
+// queued even when ignored, and sigwait would take it.
 sigset_t stop_set() {
   sigset_t set;
   sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
+  for (int sig : {SIGTERM, SIGINT}) {
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) == 0 && !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN) continue;
+    sigaddset(&set, sig);
+  }
   return set;
 }
 
-// SIGTERM and SIGINT set to be ignored when the node started (nohup, a shell's background job)
-// stay ignored: sigwait never sees them, as the node never would have.
+bool empty(const sigset_t& set) { return sigismember(&set, SIGTERM) != 1 && sigismember(&set, SIGINT) != 1; }
 
 }  // namespace
 
-StopSignals::StopSignals() {
-  const sigset_t set = stop_set();
-  restore_ = pthread_sigmask(SIG_BLOCK, &set, &old_mask_) == 0;
+StopSignals::StopSignals() : set_(stop_set()) {
+  // Both ignored: nothing to take, and a sigwait on no signal would never return.
+  if (empty(set_)) return;
+  restore_ = pthread_sigmask(SIG_BLOCK, &set_, &old_mask_) == 0;
   thread_ = std::thread([this] { run(); });
 }
 
 StopSignals::~StopSignals() {
+  if (!thread_.joinable()) return;  // both signals ignored: no thread
   bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -41,14 +49,15 @@ StopSignals::~StopSignals() {
   cv_.notify_all();
   // Still waiting for a signal (or dropping repeats): wake it with one aimed at it alone, which
   // it drops. Once it has unblocked the signals, this would end the process instead.
-  if (wake) pthread_kill(thread_.native_handle(), SIGTERM);
+  // (One it takes: an ignored signal would not wake it.)
+  if (wake) pthread_kill(thread_.native_handle(), sigismember(&set_, SIGTERM) == 1 ? SIGTERM : SIGINT);
   thread_.join();
   if (restore_) pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
 }
 
 void StopSignals::run() {
   pthread_setname_np(pthread_self(), "ps-signals");
-  const sigset_t set = stop_set();
+  const sigset_t set = set_;
   int sig = 0;
   while (sigwait(&set, &sig) != 0) {
   }

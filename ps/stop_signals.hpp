@@ -1,7 +1,12 @@
 // SIGTERM and SIGINT ask a server or a worker to stop cleanly: `docker compose stop`,
 // `kubectl delete` and a launcher stopping its run send SIGTERM, Ctrl-C sends SIGINT. The node
 // then ends its work at the next safe point, says so in one line, writes its trace and exits
-// with kStoppedStatus. A second signal ends the process at once: nobody is trapped.
+// with kStoppedStatus. A second signal ends the process at once: nobody is trapped. "Second"
+// means arriving more than 0.5 s after the first: repeats within 0.5 s are taken for the same
+// stop and dropped, because one stop often arrives twice within milliseconds (`timeout` passes
+// its signal on to the node and to the node's process group; a terminal's Ctrl-C reaches the
+// whole group). A signal ignored when the node started (SIG_IGN: a background job of a
+// non-interactive shell ignores SIGINT, `nohup`/`trap '' TERM` likewise) stays ignored.
 //
 // How: the signals are blocked in every thread and taken by one thread of their own with
 // sigwait. A handler would interrupt whichever thread the kernel picks, and a ZeroMQ poll
@@ -23,7 +28,9 @@ constexpr int kStoppedStatus = 130;
 
 class StopSignals {
  public:
-  StopSignals();   // blocks SIGTERM and SIGINT in this thread and starts the one that takes them
+  // Blocks SIGTERM and SIGINT (those not ignored) in this thread and starts the one that takes
+  // them.
+  StopSignals();
   ~StopSignals();  // restores this thread's signal mask
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
@@ -46,6 +53,7 @@ class StopSignals {
   bool closing_ = false;  // guarded by mu_
   bool unblocked_ = false;  // the signal thread takes the signals' default action (guarded by mu_)
   std::function<void(int)> on_stop_;
+  sigset_t set_{};  // the signals taken: SIGTERM and SIGINT, less those ignored at the start
   bool restore_ = false;
   sigset_t old_mask_{};
   std::thread thread_;

@@ -335,10 +335,23 @@ bool ZmqTransport::hand_over(Message msg, std::chrono::milliseconds wait) {
     if (wait.count() == 0) {
       if (!impl_->outbox_tx.send(peer, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return false;
     } else if (wait.count() > 0) {
-      impl_->outbox_tx.set(zmq::sockopt::sndtimeo, int(std::min<std::int64_t>(wait.count(), 1 << 30)));
-      const bool taken = impl_->outbox_tx.send(peer, zmq::send_flags::sndmore).has_value();
-      impl_->outbox_tx.set(zmq::sockopt::sndtimeo, -1);
-      if (!taken) return false;
+      // The timeout holds for this first frame only, whichever way this send ends (a throw
+      // included): left set, a later blocking send would lose its first frame to it and hand
+      // its header over as a message of its own, which the owner thread would misread.
+      struct TimeoutForThisFrame {
+        zmq::socket_t& socket;
+        TimeoutForThisFrame(zmq::socket_t& s, std::chrono::milliseconds wait) : socket(s) {
+          socket.set(zmq::sockopt::sndtimeo, int(std::min<std::int64_t>(wait.count(), 1 << 30)));
+        }
+        ~TimeoutForThisFrame() {
+          try {
+            socket.set(zmq::sockopt::sndtimeo, -1);
+          } catch (const zmq::error_t&) {  // the context is gone (ETERM): no later send
+          }
+        }
+      };
+      TimeoutForThisFrame timed(impl_->outbox_tx, wait);
+      if (!impl_->outbox_tx.send(peer, zmq::send_flags::sndmore).has_value()) return false;
     } else {
       (void)impl_->outbox_tx.send(peer, zmq::send_flags::sndmore);
     }
@@ -350,6 +363,13 @@ bool ZmqTransport::hand_over(Message msg, std::chrono::milliseconds wait) {
     throw Error(std::string("send to ") + impl_->endpoint + " failed: " + e.what());
   }
   return true;
+}
+
+void ZmqTransport::release_senders() {
+  std::lock_guard<std::mutex> lock(impl_->stop_mu);
+  if (impl_->stopped || impl_->state.load() == Impl::State::kStopped) return;
+  impl_->state = Impl::State::kStopped;
+  impl_->ctx.shutdown();  // wakes senders waiting for room, and the owner thread, which ends
 }
 
 void ZmqTransport::stop() {

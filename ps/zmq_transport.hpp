@@ -61,6 +61,12 @@ class ZmqTransport final : public Transport {
   // their caller up while the peer is gone: heartbeats, retried registrations, a last word.
   bool try_send(Message msg, std::chrono::milliseconds wait = std::chrono::milliseconds(0));
   void stop() override;
+  // The first half of stop(), without joining anything: every send() waiting for room and every
+  // later one return false at once (the message dropped), and the owner thread ends. For a
+  // caller releasing the senders of several transports (a thread blocked on one may hold up
+  // another's owner thread) before it stops them. stop() must still follow. Any thread but the
+  // owner's may call it.
+  void release_senders();
   std::string endpoint() const override;
   const BadMessageCounter& bad_messages() const override;
 

@@ -40,6 +40,34 @@ void save_params(const std::string& path, const std::vector<std::vector<float>>&
 
 namespace {
 
+// When the servers last gave the compute thread something (a transfer completed), and whether
+// that thread is waiting on them now: for a stop, which cuts a step short only once it is stuck.
+class Progress {
+ public:
+  void moved() { last_us_ = now_us(); }
+  // While one lives, the compute thread waits on the servers: for a transfer, or for room to
+  // send one. The wait counts from its start: time spent computing is no lack of progress.
+  class Waiting {
+   public:
+    explicit Waiting(Progress& p) : p_(p) {
+      p_.moved();
+      ++p_.waiting_;
+    }
+    ~Waiting() { --p_.waiting_; }
+    Waiting(const Waiting&) = delete;
+    Waiting& operator=(const Waiting&) = delete;
+
+   private:
+    Progress& p_;
+  };
+  // Waiting on the servers, and nothing came for `us` microseconds.
+  bool stuck_for(double us) const { return waiting_.load() > 0 && now_us() - last_us_.load() >= us; }
+
+ private:
+  std::atomic<double> last_us_{0};
+  std::atomic<int> waiting_{0};
+};
+
 // Counts outstanding transfers per layer and lets the compute thread wait for one layer. A wait
 // also ends when `abort` says so (the coordinator shut the run down while a request was
 // unanswered), so a worker never hangs on a reply that will not come.
@@ -47,6 +75,13 @@ class Arrivals {
  public:
   // `abort` returns why the wait must end, or "" to go on waiting.
   void set_abort(std::function<std::string()> abort) { abort_ = std::move(abort); }
+  // Told of every arrival, and of every wait.
+  void set_progress(Progress* progress) { progress_ = progress; }
+  // Makes a wait look at abort() now rather than at its next tick.
+  void wake() {
+    std::lock_guard<std::mutex> lock(mu_);
+    cv_.notify_all();
+  }
   void reset(const std::vector<std::int64_t>& per_layer) {
     std::lock_guard<std::mutex> lock(mu_);
     remaining_ = per_layer;
@@ -57,6 +92,7 @@ class Arrivals {
     std::lock_guard<std::mutex> lock(mu_);
     remaining_[layer] -= floats;
     total_ -= floats;
+    if (progress_) progress_->moved();
     cv_.notify_all();
   }
   void wait_layer(int layer) { wait([&] { return remaining_[layer] == 0; }); }
@@ -65,6 +101,8 @@ class Arrivals {
  private:
   template <class Pred>
   void wait(Pred ready) {
+    std::optional<Progress::Waiting> waiting;
+    if (progress_) waiting.emplace(*progress_);
     std::unique_lock<std::mutex> lock(mu_);
     while (!cv_.wait_for(lock, std::chrono::milliseconds(250), ready))
       if (abort_)
@@ -75,6 +113,7 @@ class Arrivals {
   std::vector<std::int64_t> remaining_;  // floats still to arrive (or be acknowledged), per layer
   std::int64_t total_ = 0;
   std::function<std::string()> abort_;
+  Progress* progress_ = nullptr;
 };
 
 class PsWorker {
@@ -98,8 +137,10 @@ class PsWorker {
                        opt_.coordinator_timeout_s});
     // SIGTERM or SIGINT: training stops at the next step boundary (see stop_reason below).
     signals_.on_stop([this, &link](int sig) {
-      stop_at_us_ = now_us();
       link.stop("stopped by " + ps::StopSignals::name(sig));
+      std::lock_guard<std::mutex> lock(watch_mu_);
+      stop_signalled_ = true;
+      watch_cv_.notify_all();
     });
     struct Unhook {
       ps::StopSignals& signals;
@@ -111,21 +152,48 @@ class PsWorker {
       return status;
     } catch (const std::exception& e) {
       if (!link.stopped().empty()) {  // the step or evaluation in flight was cut short
-        if (joined_) link.leave(link.stopped() + " after " + std::to_string(done_steps_) + " steps", 0.5);
+        // Registered, even if the cluster map has not come yet: the coordinator counts this
+        // worker, and would otherwise notice only when its heartbeats stop.
+        if (link.registered())
+          link.leave(link.stopped() + (joined_ ? " after " + std::to_string(done_steps_) + " steps" : std::string()),
+                     0.5);
         log_stopped(link);
         return ps::kStoppedStatus;
       }
-      // A worker failing after it joined says why at once: the coordinator logs it and counts it
-      // out of barriers and clocks now, rather than when its heartbeats stop.
-      if (joined_ && !link.shutdown_requested()) link.leave(e.what(), 0.5);
+      // A worker failing after it registered says why at once: the coordinator logs it and
+      // counts it out of barriers and clocks now, rather than when its heartbeats stop.
+      if (link.registered() && !link.shutdown_requested()) link.leave(e.what(), 0.5);
       throw;
     }
   }
 
  private:
-  // Step boundaries come every few milliseconds; a step waiting on a shard that is gone never
-  // reaches one, so a stop signal cuts the step in flight short after this long.
-  static constexpr double kStopGraceUs = 1e6;
+  // After a stop signal the step in flight finishes, however long it takes while transfers keep
+  // completing (a slow link, a long step); a step waiting on a shard that is gone never would,
+  // so it is cut short once the compute thread has waited this long with nothing arriving.
+  static constexpr double kGiveUpUs = 1e6;
+
+  // Runs while the worker trains and evaluates. After a stop signal it watches for the compute
+  // thread stuck on the servers (kGiveUpUs with nothing arriving), then gives up: it stops the
+  // client, which also frees a thread waiting for room to send to a shard that is gone, and the
+  // waits end with the stop.
+  void watch_for_stuck(ps::PsClient& client) {
+    std::unique_lock<std::mutex> lock(watch_mu_);
+    watch_cv_.wait(lock, [&] { return watch_done_ || stop_signalled_; });
+    // A part arriving just now is not known: the wait counts from the signal at the earliest.
+    progress_.moved();
+    while (!watch_done_) {
+      if (progress_.stuck_for(kGiveUpUs)) {
+        gave_up_ = true;
+        lock.unlock();
+        client.stop();
+        pulls_.wake();
+        pushes_.wake();
+        return;
+      }
+      watch_cv_.wait_for(lock, std::chrono::milliseconds(50), [&] { return watch_done_; });
+    }
+  }
 
   int run_joined(ps::NodeLink& link, const ModelSpec& local, const std::string& replay,
                  const std::optional<Profile>& profile) {
@@ -153,11 +221,13 @@ class PsWorker {
       const std::string lost = link.coordinator_lost();
       if (!lost.empty()) return lost;
       if (const std::string why = link.stopped(); !why.empty())
-        return now_us() - stop_at_us_.load() < kStopGraceUs ? "" : why + ", the step in flight cut short";
+        return gave_up_ ? why + ", the step in flight cut short" : "";
       return "told to stop by the coordinator (the run ended, or this worker was declared dead)";
     };
     pulls_.set_abort(stop_reason);
     pushes_.set_abort(stop_reason);
+    pulls_.set_progress(&progress_);
+    pushes_.set_progress(&progress_);
     const int workers = int(map_.workers.size());
     const auto& exp = map_.exp;
     trace_.set_metadata("role", "worker");
@@ -172,8 +242,25 @@ class PsWorker {
                    : make_net(opt_.device, spec, exp.batch, exp.seed);
     const ps::LinkOptions shaping = ps::parse_link(opt_.bandwidth, opt_.latency);
     ps::PsClient client(map_, id_, opt_.name, ps::LinkBuckets::make(shaping));
+    // Declared after the client: it ends first.
+    struct Watch {
+      PsWorker* self;
+      std::thread thread;
+      ~Watch() {
+        {
+          std::lock_guard<std::mutex> lock(self->watch_mu_);
+          self->watch_done_ = true;
+        }
+        self->watch_cv_.notify_all();
+        if (thread.joinable()) thread.join();
+      }
+    } watch{this, std::thread([this, &client] { watch_for_stuck(client); })};
     // A shard whose advertised address leads nowhere would leave the first step waiting forever.
-    client.check_shards(opt_.connect_timeout_s, stop_reason);
+    // Nothing is in flight yet: a stop ends this wait at once.
+    client.check_shards(opt_.connect_timeout_s, [&] {
+      const std::string why = stop_reason();
+      return why.empty() ? link.stopped() : why;
+    });
     trace_.set_metadata("link", shaping.str());
     net_->set_trace(&trace_, [this] { return step_.load(); });  // GPU copies: h2d/d2h lanes
     Batcher batcher(data->train, id_, workers, exp.batch, exp.seed);
@@ -247,11 +334,15 @@ class PsWorker {
       const double step_t0 = now_us();
       pulls_.reset(layer_floats_);
       pushes_.reset(layer_floats_);
-      sched.begin_step(std::uint64_t(s));
       std::vector<policy::Transfer> parts;
       for (int i = 0; i < int(map_.plan.parts.size()); ++i)
         parts.push_back({policy::Direction::kPull, i, layer_of(i), 0, map_.plan.parts[i].numel});
-      sched.need(parts);
+      {
+        // Sends wait for room on a full link: a wait on the servers, as for their answers.
+        Progress::Waiting waiting(progress_);
+        sched.begin_step(std::uint64_t(s));
+        sched.need(parts);
+      }
       if (pull_all_first) pulls_.wait_all();
       batcher.next(images.data(), labels.data());
       net_->set_batch(images.data(), labels.data(), exp.batch);
@@ -272,14 +363,20 @@ class PsWorker {
         for (int t : spec.layers[l].tensors)
           for (int i : map_.plan.parts_of_key[t])
             parts.push_back({policy::Direction::kPush, i, l, 0, map_.plan.parts[i].numel});
-        if (!parts.empty()) sched.ready(parts);
+        if (!parts.empty()) {
+          Progress::Waiting waiting(progress_);
+          sched.ready(parts);
+        }
       }
       if (opt_.straggle_ms > 0) {
         const double t0 = now_us();
         std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opt_.straggle_ms));
         trace_.complete("straggle", "compute", t0, s);
       }
-      sched.backward_done();
+      {
+        Progress::Waiting waiting(progress_);
+        sched.backward_done();
+      }
       pushes_.wait_all();
       trace_.complete("step", "step", step_t0, s);
       step_ms.push_back(std::round((now_us() - step_t0) / 10) / 100);
@@ -367,10 +464,15 @@ class PsWorker {
   // The one line a stopped worker leaves.
   void log_stopped(const ps::NodeLink& link) {
     if (!joined_) {
-      spdlog::warn("{} {} before it joined the cluster", opt_.name, link.stopped());
+      if (link.registered())
+        spdlog::warn("{} {} after it registered, before the cluster started; the coordinator was told", opt_.name,
+                     link.stopped());
+      else
+        spdlog::warn("{} {} before it registered with the coordinator", opt_.name, link.stopped());
       return;
     }
-    spdlog::warn("{} {} after {} steps (of {}){}", opt_.name, link.stopped(), done_steps_, map_.exp.steps,
+    spdlog::warn("{} {} after {} steps (of {}){}{}", opt_.name, link.stopped(), done_steps_, map_.exp.steps,
+                 gave_up_ ? "; the step in flight cut short: nothing arrived from the servers for 1 s" : "",
                  trace_path_.empty() ? std::string() : "; trace in " + trace_path_);
   }
 
@@ -423,11 +525,14 @@ class PsWorker {
       return;
     }
     pulls_.reset(layer_floats_);
-    for (int i = 0; i < int(map_.plan.parts.size()); ++i) {
-      const Part& p = map_.plan.parts[i];
-      const int layer = layer_of(i);
-      client.pull(i, net_->param(p.key) + p.offset, 0, p.numel, std::uint64_t(map_.exp.steps), layer,
-                  [this, layer, n = p.numel] { pulls_.done(layer, n); });
+    {
+      Progress::Waiting waiting(progress_);  // a pull may wait for room
+      for (int i = 0; i < int(map_.plan.parts.size()); ++i) {
+        const Part& p = map_.plan.parts[i];
+        const int layer = layer_of(i);
+        client.pull(i, net_->param(p.key) + p.offset, 0, p.numel, std::uint64_t(map_.exp.steps), layer,
+                    [this, layer, n = p.numel] { pulls_.done(layer, n); });
+      }
     }
     pulls_.wait_all();
     net_->all_params_updated();
@@ -448,7 +553,13 @@ class PsWorker {
   std::string trace_path_;  // once written
   bool joined_ = false;
   std::int64_t done_steps_ = 0;
-  std::atomic<double> stop_at_us_{0};  // when a stop signal came
+  // The watch for a stop stuck on the servers (watch_for_stuck).
+  Progress progress_;
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  bool stop_signalled_ = false;  // guarded by watch_mu_
+  bool watch_done_ = false;      // guarded by watch_mu_
+  std::atomic<bool> gave_up_{false};
   ps::ClusterMap map_;
   std::unique_ptr<Net> net_;
   int id_ = 0;
