@@ -8,8 +8,7 @@ source "$(dirname "$0")/lib.sh"
   --model lenet5 --steps 100000 --batch 16 --register-timeout 30 >"$WORK/coordinator.out" 2>&1 &
 coord=$!
 PIDS+=($coord)
-for _ in $(seq 1 100); do [ -s "$WORK/ep" ] && break; sleep 0.05; done
-ep=$(cat "$WORK/ep") || fail "the coordinator wrote no endpoint"
+ep=$(endpoint_of "$WORK/ep") || exit 1
 timeout 60 "$PSBED" server --coordinator "$ep" --bind "tcp://127.0.0.1:*" --name server-0 --coordinator-timeout 2 \
   --trace-dir "$WORK/traces" >"$WORK/server.out" 2>&1 &
 server=$!

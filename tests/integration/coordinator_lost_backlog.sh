@@ -15,9 +15,8 @@ run_case() {
     --model lenet5 --steps "$steps" --batch 16 --mode "$mode" --register-timeout 30 >"$dir/coordinator.out" 2>&1 &
   local coord=$!
   PIDS+=($coord)
-  for _ in $(seq 1 100); do [ -s "$dir/ep" ] && break; sleep 0.05; done
   local ep
-  ep=$(cat "$dir/ep") || fail "$name: the coordinator wrote no endpoint"
+  ep=$(endpoint_of "$dir/ep") || exit 1
   timeout 120 "$PSBED" server --coordinator "$ep" --bind "tcp://127.0.0.1:*" --name server-0 \
     --coordinator-timeout "$timeout_s" --trace-dir "$dir/traces" >"$dir/server.out" 2>&1 &
   local server=$!

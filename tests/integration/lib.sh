@@ -69,3 +69,9 @@ node_pid() {
     sleep 0.1
   done
 }
+# endpoint_of FILE: the endpoint a coordinator started with --endpoint-file FILE wrote, waited for
+# up to 5 s (use as: ep=$(endpoint_of "$WORK/ep") || exit 1).
+endpoint_of() {
+  for _ in $(seq 1 100); do [ -s "$1" ] && break; sleep 0.05; done
+  cat "$1" 2>/dev/null || fail "the coordinator wrote no endpoint in $1"
+}

@@ -17,8 +17,7 @@ start_cluster() {
     >"$dir/coordinator.out" 2>&1 &
   COORD=$!
   PIDS+=($COORD)
-  for _ in $(seq 1 100); do [ -s "$dir/ep" ] && break; sleep 0.05; done
-  EP=$(cat "$dir/ep") || fail "the coordinator wrote no endpoint"
+  EP=$(endpoint_of "$dir/ep") || exit 1
   timeout 120 "$PSBED" server --coordinator "$EP" --bind "tcp://127.0.0.1:*" --name server-0 \
     --trace-dir "$dir/traces" >"$dir/server-0.out" 2>&1 &
   SERVER=$!
@@ -172,8 +171,7 @@ mkdir -p "$d"
   --model lenet5 --steps 10 --batch 16 --heartbeat-timeout 30 --register-timeout 60 >"$d/coordinator.out" 2>&1 &
 COORD=$!
 PIDS+=($COORD)
-for _ in $(seq 1 100); do [ -s "$d/ep" ] && break; sleep 0.05; done
-EP=$(cat "$d/ep") || fail "the coordinator wrote no endpoint"
+EP=$(endpoint_of "$d/ep") || exit 1
 timeout 120 "$PSBED" worker --coordinator "$EP" --name worker-r --model lenet5 --data synthetic >"$d/worker.out" 2>&1 &
 w=$!
 PIDS+=($w)

@@ -13,8 +13,7 @@ nowhere="tcp://127.0.0.1:$(free_port)"
   --model lenet5 --steps 100000 --batch 16 --register-timeout 30 >"$WORK/coordinator.out" 2>&1 &
 coord=$!
 PIDS+=($coord)
-for _ in $(seq 1 100); do [ -s "$WORK/ep" ] && break; sleep 0.05; done
-ep=$(cat "$WORK/ep") || fail "the coordinator wrote no endpoint"
+ep=$(endpoint_of "$WORK/ep") || exit 1
 timeout 60 "$PSBED" server --coordinator "$ep" --bind "tcp://127.0.0.1:*" --advertise "$nowhere" --name server-0 \
   >"$WORK/server.out" 2>&1 &
 PIDS+=($!)
