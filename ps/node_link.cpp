@@ -35,7 +35,7 @@ NodeLink::NodeLink(NodeLinkOptions opt) : opt_(std::move(opt)) {
   try {
     transport_ = std::make_unique<ZmqTransport>(z);
   } catch (const Error& e) {
-    throw Error("cannot connect to the coordinator at '" + opt_.coordinator + "': " + e.what());
+    throw Error("--coordinator: " + std::string(e.what()));
   }
   transport_->start([this](Message&& m) { receive(std::move(m)); });
 }

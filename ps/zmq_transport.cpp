@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -86,6 +87,16 @@ ZmqTransport::Impl::Impl(ZmqOptions o)
   // reports EAGAIN (we keep the message and retry) or EHOSTUNREACH (we log and drop).
   if (server) net.set(zmq::sockopt::router_mandatory, true);
   if (!server && !opt.identity.empty()) net.set(zmq::sockopt::routing_id, opt.identity);
+  // A port past 65535 is taken by ZeroMQ's connect, which then retries for ever.
+  if (opt.endpoint.rfind("tcp://", 0) == 0) {
+    const std::string port = opt.endpoint.substr(opt.endpoint.rfind(':') + 1);
+    const bool digits = !port.empty() && port.size() <= 9 &&
+                        port.find_first_not_of("0123456789") == std::string::npos;
+    if (digits && (std::stol(port) > 65535 || (!server && std::stol(port) == 0)))
+      throw Error(std::string("cannot ") + (server ? "bind " : "connect to ") + "'" + opt.endpoint +
+                  "': port " + port + " is out of range, expected 1 to 65535" +
+                  (server ? " (or * for any free port)" : ""));
+  }
   try {
     if (server) {
       net.bind(opt.endpoint);
@@ -95,8 +106,14 @@ ZmqTransport::Impl::Impl(ZmqOptions o)
       endpoint = opt.endpoint;
     }
   } catch (const zmq::error_t& e) {
+    // The hint for what went wrong: an address in use or not this host's is well formed.
+    const char* hint =
+        e.num() == EADDRINUSE
+            ? " (another process listens there: give another port, or * for any free one)"
+        : e.num() == EADDRNOTAVAIL ? " (no network interface of this host has that address)"
+                                   : " (expected an address like tcp://127.0.0.1:5555)";
     throw Error(std::string("cannot ") + (server ? "bind " : "connect to ") + "'" + opt.endpoint +
-                "': " + e.what() + " (expected an address like tcp://127.0.0.1:5555)");
+                "': " + e.what() + hint);
   }
   // The inproc hop holds one message each side: backpressure reaches the caller promptly.
   outbox_rx.set(zmq::sockopt::rcvhwm, 1);

@@ -168,4 +168,19 @@ cpus=$(nproc)
 timeout 60 "$PSBED" train --steps 2 --threads $((cpus + 1)) --no-eval >"$WORK/threads.out" 2>&1 || fail "train --threads failed"
 grep -qF -- "--threads $((cpus + 1)) is more than this host's $cpus CPUs" "$WORK/threads.out" ||
   { cat "$WORK/threads.out"; fail "no word on more threads than CPUs"; }
+# Endpoints: a port out of range is refused at once (ZeroMQ's connect retried it for ever), and a
+# bind that fails says why: in use, or no interface of this host has the address.
+refused "--coordinator: cannot connect to 'tcp://127.0.0.1:99999': port 99999 is out of range, expected 1 to 65535" \
+  worker --coordinator tcp://127.0.0.1:99999
+refused "cannot bind 'tcp://127.0.0.1:70000': port 70000 is out of range, expected 1 to 65535 (or * for any free port)" \
+  server --bind tcp://127.0.0.1:70000
+refused "(no network interface of this host has that address)" coordinator --bind tcp://192.0.2.1:7000
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python3 -c 'import socket, sys, time; s=socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(30)' "$port" &
+holder=$!
+PIDS+=($holder)
+for _ in $(seq 50); do python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2)' "$port" 2>/dev/null && break; sleep 0.1; done
+refused "Address already in use (another process listens there: give another port, or * for any free one)" \
+  coordinator --bind "tcp://127.0.0.1:$port"
+kill "$holder" 2>/dev/null || true
 echo "PASS"
