@@ -106,6 +106,25 @@ void check_profile_batch(const std::string& path, int batch, const std::string& 
                 std::to_string(p.batch) + ", or profile a run of this batch)");
 }
 
+std::int64_t check_coordinator_settings(const std::string& partition_bytes, double heartbeat_s,
+                                        double heartbeat_timeout_s) {
+  auto need = [](bool ok, const std::string& what) {
+    if (!ok) throw Error(what);
+  };
+  const std::string hb = fmt::format("{:g}", heartbeat_s);
+  const std::string timeout = fmt::format("{:g}", heartbeat_timeout_s);
+  const std::int64_t bytes =
+      std::int64_t(for_flag("--partition-bytes", [&] { return parse_bytes(partition_bytes); }));
+  need(bytes >= 4, "--partition-bytes must be at least 4 bytes (one float), got '" + partition_bytes + "'");
+  // The nodes' own bounds (above 0, below 10^6 s), which they would refuse after the start.
+  need(std::isfinite(heartbeat_s) && heartbeat_s > 0 && heartbeat_s < 1e6,
+       "--heartbeat must be a number of seconds above 0 and below 10^6, got " + hb);
+  need(heartbeat_timeout_s < 1e6, "--heartbeat-timeout must be below 10^6 s, got " + timeout);
+  need(std::isfinite(heartbeat_timeout_s) && heartbeat_timeout_s >= 2 * heartbeat_s,
+       "--heartbeat-timeout must be at least twice --heartbeat (" + hb + " s), got " + timeout);
+  return bytes;
+}
+
 void check_launch_options(const LaunchOptions& o) {
   auto need = [](bool ok, const std::string& what) {
     if (!ok) throw Error(what);
@@ -128,19 +147,10 @@ void check_launch_options(const LaunchOptions& o) {
     need(std::isfinite(v) && v >= 0, std::string(flag) + " must be a number, 0 or more, got " + num(v));
   need(o.momentum < 1, "--momentum must be below 1, got " + num(o.momentum));
   const std::int64_t part_bytes =
-      std::int64_t(for_flag("--partition-bytes", [&] { return parse_bytes(o.partition_bytes); }));
-  need(part_bytes >= 4,
-       "--partition-bytes must be at least 4 bytes (one float), got '" + o.partition_bytes + "'");
+      check_coordinator_settings(o.partition_bytes, o.heartbeat_s, o.heartbeat_timeout_s);
   need(o.slice_params >= 1, "--slice-params must be at least 1, got " + std::to_string(o.slice_params));
   need(o.partition_params >= 1,
        "--partition-params must be at least 1, got " + std::to_string(o.partition_params));
-  // The nodes' own bounds (above 0, below 10^6 s), which they would refuse after the start.
-  need(std::isfinite(o.heartbeat_s) && o.heartbeat_s > 0 && o.heartbeat_s < 1e6,
-       "--heartbeat must be a number of seconds above 0 and below 10^6, got " + num(o.heartbeat_s));
-  need(o.heartbeat_timeout_s < 1e6, "--heartbeat-timeout must be below 10^6 s, got " + num(o.heartbeat_timeout_s));
-  need(std::isfinite(o.heartbeat_timeout_s) && o.heartbeat_timeout_s >= 2 * o.heartbeat_s,
-       "--heartbeat-timeout must be at least twice --heartbeat (" + num(o.heartbeat_s) + " s), got " +
-           num(o.heartbeat_timeout_s));
   need(o.timeout_s > 0, "--timeout must be above 0 seconds, got " + num(o.timeout_s));
   need(std::isfinite(o.straggler_ms) && o.straggler_ms >= 0,
        "--straggler-ms must be 0 or more, got " + num(o.straggler_ms));

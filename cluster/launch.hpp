@@ -55,6 +55,11 @@ struct LaunchOptions {
 // Throws Error, naming the flag, for settings a run cannot start with (a batch of 0, a
 // non-finite learning rate, a data set that is not there, a replay profile of another model...).
 void check_launch_options(const LaunchOptions& opt);
+// The coordinator's part of those checks, shared with `psbed coordinator`: the partition size
+// (parsed and returned, at least one float) and the heartbeats (above 0, below 10^6 s, the
+// timeout at least twice the interval). Throws Error naming the flag.
+std::int64_t check_coordinator_settings(const std::string& partition_bytes, double heartbeat_s,
+                                        double heartbeat_timeout_s);
 
 // A --compute value a run can start with: real, or replay: of a readable profile of `spec`.
 // Errors (psbed::Error) name `flag`.

@@ -719,13 +719,7 @@ int main(int argc, char** argv) {
       setup_logging("coordinator", log_level, coord_log_file);
       // As launch checks them: refused here, not found when the first node registers.
       coord.partition_bytes =
-          std::int64_t(for_flag("--partition-bytes", [&] { return parse_bytes(partition); }));
-      if (coord.partition_bytes < 4)
-        throw Error("--partition-bytes must be at least 4 bytes (one float), got '" + partition + "'");
-      if (coord.heartbeat_timeout_s < 2 * coord.heartbeat_s)
-        throw Error("--heartbeat-timeout must be at least twice --heartbeat (" +
-                    fmt::format("{:g}", coord.heartbeat_s) + " s), got " +
-                    fmt::format("{:g}", coord.heartbeat_timeout_s));
+          cluster::check_coordinator_settings(partition, coord.heartbeat_s, coord.heartbeat_timeout_s);
       if (!coord_credit.empty())
         coord.policy.credit_bytes =
             std::int64_t(for_flag("--credit", [&] { return parse_bytes(coord_credit); }));
