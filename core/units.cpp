@@ -86,4 +86,15 @@ std::string format_bandwidth(double bps) {
   return buf;
 }
 
+std::string format_seconds(double s) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.2f", s);
+  std::string t = buf;
+  if (t.find('.') != std::string::npos) {
+    while (!t.empty() && t.back() == '0') t.pop_back();
+    if (!t.empty() && t.back() == '.') t.pop_back();
+  }
+  return t;
+}
+
 }  // namespace psbed

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "core/error.hpp"
-#include "ps/seconds_text.hpp"
+#include "core/units.hpp"
 
 namespace psbed::ps {
 
@@ -131,7 +131,7 @@ void PsClient::check_shards(double timeout_s, const std::function<std::string()>
       const int s = unanswered();
       const NodeInfo& server = map_.servers.at(std::size_t(s));
       throw Error("cannot reach " + server.name + " at " + server.address +
-                  " (the address it gave the coordinator): no answer to a pull within " + seconds_text(timeout_s) +
+                  " (the address it gave the coordinator): no answer to a pull within " + format_seconds(timeout_s) +
                   " s (--connect-timeout); check its --bind and --advertise");
     }
   }

@@ -9,7 +9,6 @@
 
 #include "core/error.hpp"
 #include "core/units.hpp"
-#include "ps/seconds_text.hpp"
 #include "ps/zmq_transport.hpp"
 
 namespace psbed::ps {
@@ -140,7 +139,7 @@ json control_request(const std::string& coordinator, json request, double timeou
   lock.unlock();
   transport.stop();
   if (!answered)
-    throw Error("no answer from the coordinator at " + coordinator + " within " + seconds_text(timeout_s) +
+    throw Error("no answer from the coordinator at " + coordinator + " within " + format_seconds(timeout_s) +
                 " s (is the run still going?)");
   return *reply;
 }

@@ -26,12 +26,12 @@
 #include "core/model_spec.hpp"
 #include "core/partition.hpp"
 #include "core/trace.hpp"
+#include "core/units.hpp"
 #include "ps/cluster_map.hpp"
 #include "ps/control.hpp"
 #include "ps/coordinator_http.hpp"
 #include "ps/http_server.hpp"
 #include "ps/metrics.hpp"
-#include "ps/seconds_text.hpp"
 #include "ps/zmq_transport.hpp"
 
 namespace psbed::ps {
@@ -151,7 +151,7 @@ class Coordinator {
         }
       }
       if (!map_sent_ && now > register_deadline) {
-        fail_locked("not every node registered within " + seconds_text(opt_.register_timeout_s) +
+        fail_locked("not every node registered within " + format_seconds(opt_.register_timeout_s) +
                     " s: have " + std::to_string(count("server")) + "/" + std::to_string(opt_.servers) +
                     " servers and " + std::to_string(count("worker")) + "/" + std::to_string(opt_.workers) + " workers");
         break;

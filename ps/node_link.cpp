@@ -9,7 +9,7 @@
 #include <random>
 
 #include "core/error.hpp"
-#include "ps/seconds_text.hpp"
+#include "core/units.hpp"
 
 namespace psbed::ps {
 
@@ -136,7 +136,7 @@ ClusterMap NodeLink::join(nlohmann::json extra) {
     if (shutdown_) throw Error("the coordinator ended the run before this " + opt_.role + " joined it");
     if (steady_clock::now() >= deadline)
       throw Error("cannot reach the coordinator at " + opt_.coordinator + ": no answer to registration within " +
-                  seconds_text(opt_.connect_timeout_s) + " s (--connect-timeout)");
+                  format_seconds(opt_.connect_timeout_s) + " s (--connect-timeout)");
     backoff = std::min(backoff * 2, 2.0);
   }
   spdlog::info("registered with the coordinator at {} as {} (id {})", opt_.coordinator, opt_.name, id_);
@@ -183,7 +183,7 @@ void NodeLink::declare_lost(double silent, double timeout) {
     // looked. It said goodbye; it is not lost, and must not turn a clean end into a failure.
     if (shutdown_ || !lost_.empty()) return;
     lost_ = "lost the coordinator at " + opt_.coordinator + ": nothing heard from it for " +
-            seconds_text(silent) + " s (--coordinator-timeout " + seconds_text(timeout) + " s)";
+            format_seconds(silent) + " s (--coordinator-timeout " + format_seconds(timeout) + " s)";
     // Not logged here: the node stops at once and its exit says it, in one line.
     spdlog::debug("{}: stopping", lost_);
     shutdown_ = true;
@@ -219,6 +219,12 @@ void NodeLink::leave(const std::string& why, double wait_s, const nlohmann::json
   if (!send(Op::kControl, nlohmann::json({{"event", "failed"}, {"reason", why}}).dump(), 0, false)) return;
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, duration<double>(wait_s), [&] { return told_shutdown_ || !lost_.empty(); });
+}
+
+std::string NodeLink::leave_before_start() {
+  if (!registered()) return "before it registered with the coordinator";
+  leave(stopped(), 0.5);
+  return "after it registered, before the cluster started; the coordinator was told";
 }
 
 std::string NodeLink::shutdown_reason() const {

@@ -73,6 +73,10 @@ class NodeLink {
   // report, when not null), then waits up to `wait_s` for the coordinator's shutdown, which says
   // it heard. Never waits for room on the link: the coordinator may be gone.
   void leave(const std::string& why, double wait_s, const nlohmann::json& report = nullptr);
+  // For a node stopped (stop()) before the cluster started: leave()s if it registered, since the
+  // coordinator counts it from then on, and returns the words for the node's line ("after it
+  // registered, before the cluster started; ..." or "before it registered ...").
+  std::string leave_before_start();
   // Why the node stopped without being told to (the coordinator fell silent), or "".
   std::string coordinator_lost() const;
   // "interrupted" when the coordinator said, before its shutdown, that the run is being ended

@@ -67,26 +67,18 @@ int run_server(const ServerOptions& in) {
   });
   // SIGTERM or SIGINT: this shard stops serving, says so to the coordinator (the run cannot go
   // on without its parameters) and writes its trace.
-  signals.on_stop([&link](int sig) { link.stop("stopped by " + StopSignals::name(sig)); });
-  struct Unhook {
-    StopSignals& signals;
-    ~Unhook() { signals.on_stop(nullptr); }  // before `link` goes
-  } unhook{signals};
+  const StopHook hook(signals, [&link](int sig) {  // removed before `link` goes
+    link.stop("stopped by " + StopSignals::name(sig));
+  });
   ClusterMap map;
   try {
     map = link.join();
   } catch (const Error&) {
     transport.stop();  // first: it delivers to the shard, which goes before it
     if (link.stopped().empty()) throw;
-    // Registered: the coordinator counts this server, and hears now rather than at the
-    // heartbeat timeout that it is gone.
-    if (link.registered()) {
-      link.leave(link.stopped(), 0.5);
-      spdlog::warn("{} {} after it registered, before the cluster started; the coordinator was told", opt.name,
-                   link.stopped());
-    } else {
-      spdlog::warn("{} {} before it registered with the coordinator", opt.name, link.stopped());
-    }
+    // The coordinator counts a registered server, and hears now rather than at the heartbeat
+    // timeout that it is gone.
+    spdlog::warn("{} {} {}", opt.name, link.stopped(), link.leave_before_start());
     return kStoppedStatus;
   }
   trace.set_metadata("role", "server");

@@ -59,4 +59,19 @@ class StopSignals {
   std::thread thread_;
 };
 
+// on_stop(fn) for as long as it lives: going, it removes fn (waiting for a call of it in
+// progress), so fn may use what was declared before the hook.
+class StopHook {
+ public:
+  StopHook(StopSignals& signals, std::function<void(int)> fn) : signals_(signals) {
+    signals_.on_stop(std::move(fn));
+  }
+  ~StopHook() { signals_.on_stop(nullptr); }
+  StopHook(const StopHook&) = delete;
+  StopHook& operator=(const StopHook&) = delete;
+
+ private:
+  StopSignals& signals_;
+};
+
 }  // namespace psbed::ps

@@ -349,9 +349,7 @@ bool ZmqTransport::hand_over(Message msg, std::chrono::milliseconds wait) {
     // Blocking sends: this is where a full link pushes back on the caller. Only the first frame
     // can be refused (ZeroMQ counts whole messages against the high-water mark), so a message
     // that does not wait is either handed over whole or not at all.
-    if (wait.count() == 0) {
-      if (!impl_->outbox_tx.send(peer, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return false;
-    } else if (wait.count() > 0) {
+    if (wait.count() >= 0) {  // 0: not at all
       // The timeout holds for this first frame only, whichever way this send ends (a throw
       // included): left set, a later blocking send would lose its first frame to it and hand
       // its header over as a message of its own, which the owner thread would misread.

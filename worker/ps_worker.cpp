@@ -136,27 +136,25 @@ class PsWorker {
     ps::NodeLink link({opt_.coordinator, "worker", opt_.name, "", opt_.connect_timeout_s, opt_.heartbeat_s,
                        opt_.coordinator_timeout_s});
     // SIGTERM or SIGINT: training stops at the next step boundary (see stop_reason below).
-    signals_.on_stop([this, &link](int sig) {
+    const ps::StopHook hook(signals_, [this, &link](int sig) {  // removed before `link` goes
       link.stop("stopped by " + ps::StopSignals::name(sig));
       std::lock_guard<std::mutex> lock(watch_mu_);
       stop_signalled_ = true;
       watch_cv_.notify_all();
     });
-    struct Unhook {
-      ps::StopSignals& signals;
-      ~Unhook() { signals.on_stop(nullptr); }  // before `link` goes
-    } unhook{signals_};
     try {
       const int status = run_joined(link, local, replay, profile);
       if (status == ps::kStoppedStatus) log_stopped(link);
       return status;
     } catch (const std::exception& e) {
       if (!link.stopped().empty()) {  // the step or evaluation in flight was cut short
-        // Registered, even if the cluster map has not come yet: the coordinator counts this
-        // worker, and would otherwise notice only when its heartbeats stop.
-        if (link.registered())
-          link.leave(link.stopped() + (joined_ ? " after " + std::to_string(done_steps_) + " steps" : std::string()),
-                     0.5);
+        // The coordinator counts a registered worker, even before the cluster map came, and
+        // would otherwise notice only when its heartbeats stop.
+        if (!joined_) {
+          spdlog::warn("{} {} {}", opt_.name, link.stopped(), link.leave_before_start());
+          return ps::kStoppedStatus;
+        }
+        link.leave(link.stopped() + " after " + std::to_string(done_steps_) + " steps", 0.5);
         log_stopped(link);
         return ps::kStoppedStatus;
       }
@@ -306,15 +304,10 @@ class PsWorker {
       PsWorker* self;
       bool armed = true;
       ~TraceOnError() {
-        if (armed && !self->opt_.trace_dir.empty()) {
-          std::error_code ec;
-          std::filesystem::create_directories(self->opt_.trace_dir, ec);
-          try {
-            const std::string path = self->opt_.trace_dir + "/" + self->opt_.name + ".trace.json";
-            self->trace_.write(path);
-            self->trace_path_ = path;
-          } catch (const std::exception&) {
-          }
+        if (!armed) return;
+        try {
+          self->write_trace();
+        } catch (const std::exception&) {
         }
       }
     } trace_on_error{this};
@@ -461,16 +454,8 @@ class PsWorker {
     trace_path_ = path;
   }
 
-  // The one line a stopped worker leaves.
+  // The one line a worker stopped after it joined leaves.
   void log_stopped(const ps::NodeLink& link) {
-    if (!joined_) {
-      if (link.registered())
-        spdlog::warn("{} {} after it registered, before the cluster started; the coordinator was told", opt_.name,
-                     link.stopped());
-      else
-        spdlog::warn("{} {} before it registered with the coordinator", opt_.name, link.stopped());
-      return;
-    }
     spdlog::warn("{} {} after {} steps (of {}){}{}", opt_.name, link.stopped(), done_steps_, map_.exp.steps,
                  gave_up_ ? "; the step in flight cut short: nothing arrived from the servers for 1 s" : "",
                  trace_path_.empty() ? std::string() : "; trace in " + trace_path_);

@@ -42,3 +42,11 @@ TEST_CASE("SGD with momentum and weight decay follows its update rule", "[core][
   sgd_apply(plain, &x, &gx, nullptr, 1);
   CHECK(x == Approx(0.0f));
 }
+
+TEST_CASE("seconds in log lines are printed as given", "[core][units]") {
+  CHECK(format_seconds(0.5) == "0.5");
+  CHECK(format_seconds(30) == "30");
+  CHECK(format_seconds(2.25) == "2.25");
+  CHECK(format_seconds(10.2049) == "10.2");
+  CHECK(format_seconds(0) == "0");
+}

@@ -13,7 +13,6 @@
 #include "ps/client.hpp"
 #include "ps/cluster_map.hpp"
 #include "ps/link.hpp"
-#include "ps/seconds_text.hpp"
 #include "ps/zmq_transport.hpp"
 
 using namespace psbed::ps;
@@ -129,12 +128,4 @@ TEST_CASE("PsClient::stop frees a push waiting for room on a shard that is gone"
   auto after = std::async(std::launch::async, [&] { client->push(0, part.data(), 0, 4, 0, 0, [] {}); });
   REQUIRE(after.wait_for(kWait) == std::future_status::ready);
   client.reset();
-}
-
-TEST_CASE("seconds in log lines are printed as given", "[ps][liveness]") {
-  CHECK(seconds_text(0.5) == "0.5");
-  CHECK(seconds_text(30) == "30");
-  CHECK(seconds_text(2.25) == "2.25");
-  CHECK(seconds_text(10.2049) == "10.2");
-  CHECK(seconds_text(0) == "0");
 }
