@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <chrono>
@@ -481,6 +482,11 @@ class Launcher {
         if (!clean) {
           failure = "coordinator " + describe_status(status);
           ok = false;
+          // A coordinator that wrote no summary did not end the run itself (killed, or it failed
+          // to start): it is the process that failed. One that exits 1 after its summary reports
+          // a failed run, whose nodes the summary names.
+          if (!fs::exists(out_ + "/summary.json"))
+            failed_.push_back({{"name", c->name}, {"role", c->role}, {"reason", describe_status(status)}});
         }
       } else if (!clean && !coordinator_done_) {
         const std::string why = c->name + " " + describe_status(status);
@@ -536,7 +542,7 @@ class Launcher {
       }
       if (!reap(failure)) {
         spdlog::error("stopping the run: {}", failure);
-        stop_all(3);
+        wind_down(set, false);
         failure_ = failure;
         return 1;
       }
@@ -594,6 +600,18 @@ class Launcher {
                    {"apply_threads", opt_.apply_threads}};
     if (!netns_json.is_null()) s["launch"]["netns"] = netns_json;
     if (!failure_.empty()) s["ok"] = false, s["failure"] = failure_;
+    // The nodes this launcher saw die, where the coordinator did not (launch ends the run at
+    // once when a shard dies, before any heartbeat is missed): failed_nodes names every one.
+    if (!failed_.empty()) {
+      nlohmann::json& nodes = s["failed_nodes"];
+      if (!nodes.is_array()) nodes = nlohmann::json::array();
+      for (const auto& f : failed_) {
+        const bool named = std::any_of(nodes.begin(), nodes.end(), [&](const nlohmann::json& n) {
+          return n.is_object() && n.value("name", "") == f["name"];
+        });
+        if (!named) nodes.push_back(f);
+      }
+    }
     std::ofstream(path) << s.dump(2) << "\n";
     std::printf("\n== summary (%s) ==\n", path.c_str());
     std::printf("model %s, %d worker(s), %d server(s), mode %s, policy %s%s%s\n", opt_.model.c_str(), opt_.workers,
@@ -610,8 +628,6 @@ class Launcher {
     if (opt_.compute == "real") print_losses(s.value("per_worker", nlohmann::json::array()));
     for (const auto& f : s.value("failed_nodes", nlohmann::json::array()))
       std::printf("failed: %s (%s)\n", f.value("name", "?").c_str(), f.value("reason", "?").c_str());
-    for (const auto& f : failed_) std::printf("process %s %s\n", f["name"].get<std::string>().c_str(),
-                                              f["reason"].get<std::string>().c_str());
     if (!failure_.empty()) std::printf("run failed: %s\n", failure_.c_str());
     if (opt_.trace)
       std::printf("traces: %s/traces/ (open them together in Perfetto, ui.perfetto.dev, or chrome://tracing)\n",

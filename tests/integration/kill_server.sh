@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# SIGKILL a shard, then (a second run) the coordinator, under launch. A dead shard ends the run at
+# once: the coordinator is told to stop, the workers stop with their traces and report what they
+# measured, and the summary names the shard in failed_nodes. A dead coordinator writes no summary:
+# launch's summary names it as the failed process, and the other nodes still stop with their
+# traces.
+source "$(dirname "$0")/lib.sh"
+need_data
+
+start_run() {  # start_run NAME: a 2-worker run long enough to be killed in
+  timeout 120 "$PSBED" launch --servers 1 --workers 2 --model lenet5 --data mnist --steps 30000 \
+    --batch 32 --lr 0.01 --mode async --out "$WORK/$1" >"$WORK/$1.out" 2>&1 &
+  PIDS+=($!)
+}
+# pid_of RUN ROLE NAME: the pid of a node of that run once its log shows it running (10 s at most).
+pid_of() {
+  local pid=""
+  for _ in $(seq 1 100); do
+    pid=$(pgrep -f -- "exe $2 .*--name $3 .*$WORK/$1/" | head -1 || true)
+    [ "$2" = coordinator ] && pid=$(pgrep -f -- "exe coordinator .*$WORK/$1/" | head -1 || true)
+    if [ -n "$pid" ] && grep -q "step " "$WORK/$1/logs/coordinator.log" 2>/dev/null; then
+      echo "$pid"
+      return
+    fi
+    sleep 0.1
+  done
+}
+
+# --- a shard dies ---
+start_run shard
+victim=$(pid_of shard server server-0)
+[ -n "$victim" ] || { tail -20 "$WORK/shard.out"; fail "the shard run never got going"; }
+kill -KILL "$victim"
+rc=0
+wait "${PIDS[-1]}" || rc=$?
+tail -8 "$WORK/shard.out"
+[ "$rc" = 1 ] || fail "launch exited $rc after its shard died, expected 1"
+s="$WORK/shard/summary.json"
+json "$s" 'sys.exit(0 if s["ok"] is False else 1)' || fail "the summary of a run whose shard died says ok"
+json "$s" 's["failure"]' | grep -q "server-0 killed by signal 9" || fail "the failure does not name server-0"
+json "$s" '[f["name"] for f in s["failed_nodes"]]' | grep -q "server-0" || fail "failed_nodes lacks server-0"
+grep -q "^failed: server-0 (killed by signal 9" "$WORK/shard.out" || fail "launch printed no line for server-0"
+[ "$(grep -c "^failed: server-0" "$WORK/shard.out")" = 1 ] || fail "server-0's failure printed more than once"
+# The workers were stopped (by the coordinator, or by their SIGTERM), not killed: each reported
+# and wrote its trace.
+for w in worker-0 worker-1; do
+  [ -s "$WORK/shard/traces/$w.trace.json" ] || fail "$w wrote no trace"
+  json "$s" "[p['status'] for p in s['launch']['processes'] if p['name'] == '$w'][0]" |
+    grep -Eq "exited with status (0|130)" || fail "$w was killed, not stopped"
+done
+json "$s" 'sys.exit(0 if len(s["per_worker"]) == 2 and all(w["steps"] > 0 for w in s["per_worker"]) else 1)' ||
+  fail "the summary lacks what the workers measured"
+
+# --- the coordinator dies ---
+start_run coord
+victim=$(pid_of coord coordinator coordinator)
+[ -n "$victim" ] || { tail -20 "$WORK/coord.out"; fail "the coordinator run never got going"; }
+kill -KILL "$victim"
+rc=0
+wait "${PIDS[-1]}" || rc=$?
+tail -6 "$WORK/coord.out"
+[ "$rc" = 1 ] || fail "launch exited $rc after its coordinator died, expected 1"
+s="$WORK/coord/summary.json"
+json "$s" '[f["name"] for f in s["launch"]["failed_processes"]]' | grep -q "coordinator" ||
+  fail "launch.failed_processes lacks the coordinator"
+json "$s" '[f["name"] for f in s["failed_nodes"]]' | grep -q "coordinator" || fail "failed_nodes lacks the coordinator"
+grep -q "^failed: coordinator (killed by signal 9" "$WORK/coord.out" || fail "launch printed no line for the coordinator"
+for n in server-0 worker-0 worker-1; do
+  [ -s "$WORK/coord/traces/$n.trace.json" ] || fail "$n wrote no trace"
+done
+echo "PASS"
