@@ -206,6 +206,7 @@ class Launcher {
     if (!opt_.credit.empty())
       po.credit_bytes = std::int64_t(for_flag("--credit", [&] { return parse_bytes(opt_.credit); }));
     policy::make_policy(po);
+    warn_unused_policy_settings();
     if (!opt_.http.empty() && !ps::parse_http_address(opt_.http).loopback() && opt_.http_token.empty() &&
         !std::getenv("PSBED_HTTP_TOKEN"))
       throw Error("--http " + opt_.http + " is reachable beyond this host: give --http-token (or bind 127.0.0.1)");
@@ -461,6 +462,24 @@ class Launcher {
     while (sigtimedwait(&set, &info, &zero) > 0) {
     }
     sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+
+  // A setting the run's policy does not use is kept (a switch to a policy that uses it, from the
+  // dashboard or `psbed ctl`, takes it), but said, since it changes nothing until then.
+  void warn_unused_policy_settings() const {
+    const std::string& n = opt_.policy;
+    const bool sliced = n == "p3" || n == "prophet", credited = sliced || n == "bytescheduler";
+    const LaunchOptions defaults;
+    auto warn = [&](const std::string& flag, const char* users) {
+      spdlog::warn("{}: policy {} does not use it ({}); it applies only if the run switches to one of those", flag, n,
+                   users);
+    };
+    if (!opt_.credit.empty() && !credited)
+      warn("--credit " + opt_.credit, "p3 and bytescheduler: bytes in flight; prophet: largest block");
+    if (opt_.slice_params != defaults.slice_params && !sliced)
+      warn("--slice-params " + std::to_string(opt_.slice_params), "p3, prophet");
+    if (opt_.partition_params != defaults.partition_params && n != "bytescheduler")
+      warn("--partition-params " + std::to_string(opt_.partition_params), "bytescheduler");
   }
 
   // Reaps whatever exited; returns false if the run must stop.

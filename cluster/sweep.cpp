@@ -58,12 +58,12 @@ std::string num(double v) {
   return buf;
 }
 
-// The `psbed launch` command line of one point.
-std::vector<std::string> launch_args(const LaunchOptions& o) {
+// The `psbed launch` command line of one point: the policy settings its policy uses (launch says
+// so of any other), or every one (`every_setting`, the record of what the points share).
+std::vector<std::string> launch_args(const LaunchOptions& o, bool every_setting = false) {
   std::vector<std::string> a = {"launch", "--servers", std::to_string(o.servers), "--workers", std::to_string(o.workers),
                                 "--model", o.model, "--data", o.data, "--mode", o.mode, "--policy", o.policy,
-                                "--slice-params", std::to_string(o.slice_params), "--partition-params",
-                                std::to_string(o.partition_params), "--epochs", std::to_string(o.epochs), "--steps",
+                                "--epochs", std::to_string(o.epochs), "--steps",
                                 std::to_string(o.steps), "--batch", std::to_string(o.batch), "--lr", num(o.lr),
                                 "--momentum", num(o.momentum), "--weight-decay", num(o.weight_decay), "--lr-schedule",
                                 o.lr_schedule, "--seed", std::to_string(o.seed), "--partition-bytes", o.partition_bytes,
@@ -72,7 +72,12 @@ std::vector<std::string> launch_args(const LaunchOptions& o) {
                                 "--out", o.out, "--heartbeat", num(o.heartbeat_s), "--heartbeat-timeout",
                                 num(o.heartbeat_timeout_s), "--timeout", num(o.timeout_s)};
   if (!o.data_dir.empty()) a.insert(a.end(), {"--data-dir", o.data_dir});
-  if (!o.credit.empty()) a.insert(a.end(), {"--credit", o.credit});
+  const bool sliced = o.policy == "p3" || o.policy == "prophet";
+  const bool credited = sliced || o.policy == "bytescheduler";
+  if (every_setting || sliced) a.insert(a.end(), {"--slice-params", std::to_string(o.slice_params)});
+  if (every_setting || o.policy == "bytescheduler")
+    a.insert(a.end(), {"--partition-params", std::to_string(o.partition_params)});
+  if (!o.credit.empty() && (every_setting || credited)) a.insert(a.end(), {"--credit", o.credit});
   if (!o.bandwidth.empty()) a.insert(a.end(), {"--bandwidth", o.bandwidth});
   if (!o.latency.empty()) a.insert(a.end(), {"--latency", o.latency});
   if (o.netns) a.push_back("--netns");
@@ -84,7 +89,7 @@ std::vector<std::string> launch_args(const LaunchOptions& o) {
 // less a point's own (servers, workers, mode, policy, bandwidth) and its --out. Recorded in
 // OUT/sweep-settings.json, so that --resume keeps finished points only under the same ones.
 std::map<std::string, std::string> shared_flags(const LaunchOptions& o) {
-  const std::vector<std::string> a = launch_args(o);
+  const std::vector<std::string> a = launch_args(o, true);
   std::map<std::string, std::string> m;
   for (std::size_t i = 1; i < a.size(); ++i) {
     if (a[i].rfind("--", 0) != 0) continue;

@@ -56,8 +56,11 @@ node_refused "bad duration '1parsec'" worker --model lenet5 --data synthetic --l
 node_refused "bad bandwidth 'fast'" server --bandwidth fast
 echo "standalone nodes: a bad link refused before joining"
 
-timeout 120 "$PSBED" launch "${base[@]}" --data synthetic --batch 16 --steps 10 --apply-threads 3 --out "$WORK/run" >"$WORK/run.out" 2>&1 ||
-  { tail -20 "$WORK/run.out"; fail "the run failed"; }
+timeout 120 "$PSBED" launch "${base[@]}" --data synthetic --batch 16 --steps 10 --apply-threads 3 --credit 2MiB \
+  --out "$WORK/run" >"$WORK/run.out" 2>&1 || { tail -20 "$WORK/run.out"; fail "the run failed"; }
+# A policy setting the policy does not use is kept (a switch may use it) but said, once.
+[ "$(grep -c -- "--credit 2MiB: policy wfbp does not use it" "$WORK/run.out")" = 1 ] ||
+  { head -5 "$WORK/run.out"; fail "no single word that wfbp does not use --credit"; }
 # --apply-threads reaches the shard, and the summary records it (validate predicts with it).
 grep -q "3 apply lane(s)" "$WORK/run/logs/server-0.log" || fail "--apply-threads 3 did not reach the shard"
 json "$WORK/run/summary.json" 'sys.exit(0 if s["launch"]["apply_threads"] == 3 else 1)' || fail "apply_threads not in the summary"
