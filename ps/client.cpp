@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "core/units.hpp"
+#include "ps/host_lookup.hpp"
 
 namespace psbed::ps {
 
@@ -130,8 +131,9 @@ void PsClient::check_shards(double timeout_s, const std::function<std::string()>
     if (std::chrono::steady_clock::now() >= deadline) {
       const int s = unanswered();
       const NodeInfo& server = map_.servers.at(std::size_t(s));
-      throw Error("cannot reach " + server.name + " at " + server.address +
-                  " (the address it gave the coordinator): no answer to a pull within " + format_seconds(timeout_s) +
+      const std::string host = unresolved_host(server.address);
+      throw Error("cannot reach " + server.name + " at " + server.address + " (the address it gave the coordinator): " +
+                  (host.empty() ? "" : host + "; ") + "no answer to a pull within " + format_seconds(timeout_s) +
                   " s (--connect-timeout); check its --bind and --advertise");
     }
   }

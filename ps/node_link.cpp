@@ -1,5 +1,6 @@
 #include "ps/node_link.hpp"
 
+
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
@@ -10,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "core/units.hpp"
+#include "ps/host_lookup.hpp"
 
 namespace psbed::ps {
 
@@ -120,6 +122,10 @@ ClusterMap NodeLink::join(nlohmann::json extra) {
   const steady_clock::time_point deadline =
       steady_clock::now() + duration_cast<steady_clock::duration>(duration<double>(opt_.connect_timeout_s));
   double backoff = 0.1;
+  // A host that does not resolve may be a container not started yet: said now, waited for.
+  if (const std::string why = unresolved_host(opt_.coordinator); !why.empty())
+    spdlog::warn("the coordinator at {}: {}; retrying for up to {} s (--connect-timeout)", opt_.coordinator, why,
+                 format_seconds(opt_.connect_timeout_s));
   std::unique_lock<std::mutex> lock(mu_);
   while (!registered_) {
     lock.unlock();
@@ -134,9 +140,12 @@ ClusterMap NodeLink::join(nlohmann::json extra) {
     if (!refused_.empty())
       throw Error("the coordinator at " + opt_.coordinator + " refused this " + opt_.role + ": " + refused_);
     if (shutdown_) throw Error("the coordinator ended the run before this " + opt_.role + " joined it");
-    if (steady_clock::now() >= deadline)
-      throw Error("cannot reach the coordinator at " + opt_.coordinator + ": no answer to registration within " +
-                  format_seconds(opt_.connect_timeout_s) + " s (--connect-timeout)");
+    if (steady_clock::now() >= deadline) {
+      const std::string host = unresolved_host(opt_.coordinator);
+      throw Error("cannot reach the coordinator at " + opt_.coordinator + ": " + (host.empty() ? "" : host + "; ") +
+                  "no answer to registration within " + format_seconds(opt_.connect_timeout_s) +
+                  " s (--connect-timeout)");
+    }
     backoff = std::min(backoff * 2, 2.0);
   }
   spdlog::info("registered with the coordinator at {} as {} (id {})", opt_.coordinator, opt_.name, id_);
