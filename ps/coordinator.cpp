@@ -172,6 +172,9 @@ class Coordinator {
     }
     if (switch_) finish_switch_locked(true);
     write_summary_locked();
+    // Nodes still waiting for the cluster map hear why it never came (a shutdown carries no
+    // payload): a registration timeout, an interruption.
+    if (!map_sent_ && !failure_.empty()) broadcast_locked(Op::kControl, json{{"event", "ended"}, {"reason", failure_}});
     broadcast_locked(Op::kShutdown, json());
     lock.unlock();
     flush_outbox();

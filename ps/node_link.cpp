@@ -86,6 +86,8 @@ void NodeLink::receive(Message&& m) {
           id_ = j.value("id", -1);
         } else if (j.value("event", "") == "interrupted") {  // the shutdown that follows ends the run early
           shutdown_reason_ = "interrupted";
+        } else if (j.value("event", "") == "ended") {  // why the run failed before it started
+          ended_because_ = j.value("reason", std::string());
         } else {
           fn = on_control_;
         }
@@ -154,7 +156,8 @@ ClusterMap NodeLink::join(nlohmann::json extra) {
   if (!map_) {
     if (!lost_.empty()) throw Error(lost_);
     if (stop_) throw Error(stopped_);
-    throw Error("the coordinator shut the cluster down before it started");
+    throw Error("the coordinator shut the cluster down before it started" +
+                (ended_because_.empty() ? std::string() : ": " + ended_because_));
   }
   return ClusterMap::from_json(*map_);
 }

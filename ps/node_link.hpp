@@ -113,6 +113,7 @@ class NodeLink {
   std::chrono::steady_clock::time_point last_heard_;  // guarded by mu_
   std::string lost_;                                  // guarded by mu_
   std::string shutdown_reason_;                       // guarded by mu_
+  std::string ended_because_;  // the coordinator's failure before the cluster started (mu_)
 };
 
 }  // namespace psbed::ps

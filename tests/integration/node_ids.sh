@@ -50,4 +50,15 @@ got = [(w["name"], w["id"]) for w in s["per_worker"]]
 assert got == [("worker-0", 0), ("worker-1", 1), ("trainer", 2)], got
 print("per_worker:", got)
 PY
+# A cluster that never completes: the node that did join hears why when the coordinator gives
+# up (it used to say only that the cluster was shut down).
+"$PSBED" coordinator --bind "tcp://127.0.0.1:*" --endpoint-file "$WORK/ep2" --servers 1 --workers 2 \
+  --model lenet5 --steps 20 --batch 16 --register-timeout 2 --summary "$WORK/summary2.json" >"$WORK/coordinator2.out" 2>&1 &
+PIDS+=($!)
+ep=$(endpoint_of "$WORK/ep2") || exit 1
+if timeout 30 "$PSBED" worker --coordinator "$ep" --name worker-0 --model lenet5 --data synthetic >"$WORK/alone.out" 2>&1; then
+  fail "a worker of a cluster that never completed exited 0"
+fi
+grep -q "shut the cluster down before it started: not every node registered within 2 s: have 0/1 servers and 1/2 workers" \
+  "$WORK/alone.out" || { cat "$WORK/alone.out"; fail "the worker was not told why the cluster never started"; }
 echo "PASS"
