@@ -6,6 +6,7 @@
 // they change, and weight gradients out of it after backward.
 #include <dnnl.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -399,7 +400,9 @@ class CpuNet final : public Net {
         throw Error("label " + std::to_string(y) + " of sample " + std::to_string(i) +
                     " in the batch is out of range 0.." + std::to_string(k - 1) + " (model '" +
                     spec_.name + "' has " + std::to_string(k) + " classes)");
-      loss -= row[y];
+      // A log-probability is at most 0; rounding in the log-softmax can leave a confident row's
+      // a hair above it, which printed a loss of -0.0000.
+      loss -= std::min(row[y], 0.0f);
       int best = 0;
       for (int j = 0; j < k; ++j) {
         grow[j] = (std::exp(row[j]) - (j == y ? 1.0f : 0.0f)) / float(valid_);

@@ -180,7 +180,7 @@ __global__ void softmax_xent_kernel(const float* __restrict__ logits,
     const int y = labels[i];
     for (int j = 0; j < k; ++j)
       grow[j] = (expf(row[j] - lse) - (j == y ? 1.0f : 0.0f)) / float(valid);
-    nll[i] = lse - row[y];
+    nll[i] = fmaxf(lse - row[y], 0.0f);  // a log-probability is at most 0, whatever the rounding
     correct[i] = best == y;
   }
 }
