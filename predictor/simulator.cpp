@@ -337,6 +337,39 @@ struct CoreBooking {
   double from, to;
 };
 
+// One core's bookings, in time order; they never overlap, so their ends are in order too. Work
+// is booked ahead of the clock (a node's receiving thread busy until then), so on a host the
+// messages keep busy a core holds thousands of bookings between now and where the next one fits:
+// a search starts where `from` falls (a binary search), not at the oldest booking, and the
+// bookings that ended are dropped from the front without moving the rest each time.
+class CoreSchedule {
+ public:
+  // The bookings that end after `t`, in time order.
+  const CoreBooking* after(double t) const {
+    return std::partition_point(busy_.data() + head_, busy_.data() + busy_.size(),
+                                [t](const CoreBooking& b) { return b.to <= t; });
+  }
+  const CoreBooking* end() const { return busy_.data() + busy_.size(); }
+  // Forgets the bookings that ended at or before `now`: they hold nothing up any more.
+  void prune(double now) {
+    head_ = std::size_t(after(now) - busy_.data());
+    if (head_ > 64 && 2 * head_ > busy_.size()) {
+      busy_.erase(busy_.begin(), busy_.begin() + std::ptrdiff_t(head_));
+      head_ = 0;
+    }
+  }
+  void insert(const CoreBooking& b) {
+    const auto at = std::upper_bound(
+        busy_.begin() + std::ptrdiff_t(head_), busy_.end(), b,
+        [](const CoreBooking& x, const CoreBooking& y) { return x.from < y.from; });
+    busy_.insert(at, b);
+  }
+
+ private:
+  std::vector<CoreBooking> busy_;
+  std::size_t head_ = 0;  // busy_[0, head_) ended: kept until compacted
+};
+
 // One (sender, receiver) pair: its messages leave one after the other.
 struct Channel {
   int up_link, down_link;  // indices into the link arrays
@@ -924,30 +957,22 @@ class Simulation {
     return last;
   }
 
-  // Drops the bookings of core k that ended before now: they hold nothing up any more.
-  void prune_core(std::size_t k) {
-    auto& busy = cores_[k];
-    std::size_t done = 0;
-    while (done < busy.size() && busy[done].to <= now_) ++done;
-    busy.erase(busy.begin(), busy.begin() + std::ptrdiff_t(done));
-  }
-
   // Books `cpu` seconds of a message's work on the core that can start it first, at or after
   // `from`; returns when.
   double book_core(double from, double cpu) {
     double best = kInf;
     std::size_t best_core = 0;
     for (std::size_t k = 0; k < cores_.size(); ++k) {
-      prune_core(k);
+      CoreSchedule& core = cores_[k];
+      core.prune(now_);
       double t = from;
-      for (const CoreBooking& b : cores_[k]) {
-        if (b.to <= t) continue;
-        if (t + cpu <= b.from) break;
-        t = std::max(t, b.to);
+      for (const CoreBooking* b = core.after(t); b != core.end(); ++b) {
+        if (t + cpu <= b->from) break;
+        t = std::max(t, b->to);
       }
       if (t < best) best = t, best_core = k;
     }
-    if (cpu > 0) insert_booking(best_core, {best, best + cpu});
+    if (cpu > 0) cores_[best_core].insert({best, best + cpu});
     return best;
   }
 
@@ -959,37 +984,28 @@ class Simulation {
     double best = kInf;
     std::size_t best_core = 0;
     for (std::size_t k = 0; k < cores_.size(); ++k) {
-      prune_core(k);
+      CoreSchedule& core = cores_[k];
+      core.prune(now_);
       double t = from, left = cpu;
-      for (const CoreBooking& b : cores_[k]) {
-        if (b.to <= t) continue;
-        if (b.from - t >= left) break;
-        if (b.from > t) left -= b.from - t;
-        t = std::max(t, b.to);
+      for (const CoreBooking* b = core.after(t); b != core.end(); ++b) {
+        if (b->from - t >= left) break;
+        if (b->from > t) left -= b->from - t;
+        t = std::max(t, b->to);
       }
       if (t + left < best) best = t + left, best_core = k;
     }
     // Book the pieces it runs in: every gap up to its end.
     pieces_.clear();
     double t = from;
-    for (const CoreBooking& b : cores_[best_core]) {
-      if (b.to <= t) continue;
-      if (b.from >= best) break;
-      if (b.from > t) pieces_.push_back({t, b.from});
-      t = std::max(t, b.to);
+    const CoreSchedule& core = cores_[best_core];
+    for (const CoreBooking* b = core.after(t); b != core.end(); ++b) {
+      if (b->from >= best) break;
+      if (b->from > t) pieces_.push_back({t, b->from});
+      t = std::max(t, b->to);
     }
     if (t < best) pieces_.push_back({t, best});
-    for (const CoreBooking& b : pieces_) insert_booking(best_core, b);
+    for (const CoreBooking& b : pieces_) cores_[best_core].insert(b);
     return best;
-  }
-
-  // Bookings never overlap: a core's list stays in time order by start.
-  void insert_booking(std::size_t k, const CoreBooking& b) {
-    auto& busy = cores_[k];
-    const auto at = std::upper_bound(
-        busy.begin(), busy.end(), b,
-        [](const CoreBooking& x, const CoreBooking& y) { return x.from < y.from; });
-    busy.insert(at, b);
   }
 
   // A reply or an acknowledgment taken by the worker's receiving thread.
@@ -1330,7 +1346,7 @@ class Simulation {
   // Each host core's booked work, [from, to) in time order (host_cpus > 0). Work is booked when
   // a message is received, possibly ahead of the clock (its node busy until then), so a core
   // keeps the gaps before such bookings for earlier work; real compute fills gaps.
-  std::vector<std::vector<CoreBooking>> cores_;
+  std::vector<CoreSchedule> cores_;
   std::vector<CoreBooking> pieces_;  // run_on_core's scratch
   double burst_s_ = 0;
   std::vector<double> egress_free_, ingress_free_;  // bucket links: each node's two buckets
