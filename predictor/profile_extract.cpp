@@ -1,6 +1,7 @@
 #include "predictor/profile_extract.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -344,13 +345,41 @@ Profile extract_profile(const ProfileOptions& opt) {
   int n_servers = int(servers.size());
   std::string mode = exp.value("mode", std::string());
   std::string policy = meta.value("policy", exp.value("policy", std::string()));
+  // summary.json says what the traces cannot: the host's CPU count (launch's record), the run's
+  // worker count (a worker killed leaves no trace), the nodes that failed. A damaged one is
+  // refused rather than read as absent: the profile would quietly lose the host's cores.
   nlohmann::json summary;
-  if (std::ifstream in(run / "summary.json"); in) {
+  nlohmann::json warnings = nlohmann::json::array();
+  const fs::path summary_path = run / "summary.json";
+  if (std::ifstream in(summary_path); in) {
     try {
       summary = nlohmann::json::parse(in);
-      n_servers = summary.value("servers", n_servers);
-    } catch (const nlohmann::json::exception&) {
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(summary_path.string() + " is not valid JSON (" + e.what() +
+                  "): repair it, or remove it to profile from the traces alone");
     }
+    if (!summary.is_object()) throw Error(summary_path.string() + " is not a JSON object (expected a run's summary)");
+    n_servers = summary.value("servers", n_servers);
+  } else {
+    warnings.push_back("no summary.json in '" + opt.run +
+                       "': the host's CPU count is unknown, so the host's cores are not modelled, and "
+                       "a worker that died without a trace would go unseen; profile a run psbed launch made");
+  }
+  if (summary.is_object() && !(summary.contains("launch") && summary["launch"].value("host_cpus", 0) > 0))
+    warnings.push_back("summary.json has no launch.host_cpus (a cluster started by hand, or an older psbed): "
+                       "the host's cores are not modelled");
+  // Every worker the run had, traced or not.
+  const int run_workers =
+      std::max(int(workers.size()), summary.is_object() ? summary.value("workers", 0) : 0);
+  if (summary.is_object() && summary.contains("failed_nodes") && summary["failed_nodes"].is_array() &&
+      !summary["failed_nodes"].empty()) {
+    std::string names;
+    for (const auto& f : summary["failed_nodes"])
+      names += (names.empty() ? "" : ", ") + f.value("name", std::string("?")) + " (" +
+               f.value("reason", std::string("failed")) + ")";
+    warnings.push_back("node(s) failed during the run: " + names +
+                       "; the steps before shared the host and the shard with them: profile a run in which "
+                       "no node failed");
   }
   // Host: the CPU the worker and the shards spent over the worker's steady steps (its trace
   // carries its own, the shards' traces samples of theirs), less the worker's computing, per
@@ -364,7 +393,7 @@ Profile extract_profile(const ProfileOptions& opt) {
   HostCpu host_cpu;  // every process's CPU per step, compute included
   // The shards' CPU serves every worker of the run, the worker's transfers are one worker's:
   // only a single-worker run splits into a cost per message and per byte.
-  const bool single = workers.size() == 1;
+  const bool single = run_workers == 1;
   if (single && host_cpus > 0 && meta.contains("cpu_steady")) {
     const auto& steady = meta["cpu_steady"];
     const double t0 = steady.value("from_us", 0.0), t1 = steady.value("to_us", 0.0);
@@ -400,7 +429,7 @@ Profile extract_profile(const ProfileOptions& opt) {
   }
   p.source = {{"run", opt.run},
               {"worker", worker->node},
-              {"workers", int(workers.size())},
+              {"workers", run_workers},  // the run's, traced or not (a killed worker leaves none)
               {"servers", n_servers},
               {"mode", mode},
               {"policy", policy},
@@ -419,7 +448,6 @@ Profile extract_profile(const ProfileOptions& opt) {
               {"model_toml", exp["model_toml"]}};
   // A run switched to other policies (psbed ctl) mixes their paces and messages; a run that did
   // not finish is profiled over the steps it did. Both are said, and kept in the profile.
-  nlohmann::json warnings = nlohmann::json::array();
   std::size_t switches = 0;
   if (summary.is_object() && summary.contains("policy_switches") && summary["policy_switches"].is_array())
     switches = summary["policy_switches"].size();
@@ -435,7 +463,11 @@ Profile extract_profile(const ProfileOptions& opt) {
     warnings.push_back("the run did not finish (" + summary.value("failure", std::string("failed")) +
                        "): profiled over the " + std::to_string(p.layers[0].forward_ms.size()) +
                        " steps it did after its warm-up");
-  if (!warnings.empty()) p.source["warnings"] = warnings;
+  // A handful of steps: every per-layer figure and the pace are that handful's.
+  if (p.layers[0].forward_ms.size() < kFewProfiledSteps)
+    warnings.push_back("only " + std::to_string(p.layers[0].forward_ms.size()) + " step(s) profiled after " +
+                       std::to_string(skip) + " skipped: the compute samples and the pace are that few steps'; "
+                       "profile a longer run (or a smaller --skip-steps)");
   if (steady_cpu_s >= 0) p.source["steady_cpu_s"] = steady_cpu_s;
   if (steady_cpu_s >= 0 && host_cpu.per_step_s > 0) {
     p.source["host_cpu_per_step_ms"] = host_cpu.per_step_s * 1e3;
@@ -455,7 +487,7 @@ Profile extract_profile(const ProfileOptions& opt) {
     p.latency_us = std::min(p.latency_us, calibrate_link_latency_us(p, measured_sps));
   }
   if (!single) {
-    p.source["calibrated"] = "no: the pace of one of " + std::to_string(workers.size()) +
+    p.source["calibrated"] = "no: the pace of one of " + std::to_string(run_workers) +
                              " workers holds the others' contention; profile a 1-worker run";
   } else if (switches > 0) {
     p.source["calibrated"] = "no: the run's pace is no one policy's (it switched policy)";
@@ -491,6 +523,22 @@ Profile extract_profile(const ProfileOptions& opt) {
       }
     }
   }
+  // The profile's own run, simulated: a profile that cannot reproduce it says by how much, in the
+  // file as well as on the terminal (every prediction from it carries that gap).
+  if (single && switches == 0 && measured_sps > 0) {
+    const double simulated = simulated_source_pace(p);
+    p.source["simulated_steps_per_sec"] = simulated;
+    const double off = 100 * (simulated - measured_sps) / measured_sps;
+    if (std::abs(off) > kSelfCheckTolerancePct) {
+      char text[256];
+      std::snprintf(text, sizeof text,
+                    "simulated, this profile's own run gives %.1f steps/s against the %.1f it measured "
+                    "(%+.0f%%): predictions from it carry that gap",
+                    simulated, measured_sps, off);
+      warnings.push_back(text);
+    }
+  }
+  if (!warnings.empty()) p.source["warnings"] = warnings;
   return p;
 }
 

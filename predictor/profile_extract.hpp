@@ -2,6 +2,7 @@
 // it) turned into a Profile (core/profile.hpp) that the simulator replays and compute replay
 // sleeps from.
 #pragma once
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,12 @@ double calibrate_link_latency_us(const Profile& profile, double steps_per_sec);
 double simulated_source_pace(const Profile& profile);
 // Calibration leaves a simulated pace within this fraction of the measured one alone.
 constexpr double kCalibrationTolerance = 0.03;
+
+// Fewer steps than this after the warm-up: the profile says its samples are few.
+constexpr std::size_t kFewProfiledSteps = 10;
+// A profile whose simulation of its own run misses the measured pace by more than this (percent)
+// says so in source.warnings: calibrated profiles come within kCalibrationTolerance.
+constexpr double kSelfCheckTolerancePct = 10;
 
 // "1.00 Gbit/s, 200 us one way" (a trace's "link" metadata) -> bytes/s and seconds; false if
 // the text says "unshaped" or cannot be read.
