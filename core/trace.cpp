@@ -53,16 +53,33 @@ std::vector<TraceEvent> TraceRecorder::events() const {
   return events_;
 }
 
+std::int64_t trace_pid(const std::string& node) {
+  auto numbered = [&](const std::string& role, std::int64_t base) -> std::int64_t {
+    if (node.rfind(role, 0) != 0 || node.size() == role.size() || node.size() - role.size() > 6 ||
+        node.find_first_not_of("0123456789", role.size()) != std::string::npos)
+      return -1;
+    return base + std::stoll(node.substr(role.size()));
+  };
+  if (node == "coordinator") return 1;
+  if (const std::int64_t pid = numbered("server-", 1000000); pid >= 0) return pid;
+  if (const std::int64_t pid = numbered("worker-", 2000000); pid >= 0) return pid;
+  std::uint32_t h = 2166136261u;  // FNV-1a: any other name, the same number every time
+  for (const unsigned char c : node) h = (h ^ c) * 16777619u;
+  return 3000000 + std::int64_t(h % 1000000000u);
+}
+
 void TraceRecorder::write(const std::string& path) const {
   std::lock_guard<std::mutex> lock(mu_);
-  // pid 1 is this node; lanes get tids in order of first use, named by metadata events.
+  // This node's pid, its own (trace_pid), so that the files of a run dropped into one viewer stay
+  // one process each; lanes get tids in order of first use, named by metadata events.
+  const std::int64_t pid = trace_pid(node_);
   std::map<std::string, int> tids;
   nlohmann::json evs = nlohmann::json::array();
-  evs.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", 1}, {"tid", 0}, {"args", {{"name", node_}}}});
+  evs.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", node_}}}});
   for (const auto& e : events_) {
     auto [it, added] = tids.emplace(e.lane, int(tids.size()) + 1);
     if (added)
-      evs.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 1}, {"tid", it->second}, {"args", {{"name", e.lane}}}});
+      evs.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", it->second}, {"args", {{"name", e.lane}}}});
     nlohmann::json args = nlohmann::json::object();
     if (e.step >= 0) args["step"] = e.step;
     if (e.bytes >= 0) args["bytes"] = e.bytes;
@@ -70,7 +87,7 @@ void TraceRecorder::write(const std::string& path) const {
     if (e.part >= 0) args["part"] = e.part;
     if (e.has_priority) args["priority"] = e.priority;
     if (!e.note.empty()) args["note"] = e.note;
-    evs.push_back({{"name", e.name}, {"ph", "X"}, {"pid", 1}, {"tid", it->second}, {"ts", e.ts_us},
+    evs.push_back({{"name", e.name}, {"ph", "X"}, {"pid", pid}, {"tid", it->second}, {"ts", e.ts_us},
                    {"dur", e.dur_us}, {"args", std::move(args)}});
   }
   nlohmann::json meta = metadata_;

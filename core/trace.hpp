@@ -19,6 +19,12 @@ namespace psbed {
 
 // Microseconds on the monotonic clock that every process of a host shares.
 double now_us();
+
+// The trace's "pid" of node `node`, distinct per node of a run so that their files dropped into
+// one viewer stay apart: coordinator 1, server-K 1000000 + K, worker-K 2000000 + K (a viewer
+// lists shards before workers, each in order), any other name a number from a hash of it, at
+// 3000000 or more.
+std::int64_t trace_pid(const std::string& node);
 // CPU seconds this process has used so far, every thread, user and system.
 double process_cpu_s();
 

@@ -36,6 +36,29 @@ TEST_CASE("a trace round-trips through the Chrome trace format", "[core][trace]"
   CHECK(t.events[1].dur_us >= 0);
 }
 
+TEST_CASE("each node's trace has a pid of its own, its events under it", "[core][trace]") {
+  CHECK(trace_pid("coordinator") == 1);
+  CHECK(trace_pid("server-0") == 1000000);
+  CHECK(trace_pid("server-12") == 1000012);
+  CHECK(trace_pid("worker-0") == 2000000);
+  CHECK(trace_pid("worker-3") == 2000003);
+  // Other names: stable, apart from the numbered ones and from each other.
+  CHECK(trace_pid("trainer") == trace_pid("trainer"));
+  CHECK(trace_pid("trainer") >= 3000000);
+  CHECK(trace_pid("trainer") != trace_pid("trainer2"));
+  CHECK(trace_pid("worker-x") >= 3000000);
+  CHECK(trace_pid("worker-") >= 3000000);
+  // Every event of a written trace carries the node's pid.
+  TraceRecorder rec("server-2");
+  rec.complete("apply:fc1.weight#0", "apply", now_us(), 1);
+  const auto path = (std::filesystem::temp_directory_path() / "psbed-trace-pid-test.json").string();
+  rec.write(path);
+  nlohmann::json doc = nlohmann::json::parse(std::ifstream(path));
+  std::remove(path.c_str());
+  REQUIRE(doc["traceEvents"].size() == 3);  // process name, lane name, the event
+  for (const auto& e : doc["traceEvents"]) CHECK(e["pid"] == 1000002);
+}
+
 TEST_CASE("a trace's metadata alone: the same object, its events read past", "[core][trace]") {
   TraceRecorder rec("worker-0");
   for (int i = 0; i < 50; ++i) rec.complete("fwd:conv" + std::to_string(i), "compute", now_us(), i);
