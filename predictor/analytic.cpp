@@ -41,8 +41,10 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
         std::accumulate(profile.step_overhead_ms.begin(), profile.step_overhead_ms.end(), 0.0) /
         double(profile.step_overhead_ms.size());
   // Real compute on the host's cores runs at the CPU scale (the contention's, validate's what-if).
-  const double compute_s = (profile.mean_compute_ms() + overhead_ms) / 1e3 *
-                           (cfg.compute_on_cores && cfg.host_cpus > 0 ? cfg.compute_cpu_scale : 1.0);
+  const double compute_scale = cfg.compute_on_cores && cfg.host_cpus > 0 ? cfg.compute_cpu_scale : 1.0;
+  const double compute_s = (profile.mean_compute_ms() + overhead_ms) / 1e3 * compute_scale;
+  const double layers_s = profile.mean_compute_ms() / 1e3 * compute_scale;  // forward + backward
+  const double overhead_s = overhead_ms / 1e3 * compute_scale;
   double model_bytes = 0;
   for (const auto& p : plan.parts) model_bytes += double(p.bytes() + cfg.message_overhead_bytes);
   std::vector<double> shard_bytes(std::size_t(cfg.servers), 0),
@@ -79,12 +81,34 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   const double host_step_s = message_cpu_s + (cfg.compute_on_cores ? compute_s : 0.0);
   a.host_bound = cfg.host_cpus > 0 && host_step_s > 0 ? cfg.host_cpus * batch / host_step_s : kInf;
   a.thread_bound = shard_thread_s > 0 ? batch / shard_thread_s : kInf;
+  // images/s of the W workers when a step takes `step_s`, worker-0 `straggler_s` more (a
+  // straggler holds every worker to its pace under bsp and ssp, only itself under async).
+  const double straggle = std::max(0.0, cfg.straggler_s);
+  auto rate = [&](double step_s) {
+    if (straggle <= 0) return W * batch / step_s;
+    if (cfg.mode.kind == Consistency::Kind::kAsync) return (W - 1) * batch / step_s + batch / (step_s + straggle);
+    return W * batch / (step_s + straggle);
+  };
+  // Whatever the overlap, a worker's step holds two round trips it cannot hide: the first layer's
+  // forward waits for its pull (a request and a reply: the batch loads meanwhile), and the step
+  // ends when the last gradient's push is acknowledged, which is sent once backward is over at
+  // the earliest: worker-0's straggling sleep runs then too. Every message takes the link's
+  // latency and the receiving side's message latency at least. Each worker at its own pace: under
+  // bsp the others follow the straggler in the long run, but one step ahead of it, which a short
+  // run shows, so the bound that holds for every run is this one.
+  const double one_way_s = cfg.latency_s + cfg.message_latency_s;
+  const double pull_s = std::max(overhead_s, 2 * one_way_s) + layers_s;
+  const double step_s = pull_s + 2 * one_way_s, straggler_step_s = pull_s + std::max(straggle, 2 * one_way_s);
+  a.latency_bound = step_s <= 0 ? kInf
+                    : straggle > 0 ? (W - 1) * batch / step_s + batch / straggler_step_s
+                                   : W * batch / step_s;
   a.upper = a.compute_bound, a.bottleneck = "compute";
   if (a.worker_link_bound < a.upper) a.upper = a.worker_link_bound, a.bottleneck = "worker link";
   if (a.server_link_bound < a.upper) a.upper = a.server_link_bound, a.bottleneck = "server link";
   if (a.apply_bound < a.upper) a.upper = a.apply_bound, a.bottleneck = "apply";
   if (a.host_bound < a.upper) a.upper = a.host_bound, a.bottleneck = "host cpu";
   if (a.thread_bound < a.upper) a.upper = a.thread_bound, a.bottleneck = "server thread";
+  if (a.latency_bound < a.upper) a.upper = a.latency_bound, a.bottleneck = straggle > 0 ? "straggler" : "latency";
   // No overlap: compute, the pull phase and the push phase one after the other, each phase as
   // slow as its busiest link, plus a round trip each; where the host's cores are modelled, the
   // workers' compute shares them (real compute) and every worker-step's message work waits for
@@ -99,7 +123,7 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
                           W * busiest_apply / lanes + (cpus > 0 ? W * message_cpu_s / cpus : 0.0) +
                           W * shard_thread_s + transfers * thread_per_transfer_s;
   // Each term covers one bound's work, so this is never above `upper` (unit tests check it).
-  a.serial = serial_s > 0 ? W * batch / serial_s : a.upper;
+  a.serial = serial_s > 0 ? rate(serial_s) : a.upper;
   return a;
 }
 

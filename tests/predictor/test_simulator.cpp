@@ -395,6 +395,50 @@ TEST_CASE("analytic bounds after Yan et al.", "[predictor][analytic]") {
   CHECK(r.images_per_sec >= a.serial * (1 - 1e-9));
 }
 
+TEST_CASE("the analytic latency bound: compute and two round trips; a straggler holds bsp to its pace",
+          "[predictor][analytic]") {
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  const Profile p = fixed_profile(spec);
+  SimConfig c = config(1);
+  c.bandwidth_bytes_per_sec = 0;
+  c.latency_s = 2e-3;  // a round trip (4 ms) is most of a 5 ms-compute step
+  AnalyticBounds a = analytic_bounds(p, spec, c);
+  // 5 ms compute + 2 round trips of 2 x 2 ms: 13 ms a step.
+  CHECK(a.latency_bound == Approx(8 / 0.013));
+  CHECK(a.bottleneck == "latency");
+  CHECK(a.upper == Approx(a.latency_bound));
+  CHECK(a.serial <= a.upper);
+  SimResult r = simulate(p, spec, c);
+  CHECK(r.images_per_sec <= a.upper * (1 + 1e-9));
+  CHECK(r.images_per_sec >= a.serial * (1 - 1e-9));
+  // 4 workers, worker-0 sleeping 50 ms after its backward (its last push's round trip inside the
+  // sleep): 4 + 5 + 50 ms for it, 13 ms for the others, each at its own pace (under bsp the others
+  // follow worker-0 in the long run, but a step ahead of it).
+  c = config(4);
+  c.bandwidth_bytes_per_sec = 0;
+  c.latency_s = 2e-3;
+  c.straggler_s = 0.05;
+  for (const char* mode : {"bsp", "async"}) {
+    c.mode = Consistency::parse(mode);
+    a = analytic_bounds(p, spec, c);
+    CHECK(a.latency_bound == Approx(3 * 8 / 0.013 + 8 / 0.059));
+    CHECK(a.serial <= a.upper);
+    r = simulate(p, spec, c);
+    CHECK(r.images_per_sec <= a.upper * (1 + 1e-9));
+    CHECK(r.images_per_sec >= a.serial * (1 - 1e-9));
+  }
+  // No overlap, with the straggler: bsp holds every worker to its sleep, async worker-0 alone.
+  c.mode = Consistency::parse("bsp");
+  const double bsp_serial = analytic_bounds(p, spec, c).serial;
+  c.straggler_s = 0;
+  const double no_straggler_serial = analytic_bounds(p, spec, c).serial;
+  const double serial_step = 4 * 8 / no_straggler_serial;
+  CHECK(bsp_serial == Approx(4 * 8 / (serial_step + 0.05)));
+  c.straggler_s = 0.05;
+  c.mode = Consistency::parse("async");
+  CHECK(analytic_bounds(p, spec, c).serial == Approx(3 * 8 / serial_step + 8 / (serial_step + 0.05)));
+}
+
 TEST_CASE("the analytic host bound: the host's cores doing every step's messages and bytes",
           "[predictor][analytic]") {
   const ModelSpec spec = parse_model_spec(kTiny, "tiny");
