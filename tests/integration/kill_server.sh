@@ -12,10 +12,10 @@ start_run() {  # start_run NAME: a 2-worker run long enough to be killed in
     --batch 32 --lr 0.01 --mode async --out "$WORK/$1" >"$WORK/$1.out" 2>&1 &
   PIDS+=($!)
 }
-# pid_of RUN ROLE NAME: the pid of a node of that run once its log shows it running (10 s at most).
+# pid_of RUN ROLE NAME: the pid of a node of that run once its log shows it running (20 s at most).
 pid_of() {
   local pid=""
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 200); do
     pid=$(pgrep -f -- "exe $2 .*--name $3 .*$WORK/$1/" | head -1 || true)
     [ "$2" = coordinator ] && pid=$(pgrep -f -- "exe coordinator .*$WORK/$1/" | head -1 || true)
     if [ -n "$pid" ] && grep -q "step " "$WORK/$1/logs/coordinator.log" 2>/dev/null; then
