@@ -1,7 +1,5 @@
 #include "predictor/commands.hpp"
 
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/partition.hpp"
+#include "core/run_program.hpp"
 #include "core/stats.hpp"
 #include "core/trace.hpp"
 #include "core/units.hpp"
@@ -937,12 +936,10 @@ fig.tight_layout(rect=(0, 0, 1 - 1.4 / (5.5 * len(panels) + 1.5), 1))
 fig.savefig(sys.argv[2], dpi=120)
 )PY";
   const std::string png = o.out + "/validation.png";
-  const std::string cmd =
-      o.python + " '" + script + "' '" + o.out + "/validation.json' '" + png + "'";
-  const int rc = std::system(cmd.c_str());
-  if (rc == 0)
+  const ProgramStatus plot = run_program({o.python, script, o.out + "/validation.json", png});
+  if (plot.ok())
     std::fprintf(stderr, "plot: %s\n", png.c_str());
-  else if (!(WIFEXITED(rc) && WEXITSTATUS(rc) == 3))  // 3: the script said matplotlib is missing
+  else if (!plot.exited_with(3))  // 3: the script said matplotlib is missing
     std::fprintf(stderr, "no plot written (%s failed; matplotlib: cluster/install-deps.sh plot)\n",
                  o.python.c_str());
   std::fprintf(stderr, "validation: %s/validation.json, %s/validation.md\n", o.out.c_str(),

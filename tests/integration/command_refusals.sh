@@ -118,6 +118,25 @@ timeout 60 "$PSBED" predict --profile "$SRC/tests/fixtures/predictor/regression/
   --steps 10 --seeds 1 --seed 010 --json "$WORK/seed.json" >/dev/null 2>&1 || fail "predict --seed 010"
 json "$WORK/seed.json" 'sys.exit(0 if s[0]["seed"] == 10 else 1)' || { cat "$WORK/seed.json"; fail "--seed 010 is not 10"; }
 
+# Programs psbed runs (validate's plot, bench compute's PyTorch reference) get their paths as
+# arguments, never through a shell: quotes and ';' in a path run nothing (they ran `touch`).
+printf '#!/bin/sh\nprintf "%%s\\n" "$@" >"$(dirname "$0")/args"\nexit 3\n' >"$WORK/fakepy"
+chmod +x "$WORK/fakepy"
+odd="$WORK/x';touch $WORK/INJECTED;'\$(touch $WORK/INJECTED)"
+timeout 60 "$PSBED" validate --profile "$SRC/tests/fixtures/predictor/regression/profile.json" \
+  "$SRC/tests/fixtures/predictor/regression/runs/lenet5-2w-bsp-bulk-100mbit" --steps 10 --seeds 1 \
+  --python "$WORK/fakepy" --out "$odd" >"$WORK/odd.out" 2>&1 || { cat "$WORK/odd.out"; fail "validate into '$odd'"; }
+[ ! -e "$WORK/INJECTED" ] || fail "validate --out '$odd' ran the command in its name"
+[ -s "$odd/validation.json" ] || fail "validate wrote no validation.json in '$odd'"
+[ "$(sed -n 2p "$WORK/args")" = "$odd/validation.json" ] || { cat "$WORK/args"; fail "the plot script did not get '$odd/validation.json'"; }
+printf 'print(1)\n' >"$odd/bench.py"
+PSBED_TORCH_BENCH="$odd/bench.py" timeout 60 "$PSBED" bench compute --models lenet5 --threads 1 --min-seconds 0 \
+  --min-steps 1 --warmup 0 --python "$WORK/fakepy" >"$WORK/odd.out" 2>&1 || { cat "$WORK/odd.out"; fail "bench compute, script '$odd/bench.py'"; }
+[ ! -e "$WORK/INJECTED" ] || fail "bench compute ran the command in its reference script's name"
+[ "$(head -1 "$WORK/args")" = "$odd/bench.py" ] || { cat "$WORK/args"; fail "the reference did not get '$odd/bench.py'"; }
+grep -q "cannot import torch" "$WORK/odd.out" || { cat "$WORK/odd.out"; fail "the reference's exit status 3 was not read"; }
+echo "paths with quotes and ';' reach the programs psbed runs intact"
+
 # The shortest compute benchmark: one timed step per row (no minimum time), never an empty row.
 timeout 120 "$PSBED" bench compute --no-torch --models lenet5 --threads 1 --min-seconds 0 --min-steps 1 \
   --warmup 0 --json "$WORK/compute.json" >"$WORK/compute.out" 2>&1 || { cat "$WORK/compute.out"; fail "bench compute"; }
