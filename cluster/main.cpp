@@ -305,8 +305,13 @@ struct PredictorCommands {
 // records (partition, slice, credit, straggler) are taken from the run, so no flag offers them.
 void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help = nullptr) {
   const bool per_run = steps_help != nullptr;
-  app->add_option("--bandwidth", f.bandwidth, "link of every node, per direction, e.g. 1gbit (0: unlimited; default: the profile's)");
-  app->add_option("--latency", f.latency, "one-way latency, e.g. 200us (default: the profile's)");
+  app->add_option("--bandwidth", f.bandwidth,
+                  per_run ? "link of every node, per direction, e.g. 1gbit (0: unlimited), in place of the one each "
+                            "run recorded (default: each run's own; runs that recorded different links stay apart)"
+                          : "link of every node, per direction, e.g. 1gbit (0: unlimited; default: the profile's)");
+  app->add_option("--latency", f.latency,
+                  per_run ? "one-way latency, e.g. 200us, in place of the one each run recorded (default: each run's own)"
+                          : "one-way latency, e.g. 200us (default: the profile's)");
   app->add_option("--link-model", f.link_model,
                   "bucket: per-node FIFO token buckets as psbed launch --bandwidth emulates; fair: max-min fair "
                   "sharing as TCP under kernel shaping")->capture_default_str();

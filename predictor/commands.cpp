@@ -334,6 +334,13 @@ int run_predict(const PredictOptions& o) {
 
 namespace {
 
+// The link a run recorded (its traces' metadata, or summary.json's launch), in bytes/s and
+// seconds one way; `known` is false for an older run that recorded none.
+struct RecordedLink {
+  bool known = false;
+  double bandwidth = 0, latency = 0;
+};
+
 struct MeasuredRun {
   std::string run;
   nlohmann::json summary;
@@ -341,6 +348,11 @@ struct MeasuredRun {
   double measured = 0;
   std::string skipped;  // why the run is no measurement (it failed), empty if it is one
   HostCpu host;         // its host CPU per worker-step, where comparable with the simulation's
+  RecordedLink link;
+  // What the run recorded of the settings a flag may replace in its prediction (--steps,
+  // --start-stagger-ms, --compute, --host-cpus): runs that differ in them are no repeats of one
+  // configuration, even where the flags predict them alike.
+  nlohmann::json recorded = nlohmann::json::object();
 };
 
 // summary.json's field `key`, of JSON type `want` (a number, a string); errors name the file.
@@ -356,16 +368,20 @@ const nlohmann::json& summary_field(const nlohmann::json& s, const char* key,
 }
 
 // The link a run was launched with, as the worker traces' metadata and summary.json's
-// launch.link write it ("1.00 Gbit/s, 200 us one way", "unshaped"), into `c`. An unshaped run
-// is predicted on the profile's link estimate when the profile's run was unshaped too (host
-// loopback, as measured), and without a link limit when the profile's was shaped.
+// launch.link write it ("1.00 Gbit/s, 200 us one way", "unshaped"), into `recorded`, and into
+// `c` where no flag replaces it. An unshaped run is predicted on the profile's link estimate
+// when the profile's run was unshaped too (host loopback, as measured), and without a link
+// limit when the profile's was shaped.
 void take_run_link(const std::string& link, const Profile& profile, const SimFlags& flags,
-                   SimConfig& c) {
+                   SimConfig& c, RecordedLink& recorded) {
   double bw = 0, lat = 0;
   if (parse_link_metadata(link, &bw, &lat)) {
+    recorded = {true, bw, lat};
     if (flags.bandwidth.empty()) c.bandwidth_bytes_per_sec = bw;
     if (flags.latency.empty()) c.latency_s = lat;
-  } else if (link == "unshaped" && !profile.shaped.empty()) {
+  } else if (link == "unshaped") {
+    recorded = {true, 0, 0};
+    if (profile.shaped.empty()) return;
     if (flags.bandwidth.empty()) c.bandwidth_bytes_per_sec = 0;
     if (flags.latency.empty()) c.latency_s = 0;
   }
@@ -458,31 +474,39 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
   const fs::path trace = fs::path(dir) / "traces" / "worker-0.trace.json";
   const nlohmann::json launch = s.value("launch", nlohmann::json::object());
   nlohmann::json meta;  // worker-0's trace metadata, where it has a trace
+  double start_stagger_ms = 0;  // as the run recorded it
   if (fs::exists(trace)) {
     meta = read_trace_metadata(trace.string());
-    take_run_link(meta.value("link", std::string()), profile, flags, c);
+    take_run_link(meta.value("link", std::string()), profile, flags, c, m.link);
     // With --netns tc shaped the links, not the nodes (their traces say only the latency):
     // the bandwidth is launch's.
     double bw = 0, lat = 0;
-    if (launch.contains("netns") && flags.bandwidth.empty()) {
+    if (launch.contains("netns")) {
       // Runs from before launch.link: the shaping as "tc tbf 100mbit per direction".
       const std::string shaping = launch["netns"].value("shaping", std::string());
       char rate[64] = {0};
+      double netns_bw = -1;
       if (parse_link_metadata(launch.value("link", std::string()), &bw, &lat))
-        c.bandwidth_bytes_per_sec = bw;
+        netns_bw = bw;
       else if (std::sscanf(shaping.c_str(), "tc tbf %63s per direction", rate) == 1) {
         // Runs of then could be given a bare number, which was bits/s.
         std::string r = rate;
         if (!r.empty() && r.find_first_not_of("0123456789.") == std::string::npos) r += "bit";
-        c.bandwidth_bytes_per_sec = for_flag("the run's launch.netns.shaping", [&] { return parse_bandwidth_bps(r); }) / 8;
+        netns_bw = for_flag("the run's launch.netns.shaping", [&] { return parse_bandwidth_bps(r); }) / 8;
+      }
+      if (netns_bw >= 0) {
+        m.link.known = true, m.link.bandwidth = netns_bw;
+        if (flags.bandwidth.empty()) c.bandwidth_bytes_per_sec = netns_bw;
       }
     }
+    start_stagger_ms = meta.value("start_stagger_ms", 0.0);
     take_run_settings(meta.value("cluster", nlohmann::json::object()),
-                      meta.value("straggle_ms", 0.0), meta.value("start_stagger_ms", 0.0), flags, c);
+                      meta.value("straggle_ms", 0.0), start_stagger_ms, flags, c);
   } else if (launch.contains("link")) {  // launched with --no-trace
-    take_run_link(launch.value("link", std::string()), profile, flags, c);
+    take_run_link(launch.value("link", std::string()), profile, flags, c, m.link);
+    start_stagger_ms = launch.value("start_stagger_ms", 0.0);
     take_run_settings(s.value("policy_options", nlohmann::json::object()),
-                      launch.value("straggler_ms", 0.0), launch.value("start_stagger_ms", 0.0), flags, c);
+                      launch.value("straggler_ms", 0.0), start_stagger_ms, flags, c);
   } else if (flags.bandwidth.empty()) {
     throw Error("run folder '" + dir + "' has no traces/worker-0.trace.json, which records the link the run had: give it with --bandwidth (and --latency)");
   } else {  // an older run without traces: its link from the flags, its policy's settings from summary.json
@@ -492,6 +516,11 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
   if (launch.contains("apply_threads") && launch["apply_threads"].is_number_integer())
     c.apply_lanes = launch["apply_threads"].get<int>();
   m.config = c;
+  m.recorded = {{"steps", s.value("steps", nlohmann::json())},
+                {"start_stagger_ms", start_stagger_ms},
+                {"compute", s.value("compute", std::string("real"))},
+                {"host_cpus", launch.value("host_cpus", nlohmann::json())},
+                {"threads", meta.is_object() ? meta.value("threads", nlohmann::json()) : nlohmann::json()}};
   // The host's CPU per step, to set beside what the simulation books for the same
   // configuration: runs on as many cores as are simulated, predicted with the compute they had
   // (real compute on the cores, replayed compute on none), and real compute on one thread a
@@ -505,13 +534,17 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
 }
 
 // What makes two runs repeats of one configuration: everything the prediction is made from,
-// and what the run's summary says of its model, batch and compute.
+// and what the runs recorded (their summary's model and batch, their link and the settings a
+// flag may replace): runs that differ in what they measured are never merged into one median,
+// even where --bandwidth, --latency or --steps predict them alike.
 std::string config_key(const MeasuredRun& m) {
   const SimConfig& c = m.config;
   const auto& s = m.summary;
   return nlohmann::json{{"model", s.value("model", std::string())},
                         {"batch", s.value("batch", 0)},
-                        {"compute", s.value("compute", std::string("real"))},
+                        {"recorded", m.recorded},
+                        {"recorded_link", m.link.known ? nlohmann::json{m.link.bandwidth, m.link.latency}
+                                                       : nlohmann::json()},
                         {"workers", c.workers},
                         {"servers", c.servers},
                         {"mode", c.mode.str()},
@@ -525,7 +558,9 @@ std::string config_key(const MeasuredRun& m) {
                         {"bandwidth", c.bandwidth_bytes_per_sec},
                         {"latency", c.latency_s},
                         {"straggler", c.straggler_s},
-                        {"stagger", c.start_stagger_s}}
+                        {"stagger", c.start_stagger_s},
+                        {"compute_on_cores", c.compute_on_cores},
+                        {"host_cpus", c.host_cpus}}
       .dump();
 }
 
@@ -629,6 +664,29 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
   if (read.empty())
     throw Error("validate: none of the " + std::to_string(dirs.size()) +
                 " run folder(s) holds a finished run to compare with");
+  // --bandwidth and --latency replace the link each run recorded: said once a flag, naming the
+  // runs whose own link was another, so that a prediction for another link is not taken for one
+  // of what the run measured.
+  auto say_replaced = [&](const std::string& flag, const std::string& value, auto differs, auto recorded) {
+    if (value.empty()) return;
+    std::vector<std::string> names;
+    for (const MeasuredRun& m : read)
+      if (m.link.known && differs(m)) names.push_back(run_name(m.run) + " (" + recorded(m) + ")");
+    if (names.empty()) return;
+    constexpr std::size_t kNamed = 6;
+    std::string list;
+    for (std::size_t i = 0; i < names.size() && i < kNamed; ++i) list += (i ? ", " : "") + names[i];
+    if (names.size() > kNamed) list += " and " + std::to_string(names.size() - kNamed) + " more";
+    std::fprintf(stderr, "validate: %s %s replaces the %s %zu run(s) recorded: %s\n", flag.c_str(),
+                 value.c_str(), flag.c_str() + 2, names.size(), list.c_str());
+  };
+  say_replaced(
+      "--bandwidth", flags.bandwidth,
+      [](const MeasuredRun& m) { return m.link.bandwidth != m.config.bandwidth_bytes_per_sec; },
+      [](const MeasuredRun& m) { return m.link.bandwidth > 0 ? bandwidth_text(m.link.bandwidth) : "unshaped"; });
+  say_replaced(
+      "--latency", flags.latency, [](const MeasuredRun& m) { return m.link.latency != m.config.latency_s; },
+      [](const MeasuredRun& m) { return fmt(m.link.latency * 1e6, 0) + " us"; });
   // Runs of one configuration (a sweep's --repeat) are predicted once and compared by the median
   // of their measurements: a short run may settle in either of two paces, and one run is one
   // draw of them.
@@ -719,6 +777,9 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
                     {"mode", m.config.mode.str()},
                     {"bandwidth", bandwidth_text(m.config.bandwidth_bytes_per_sec)},
                     {"latency_us", m.config.latency_s * 1e6},
+                    // The link the runs recorded (a flag may have replaced it; null: none recorded).
+                    {"recorded_bandwidth_bytes_per_sec", m.link.known ? nlohmann::json(m.link.bandwidth) : nlohmann::json()},
+                    {"recorded_latency_us", m.link.known ? nlohmann::json(m.link.latency * 1e6) : nlohmann::json()},
                     {"straggler_ms", m.config.straggler_s * 1e3},
                     {"start_stagger_ms", m.config.start_stagger_s * 1e3},
                     {"compute", m.summary.value("compute", std::string("real"))},

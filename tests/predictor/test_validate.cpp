@@ -333,3 +333,55 @@ TEST_CASE("validate: each run again at its measured host CPU per step", "[predic
   fs::remove(traces / "server-0.trace.json");
   CHECK_FALSE(f.validate({run})["runs"][0].contains("host_cpu"));
 }
+
+// --bandwidth and --latency replace the link each run recorded; runs that recorded different
+// links still measured different configurations and are never taken as repeats of one (their
+// median was compared with one prediction).
+TEST_CASE("validate keeps runs of different recorded links apart under --bandwidth/--latency",
+          "[predictor][validate]") {
+  Fixture f;
+  const Scratch tmp("psbed-validate-override-test");
+  auto with_link = [&](const std::string& name, const std::string& link) {
+    const std::string run = tmp.copy(kRun, name);
+    const fs::path trace = fs::path(run) / "traces" / "worker-0.trace.json";
+    std::ifstream in(trace);
+    nlohmann::json t = nlohmann::json::parse(in);
+    in.close();
+    t["metadata"]["link"] = link;
+    std::ofstream(trace) << t.dump();
+    return run;
+  };
+  const std::string near = with_link("near", "100.00 Mbit/s, 0 us one way");
+  const std::string far = with_link("far", "100.00 Mbit/s, 2000 us one way");
+  const std::string fast = with_link("fast", "1.00 Gbit/s, 0 us one way");
+  const std::string near_again = with_link("near-r2", "100.00 Mbit/s, 0 us one way");
+
+  // Each run's own link: three configurations, the repeat with its own.
+  nlohmann::json v = f.validate({near, far, fast, near_again});
+  INFO(v.dump(1));
+  CHECK(v["configurations"] == 3);
+
+  // One latency for all: still three configurations, each with the latency simulated and the
+  // one its runs recorded.
+  f.flags.latency = "200us";
+  v = f.validate({near, far, fast, near_again});
+  REQUIRE(v["configurations"] == 3);
+  for (const auto& r : v["runs"]) {
+    CHECK(r["latency_us"].get<double>() == Approx(200));
+    const bool repeated = r["run"] == near;
+    CHECK(r["repeats"] == (repeated ? 2 : 1));
+    CHECK(r["recorded_latency_us"].get<double>() == Approx(r["run"] == far ? 2000 : 0));
+  }
+
+  // One bandwidth for all: the 100 Mbit/s and 1 Gbit/s runs stay apart too.
+  f.flags.latency.clear();
+  f.flags.bandwidth = "1gbit";
+  v = f.validate({near, fast});
+  REQUIRE(v["configurations"] == 2);
+  for (const auto& r : v["runs"]) {
+    CHECK(r["bandwidth"] == "1.00 Gbit/s");
+    CHECK(r["recorded_bandwidth_bytes_per_sec"].get<double>() == Approx(r["run"] == fast ? 125e6 : 12.5e6));
+  }
+  // The same override on runs of one recorded link: repeats, as without it.
+  CHECK(f.validate({near, near_again})["configurations"] == 1);
+}
