@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/partition.hpp"
+#include "core/policy.hpp"
 #include "core/run_program.hpp"
 #include "core/stats.hpp"
 #include "core/trace.hpp"
@@ -775,8 +776,22 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
                     {"servers", m.config.servers},
                     {"policy", m.config.policy.name},
                     {"mode", m.config.mode.str()},
+                    // The policy's settings where it uses them (null where it does not): a
+                    // p3 run of 10,000-parameter slices is another configuration than one of 40,000.
+                    {"slice_params", policy::uses_slice_params(m.config.policy.name)
+                                         ? nlohmann::json(m.config.policy.slice_params) : nlohmann::json()},
+                    {"partition_params", policy::uses_partition_params(m.config.policy.name)
+                                             ? nlohmann::json(m.config.policy.partition_params) : nlohmann::json()},
+                    {"credit_bytes", policy::uses_credit(m.config.policy.name)
+                                         ? nlohmann::json(policy::credit_in_effect(m.config.policy)) : nlohmann::json()},
+                    {"partition_bytes", m.config.partition_bytes},
+                    {"apply_threads", m.config.apply_lanes},
+                    {"steps", m.config.steps},  // simulated per worker
+                    {"recorded_steps", m.recorded["steps"]},
                     {"bandwidth", bandwidth_text(m.config.bandwidth_bytes_per_sec)},
+                    {"bandwidth_bytes_per_sec", m.config.bandwidth_bytes_per_sec},
                     {"latency_us", m.config.latency_s * 1e6},
+                    {"host_cpus", m.config.host_cpus},
                     // The link the runs recorded (a flag may have replaced it; null: none recorded).
                     {"recorded_bandwidth_bytes_per_sec", m.link.known ? nlohmann::json(m.link.bandwidth) : nlohmann::json()},
                     {"recorded_latency_us", m.link.known ? nlohmann::json(m.link.latency * 1e6) : nlohmann::json()},
@@ -861,21 +876,46 @@ int run_validate(const ValidateOptions& o) {
   };
   const bool latency = any("latency_us"), straggler = any("straggler_ms"),
              stagger = any("start_stagger_ms");
-  md << "| run | workers | servers | policy | mode | bandwidth |" << (latency ? " latency us |" : "")
-     << (straggler ? " straggler ms |" : "") << (stagger ? " start stagger ms |" : "")
+  // The policy's settings, the simulated steps and the compute get a column where they tell
+  // configurations apart: a policy that has settings, steps or compute that differ between rows.
+  auto settings_of = [](const nlohmann::json& r) {
+    std::string t;
+    if (r["slice_params"].is_number()) t += "slice " + std::to_string(r["slice_params"].get<std::int64_t>());
+    if (r["partition_params"].is_number())
+      t += "partition " + std::to_string(r["partition_params"].get<std::int64_t>());
+    if (r["credit_bytes"].is_number())
+      t += std::string(t.empty() ? "" : ", ") + (r["policy"] == "prophet" ? "block " : "credit ") +
+           format_bytes(double(r["credit_bytes"].get<std::int64_t>()));
+    return t;
+  };
+  auto differ = [&](const char* key) {
+    for (const auto& r : v["runs"])
+      if (r[key] != v["runs"][0][key]) return true;
+    return false;
+  };
+  bool settings = false;
+  for (const auto& r : v["runs"]) settings = settings || !settings_of(r).empty();
+  const bool steps = differ("steps"), compute = differ("predicted_compute");
+  md << "| run | workers | servers | policy |" << (settings ? " settings |" : "") << " mode | bandwidth |"
+     << (latency ? " latency us |" : "") << (straggler ? " straggler ms |" : "")
+     << (stagger ? " start stagger ms |" : "") << (steps ? " steps |" : "") << (compute ? " compute |" : "")
      << " measured images/s |" << (repeated ? " runs (range) |" : "") << " predicted images/s |"
      << (seeded ? " seeds' spread % |" : "") << " error % |\n"
-     << "|---|---:|---:|---|---|---|" << (latency ? "---:|" : "") << (straggler ? "---:|" : "")
-     << (stagger ? "---:|" : "") << "---:|" << (repeated ? "---|" : "") << "---:|"
+     << "|---|---:|---:|---|" << (settings ? "---|" : "") << "---|---|" << (latency ? "---:|" : "")
+     << (straggler ? "---:|" : "") << (stagger ? "---:|" : "") << (steps ? "---:|" : "")
+     << (compute ? "---|" : "") << "---:|" << (repeated ? "---|" : "") << "---:|"
      << (seeded ? "---:|" : "") << "---:|\n";
   int edge = 0, edge_off = 0, off = 0;
   for (const auto& r : v["runs"]) {
     md << "| " << run_name(r["run"].get<std::string>()) << " | " << r["workers"] << " | "
-       << r["servers"] << " | " << r["policy"].get<std::string>() << " | "
-       << r["mode"].get<std::string>() << " | " << r["bandwidth"].get<std::string>() << " | ";
+       << r["servers"] << " | " << r["policy"].get<std::string>() << " | ";
+    if (settings) md << settings_of(r) << " | ";
+    md << r["mode"].get<std::string>() << " | " << r["bandwidth"].get<std::string>() << " | ";
     if (latency) md << fmt(r["latency_us"], 0) << " | ";
     if (straggler) md << fmt(r["straggler_ms"], 1) << " | ";
     if (stagger) md << fmt(r["start_stagger_ms"], 1) << " | ";
+    if (steps) md << r["steps"] << " | ";
+    if (compute) md << r["predicted_compute"].get<std::string>() << " | ";
     md << fmt(r["measured_images_per_sec"], 0) << " |";
     if (repeated)
       md << " " << r["repeats"] << " (" << fmt(r["measured_min_images_per_sec"], 0) << "-"
@@ -965,35 +1005,73 @@ except ImportError:
     print("matplotlib is not installed (cluster/install-deps.sh plot): no plot", file=sys.stderr)
     sys.exit(3)
 v = json.load(open(sys.argv[1]))
-# One panel per (mode, bandwidth); in each, one colour per policy: a line for the prediction,
-# points for the measurements.
-panels = sorted({(r["mode"], r["bandwidth"]) for r in v["runs"]})
-policies = sorted({r["policy"] for r in v["runs"]})
+runs = v["runs"]
+# One panel per (mode, bandwidth); in it one line per configuration, varying in workers only: a
+# line for the prediction, points for the measurements. Lines of one policy share its colour;
+# where configurations differ in more than policy, mode and bandwidth (slice, credit, servers,
+# latency, ...), each line has its own style and a label naming what sets it apart.
+SETTINGS = [("policy", "%s"), ("slice_params", "slice %s"), ("partition_params", "partition %s"),
+            ("credit_bytes", "credit %s bytes"), ("servers", "%s servers"), ("latency_us", "%s us"),
+            ("straggler_ms", "straggler %s ms"), ("start_stagger_ms", "stagger %s ms"),
+            ("steps", "%s steps"), ("predicted_compute", "%s compute"), ("partition_bytes", "parts %s bytes"),
+            ("apply_threads", "%s apply threads"), ("host_cpus", "%s cores"),
+            ("recorded_bandwidth_bytes_per_sec", "ran at %s bytes/s"), ("recorded_latency_us", "ran at %s us")]
+SIMULATED = {"recorded_bandwidth_bytes_per_sec": "bandwidth_bytes_per_sec", "recorded_latency_us": "latency_us"}
+def config(r):
+    return tuple(json.dumps(r.get(k)) for k, _ in SETTINGS)
+def value(x):
+    return ("%g" % x) if isinstance(x, float) else str(x)
+policies = sorted({r["policy"] for r in runs})
+# A setting goes in the labels where it tells two lines of one policy apart.
+varying = [(k, name) for k, name in SETTINGS[1:]
+           if len({(r["policy"], json.dumps(r.get(k))) for r in runs}) > len(policies)]
+def label(r):
+    # A recorded link is named only where the prediction replaced it.
+    parts = [r["policy"]] + [name % value(r[k]) for k, name in varying
+                             if r.get(k) is not None and r.get(k) != r.get(SIMULATED.get(k))]
+    return ", ".join(parts)
+panels = sorted({(r["mode"], r["bandwidth"]) for r in runs})
 colour = {p: "C%d" % (i % 10) for i, p in enumerate(policies)}
-fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels) + 1.5, 4.2), squeeze=False)
+styles = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1, 1, 1)), "v"), ((0, (1, 3)), "P")]
+lines = {}  # configuration -> (colour, line style, marker, label), the same in every panel
+for r in sorted(runs, key=lambda r: (r["policy"], config(r))):
+    c = config(r)
+    if c not in lines:
+        k = sum(1 for x in lines.values() if x[0] == colour[r["policy"]])
+        lines[c] = (colour[r["policy"]],) + styles[k % len(styles)] + (label(r),)
+# The legend: beside the panels, or where lines carry labels, in columns below them.
+columns = 3 if varying else 1
+legend_rows = -(-(len(lines) + 2) // columns) if varying else 0
+legend_in = 0 if varying else 1.5  # inches beside the panels
+below_in = 0.25 * legend_rows + 0.2 if varying else 0  # inches below them
+fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels) + legend_in, 4.2 + below_in), squeeze=False)
 for ax, (mode, bw) in zip(axes[0], panels):
-    for p in policies:
-        rs = sorted((r for r in v["runs"] if (r["policy"], r["mode"], r["bandwidth"]) == (p, mode, bw)),
+    for c, (col, ls, marker, _) in lines.items():
+        rs = sorted((r for r in runs if (r["mode"], r["bandwidth"]) == (mode, bw) and config(r) == c),
                     key=lambda r: r["workers"])
         if not rs:
             continue
-        ax.plot([r["workers"] for r in rs], [r["predicted_images_per_sec"] for r in rs], "-", color=colour[p])
-        ax.plot([r["workers"] for r in rs], [r["measured_images_per_sec"] for r in rs], "o", color=colour[p])
+        ax.plot([r["workers"] for r in rs], [r["predicted_images_per_sec"] for r in rs], linestyle=ls, color=col)
+        ax.plot([r["workers"] for r in rs], [r["measured_images_per_sec"] for r in rs], marker, color=col)
         if any(r.get("repeats", 1) > 1 for r in rs):  # the range of a configuration's repeats
             ax.vlines([r["workers"] for r in rs], [r["measured_min_images_per_sec"] for r in rs],
-                      [r["measured_max_images_per_sec"] for r in rs], color=colour[p], alpha=0.6)
+                      [r["measured_max_images_per_sec"] for r in rs], color=col, alpha=0.6)
     ax.set_title("%s, %s" % (mode, bw))
     ax.set_xlabel("workers")
-    ax.set_xticks(sorted({r["workers"] for r in v["runs"] if (r["mode"], r["bandwidth"]) == (mode, bw)}))
+    ax.set_xticks(sorted({r["workers"] for r in runs if (r["mode"], r["bandwidth"]) == (mode, bw)}))
     ax.set_ylabel("images/s (all workers)")
     ax.grid(alpha=0.3)
-handles = [plt.Line2D([], [], color=colour[p], marker="o", label=p) for p in policies]
+if varying:
+    handles = [plt.Line2D([], [], color=col, linestyle=ls, marker=m, label=text)
+               for col, ls, m, text in lines.values()]
+else:
+    handles = [plt.Line2D([], [], color=colour[p], marker="o", label=p) for p in policies]
 handles += [plt.Line2D([], [], color="grey", label="predicted"),
             plt.Line2D([], [], color="grey", marker="o", linestyle="", label="measured")]
-fig.legend(handles=handles, loc="center right", fontsize=8)
+fig.legend(handles=handles, loc="lower center" if varying else "center right", ncol=columns, fontsize=8)
 fig.suptitle("predicted (lines) and measured (points); mean |error| %.1f%%, max %.1f%%"
              % (v["mean_abs_error_pct"], v["max_abs_error_pct"]))
-fig.tight_layout(rect=(0, 0, 1 - 1.4 / (5.5 * len(panels) + 1.5), 1))
+fig.tight_layout(rect=(0, below_in / (4.2 + below_in), 1 - max(0, legend_in - 0.1) / (5.5 * len(panels) + legend_in), 1))
 fig.savefig(sys.argv[2], dpi=120)
 )PY";
   const std::string png = o.out + "/validation.png";

@@ -385,3 +385,39 @@ TEST_CASE("validate keeps runs of different recorded links apart under --bandwid
   // The same override on runs of one recorded link: repeats, as without it.
   CHECK(f.validate({near, near_again})["configurations"] == 1);
 }
+
+// Each row says what sets its configuration apart: the policy's settings where it uses them (as
+// the run used them: a default credit as the bytes it is), the simulated steps, the link in
+// numbers; validation.md gives the settings a column.
+TEST_CASE("validate's rows carry each configuration's settings", "[predictor][validate]") {
+  Fixture f;
+  const Scratch tmp("psbed-validate-settings-test");
+  const std::string p3 = kFixtures + "/runs/lenet5-2w-async-p3-100mbit";
+  const nlohmann::json v = f.validate({kRun, p3});
+  INFO(v.dump(1));
+  REQUIRE(v["runs"].size() == 2);
+  for (const auto& r : v["runs"]) {
+    const bool is_p3 = r["policy"] == "p3";
+    CHECK(r["slice_params"] == (is_p3 ? nlohmann::json(40000) : nlohmann::json()));
+    CHECK(r["partition_params"].is_null());
+    CHECK(r["credit_bytes"] == (is_p3 ? nlohmann::json(4 << 20) : nlohmann::json()));
+    CHECK(r["steps"] == 40);
+    CHECK(r["recorded_steps"].is_number());
+    CHECK(r["bandwidth_bytes_per_sec"].get<double>() == Approx(12.5e6));
+    CHECK(r["partition_bytes"] == 4 << 20);
+    CHECK(r["servers"] == 1);
+  }
+
+  ValidateOptions o;
+  o.profile = kFixtures + "/profile.json";
+  o.runs = {kRun, p3};
+  o.out = (tmp.dir / "report").string();
+  o.sim = f.flags;
+  o.python = "true";
+  REQUIRE(run_validate(o) == 0);
+  std::ifstream md(tmp.dir / "report" / "validation.md");
+  std::string header, rule, first, second;
+  std::getline(md, header), std::getline(md, rule), std::getline(md, first), std::getline(md, second);
+  CHECK_THAT(header, Contains("| policy | settings | mode |"));
+  CHECK_THAT(first + second, Contains("| p3 | slice 40000, credit 4.00 MiB |") && Contains("| bulk |  |"));
+}
