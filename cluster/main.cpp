@@ -408,7 +408,10 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   add_sim_flags(pred, o.predict.sim);
   pred->add_flag("--analytic", o.predict.analytic_only, "analytic bounds only (instant), no simulation");
   pred->add_option("--json", o.predict.json_out, "write the predictions as JSON to this file");
-  pred->add_option("--trace-out", o.predict.trace_out, "write synthetic Chrome traces per node under this folder");
+  pred->add_option("--trace-out", o.predict.trace_out,
+                   "write synthetic Chrome traces, one per node, of each configuration's median seed: into this "
+                   "folder for one configuration, into a subfolder per configuration (e.g. 4w1s-p3-bsp/) for "
+                   "several; a folder that holds traces already is refused");
 
   auto* val = root.add_subcommand("validate", "Profile + measured run folders -> prediction error table and plot");
   val->footer("Example: psbed validate --profile profile.json runs/sweep-x/*/ --out report/\n"

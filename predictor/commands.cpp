@@ -131,6 +131,30 @@ std::string bandwidth_text(double bytes_per_sec) {
   return bytes_per_sec > 0 ? format_bandwidth(bytes_per_sec * 8) : std::string("unlimited");
 }
 
+// A --trace-out folder that holds traces already (in it, or in a configuration's subfolder,
+// where predict writes them): the new ones would lie beside old node files (15 stale shards
+// beside a 1-shard prediction) and be opened together. Refused, as launch refuses an --out that
+// holds a run, rather than cleared: the traces may be a measured run's.
+void refuse_old_traces(const std::string& dir) {
+  std::error_code ec;
+  if (dir.empty() || !fs::is_directory(dir, ec)) return;
+  auto traces_in = [&](const fs::path& folder) {
+    const std::string suffix = ".trace.json";
+    std::size_t n = 0;
+    for (const auto& e : fs::directory_iterator(folder, ec)) {
+      const std::string name = e.path().filename().string();
+      n += name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    }
+    return n;
+  };
+  std::size_t found = traces_in(dir);
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_directory(ec)) found += traces_in(e.path());
+  if (found > 0)
+    throw Error("--trace-out " + dir + " holds traces already (" + std::to_string(found) +
+                " *.trace.json): give another folder, or remove them");
+}
+
 }  // namespace
 
 void measure_contention(Profile& p, const std::string& run);  // below, beside read_run
@@ -217,7 +241,10 @@ int run_predict(const PredictOptions& o) {
           configs.push_back(c);
         }
   ensure_writable_file(o.json_out, "--json");  // output paths too
-  if (!o.analytic_only) ensure_writable_dir(o.trace_out, "--trace-out");
+  if (!o.analytic_only) {
+    refuse_old_traces(o.trace_out);
+    ensure_writable_dir(o.trace_out, "--trace-out");
+  }
   std::printf("model %s, batch %d, link %s, %.0f us one way, %s compute, %s%s\n",
               profile.model.c_str(), profile.batch,
               bandwidth_text(base.bandwidth_bytes_per_sec).c_str(), base.latency_s * 1e6,
@@ -1074,7 +1101,10 @@ fig.suptitle("predicted (lines) and measured (points); mean |error| %.1f%%, max 
 fig.tight_layout(rect=(0, below_in / (4.2 + below_in), 1 - max(0, legend_in - 0.1) / (5.5 * len(panels) + legend_in), 1))
 fig.savefig(sys.argv[2], dpi=120)
 )PY";
+  // A plot left from an earlier report would pass for this one's when no new one is made.
   const std::string png = o.out + "/validation.png";
+  std::error_code gone;
+  fs::remove(png, gone);
   const ProgramStatus plot = run_program({o.python, script, o.out + "/validation.json", png});
   if (plot.ok())
     std::fprintf(stderr, "plot: %s\n", png.c_str());
