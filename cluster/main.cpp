@@ -433,7 +433,9 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   opt->footer("Example: psbed optimize --profile profile.json --max-nodes 16 --bandwidth 1gbit\n"
               "Searched: workers, servers, policies; p3 slices 10k/40k/160k parameters x credits 1/4/16 MiB;\n"
               "bytescheduler partitions 250k/1M parameters x credits 4 MiB/16 MB. --slice-params,\n"
-              "--partition-params and --credit, when given, fix theirs instead. Each configuration is\n"
+              "--partition-params and --credit, when given, fix theirs instead (--credit default: each\n"
+              "policy's own). Settings that change nothing (a credit of at least the model's bytes, a slice of at\n"
+              "least the largest part) are simulated once and listed as one row. Each configuration is\n"
               "simulated with --seeds seeds (1), and the leaders again with --confirm-seeds (5).\n"
               "With --verify it then launches the first configuration by images/s on this host, predicts that run\n"
               "for its own length and prints measured beside predicted (and RUN/verify.json).");
@@ -453,7 +455,8 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
                   "many seeds and ranked by their median, so that one lucky draw on the edge between two regimes "
                   "does not rank first; a value not above --seeds skips this second pass")
       ->capture_default_str()->check(CLI::Range(1, 1000));
-  opt->add_option("--json", o.optimize.json_out, "write the rankings as JSON to this file");
+  opt->add_option("--json", o.optimize.json_out,
+                  "write the search's context, every configuration simulated and the rankings as JSON to this file");
   opt->add_flag("--verify", o.verify.enabled,
                 "launch the first configuration by images/s on this host (psbed launch) and print measured beside "
                 "predicted");
@@ -502,6 +505,7 @@ int run_predictor(CLI::App& root, const PredictorCommands& o, const std::string&
       const CLI::App* app = root.get_subcommand("optimize");
       opt.slice_params_given = app->count("--slice-params") > 0;
       opt.partition_params_given = app->count("--partition-params") > 0;
+      opt.credit_given = app->count("--credit") > 0;
       if (!o.verify.enabled)
         for (const char* flag : {"--verify-steps", "--verify-data", "--verify-compute", "--verify-out", "--verify-timeout"})
           if (app->get_option_no_throw(flag) && app->count(flag) > 0)

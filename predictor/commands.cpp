@@ -1116,6 +1116,40 @@ fig.savefig(sys.argv[2], dpi=120)
   return 0;
 }
 
+namespace {
+
+// What a policy's settings do in a simulation, two values that act alike made one: a slice (or
+// bytescheduler's partition) of at least the largest part sends every part whole, and a credit
+// (prophet: a block) of at least the model's bytes never holds a transfer back, since a worker
+// has at most one step's pulls, or its pushes, in flight (pushes start once every pull has
+// arrived, and a step ends when its pushes are acknowledged). Configurations of one such key
+// simulate alike, event for event.
+nlohmann::json acting_settings(const SimConfig& c, std::int64_t largest_part, std::int64_t model_bytes) {
+  const policy::PolicyOptions& p = c.policy;
+  auto cut = [&](std::int64_t n) { return n >= largest_part ? nlohmann::json("whole parts") : nlohmann::json(n); };
+  const std::int64_t credit = policy::credit_in_effect(p);
+  return {{"workers", c.workers},
+          {"servers", c.servers},
+          {"policy", p.name},
+          {"slice", policy::uses_slice_params(p.name) ? cut(p.slice_params) : nlohmann::json()},
+          {"partition", policy::uses_partition_params(p.name) ? cut(p.partition_params) : nlohmann::json()},
+          {"credit", !policy::uses_credit(p.name) ? nlohmann::json()
+                     : credit >= model_bytes      ? nlohmann::json("unbounded")
+                                                  : nlohmann::json(credit)}};
+}
+
+// optimize's name for a configuration: the policy and the settings it uses.
+std::string describe_settings(const policy::PolicyOptions& p) {
+  std::string d = p.name;
+  if (policy::uses_slice_params(p.name)) d += " slice " + std::to_string(p.slice_params);
+  if (policy::uses_partition_params(p.name)) d += " partition " + std::to_string(p.partition_params);
+  if (policy::uses_credit(p.name))
+    d += (p.name == "prophet" ? " block " : " credit ") + format_bytes(double(policy::credit_in_effect(p)));
+  return d;
+}
+
+}  // namespace
+
 int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
   const Profile profile = Profile::load(o.profile);
   const ModelSpec spec = profile_model_spec(profile, o.profile);
@@ -1132,8 +1166,9 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
   }
   ensure_writable_file(o.json_out, "--json");
   // The dimensions searched unless a flag fixes them (--slice-params, --partition-params,
-  // --credit): then every configuration takes the flag's value.
-  const bool credit_fixed = !o.sim.credit.empty();
+  // --credit, `--credit default` included: the policy's own): then every configuration takes
+  // the flag's value.
+  const bool credit_fixed = o.credit_given || !o.sim.credit.empty();
   const std::vector<std::int64_t> slices =
       o.slice_params_given ? std::vector<std::int64_t>{o.sim.slice_params}
                            : std::vector<std::int64_t>{10000, 40000, 160000};
@@ -1149,9 +1184,10 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
   struct Point {
     SimConfig c;
     SimResult r;
+    std::size_t config = 0;  // index into grid
     double ips() const { return r.images_per_sec; }
   };
-  std::vector<SimConfig> grid;
+  std::vector<SimConfig> searched;
   // A shard beyond the model's parts would hold nothing (launch refuses it): not searched.
   const int parts = int(make_partition(spec, base.partition_bytes, 1).parts.size());
   for (int s = 1; s <= std::min({o.max_servers, o.max_nodes - 1, parts}); ++s) {
@@ -1169,18 +1205,37 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
           for (std::int64_t slice : slices)
             for (std::int64_t credit : p3_credits) {
               c.policy.slice_params = slice, c.policy.credit_bytes = credit;
-              grid.push_back(c);
+              searched.push_back(c);
             }
         } else if (pol == "bytescheduler") {
           for (std::int64_t part : partitions)
             for (std::int64_t credit : bs_credits) {
               c.policy.partition_params = part, c.policy.credit_bytes = credit;
-              grid.push_back(c);
+              searched.push_back(c);
             }
         } else {
-          grid.push_back(c);
+          searched.push_back(c);
         }
       }
+  }
+  // Configurations that simulate alike (a credit no step can fill, a slice no part needs) are
+  // simulated once, as the first of them, and listed as one: the others ride along as `same`.
+  std::int64_t largest_part = 0;
+  for (int s = 1; s <= std::min({o.max_servers, o.max_nodes - 1, parts}); ++s)
+    for (const Part& part : make_partition(spec, base.partition_bytes, s).parts)
+      largest_part = std::max(largest_part, part.numel);
+  std::int64_t model_bytes = 0;
+  for (const auto& t : spec.tensors) model_bytes += t.bytes();
+  std::vector<SimConfig> grid;
+  std::vector<std::vector<SimConfig>> same;  // grid[i]'s look-alikes
+  std::map<std::string, std::size_t> first_of;
+  for (const SimConfig& c : searched) {
+    const auto [at, fresh] = first_of.emplace(acting_settings(c, largest_part, model_bytes).dump(), grid.size());
+    if (fresh) {
+      grid.push_back(c), same.emplace_back();
+    } else {
+      same[at->second].push_back(c);
+    }
   }
   // Progress on stderr every ten configurations: "[10/374] simulated".
   auto progress = [](const char* what, std::size_t total) {
@@ -1189,11 +1244,15 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
         std::fprintf(stderr, "[%zu/%zu] %s\n", finished, total, what);
     };
   };
-  announce("optimize", grid.size(), "", o.sim.seeds, o.sim.jobs);
+  announce("optimize", grid.size(),
+           grid.size() < searched.size()
+               ? " (" + std::to_string(searched.size() - grid.size()) + " more alike, not simulated again)"
+               : std::string(),
+           o.sim.seeds, o.sim.jobs);
   const std::vector<SimResult> results =
       simulate_all(profile, spec, grid, o.sim.seeds, o.sim.jobs, progress("simulated", grid.size()));
   std::vector<Point> points;
-  for (std::size_t i = 0; i < grid.size(); ++i) points.push_back({grid[i], results[i]});
+  for (std::size_t i = 0; i < grid.size(); ++i) points.push_back({grid[i], results[i], i});
   auto by_ips = [](const Point& a, const Point& b) { return a.ips() > b.ips(); };
   auto by_ips_per_node = [](const Point& a, const Point& b) {
     return a.ips() / (a.c.workers + a.c.servers) > b.ips() / (b.c.workers + b.c.servers);
@@ -1203,6 +1262,8 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
   // ranking, are simulated again with --confirm-seeds seeds and ranked by their median, as
   // predict and validate give it.
   int seeds = o.sim.seeds;
+  std::vector<const SimResult*> confirmed_of(grid.size(), nullptr);
+  std::vector<SimResult> confirmed;
   if (o.confirm_seeds > o.sim.seeds) {
     std::vector<std::size_t> leaders;
     for (auto better : {+by_ips, +by_ips_per_node}) {
@@ -1218,53 +1279,150 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
     std::vector<SimConfig> again;
     for (std::size_t i : leaders) again.push_back(points[i].c);
     announce("optimize: the leaders again", again.size(), "", o.confirm_seeds, o.sim.jobs);
-    const std::vector<SimResult> confirmed = simulate_all(
-        profile, spec, again, o.confirm_seeds, o.sim.jobs, progress("confirmed", again.size()));
-    points.clear();
-    for (std::size_t k = 0; k < again.size(); ++k) points.push_back({again[k], confirmed[k]});
+    confirmed = simulate_all(profile, spec, again, o.confirm_seeds, o.sim.jobs,
+                             progress("confirmed", again.size()));
+    std::vector<Point> leading;
+    for (std::size_t k = 0; k < again.size(); ++k) {
+      leading.push_back({again[k], confirmed[k], leaders[k]});
+      confirmed_of[leaders[k]] = &confirmed[k];
+    }
+    points = std::move(leading);
     seeds = o.confirm_seeds;
   }
-  auto describe = [](const SimConfig& c) {
-    std::string d = c.policy.name;
-    if (c.policy.name == "p3") d += " slice " + std::to_string(c.policy.slice_params);
-    if (c.policy.name == "bytescheduler")
-      d += " partition " + std::to_string(c.policy.partition_params);
-    if (c.policy.credit_bytes >= 0) d += " credit " + format_bytes(double(c.policy.credit_bytes));
-    return d;
+  // A configuration's name, with its look-alikes: "p3 slice 10000 credit 1.00 MiB (same: credit
+  // 4.00 MiB, 16.00 MiB)".
+  auto describe = [&](const Point& p) {
+    std::string d = describe_settings(p.c.policy);
+    const auto& others = same[p.config];
+    if (others.empty()) return d;
+    auto values = [&](const char* what, auto get, auto show) {
+      std::vector<std::int64_t> seen{get(p.c.policy)};
+      std::string list;
+      for (const SimConfig& c : others)
+        if (std::find(seen.begin(), seen.end(), get(c.policy)) == seen.end()) {
+          seen.push_back(get(c.policy));
+          list += std::string(list.empty() ? what : ", ") + show(get(c.policy));
+        }
+      return list;
+    };
+    std::string alike;
+    for (const std::string& v :
+         {values("slice ", [](const policy::PolicyOptions& x) { return x.slice_params; },
+                 [](std::int64_t n) { return std::to_string(n); }),
+          values("partition ", [](const policy::PolicyOptions& x) { return x.partition_params; },
+                 [](std::int64_t n) { return std::to_string(n); }),
+          values(p.c.policy.name == "prophet" ? "block " : "credit ",
+                 [](const policy::PolicyOptions& x) { return policy::credit_in_effect(x); },
+                 [](std::int64_t n) { return format_bytes(double(n)); })})
+      if (!v.empty()) alike += (alike.empty() ? "" : "; ") + v;
+    return d + " (same: " + alike + ")";
   };
-  nlohmann::json out = {{"by_images_per_sec", nlohmann::json::array()},
-                        {"by_images_per_sec_per_node", nlohmann::json::array()}};
+  auto settings_json = [](const SimConfig& c) {
+    return nlohmann::json{{"slice_params", c.policy.slice_params},
+                          {"partition_params", c.policy.partition_params},
+                          {"credit_bytes", c.policy.credit_bytes}};
+  };
+  // The search's context, and every configuration it simulated (not only the ranked top).
+  nlohmann::json simulated = nlohmann::json::array();
+  for (std::size_t i = 0; i < grid.size(); ++i) {
+    const SimConfig& c = grid[i];
+    const SimResult& r = results[i];
+    const int nodes = c.workers + c.servers;
+    nlohmann::json row = {{"workers", c.workers},
+                          {"servers", c.servers},
+                          {"policy", c.policy.name},
+                          {"slice_params", c.policy.slice_params},
+                          {"partition_params", c.policy.partition_params},
+                          {"credit_bytes", c.policy.credit_bytes},
+                          {"description", describe({c, r, i})},
+                          {"same", nlohmann::json::array()},
+                          {"images_per_sec", r.images_per_sec},
+                          {"images_per_sec_per_node", r.images_per_sec / nodes},
+                          {"seeds", o.sim.seeds}};
+    for (const SimConfig& other : same[i]) row["same"].push_back(settings_json(other));
+    if (const SimResult* cr = confirmed_of[i])
+      row["confirmed"] = {{"images_per_sec", cr->images_per_sec},
+                          {"images_per_sec_per_node", cr->images_per_sec / nodes},
+                          {"seeds", o.confirm_seeds},
+                          {"seeds_min_images_per_sec", cr->seeds_min_images_per_sec},
+                          {"seeds_max_images_per_sec", cr->seeds_max_images_per_sec},
+                          {"seeds_spread_pct", cr->seeds_spread_pct()}};
+    simulated.push_back(row);
+  }
+  nlohmann::json out = {
+      {"search",
+       {{"profile", o.profile},
+        {"model", profile.model},
+        {"batch", profile.batch},
+        {"mode", base.mode.str()},
+        {"policies", expand_policies(o.policies)},
+        {"max_nodes", o.max_nodes},
+        {"max_servers", o.max_servers},
+        {"bandwidth", bandwidth_text(base.bandwidth_bytes_per_sec)},
+        {"bandwidth_bytes_per_sec", base.bandwidth_bytes_per_sec},
+        {"latency_us", base.latency_s * 1e6},
+        {"link_model", to_string(base.link_model)},
+        {"partition_bytes", base.partition_bytes},
+        {"apply_threads", base.apply_lanes},
+        {"steps", base.steps},
+        {"seed", o.sim.seed},
+        {"seeds", o.sim.seeds},
+        {"confirm_seeds", o.confirm_seeds},
+        {"arrival_jitter_us", base.arrival_jitter_s * 1e6},
+        {"compute", base.compute_on_cores ? "real" : "replay"},
+        {"host_cpus", base.host_cpus},
+        {"straggler_ms", base.straggler_s * 1e3},
+        {"start_stagger_ms", base.start_stagger_s * 1e3},
+        {"slice_params", slices},
+        {"partition_params", partitions},
+        {"p3_credit_bytes", p3_credits},
+        {"bytescheduler_credit_bytes", bs_credits},
+        {"largest_part_params", largest_part},
+        {"model_bytes", model_bytes}}},
+      {"simulated", simulated},
+      {"by_images_per_sec", nlohmann::json::array()},
+      {"by_images_per_sec_per_node", nlohmann::json::array()}};
   auto show = [&](const char* title, const char* key, auto better) {
     std::vector<Point> v = points;
     std::stable_sort(v.begin(), v.end(), better);
-    std::printf("%s\n%-7s %-7s %-48s %11s %15s %7s\n", title, "workers", "servers", "policy",
+    std::size_t label_width = 30;
+    for (int k = 0; k < std::min<int>(o.top, int(v.size())); ++k)
+      label_width = std::max(label_width, describe(v[k]).size());
+    const int w = int(label_width);
+    std::printf("%s\n%-7s %-7s %-*s %11s %15s %7s\n", title, "workers", "servers", w, "policy",
                 "images/s", "images/s/node", "spread");
     for (int k = 0; k < std::min<int>(o.top, int(v.size())); ++k) {
       const auto& p = v[k];
       const int nodes = p.c.workers + p.c.servers;
       const std::string spread = seeds > 1 ? fmt(p.r.seeds_spread_pct(), 0) + "%" : "-";
-      std::printf("%-7d %-7d %-48s %11s %15s %7s\n", p.c.workers, p.c.servers,
-                  describe(p.c).c_str(), fmt(p.ips(), 0).c_str(), fmt(p.ips() / nodes, 1).c_str(),
-                  spread.c_str());
-      out[key].push_back({{"workers", p.c.workers},
-                          {"servers", p.c.servers},
-                          {"policy", p.c.policy.name},
-                          {"slice_params", p.c.policy.slice_params},
-                          {"partition_params", p.c.policy.partition_params},
-                          {"credit_bytes", p.c.policy.credit_bytes},
-                          {"mode", p.c.mode.str()},
-                          {"images_per_sec", p.ips()},
-                          {"images_per_sec_per_node", p.ips() / nodes},
-                          {"seeds", seeds},
-                          {"seeds_min_images_per_sec", p.r.seeds_min_images_per_sec},
-                          {"seeds_max_images_per_sec", p.r.seeds_max_images_per_sec},
-                          {"seeds_spread_pct", p.r.seeds_spread_pct()}});
+      std::printf("%-7d %-7d %-*s %11s %15s %7s\n", p.c.workers, p.c.servers, w, describe(p).c_str(),
+                  fmt(p.ips(), 0).c_str(), fmt(p.ips() / nodes, 1).c_str(), spread.c_str());
+      nlohmann::json row = {{"workers", p.c.workers},
+                            {"servers", p.c.servers},
+                            {"policy", p.c.policy.name},
+                            {"slice_params", p.c.policy.slice_params},
+                            {"partition_params", p.c.policy.partition_params},
+                            {"credit_bytes", p.c.policy.credit_bytes},
+                            {"description", describe(p)},
+                            {"same", nlohmann::json::array()},
+                            {"mode", p.c.mode.str()},
+                            {"images_per_sec", p.ips()},
+                            {"images_per_sec_per_node", p.ips() / nodes},
+                            {"seeds", seeds},
+                            {"seeds_min_images_per_sec", p.r.seeds_min_images_per_sec},
+                            {"seeds_max_images_per_sec", p.r.seeds_max_images_per_sec},
+                            {"seeds_spread_pct", p.r.seeds_spread_pct()}};
+      for (const SimConfig& other : same[p.config]) row["same"].push_back(settings_json(other));
+      out[key].push_back(row);
     }
     std::printf("\n");
   };
   std::printf("model %s, mode %s, link %s, at most %d nodes: %zu configurations simulated",
               profile.model.c_str(), base.mode.str().c_str(),
               bandwidth_text(base.bandwidth_bytes_per_sec).c_str(), o.max_nodes, grid.size());
+  if (grid.size() < searched.size())
+    std::printf(" (of %zu searched: %zu act alike and are listed as one)", searched.size(),
+                searched.size() - grid.size());
   if (seeds != o.sim.seeds)
     std::printf(", the %zu leading ones again with %d seeds: images/s is their median", points.size(),
                 seeds);
@@ -1272,6 +1430,7 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
     std::printf(", %d seeds each: images/s is their median", seeds);
   std::printf("\n\n");
   out["configurations"] = grid.size();
+  out["configurations_searched"] = searched.size();
   out["seeds"] = o.sim.seeds;
   out["confirmed"] = seeds != o.sim.seeds ? points.size() : 0;
   out["confirm_seeds"] = o.confirm_seeds;
@@ -1279,6 +1438,11 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
   show("top by images/s per node", "by_images_per_sec_per_node", by_ips_per_node);
   if (seeds > 1)
     std::printf("spread: (highest - lowest) / median of the seeds. %s\n", regime_edge_note().c_str());
+  if (grid.size() < searched.size())
+    std::printf("same: settings that change nothing here, simulated once: a credit of at least the model's "
+                "%s never holds a transfer back, a slice or partition of at least the largest part's %lld "
+                "parameters sends every part whole\n",
+                format_bytes(double(model_bytes)).c_str(), (long long)largest_part);
   write_json(o.json_out, out);
   if (best && !points.empty()) {
     const Point& p = *std::max_element(points.begin(), points.end(),

@@ -99,8 +99,9 @@ struct OptimizeOptions {
   // many seeds and ranked by their median; <= sim.seeds: the search's own figures.
   int confirm_seeds = kPredictSeeds;
   std::string json_out;
-  // --slice-params / --partition-params given: that value only, instead of the searched ones.
-  bool slice_params_given = false, partition_params_given = false;
+  // --slice-params / --partition-params / --credit given: that value only, instead of the
+  // searched ones (`--credit default`: each policy's own credit).
+  bool slice_params_given = false, partition_params_given = false, credit_given = false;
 };
 // The configuration ranked first by images/s (what `psbed optimize --verify` launches).
 struct OptimizeChoice {
