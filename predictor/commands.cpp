@@ -1482,6 +1482,7 @@ int run_bench_predict(const BenchPredictOptions& o, bool model_given) {
   }
   const double bandwidth_bps = for_flag("--bandwidth", [&] { return parse_bandwidth_bps(o.bandwidth); });
   const LinkModel link_model = for_flag("--link-model", [&] { return parse_link_model(o.link_model); });
+  ensure_writable_file(o.json_out, "--json");  // before the benchmark, not after it
   ModelSpec spec = load_model(o.model);
   Profile profile;
   if (!o.profile.empty()) {
@@ -1535,7 +1536,14 @@ int run_bench_predict(const BenchPredictOptions& o, bool model_given) {
                   (unsigned long long)r.events, double(r.events) / worker_steps, r.events / cpu,
                   ns_per_slice, r.images_per_sec);
       std::fflush(stdout);
-      out.push_back({{"workers", w},
+      out.push_back({{"model", spec.name},
+                     {"profile", o.profile.empty() ? nlohmann::json() : nlohmann::json(o.profile)},
+                     {"policy", o.policy},
+                     {"bandwidth", bandwidth_text(c.bandwidth_bytes_per_sec)},
+                     {"bandwidth_bytes_per_sec", c.bandwidth_bytes_per_sec},
+                     {"latency_us", c.latency_s * 1e6},
+                     {"workers", w},
+                     {"servers", c.servers},
                      {"slice_params", slice},
                      {"slices_per_step", per_step},
                      {"steps", o.steps},

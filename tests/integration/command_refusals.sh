@@ -102,6 +102,8 @@ echo "flags: one line each"
 refused "--json: cannot create the folder '/proc/psbed-nowhere'" bench compute --no-torch --models lenet5 \
   --json /proc/psbed-nowhere/c.json
 refused "--json: cannot create the folder '/proc/psbed-nowhere'" bench ps --json /proc/psbed-nowhere/p.json
+refused "--json: cannot write '/proc/psbed-x.json'" bench predict --workers 64 --steps 100000 --json /proc/psbed-x.json
+refused "--json: '$WORK' is a folder, expected a file name" bench predict --workers 64 --steps 100000 --json "$WORK"
 refused "--summary: cannot create the folder '/proc/psbed-nowhere'" coordinator --bind "tcp://127.0.0.1:*" \
   --summary /proc/psbed-nowhere/summary.json
 refused "--json: cannot create the folder '/proc/psbed-nowhere'" train --data synthetic --steps 2 \

@@ -37,4 +37,21 @@ timeout 120 "$PSBED" validate --profile "$PROFILE" "$RUN" --steps 10 --seeds 1 -
 [ ! -e "$WORK/report/validation.png" ] || fail "validate left an earlier report's plot"
 [ -s "$WORK/report/validation.json" ] || fail "validate wrote no validation.json"
 echo "validate --out: no stale plot"
+# bench predict's rows say what they simulated.
+timeout 120 "$PSBED" bench predict --workers 2 --steps 20 --slice-params 20000,40000 --link-model fair \
+  --bandwidth 100mbit --json "$WORK/bench.json" >"$WORK/bench.out" 2>&1 || { cat "$WORK/bench.out"; fail "bench predict"; }
+timeout 120 "$PSBED" bench predict --profile "$PROFILE" --workers 2 --steps 20 --policy bytescheduler \
+  --json "$WORK/bench-profile.json" >"$WORK/bench.out" 2>&1 || { cat "$WORK/bench.out"; fail "bench predict --profile"; }
+python3 - "$WORK/bench.json" "$WORK/bench-profile.json" "$PROFILE" <<'PY' || fail "bench predict's rows do not say what they simulated"
+import json, sys
+synthetic, measured = (json.load(open(p)) for p in sys.argv[1:3])
+assert [r["slice_params"] for r in synthetic] == [20000, 40000], synthetic
+for r in synthetic:
+    assert (r["model"], r["policy"], r["link_model"], r["profile"]) == ("vgg-mini", "p3", "fair", None), r
+    assert r["bandwidth_bytes_per_sec"] == 12.5e6 and r["bandwidth"] == "100.00 Mbit/s", r
+for r in measured:
+    assert (r["model"], r["policy"], r["link_model"], r["profile"]) == ("lenet5", "bytescheduler", "bucket", sys.argv[3]), r
+    assert r["bandwidth_bytes_per_sec"] == 125e6, r
+PY
+echo "bench predict: each row names its model, policy, link and profile"
 echo "PASS"
