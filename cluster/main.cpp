@@ -308,21 +308,29 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
   app->add_option("--bandwidth", f.bandwidth,
                   per_run ? "link of every node, per direction, e.g. 1gbit (0: unlimited), in place of the one each "
                             "run recorded (default: each run's own; runs that recorded different links stay apart)"
-                          : "link of every node, per direction, e.g. 1gbit (0: unlimited; default: the profile's)");
+                          : "link of every node, per direction, e.g. 1gbit (0: unlimited; default: the profile's)")
+      ->check(cluster::bandwidth_value(true));
   app->add_option("--latency", f.latency,
                   per_run ? "one-way latency, e.g. 200us, in place of the one each run recorded (default: each run's own)"
-                          : "one-way latency, e.g. 200us (default: the profile's)");
+                          : "one-way latency, e.g. 200us (default: the profile's)")
+      ->check(cluster::duration_value());
   app->add_option("--link-model", f.link_model,
                   "bucket: per-node FIFO token buckets as psbed launch --bandwidth emulates; fair: max-min fair "
-                  "sharing as TCP under kernel shaping")->capture_default_str();
+                  "sharing as TCP under kernel shaping")
+      ->capture_default_str()
+      ->check(cluster::one_of({"bucket", "fair"}));
   if (!per_run) {
-    app->add_option("--partition-bytes", f.partition_bytes, "largest part a tensor is cut into")->capture_default_str();
+    app->add_option("--partition-bytes", f.partition_bytes, "largest part a tensor is cut into")
+        ->capture_default_str()
+        ->check(cluster::size_value());
     app->add_option("--slice-params", f.slice_params, "p3, prophet: parameters per slice")->capture_default_str()
         ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40));
     app->add_option("--partition-params", f.partition_params, "bytescheduler: parameters per partition")
         ->capture_default_str()->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40));
-    app->add_option("--credit", f.credit, "p3/bytescheduler: bytes in flight at most (default: the policy's)")
-        ->transform(cluster::credit_default());
+    app->add_option("--credit", f.credit,
+                    "p3/bytescheduler: bytes in flight at most; prophet: largest block (default, or 'default': "
+                    "the policy's)")
+        ->transform(cluster::credit_value());
   }
   app->add_option("--apply-threads", f.apply_lanes,
                   per_run ? "apply threads per server shard, for runs that do not record theirs (launch does)"
@@ -364,12 +372,12 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
                   "host's cores, so workers beyond the cores queue for them), replay (sleeps, as "
                   "--compute replay:...), or auto: as the profiled run's (validate: each run's own)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "real", "replay"}));
+      ->check(cluster::one_of({"auto", "real", "replay"}));
   app->add_option("--host-cpus", f.host_cpus,
                   "cores every node of the cluster shares, each transfer taking the profile's "
                   "CPU for its two messages and its bytes on one where its data arrives "
                   "(default: the profile's host; 0: the host's CPU not modelled)")
-      ->check(non_negative("a number of cores"));
+      ->check(CLI::Range(0, 1 << 16));
 }
 
 void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level) {
@@ -441,7 +449,9 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
               "for its own length and prints measured beside predicted (and RUN/verify.json).");
   add_common(opt, log_level);
   opt->add_option("--profile", o.optimize.profile, "profile.json from psbed profile")->required();
-  opt->add_option("--max-nodes", o.optimize.max_nodes, "workers + servers at most")->capture_default_str();
+  opt->add_option("--max-nodes", o.optimize.max_nodes, "workers + servers at most")
+      ->capture_default_str()
+      ->check(CLI::Range(2, predictor::kOptimizeMaxNodes));
   opt->add_option("--max-servers", o.optimize.max_servers, "server shards at most")->capture_default_str()
       ->check(CLI::Range(1, 100000));
   opt->add_option("--policy", o.optimize.policies, "policies to consider, or all")->delimiter(',')->capture_default_str();
@@ -487,8 +497,10 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
       ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40));
-  bench->add_option("--bandwidth", o.bench.bandwidth, "link")->capture_default_str();
-  bench->add_option("--link-model", o.bench.link_model, "bucket or fair")->capture_default_str();
+  bench->add_option("--bandwidth", o.bench.bandwidth, "link")->capture_default_str()->check(cluster::bandwidth_value(false));
+  bench->add_option("--link-model", o.bench.link_model, "bucket or fair")
+      ->capture_default_str()
+      ->check(cluster::one_of({"bucket", "fair"}));
   bench->add_option("--json", o.bench.json_out, "write the timings as JSON to this file");
 }
 

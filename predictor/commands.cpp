@@ -236,8 +236,10 @@ int run_predict(const PredictOptions& o) {
       for (int s : o.servers)
         for (int w : o.workers) {
           SimConfig c = base;
-          c.workers = w, c.servers = s, c.mode = Consistency::parse(mode), c.policy.name = pol;
-          policy::make_policy(c.policy);  // an unknown policy fails before any simulation
+          c.workers = w, c.servers = s, c.policy.name = pol;
+          c.mode = for_flag("--mode", [&] { return Consistency::parse(mode); });
+          // An unknown policy fails before any simulation.
+          for_flag("--policy", [&] { return policy::make_policy(c.policy); });
           configs.push_back(c);
         }
   ensure_writable_file(o.json_out, "--json");  // output paths too
@@ -1154,15 +1156,16 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
   const Profile profile = Profile::load(o.profile);
   const ModelSpec spec = profile_model_spec(profile, o.profile);
   SimConfig base = base_config(profile, o.sim);
-  base.mode = Consistency::parse(o.mode);
-  if (o.max_nodes < 2)
-    throw Error("optimize: --max-nodes must be at least 2 (one server and one worker)");
+  base.mode = for_flag("--mode", [&] { return Consistency::parse(o.mode); });
+  if (o.max_nodes < 2 || o.max_nodes > kOptimizeMaxNodes)
+    throw Error("optimize: --max-nodes must be 2 (one server and one worker) to " +
+                std::to_string(kOptimizeMaxNodes) + ", got " + std::to_string(o.max_nodes));
   if (o.max_servers < 1) throw Error("optimize: --max-servers must be at least 1");
   if (o.top < 1) throw Error("optimize: --top must be at least 1");
   for (const auto& name : expand_policies(o.policies)) {  // an unknown name: before the search
     policy::PolicyOptions po = base.policy;
     po.name = name;
-    policy::make_policy(po);
+    for_flag("--policy", [&] { return policy::make_policy(po); });
   }
   ensure_writable_file(o.json_out, "--json");
   // The dimensions searched unless a flag fixes them (--slice-params, --partition-params,
@@ -1478,7 +1481,7 @@ int run_bench_predict(const BenchPredictOptions& o, bool model_given) {
   {
     policy::PolicyOptions po;
     po.name = o.policy;
-    policy::make_policy(po);
+    for_flag("--policy", [&] { return policy::make_policy(po); });
   }
   const double bandwidth_bps = for_flag("--bandwidth", [&] { return parse_bandwidth_bps(o.bandwidth); });
   const LinkModel link_model = for_flag("--link-model", [&] { return parse_link_model(o.link_model); });

@@ -87,6 +87,11 @@ int run_validate(const ValidateOptions& options);
 nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
                              const std::vector<std::string>& runs, const SimFlags& flags);
 
+// optimize's largest --max-nodes: its search grows with the nodes (worker counts up to the budget,
+// each simulated with that many workers), and 100,000 ran for minutes in over a gigabyte
+// before printing a row.
+constexpr int kOptimizeMaxNodes = 1024;
+
 struct OptimizeOptions {
   std::string profile;
   int max_nodes = 16;

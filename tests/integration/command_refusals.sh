@@ -20,7 +20,7 @@ refused "psbed launch: The following argument was not expected: --bogus (see \`p
 refused "psbed bench predict: --workers: Value 0 not in range" bench predict --workers 0
 # bench predict checks its settings before it prints its table's head.
 refused "unknown policy 'foo'" bench predict --workers 2 --steps 20 --policy foo
-refused "--link-model: unknown link model 'foo'" bench predict --workers 2 --steps 20 --link-model foo
+refused "--link-model: expected bucket or fair, got 'foo'" bench predict --workers 2 --steps 20 --link-model foo
 if "$PSBED" bench predict --workers 2 --steps 20 --policy foo 2>/dev/null | grep -q .; then fail "bench predict printed a table for an unknown policy"; fi
 # A subcommand's options given before it: said to go after it, their values not taken for it.
 refused "psbed: --log-level debug: a subcommand's options go after it (\`psbed launch --log-level debug ...\`)" \
@@ -95,6 +95,42 @@ refused "--start-stagger-ms: expected milliseconds, 0 or more and below 10^7, go
   --start-stagger-ms -1000
 refused "--partition-bytes 0: expected 4 bytes (one float) or more" predict --profile "$fixture/profile.json" \
   --partition-bytes 0
+# The predictor's commands: a value that does not parse (a size, a bandwidth, a duration, a word
+# outside a flag's fixed set, 1.5 for a whole number) is a usage error like `--workers abc`, exit
+# status 2 and one line naming the flag; a policy or mode that names nothing known is found when
+# the work is set up, as launch finds it: status 1, the flag named.
+pf="$fixture/profile.json"
+usage() {  # usage EXPECTED-TEXT ARGS...: a usage error, exit status 2, saying EXPECTED-TEXT
+  refused "$@"
+  shift
+  [ "$(exit_status "$@")" = 2 ] || fail "psbed $*: exit status $(exit_status "$@"), expected 2 (a usage error)"
+}
+work_error() {  # work_error EXPECTED-TEXT ARGS...: refused when the work is set up, exit status 1
+  refused "$@"
+  shift
+  [ "$(exit_status "$@")" = 1 ] || fail "psbed $*: exit status $(exit_status "$@"), expected 1"
+}
+usage "psbed predict: --link-model: expected bucket or fair, got 'bogus'" predict --profile "$pf" --link-model bogus
+usage "psbed predict: --compute: expected auto, real or replay, got 'bogus'" predict --profile "$pf" --compute bogus
+usage "psbed predict: --bandwidth: bad bandwidth '1xb': unknown unit 'xb'" predict --profile "$pf" --bandwidth 1xb
+usage "psbed predict: --latency: bad duration '1xb': unknown unit 'xb'" predict --profile "$pf" --latency 1xb
+usage "psbed predict: --credit: bad size 'abc'" predict --profile "$pf" --credit abc
+usage "psbed predict: --partition-bytes: bad size '1xb'" predict --profile "$pf" --partition-bytes 1xb
+usage "psbed predict: --host-cpus: expected a whole number from 0 to 65536, got '1.5'" predict --profile "$pf" --host-cpus 1.5
+usage "psbed optimize: --max-nodes: expected a whole number from 2 to 1024, got 'abc'" optimize --profile "$pf" --max-nodes abc
+usage "psbed optimize: --max-nodes: Value 100000 not in range 2 to 1024" optimize --profile "$pf" --max-nodes 100000 --steps 1
+usage "psbed optimize: --credit: bad size 'abc'" optimize --profile "$pf" --credit abc
+usage "psbed optimize: --bandwidth: bad bandwidth '1xb'" optimize --profile "$pf" --bandwidth 1xb
+usage "psbed validate: --latency: bad duration '1xb'" validate --profile "$pf" "$run" --latency 1xb --out "$WORK/v"
+usage "psbed validate: --link-model: expected bucket or fair, got 'x'" validate --profile "$pf" "$run" --link-model x --out "$WORK/v"
+usage "psbed bench predict: --bandwidth: bad bandwidth '1xb'" bench predict --bandwidth 1xb
+usage "psbed bench predict: --link-model: expected bucket or fair, got 'bogus'" bench predict --link-model bogus
+usage "psbed profile: --skip-steps: expected a whole number" profile "$run" --skip-steps abc -o "$WORK/p.json"
+work_error "psbed: error: --policy: unknown policy 'bogus', expected one of: bulk," predict --profile "$pf" --policy bogus
+work_error "psbed: error: --mode: unknown consistency mode 'bogus'" optimize --profile "$pf" --mode bogus
+work_error "psbed: error: --policy: unknown policy 'bogus'" bench predict --policy bogus
+[ ! -e "$WORK/v" ] || fail "validate made its --out folder for a usage error"
+echo "predictor flags: usage errors exit 2, unknown names 1, each in a line naming the flag"
 echo "flags: one line each"
 
 # Output paths: refused before the work (the file /proc/... cannot be created; root can write
