@@ -414,7 +414,7 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   pred->add_option("--mode", o.predict.modes, "async, bsp, ssp:K (several: comma-separated)")->delimiter(',')->capture_default_str();
   o.predict.sim.seeds = predictor::kPredictSeeds;
   add_sim_flags(pred, o.predict.sim);
-  pred->add_flag("--analytic", o.predict.analytic_only, "analytic bounds only (instant), no simulation");
+  pred->add_flag("--analytic", o.predict.analytic_only, "analytic bounds only (instant), no simulation, so no --trace-out");
   pred->add_option("--json", o.predict.json_out, "write the predictions as JSON to this file");
   pred->add_option("--trace-out", o.predict.trace_out,
                    "write synthetic Chrome traces, one per node, of each configuration's median seed: into this "
@@ -808,6 +808,10 @@ int main(int argc, char** argv) {
       if (b->got_subcommand("ps")) return ps::run_bench_ps(bench_ps);
       return worker::run_bench_compute(bench);
     }
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "%s: %s (see `%s --help`)\n", command_path(root).c_str(), e.what(),
+                 command_path(root).c_str());
+    return kUsageError;
   } catch (const DeviceUnavailable& e) {  // the machine lacks what was asked for
     std::fprintf(stderr, "psbed: error: %s\n", e.what());
     return kDeviceUnavailable;

@@ -72,6 +72,18 @@ std::string fmt(double v, int prec = 1) {
   return buf;
 }
 
+}  // namespace
+
+std::string seed_range(std::uint64_t seed, int seeds) {
+  const std::uint64_t last = seed + std::uint64_t(seeds - 1);  // unsigned: wraps past 2^64 - 1 to 0
+  if (seeds <= 1) return std::to_string(seed);
+  if (last >= seed) return std::to_string(seed) + " to " + std::to_string(last);
+  const std::string before = seed == UINT64_MAX ? std::to_string(seed) : std::to_string(seed) + " to " + std::to_string(UINT64_MAX);
+  return before + ", then " + (last == 0 ? std::string("0") : "0 to " + std::to_string(last));
+}
+
+namespace {
+
 // What a spread over kRegimeSpreadPct means, as predict's and optimize's tables say it.
 std::string regime_edge_note() {
   return "Over " + fmt(kRegimeSpreadPct, 0) + "%, the configuration sits between two regimes " +
@@ -160,9 +172,12 @@ void refuse_old_traces(const std::string& dir) {
 void measure_contention(Profile& p, const std::string& run);  // below, beside read_run
 
 int run_profile(const ProfileCommandOptions& o) {
+  std::error_code ec;
+  if (fs::exists(o.extract.run, ec) && !fs::is_directory(o.extract.run, ec))
+    throw Error("'" + o.extract.run + "' is a file, not a run folder (expected the --out folder of `psbed launch`)");
+  ensure_writable_file(o.out, "--out");  // before the extraction and the contention's simulations
   Profile p = extract_profile(o.extract);
   if (!o.contention_run.empty()) measure_contention(p, o.contention_run);
-  if (const fs::path out(o.out); out.has_parent_path()) ensure_writable_dir(out.parent_path().string(), "--out");
   p.save(o.out);
   const double pace = p.source.value("measured_steps_per_sec", 0.0);
   std::string calibration;
@@ -220,6 +235,9 @@ int run_profile(const ProfileCommandOptions& o) {
 }
 
 int run_predict(const PredictOptions& o) {
+  if (o.analytic_only && !o.trace_out.empty())
+    throw UsageError("--analytic and --trace-out: the analytic bounds simulate nothing, so there are no traces "
+                     "to write (leave one out)");
   Profile profile = Profile::load(o.profile);
   const ModelSpec spec = profile_model_spec(profile, o.profile);
   SimConfig base = base_config(profile, o.sim);
@@ -243,10 +261,8 @@ int run_predict(const PredictOptions& o) {
           configs.push_back(c);
         }
   ensure_writable_file(o.json_out, "--json");  // output paths too
-  if (!o.analytic_only) {
-    refuse_old_traces(o.trace_out);
-    ensure_writable_dir(o.trace_out, "--trace-out");
-  }
+  refuse_old_traces(o.trace_out);
+  ensure_writable_dir(o.trace_out, "--trace-out");
   std::printf("model %s, batch %d, link %s, %.0f us one way, %s compute, %s%s\n",
               profile.model.c_str(), profile.batch,
               bandwidth_text(base.bandwidth_bytes_per_sec).c_str(), base.latency_s * 1e6,
@@ -356,8 +372,8 @@ int run_predict(const PredictOptions& o) {
   std::printf(
       "upper: analytic bound with perfect overlap (Yan et al.); serial: no overlap at all\n");
   if (!o.analytic_only && o.sim.seeds > 1)
-    std::printf("images/s: the median of %d seeds; spread: (highest - lowest) / median. %s\n",
-                o.sim.seeds, regime_edge_note().c_str());
+    std::printf("images/s: the median of %d seeds (%s); spread: (highest - lowest) / median. %s\n",
+                o.sim.seeds, seed_range(o.sim.seed, o.sim.seeds).c_str(), regime_edge_note().c_str());
   write_json(o.json_out, out);
   return 0;
 }
@@ -436,6 +452,13 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
   MeasuredRun m;
   m.run = dir;
   const std::string path = dir + "/summary.json";
+  std::error_code ec;
+  // `validate runs/*` lists the files beside the run folders too: say which is which.
+  if (!fs::exists(dir, ec))
+    throw Error("run folder '" + dir + "' does not exist (expected the --out folder of `psbed launch`)");
+  if (!fs::is_directory(dir, ec))
+    throw Error("'" + dir + "' is a file, not a run folder (expected the --out folder of `psbed launch`; " +
+                "runs/*/ with the slash lists folders only)");
   std::ifstream in(path);
   if (!in)
     throw Error("run folder '" + dir +
@@ -964,8 +987,8 @@ int run_validate(const ValidateOptions& o) {
        << "prediction; each run alone: mean " << fmt(v["single_run_mean_abs_error_pct"], 1)
        << " %, max " << fmt(v["single_run_max_abs_error_pct"], 1) << " %)";
   if (o.sim.seeds > 1)
-    md << "; each prediction the median of " << o.sim.seeds << " seeds (" << o.sim.seed << " to "
-       << o.sim.seed + std::uint64_t(o.sim.seeds - 1) << ")";
+    md << "; each prediction the median of " << o.sim.seeds << " seeds (" << seed_range(o.sim.seed, o.sim.seeds)
+       << ")";
   md << "; profile " << o.profile << "\n";
   for (const auto& x : v["runs_left_out"])
     md << "left out " << x["run"].get<std::string>() << ": " << x["reason"].get<std::string>() << "\n";

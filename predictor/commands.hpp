@@ -33,6 +33,10 @@ int run_profile(const ProfileCommandOptions& options);
 // draw. optimize, which ranks many configurations, simulates each once unless told.
 constexpr double kArrivalJitterUs = 1;
 constexpr int kPredictSeeds = 5;
+// The seeds seed, seed + 1, ... of `seeds` simulations as a report names them: "1 to 5", and
+// past 2^64 - 1, where they wrap to 0, "18446744073709551614 to 18446744073709551615, then 0 to 2"
+// ("18446744073709551615, then 0" for two).
+std::string seed_range(std::uint64_t seed, int seeds);
 
 // What every prediction command shares: the link, partitioning, policy parameters and length.
 struct SimFlags {

@@ -130,6 +130,24 @@ work_error "psbed: error: --policy: unknown policy 'bogus', expected one of: bul
 work_error "psbed: error: --mode: unknown consistency mode 'bogus'" optimize --profile "$pf" --mode bogus
 work_error "psbed: error: --policy: unknown policy 'bogus'" bench predict --policy bogus
 [ ! -e "$WORK/v" ] || fail "validate made its --out folder for a usage error"
+# validate's arguments: a file among the run folders (runs/* without the slash) is named a file,
+# a folder that is not there "does not exist"; predict --analytic writes no traces, so
+# --trace-out beside it is a usage error; a profile's negative figure is named when it is read,
+# before anything is printed.
+work_error "'$pf' is a file, not a run folder" validate --profile "$pf" "$run" "$pf" --out "$WORK/v"
+work_error "run folder '$WORK/nosuch' does not exist" validate --profile "$pf" "$WORK/nosuch" --out "$WORK/v"
+work_error "'$pf' is a file, not a run folder" profile "$pf" -o "$WORK/p.json"
+usage "psbed predict: --analytic and --trace-out: the analytic bounds simulate nothing" \
+  predict --profile "$pf" --analytic --trace-out "$WORK/traces"
+[ ! -e "$WORK/traces" ] || fail "predict --analytic --trace-out made the folder"
+python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); p["link"]["bandwidth_bytes_per_sec"] = -1; json.dump(p, open(sys.argv[2], "w"))' \
+  "$pf" "$WORK/negative.json"
+work_error "profile '$WORK/negative.json': link: bandwidth_bytes_per_sec is -1.0, expected 0 or more" \
+  predict --profile "$WORK/negative.json" --workers 2
+timeout 60 "$PSBED" predict --profile "$pf" --workers 1 --policy wfbp --steps 10 --seed 18446744073709551614 \
+  >"$WORK/seed.out" 2>&1 || { cat "$WORK/seed.out"; fail "predict with a seed near 2^64"; }
+grep -qF "the median of 5 seeds (18446744073709551614 to 18446744073709551615, then 0 to 2)" "$WORK/seed.out" ||
+  { cat "$WORK/seed.out"; fail "the seeds past 2^64 - 1 are not named as they run"; }
 echo "predictor flags: usage errors exit 2, unknown names 1, each in a line naming the flag"
 echo "flags: one line each"
 

@@ -421,3 +421,13 @@ TEST_CASE("validate's rows carry each configuration's settings", "[predictor][va
   CHECK_THAT(header, Contains("| policy | settings | mode |"));
   CHECK_THAT(first + second, Contains("| p3 | slice 40000, credit 4.00 MiB |") && Contains("| bulk |  |"));
 }
+
+// Seeds past 2^64 - 1 wrap to 0 (unsigned arithmetic); the report names them so, not as
+// "18446744073709551615 to 1".
+TEST_CASE("a seed range is named as the seeds run, wrapping past 2^64 - 1", "[predictor][validate]") {
+  CHECK(seed_range(1, 5) == "1 to 5");
+  CHECK(seed_range(7, 1) == "7");
+  CHECK(seed_range(18446744073709551611ull, 5) == "18446744073709551611 to 18446744073709551615");
+  CHECK(seed_range(18446744073709551614ull, 5) == "18446744073709551614 to 18446744073709551615, then 0 to 2");
+  CHECK(seed_range(18446744073709551615ull, 2) == "18446744073709551615, then 0");
+}
