@@ -1,5 +1,6 @@
 #include "cluster/cli_config.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -13,6 +14,9 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "core/error.hpp"
+#include "core/units.hpp"
 
 namespace psbed::cluster {
 namespace {
@@ -369,6 +373,65 @@ CLI::Validator credit_default() {
         return std::string();
       },
       "SIZE|default");
+}
+
+namespace {
+// A validator that runs `parse` on the value and says what it refused.
+template <class F>
+CLI::Validator parsed_by(F parse, const char* type) {
+  return CLI::Validator(
+      [parse](std::string& v) {
+        try {
+          parse(v);
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      },
+      type);
+}
+}  // namespace
+
+CLI::Validator bandwidth_value(bool unshaped_word) {
+  return parsed_by(
+      [unshaped_word](const std::string& v) {
+        if (!unshaped_word || v != "unshaped") parse_bandwidth_bps(v);
+      },
+      "RATE");
+}
+CLI::Validator duration_value() {
+  return parsed_by([](const std::string& v) { parse_duration_s(v); }, "DURATION");
+}
+CLI::Validator size_value() {
+  return parsed_by([](const std::string& v) { parse_bytes(v); }, "SIZE");
+}
+CLI::Validator credit_value() {
+  return CLI::Validator(
+      [](std::string& v) {
+        if (v == "default") {
+          v.clear();
+          return std::string();
+        }
+        try {
+          parse_bytes(v);
+        } catch (const Error& e) {
+          return std::string(e.what()) + " (or 'default': the policy's own)";
+        }
+        return std::string();
+      },
+      "SIZE|default");
+}
+
+CLI::Validator one_of(const std::vector<std::string>& words) {
+  std::string expected;
+  for (std::size_t i = 0; i < words.size(); ++i)
+    expected += (i == 0 ? "" : i + 1 == words.size() ? " or " : ", ") + words[i];
+  return CLI::Validator(
+      [words, expected](std::string& v) {
+        if (std::find(words.begin(), words.end(), v) != words.end()) return std::string();
+        return "expected " + expected + ", got '" + v + "'";
+      },
+      expected);
 }
 
 std::string plain_parse_error(const std::string& what) {

@@ -8,6 +8,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 namespace psbed::cluster {
 
@@ -35,6 +36,19 @@ CLI::Validator seed_validator();
 // A --credit flag's transform: 'default' (as `psbed ctl policy` takes it) is the policy's own,
 // the same as leaving the flag out.
 CLI::Validator credit_default();
+
+// Values in units, checked as the command reads them, so that one it cannot read is a usage
+// error (exit status 2) named with its flag, as a number of the wrong kind is: a bandwidth
+// ("1gbit"; 0: none, and `unshaped` too where the command takes the word), a duration ("200us"),
+// a size ("4MiB").
+CLI::Validator bandwidth_value(bool unshaped_word);
+CLI::Validator duration_value();
+CLI::Validator size_value();
+// A --credit of the predictor's commands: 'default' (the policy's own, as leaving it out), else
+// a size.
+CLI::Validator credit_value();
+// One of a fixed set of words: "expected bucket or fair, got 'x'".
+CLI::Validator one_of(const std::vector<std::string>& words);
 
 // CLI11's parse error in plainer words where it has jargon for a common mistake: a value that is
 // not a number ("--batch: Value abc not in range 1 to 1048576" becomes "--batch: expected a

@@ -305,19 +305,32 @@ struct PredictorCommands {
 // records (partition, slice, credit, straggler) are taken from the run, so no flag offers them.
 void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help = nullptr) {
   const bool per_run = steps_help != nullptr;
-  app->add_option("--bandwidth", f.bandwidth, "link of every node, per direction, e.g. 1gbit (0: unlimited; default: the profile's)");
-  app->add_option("--latency", f.latency, "one-way latency, e.g. 200us (default: the profile's)");
+  app->add_option("--bandwidth", f.bandwidth,
+                  per_run ? "link of every node, per direction, e.g. 1gbit (0: unlimited), in place of the one each "
+                            "run recorded (default: each run's own; runs that recorded different links stay apart)"
+                          : "link of every node, per direction, e.g. 1gbit (0: unlimited; default: the profile's)")
+      ->check(cluster::bandwidth_value(true));
+  app->add_option("--latency", f.latency,
+                  per_run ? "one-way latency, e.g. 200us, in place of the one each run recorded (default: each run's own)"
+                          : "one-way latency, e.g. 200us (default: the profile's)")
+      ->check(cluster::duration_value());
   app->add_option("--link-model", f.link_model,
                   "bucket: per-node FIFO token buckets as psbed launch --bandwidth emulates; fair: max-min fair "
-                  "sharing as TCP under kernel shaping")->capture_default_str();
+                  "sharing as TCP under kernel shaping")
+      ->capture_default_str()
+      ->check(cluster::one_of({"bucket", "fair"}));
   if (!per_run) {
-    app->add_option("--partition-bytes", f.partition_bytes, "largest part a tensor is cut into")->capture_default_str();
+    app->add_option("--partition-bytes", f.partition_bytes, "largest part a tensor is cut into")
+        ->capture_default_str()
+        ->check(cluster::size_value());
     app->add_option("--slice-params", f.slice_params, "p3, prophet: parameters per slice")->capture_default_str()
         ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40));
     app->add_option("--partition-params", f.partition_params, "bytescheduler: parameters per partition")
         ->capture_default_str()->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40));
-    app->add_option("--credit", f.credit, "p3/bytescheduler: bytes in flight at most (default: the policy's)")
-        ->transform(cluster::credit_default());
+    app->add_option("--credit", f.credit,
+                    "p3/bytescheduler: bytes in flight at most; prophet: largest block (default, or 'default': "
+                    "the policy's)")
+        ->transform(cluster::credit_value());
   }
   app->add_option("--apply-threads", f.apply_lanes,
                   per_run ? "apply threads per server shard, for runs that do not record theirs (launch does)"
@@ -359,12 +372,12 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
                   "host's cores, so workers beyond the cores queue for them), replay (sleeps, as "
                   "--compute replay:...), or auto: as the profiled run's (validate: each run's own)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "real", "replay"}));
+      ->check(cluster::one_of({"auto", "real", "replay"}));
   app->add_option("--host-cpus", f.host_cpus,
                   "cores every node of the cluster shares, each transfer taking the profile's "
                   "CPU for its two messages and its bytes on one where its data arrives "
                   "(default: the profile's host; 0: the host's CPU not modelled)")
-      ->check(non_negative("a number of cores"));
+      ->check(CLI::Range(0, 1 << 16));
 }
 
 void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level) {
@@ -401,9 +414,12 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   pred->add_option("--mode", o.predict.modes, "async, bsp, ssp:K (several: comma-separated)")->delimiter(',')->capture_default_str();
   o.predict.sim.seeds = predictor::kPredictSeeds;
   add_sim_flags(pred, o.predict.sim);
-  pred->add_flag("--analytic", o.predict.analytic_only, "analytic bounds only (instant), no simulation");
+  pred->add_flag("--analytic", o.predict.analytic_only, "analytic bounds only (instant), no simulation, so no --trace-out");
   pred->add_option("--json", o.predict.json_out, "write the predictions as JSON to this file");
-  pred->add_option("--trace-out", o.predict.trace_out, "write synthetic Chrome traces per node under this folder");
+  pred->add_option("--trace-out", o.predict.trace_out,
+                   "write synthetic Chrome traces, one per node, of each configuration's median seed: into this "
+                   "folder for one configuration, into a subfolder per configuration (e.g. 4w1s-p3-bsp/) for "
+                   "several; a folder that holds traces already is refused");
 
   auto* val = root.add_subcommand("validate", "Profile + measured run folders -> prediction error table and plot");
   val->footer("Example: psbed validate --profile profile.json runs/sweep-x/*/ --out report/\n"
@@ -425,13 +441,17 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
   opt->footer("Example: psbed optimize --profile profile.json --max-nodes 16 --bandwidth 1gbit\n"
               "Searched: workers, servers, policies; p3 slices 10k/40k/160k parameters x credits 1/4/16 MiB;\n"
               "bytescheduler partitions 250k/1M parameters x credits 4 MiB/16 MB. --slice-params,\n"
-              "--partition-params and --credit, when given, fix theirs instead. Each configuration is\n"
+              "--partition-params and --credit, when given, fix theirs instead (--credit default: each\n"
+              "policy's own). Settings that change nothing (a credit of at least the model's bytes, a slice of at\n"
+              "least the largest part) are simulated once and listed as one row. Each configuration is\n"
               "simulated with --seeds seeds (1), and the leaders again with --confirm-seeds (5).\n"
               "With --verify it then launches the first configuration by images/s on this host, predicts that run\n"
               "for its own length and prints measured beside predicted (and RUN/verify.json).");
   add_common(opt, log_level);
   opt->add_option("--profile", o.optimize.profile, "profile.json from psbed profile")->required();
-  opt->add_option("--max-nodes", o.optimize.max_nodes, "workers + servers at most")->capture_default_str();
+  opt->add_option("--max-nodes", o.optimize.max_nodes, "workers + servers at most")
+      ->capture_default_str()
+      ->check(CLI::Range(2, predictor::kOptimizeMaxNodes));
   opt->add_option("--max-servers", o.optimize.max_servers, "server shards at most")->capture_default_str()
       ->check(CLI::Range(1, 100000));
   opt->add_option("--policy", o.optimize.policies, "policies to consider, or all")->delimiter(',')->capture_default_str();
@@ -445,7 +465,8 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
                   "many seeds and ranked by their median, so that one lucky draw on the edge between two regimes "
                   "does not rank first; a value not above --seeds skips this second pass")
       ->capture_default_str()->check(CLI::Range(1, 1000));
-  opt->add_option("--json", o.optimize.json_out, "write the rankings as JSON to this file");
+  opt->add_option("--json", o.optimize.json_out,
+                  "write the search's context, every configuration simulated and the rankings as JSON to this file");
   opt->add_flag("--verify", o.verify.enabled,
                 "launch the first configuration by images/s on this host (psbed launch) and print measured beside "
                 "predicted");
@@ -476,8 +497,10 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
       ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40));
-  bench->add_option("--bandwidth", o.bench.bandwidth, "link")->capture_default_str();
-  bench->add_option("--link-model", o.bench.link_model, "bucket or fair")->capture_default_str();
+  bench->add_option("--bandwidth", o.bench.bandwidth, "link")->capture_default_str()->check(cluster::bandwidth_value(false));
+  bench->add_option("--link-model", o.bench.link_model, "bucket or fair")
+      ->capture_default_str()
+      ->check(cluster::one_of({"bucket", "fair"}));
   bench->add_option("--json", o.bench.json_out, "write the timings as JSON to this file");
 }
 
@@ -494,6 +517,7 @@ int run_predictor(CLI::App& root, const PredictorCommands& o, const std::string&
       const CLI::App* app = root.get_subcommand("optimize");
       opt.slice_params_given = app->count("--slice-params") > 0;
       opt.partition_params_given = app->count("--partition-params") > 0;
+      opt.credit_given = app->count("--credit") > 0;
       if (!o.verify.enabled)
         for (const char* flag : {"--verify-steps", "--verify-data", "--verify-compute", "--verify-out", "--verify-timeout"})
           if (app->get_option_no_throw(flag) && app->count(flag) > 0)
@@ -784,6 +808,10 @@ int main(int argc, char** argv) {
       if (b->got_subcommand("ps")) return ps::run_bench_ps(bench_ps);
       return worker::run_bench_compute(bench);
     }
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "%s: %s (see `%s --help`)\n", command_path(root).c_str(), e.what(),
+                 command_path(root).c_str());
+    return kUsageError;
   } catch (const DeviceUnavailable& e) {  // the machine lacks what was asked for
     std::fprintf(stderr, "psbed: error: %s\n", e.what());
     return kDeviceUnavailable;

@@ -24,6 +24,7 @@
 #include "core/error.hpp"
 #include "core/stats.hpp"
 #include "core/policy.hpp"
+#include "core/run_program.hpp"
 #include "core/units.hpp"
 #include "ps/cluster_map.hpp"
 #include "ps/link.hpp"
@@ -582,13 +583,14 @@ int run_sweep(SweepOptions opt) {
                hms(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()), out);
   if (opt.plot && done > 0) {
     const std::string script = std::string(PSBED_SOURCE_DIR) + "/cluster/plot_sweep.py";
-    // PSBED_SWEEP: the script leaves a missing matplotlib to the one line below.
-    const std::string cmd = "PSBED_SWEEP=1 /usr/bin/python3 '" + script + "' '" + out + "/results.csv' '" + out + "/sweep.png'";
-    const int rc = std::system(cmd.c_str());
-    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 3)  // the script's word for "no matplotlib"
+    ProgramOptions env;
+    env.env = {"PSBED_SWEEP=1"};  // the script leaves a missing matplotlib to the one line below
+    const ProgramStatus plot =
+        run_program({"/usr/bin/python3", script, out + "/results.csv", out + "/sweep.png"}, env);
+    if (plot.exited_with(3))  // the script's word for "no matplotlib"
       spdlog::warn("no plot: matplotlib is not installed (Debian's python3-matplotlib: cluster/install-deps.sh "
-                   "plot); later: python3 {} {}/results.csv {}/sweep.png", script, out, out);
-    else if (rc != 0)
+                   "plot); later: {}", command_text({"python3", script, out + "/results.csv", out + "/sweep.png"}));
+    else if (!plot.ok())
       spdlog::warn("no plot: {} failed (its error is above)", script);
     else
       spdlog::info("plot: {}/sweep.png", out);

@@ -21,6 +21,14 @@ class DeviceUnavailable : public Error {
   using Error::Error;
 };
 
+// A command line that cannot work as given, found by the command rather than by the parser
+// (flags that exclude each other: predict --analytic --trace-out): a usage error, exit status 2,
+// as the parser's own.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
 // f(), an Error it throws prefixed with the flag whose value it parses:
 // for_flag("--credit", [&] { return parse_bytes(text); }) -> "--credit: bad size 'x': ...".
 template <class F>

@@ -240,19 +240,31 @@ class Prophet final : public Policy {
 
 std::vector<std::string> policy_names() { return {"bulk", "wfbp", "tf-random", "p3", "bytescheduler", "prophet"}; }
 
+bool uses_slice_params(const std::string& policy) { return policy == "p3" || policy == "prophet"; }
+bool uses_partition_params(const std::string& policy) { return policy == "bytescheduler"; }
+bool uses_credit(const std::string& policy) {
+  return policy == "p3" || policy == "bytescheduler" || policy == "prophet";
+}
+
+std::int64_t credit_in_effect(const PolicyOptions& o) {
+  if (!uses_credit(o.name)) return -1;
+  if (o.credit_bytes >= 0) return o.credit_bytes;
+  return o.name == "bytescheduler" ? 4000000 * 4 : 4 << 20;
+}
+
 std::unique_ptr<Policy> make_policy(const PolicyOptions& o) {
   if (o.name == "bulk") return std::make_unique<Bulk>();
   if (o.name == "wfbp" || o.name == "fifo") return std::make_unique<Fifo>();
   if (o.name == "tf-random") return std::make_unique<TfRandom>(o.seed);
   if (o.name == "p3" || o.name == "bytescheduler") {
     const std::int64_t slice = o.name == "p3" ? o.slice_params : o.partition_params;
-    const std::int64_t credit = o.credit_bytes >= 0 ? o.credit_bytes : (o.name == "p3" ? 4 << 20 : 4000000 * 4);
+    const std::int64_t credit = credit_in_effect(o);
     if (slice < 1) throw Error("policy " + o.name + ": slice size must be at least 1 parameter");
     if (credit < 4) throw Error("policy " + o.name + ": credit must be at least 4 bytes");
     return std::make_unique<PriorityCredit>(o.name, slice, credit);
   }
   if (o.name == "prophet") {
-    const std::int64_t max_block = o.credit_bytes >= 0 ? o.credit_bytes : 4 << 20;
+    const std::int64_t max_block = credit_in_effect(o);
     if (o.slice_params < 1) throw Error("policy prophet: slice size must be at least 1 parameter");
     if (max_block < 4) throw Error("policy prophet: the block limit (--credit) must be at least 4 bytes");
     return std::make_unique<Prophet>(o.slice_params, max_block);

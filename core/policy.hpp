@@ -60,6 +60,15 @@ class Policy {
   virtual std::optional<Transfer> next(double now_s, std::int64_t bytes_in_flight) = 0;
 };
 
+// Which of PolicyOptions' settings a policy reads; the others change nothing for it, so a
+// report lists, and a search varies, only these.
+bool uses_slice_params(const std::string& policy);      // p3, prophet
+bool uses_partition_params(const std::string& policy);  // bytescheduler
+bool uses_credit(const std::string& policy);            // p3, bytescheduler; prophet: its block
+// The credit (prophet: the largest block) a policy runs with: credit_bytes, or where that is
+// < 0 the policy's default; -1 for a policy that has none.
+std::int64_t credit_in_effect(const PolicyOptions& options);
+
 // Throws psbed::Error naming the policy if unknown or its parameters are invalid.
 std::unique_ptr<Policy> make_policy(const PolicyOptions& options);
 std::vector<std::string> policy_names();

@@ -29,6 +29,15 @@ T field_or(const nlohmann::json& j, const char* key, T fallback, const std::stri
   return j.is_object() && j.contains(key) ? field<T>(j, key, where) : fallback;
 }
 
+// A figure that cannot be negative: refused when the profile is read, naming the field, rather
+// than failing a simulation later (a hand-edited bandwidth of -1 failed after predict's table
+// header, as "simulation: ...").
+double not_negative(double v, const char* key, const std::string& where, const char* zero = "") {
+  if (!(v >= 0))
+    throw Error(where + ": " + key + " is " + nlohmann::json(v).dump() + ", expected 0 or more" + zero);
+  return v;
+}
+
 std::vector<double> samples(const nlohmann::json& j, const char* key, const std::string& where) {
   auto v = field<std::vector<double>>(j, key, where);
   for (double x : v)
@@ -89,6 +98,8 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& name) {
   for (const auto& t : field<nlohmann::json>(j, "tensors", name)) {
     const std::string where = name + ": tensors[" + std::to_string(p.tensors.size()) + "]";
     p.tensors.push_back({field<std::string>(t, "name", where), field<int>(t, "layer", where), field<std::int64_t>(t, "bytes", where)});
+    if (p.tensors.back().bytes < 0)
+      throw Error(where + ": bytes is " + std::to_string(p.tensors.back().bytes) + ", expected 0 or more");
   }
   for (const auto& l : field<nlohmann::json>(j, "layers", name)) {
     const std::string where = name + ": layers[" + std::to_string(p.layers.size()) + "]";
@@ -103,11 +114,16 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& name) {
       throw Error(name + ": tensor '" + t.name + "' names layer " + std::to_string(t.layer) + ", but there are " +
                   std::to_string(p.layers.size()) + " layers");
   const auto server = field_or<nlohmann::json>(j, "server", nlohmann::json::object(), name);
-  p.apply_ns_per_byte = field_or<double>(server, "apply_ns_per_byte", 0.0, name + ": server");
-  p.apply_overhead_us = field_or<double>(server, "apply_overhead_us", 0.0, name + ": server");
+  p.apply_ns_per_byte = not_negative(field_or<double>(server, "apply_ns_per_byte", 0.0, name + ": server"),
+                                     "apply_ns_per_byte", name + ": server");
+  p.apply_overhead_us = not_negative(field_or<double>(server, "apply_overhead_us", 0.0, name + ": server"),
+                                     "apply_overhead_us", name + ": server");
   const auto link = field_or<nlohmann::json>(j, "link", nlohmann::json::object(), name);
-  p.bandwidth_bytes_per_sec = field_or<double>(link, "bandwidth_bytes_per_sec", 0.0, name + ": link");
-  p.latency_us = field_or<double>(link, "latency_us", 0.0, name + ": link");
+  p.bandwidth_bytes_per_sec =
+      not_negative(field_or<double>(link, "bandwidth_bytes_per_sec", 0.0, name + ": link"),
+                   "bandwidth_bytes_per_sec", name + ": link", " (0: no link limit)");
+  p.latency_us =
+      not_negative(field_or<double>(link, "latency_us", 0.0, name + ": link"), "latency_us", name + ": link");
   p.shaped = field_or<std::string>(link, "shaped", "", name + ": link");
   p.message_cost_us = field_or<double>(link, "message_cost_us", 0.0, name + ": link");
   if (!(p.message_cost_us >= 0)) throw Error(name + ": link: message_cost_us must not be negative");

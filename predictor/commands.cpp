@@ -1,7 +1,5 @@
 #include "predictor/commands.hpp"
 
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,6 +16,8 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/partition.hpp"
+#include "core/policy.hpp"
+#include "core/run_program.hpp"
 #include "core/stats.hpp"
 #include "core/trace.hpp"
 #include "core/units.hpp"
@@ -71,6 +71,18 @@ std::string fmt(double v, int prec = 1) {
   std::snprintf(buf, sizeof buf, "%.*f", prec, v);
   return buf;
 }
+
+}  // namespace
+
+std::string seed_range(std::uint64_t seed, int seeds) {
+  const std::uint64_t last = seed + std::uint64_t(seeds - 1);  // unsigned: wraps past 2^64 - 1 to 0
+  if (seeds <= 1) return std::to_string(seed);
+  if (last >= seed) return std::to_string(seed) + " to " + std::to_string(last);
+  const std::string before = seed == UINT64_MAX ? std::to_string(seed) : std::to_string(seed) + " to " + std::to_string(UINT64_MAX);
+  return before + ", then " + (last == 0 ? std::string("0") : "0 to " + std::to_string(last));
+}
+
+namespace {
 
 // What a spread over kRegimeSpreadPct means, as predict's and optimize's tables say it.
 std::string regime_edge_note() {
@@ -131,14 +143,41 @@ std::string bandwidth_text(double bytes_per_sec) {
   return bytes_per_sec > 0 ? format_bandwidth(bytes_per_sec * 8) : std::string("unlimited");
 }
 
+// A --trace-out folder that holds traces already (in it, or in a configuration's subfolder,
+// where predict writes them): the new ones would lie beside old node files (15 stale shards
+// beside a 1-shard prediction) and be opened together. Refused, as launch refuses an --out that
+// holds a run, rather than cleared: the traces may be a measured run's.
+void refuse_old_traces(const std::string& dir) {
+  std::error_code ec;
+  if (dir.empty() || !fs::is_directory(dir, ec)) return;
+  auto traces_in = [&](const fs::path& folder) {
+    const std::string suffix = ".trace.json";
+    std::size_t n = 0;
+    for (const auto& e : fs::directory_iterator(folder, ec)) {
+      const std::string name = e.path().filename().string();
+      n += name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    }
+    return n;
+  };
+  std::size_t found = traces_in(dir);
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_directory(ec)) found += traces_in(e.path());
+  if (found > 0)
+    throw Error("--trace-out " + dir + " holds traces already (" + std::to_string(found) +
+                " *.trace.json): give another folder, or remove them");
+}
+
 }  // namespace
 
 void measure_contention(Profile& p, const std::string& run);  // below, beside read_run
 
 int run_profile(const ProfileCommandOptions& o) {
+  std::error_code ec;
+  if (fs::exists(o.extract.run, ec) && !fs::is_directory(o.extract.run, ec))
+    throw Error("'" + o.extract.run + "' is a file, not a run folder (expected the --out folder of `psbed launch`)");
+  ensure_writable_file(o.out, "--out");  // before the extraction and the contention's simulations
   Profile p = extract_profile(o.extract);
   if (!o.contention_run.empty()) measure_contention(p, o.contention_run);
-  if (const fs::path out(o.out); out.has_parent_path()) ensure_writable_dir(out.parent_path().string(), "--out");
   p.save(o.out);
   const double pace = p.source.value("measured_steps_per_sec", 0.0);
   std::string calibration;
@@ -196,6 +235,9 @@ int run_profile(const ProfileCommandOptions& o) {
 }
 
 int run_predict(const PredictOptions& o) {
+  if (o.analytic_only && !o.trace_out.empty())
+    throw UsageError("--analytic and --trace-out: the analytic bounds simulate nothing, so there are no traces "
+                     "to write (leave one out)");
   Profile profile = Profile::load(o.profile);
   const ModelSpec spec = profile_model_spec(profile, o.profile);
   SimConfig base = base_config(profile, o.sim);
@@ -212,12 +254,15 @@ int run_predict(const PredictOptions& o) {
       for (int s : o.servers)
         for (int w : o.workers) {
           SimConfig c = base;
-          c.workers = w, c.servers = s, c.mode = Consistency::parse(mode), c.policy.name = pol;
-          policy::make_policy(c.policy);  // an unknown policy fails before any simulation
+          c.workers = w, c.servers = s, c.policy.name = pol;
+          c.mode = for_flag("--mode", [&] { return Consistency::parse(mode); });
+          // An unknown policy fails before any simulation.
+          for_flag("--policy", [&] { return policy::make_policy(c.policy); });
           configs.push_back(c);
         }
   ensure_writable_file(o.json_out, "--json");  // output paths too
-  if (!o.analytic_only) ensure_writable_dir(o.trace_out, "--trace-out");
+  refuse_old_traces(o.trace_out);
+  ensure_writable_dir(o.trace_out, "--trace-out");
   std::printf("model %s, batch %d, link %s, %.0f us one way, %s compute, %s%s\n",
               profile.model.c_str(), profile.batch,
               bandwidth_text(base.bandwidth_bytes_per_sec).c_str(), base.latency_s * 1e6,
@@ -327,13 +372,20 @@ int run_predict(const PredictOptions& o) {
   std::printf(
       "upper: analytic bound with perfect overlap (Yan et al.); serial: no overlap at all\n");
   if (!o.analytic_only && o.sim.seeds > 1)
-    std::printf("images/s: the median of %d seeds; spread: (highest - lowest) / median. %s\n",
-                o.sim.seeds, regime_edge_note().c_str());
+    std::printf("images/s: the median of %d seeds (%s); spread: (highest - lowest) / median. %s\n",
+                o.sim.seeds, seed_range(o.sim.seed, o.sim.seeds).c_str(), regime_edge_note().c_str());
   write_json(o.json_out, out);
   return 0;
 }
 
 namespace {
+
+// The link a run recorded (its traces' metadata, or summary.json's launch), in bytes/s and
+// seconds one way; `known` is false for an older run that recorded none.
+struct RecordedLink {
+  bool known = false;
+  double bandwidth = 0, latency = 0;
+};
 
 struct MeasuredRun {
   std::string run;
@@ -342,6 +394,11 @@ struct MeasuredRun {
   double measured = 0;
   std::string skipped;  // why the run is no measurement (it failed), empty if it is one
   HostCpu host;         // its host CPU per worker-step, where comparable with the simulation's
+  RecordedLink link;
+  // What the run recorded of the settings a flag may replace in its prediction (--steps,
+  // --start-stagger-ms, --compute, --host-cpus): runs that differ in them are no repeats of one
+  // configuration, even where the flags predict them alike.
+  nlohmann::json recorded = nlohmann::json::object();
 };
 
 // summary.json's field `key`, of JSON type `want` (a number, a string); errors name the file.
@@ -357,16 +414,20 @@ const nlohmann::json& summary_field(const nlohmann::json& s, const char* key,
 }
 
 // The link a run was launched with, as the worker traces' metadata and summary.json's
-// launch.link write it ("1.00 Gbit/s, 200 us one way", "unshaped"), into `c`. An unshaped run
-// is predicted on the profile's link estimate when the profile's run was unshaped too (host
-// loopback, as measured), and without a link limit when the profile's was shaped.
+// launch.link write it ("1.00 Gbit/s, 200 us one way", "unshaped"), into `recorded`, and into
+// `c` where no flag replaces it. An unshaped run is predicted on the profile's link estimate
+// when the profile's run was unshaped too (host loopback, as measured), and without a link
+// limit when the profile's was shaped.
 void take_run_link(const std::string& link, const Profile& profile, const SimFlags& flags,
-                   SimConfig& c) {
+                   SimConfig& c, RecordedLink& recorded) {
   double bw = 0, lat = 0;
   if (parse_link_metadata(link, &bw, &lat)) {
+    recorded = {true, bw, lat};
     if (flags.bandwidth.empty()) c.bandwidth_bytes_per_sec = bw;
     if (flags.latency.empty()) c.latency_s = lat;
-  } else if (link == "unshaped" && !profile.shaped.empty()) {
+  } else if (link == "unshaped") {
+    recorded = {true, 0, 0};
+    if (profile.shaped.empty()) return;
     if (flags.bandwidth.empty()) c.bandwidth_bytes_per_sec = 0;
     if (flags.latency.empty()) c.latency_s = 0;
   }
@@ -391,6 +452,13 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
   MeasuredRun m;
   m.run = dir;
   const std::string path = dir + "/summary.json";
+  std::error_code ec;
+  // `validate runs/*` lists the files beside the run folders too: say which is which.
+  if (!fs::exists(dir, ec))
+    throw Error("run folder '" + dir + "' does not exist (expected the --out folder of `psbed launch`)");
+  if (!fs::is_directory(dir, ec))
+    throw Error("'" + dir + "' is a file, not a run folder (expected the --out folder of `psbed launch`; " +
+                "runs/*/ with the slash lists folders only)");
   std::ifstream in(path);
   if (!in)
     throw Error("run folder '" + dir +
@@ -459,31 +527,39 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
   const fs::path trace = fs::path(dir) / "traces" / "worker-0.trace.json";
   const nlohmann::json launch = s.value("launch", nlohmann::json::object());
   nlohmann::json meta;  // worker-0's trace metadata, where it has a trace
+  double start_stagger_ms = 0;  // as the run recorded it
   if (fs::exists(trace)) {
     meta = read_trace_metadata(trace.string());
-    take_run_link(meta.value("link", std::string()), profile, flags, c);
+    take_run_link(meta.value("link", std::string()), profile, flags, c, m.link);
     // With --netns tc shaped the links, not the nodes (their traces say only the latency):
     // the bandwidth is launch's.
     double bw = 0, lat = 0;
-    if (launch.contains("netns") && flags.bandwidth.empty()) {
+    if (launch.contains("netns")) {
       // Runs from before launch.link: the shaping as "tc tbf 100mbit per direction".
       const std::string shaping = launch["netns"].value("shaping", std::string());
       char rate[64] = {0};
+      double netns_bw = -1;
       if (parse_link_metadata(launch.value("link", std::string()), &bw, &lat))
-        c.bandwidth_bytes_per_sec = bw;
+        netns_bw = bw;
       else if (std::sscanf(shaping.c_str(), "tc tbf %63s per direction", rate) == 1) {
         // Runs of then could be given a bare number, which was bits/s.
         std::string r = rate;
         if (!r.empty() && r.find_first_not_of("0123456789.") == std::string::npos) r += "bit";
-        c.bandwidth_bytes_per_sec = for_flag("the run's launch.netns.shaping", [&] { return parse_bandwidth_bps(r); }) / 8;
+        netns_bw = for_flag("the run's launch.netns.shaping", [&] { return parse_bandwidth_bps(r); }) / 8;
+      }
+      if (netns_bw >= 0) {
+        m.link.known = true, m.link.bandwidth = netns_bw;
+        if (flags.bandwidth.empty()) c.bandwidth_bytes_per_sec = netns_bw;
       }
     }
+    start_stagger_ms = meta.value("start_stagger_ms", 0.0);
     take_run_settings(meta.value("cluster", nlohmann::json::object()),
-                      meta.value("straggle_ms", 0.0), meta.value("start_stagger_ms", 0.0), flags, c);
+                      meta.value("straggle_ms", 0.0), start_stagger_ms, flags, c);
   } else if (launch.contains("link")) {  // launched with --no-trace
-    take_run_link(launch.value("link", std::string()), profile, flags, c);
+    take_run_link(launch.value("link", std::string()), profile, flags, c, m.link);
+    start_stagger_ms = launch.value("start_stagger_ms", 0.0);
     take_run_settings(s.value("policy_options", nlohmann::json::object()),
-                      launch.value("straggler_ms", 0.0), launch.value("start_stagger_ms", 0.0), flags, c);
+                      launch.value("straggler_ms", 0.0), start_stagger_ms, flags, c);
   } else if (flags.bandwidth.empty()) {
     throw Error("run folder '" + dir + "' has no traces/worker-0.trace.json, which records the link the run had: give it with --bandwidth (and --latency)");
   } else {  // an older run without traces: its link from the flags, its policy's settings from summary.json
@@ -493,6 +569,11 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
   if (launch.contains("apply_threads") && launch["apply_threads"].is_number_integer())
     c.apply_lanes = launch["apply_threads"].get<int>();
   m.config = c;
+  m.recorded = {{"steps", s.value("steps", nlohmann::json())},
+                {"start_stagger_ms", start_stagger_ms},
+                {"compute", s.value("compute", std::string("real"))},
+                {"host_cpus", launch.value("host_cpus", nlohmann::json())},
+                {"threads", meta.is_object() ? meta.value("threads", nlohmann::json()) : nlohmann::json()}};
   // The host's CPU per step, to set beside what the simulation books for the same
   // configuration: runs on as many cores as are simulated, predicted with the compute they had
   // (real compute on the cores, replayed compute on none), and real compute on one thread a
@@ -506,13 +587,17 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
 }
 
 // What makes two runs repeats of one configuration: everything the prediction is made from,
-// and what the run's summary says of its model, batch and compute.
+// and what the runs recorded (their summary's model and batch, their link and the settings a
+// flag may replace): runs that differ in what they measured are never merged into one median,
+// even where --bandwidth, --latency or --steps predict them alike.
 std::string config_key(const MeasuredRun& m) {
   const SimConfig& c = m.config;
   const auto& s = m.summary;
   return nlohmann::json{{"model", s.value("model", std::string())},
                         {"batch", s.value("batch", 0)},
-                        {"compute", s.value("compute", std::string("real"))},
+                        {"recorded", m.recorded},
+                        {"recorded_link", m.link.known ? nlohmann::json{m.link.bandwidth, m.link.latency}
+                                                       : nlohmann::json()},
                         {"workers", c.workers},
                         {"servers", c.servers},
                         {"mode", c.mode.str()},
@@ -526,7 +611,9 @@ std::string config_key(const MeasuredRun& m) {
                         {"bandwidth", c.bandwidth_bytes_per_sec},
                         {"latency", c.latency_s},
                         {"straggler", c.straggler_s},
-                        {"stagger", c.start_stagger_s}}
+                        {"stagger", c.start_stagger_s},
+                        {"compute_on_cores", c.compute_on_cores},
+                        {"host_cpus", c.host_cpus}}
       .dump();
 }
 
@@ -630,6 +717,29 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
   if (read.empty())
     throw Error("validate: none of the " + std::to_string(dirs.size()) +
                 " run folder(s) holds a finished run to compare with");
+  // --bandwidth and --latency replace the link each run recorded: said once a flag, naming the
+  // runs whose own link was another, so that a prediction for another link is not taken for one
+  // of what the run measured.
+  auto say_replaced = [&](const std::string& flag, const std::string& value, auto differs, auto recorded) {
+    if (value.empty()) return;
+    std::vector<std::string> names;
+    for (const MeasuredRun& m : read)
+      if (m.link.known && differs(m)) names.push_back(run_name(m.run) + " (" + recorded(m) + ")");
+    if (names.empty()) return;
+    constexpr std::size_t kNamed = 6;
+    std::string list;
+    for (std::size_t i = 0; i < names.size() && i < kNamed; ++i) list += (i ? ", " : "") + names[i];
+    if (names.size() > kNamed) list += " and " + std::to_string(names.size() - kNamed) + " more";
+    std::fprintf(stderr, "validate: %s %s replaces the %s %zu run(s) recorded: %s\n", flag.c_str(),
+                 value.c_str(), flag.c_str() + 2, names.size(), list.c_str());
+  };
+  say_replaced(
+      "--bandwidth", flags.bandwidth,
+      [](const MeasuredRun& m) { return m.link.bandwidth != m.config.bandwidth_bytes_per_sec; },
+      [](const MeasuredRun& m) { return m.link.bandwidth > 0 ? bandwidth_text(m.link.bandwidth) : "unshaped"; });
+  say_replaced(
+      "--latency", flags.latency, [](const MeasuredRun& m) { return m.link.latency != m.config.latency_s; },
+      [](const MeasuredRun& m) { return fmt(m.link.latency * 1e6, 0) + " us"; });
   // Runs of one configuration (a sweep's --repeat) are predicted once and compared by the median
   // of their measurements: a short run may settle in either of two paces, and one run is one
   // draw of them.
@@ -718,8 +828,25 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
                     {"servers", m.config.servers},
                     {"policy", m.config.policy.name},
                     {"mode", m.config.mode.str()},
+                    // The policy's settings where it uses them (null where it does not): a
+                    // p3 run of 10,000-parameter slices is another configuration than one of 40,000.
+                    {"slice_params", policy::uses_slice_params(m.config.policy.name)
+                                         ? nlohmann::json(m.config.policy.slice_params) : nlohmann::json()},
+                    {"partition_params", policy::uses_partition_params(m.config.policy.name)
+                                             ? nlohmann::json(m.config.policy.partition_params) : nlohmann::json()},
+                    {"credit_bytes", policy::uses_credit(m.config.policy.name)
+                                         ? nlohmann::json(policy::credit_in_effect(m.config.policy)) : nlohmann::json()},
+                    {"partition_bytes", m.config.partition_bytes},
+                    {"apply_threads", m.config.apply_lanes},
+                    {"steps", m.config.steps},  // simulated per worker
+                    {"recorded_steps", m.recorded["steps"]},
                     {"bandwidth", bandwidth_text(m.config.bandwidth_bytes_per_sec)},
+                    {"bandwidth_bytes_per_sec", m.config.bandwidth_bytes_per_sec},
                     {"latency_us", m.config.latency_s * 1e6},
+                    {"host_cpus", m.config.host_cpus},
+                    // The link the runs recorded (a flag may have replaced it; null: none recorded).
+                    {"recorded_bandwidth_bytes_per_sec", m.link.known ? nlohmann::json(m.link.bandwidth) : nlohmann::json()},
+                    {"recorded_latency_us", m.link.known ? nlohmann::json(m.link.latency * 1e6) : nlohmann::json()},
                     {"straggler_ms", m.config.straggler_s * 1e3},
                     {"start_stagger_ms", m.config.start_stagger_s * 1e3},
                     {"compute", m.summary.value("compute", std::string("real"))},
@@ -801,21 +928,46 @@ int run_validate(const ValidateOptions& o) {
   };
   const bool latency = any("latency_us"), straggler = any("straggler_ms"),
              stagger = any("start_stagger_ms");
-  md << "| run | workers | servers | policy | mode | bandwidth |" << (latency ? " latency us |" : "")
-     << (straggler ? " straggler ms |" : "") << (stagger ? " start stagger ms |" : "")
+  // The policy's settings, the simulated steps and the compute get a column where they tell
+  // configurations apart: a policy that has settings, steps or compute that differ between rows.
+  auto settings_of = [](const nlohmann::json& r) {
+    std::string t;
+    if (r["slice_params"].is_number()) t += "slice " + std::to_string(r["slice_params"].get<std::int64_t>());
+    if (r["partition_params"].is_number())
+      t += "partition " + std::to_string(r["partition_params"].get<std::int64_t>());
+    if (r["credit_bytes"].is_number())
+      t += std::string(t.empty() ? "" : ", ") + (r["policy"] == "prophet" ? "block " : "credit ") +
+           format_bytes(double(r["credit_bytes"].get<std::int64_t>()));
+    return t;
+  };
+  auto differ = [&](const char* key) {
+    for (const auto& r : v["runs"])
+      if (r[key] != v["runs"][0][key]) return true;
+    return false;
+  };
+  bool settings = false;
+  for (const auto& r : v["runs"]) settings = settings || !settings_of(r).empty();
+  const bool steps = differ("steps"), compute = differ("predicted_compute");
+  md << "| run | workers | servers | policy |" << (settings ? " settings |" : "") << " mode | bandwidth |"
+     << (latency ? " latency us |" : "") << (straggler ? " straggler ms |" : "")
+     << (stagger ? " start stagger ms |" : "") << (steps ? " steps |" : "") << (compute ? " compute |" : "")
      << " measured images/s |" << (repeated ? " runs (range) |" : "") << " predicted images/s |"
      << (seeded ? " seeds' spread % |" : "") << " error % |\n"
-     << "|---|---:|---:|---|---|---|" << (latency ? "---:|" : "") << (straggler ? "---:|" : "")
-     << (stagger ? "---:|" : "") << "---:|" << (repeated ? "---|" : "") << "---:|"
+     << "|---|---:|---:|---|" << (settings ? "---|" : "") << "---|---|" << (latency ? "---:|" : "")
+     << (straggler ? "---:|" : "") << (stagger ? "---:|" : "") << (steps ? "---:|" : "")
+     << (compute ? "---|" : "") << "---:|" << (repeated ? "---|" : "") << "---:|"
      << (seeded ? "---:|" : "") << "---:|\n";
   int edge = 0, edge_off = 0, off = 0;
   for (const auto& r : v["runs"]) {
     md << "| " << run_name(r["run"].get<std::string>()) << " | " << r["workers"] << " | "
-       << r["servers"] << " | " << r["policy"].get<std::string>() << " | "
-       << r["mode"].get<std::string>() << " | " << r["bandwidth"].get<std::string>() << " | ";
+       << r["servers"] << " | " << r["policy"].get<std::string>() << " | ";
+    if (settings) md << settings_of(r) << " | ";
+    md << r["mode"].get<std::string>() << " | " << r["bandwidth"].get<std::string>() << " | ";
     if (latency) md << fmt(r["latency_us"], 0) << " | ";
     if (straggler) md << fmt(r["straggler_ms"], 1) << " | ";
     if (stagger) md << fmt(r["start_stagger_ms"], 1) << " | ";
+    if (steps) md << r["steps"] << " | ";
+    if (compute) md << r["predicted_compute"].get<std::string>() << " | ";
     md << fmt(r["measured_images_per_sec"], 0) << " |";
     if (repeated)
       md << " " << r["repeats"] << " (" << fmt(r["measured_min_images_per_sec"], 0) << "-"
@@ -835,8 +987,8 @@ int run_validate(const ValidateOptions& o) {
        << "prediction; each run alone: mean " << fmt(v["single_run_mean_abs_error_pct"], 1)
        << " %, max " << fmt(v["single_run_max_abs_error_pct"], 1) << " %)";
   if (o.sim.seeds > 1)
-    md << "; each prediction the median of " << o.sim.seeds << " seeds (" << o.sim.seed << " to "
-       << o.sim.seed + std::uint64_t(o.sim.seeds - 1) << ")";
+    md << "; each prediction the median of " << o.sim.seeds << " seeds (" << seed_range(o.sim.seed, o.sim.seeds)
+       << ")";
   md << "; profile " << o.profile << "\n";
   for (const auto& x : v["runs_left_out"])
     md << "left out " << x["run"].get<std::string>() << ": " << x["reason"].get<std::string>() << "\n";
@@ -905,44 +1057,83 @@ except ImportError:
     print("matplotlib is not installed (cluster/install-deps.sh plot): no plot", file=sys.stderr)
     sys.exit(3)
 v = json.load(open(sys.argv[1]))
-# One panel per (mode, bandwidth); in each, one colour per policy: a line for the prediction,
-# points for the measurements.
-panels = sorted({(r["mode"], r["bandwidth"]) for r in v["runs"]})
-policies = sorted({r["policy"] for r in v["runs"]})
+runs = v["runs"]
+# One panel per (mode, bandwidth); in it one line per configuration, varying in workers only: a
+# line for the prediction, points for the measurements. Lines of one policy share its colour;
+# where configurations differ in more than policy, mode and bandwidth (slice, credit, servers,
+# latency, ...), each line has its own style and a label naming what sets it apart.
+SETTINGS = [("policy", "%s"), ("slice_params", "slice %s"), ("partition_params", "partition %s"),
+            ("credit_bytes", "credit %s bytes"), ("servers", "%s servers"), ("latency_us", "%s us"),
+            ("straggler_ms", "straggler %s ms"), ("start_stagger_ms", "stagger %s ms"),
+            ("steps", "%s steps"), ("predicted_compute", "%s compute"), ("partition_bytes", "parts %s bytes"),
+            ("apply_threads", "%s apply threads"), ("host_cpus", "%s cores"),
+            ("recorded_bandwidth_bytes_per_sec", "ran at %s bytes/s"), ("recorded_latency_us", "ran at %s us")]
+SIMULATED = {"recorded_bandwidth_bytes_per_sec": "bandwidth_bytes_per_sec", "recorded_latency_us": "latency_us"}
+def config(r):
+    return tuple(json.dumps(r.get(k)) for k, _ in SETTINGS)
+def value(x):
+    return ("%g" % x) if isinstance(x, float) else str(x)
+policies = sorted({r["policy"] for r in runs})
+# A setting goes in the labels where it tells two lines of one policy apart.
+varying = [(k, name) for k, name in SETTINGS[1:]
+           if len({(r["policy"], json.dumps(r.get(k))) for r in runs}) > len(policies)]
+def label(r):
+    # A recorded link is named only where the prediction replaced it.
+    parts = [r["policy"]] + [name % value(r[k]) for k, name in varying
+                             if r.get(k) is not None and r.get(k) != r.get(SIMULATED.get(k))]
+    return ", ".join(parts)
+panels = sorted({(r["mode"], r["bandwidth"]) for r in runs})
 colour = {p: "C%d" % (i % 10) for i, p in enumerate(policies)}
-fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels) + 1.5, 4.2), squeeze=False)
+styles = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1, 1, 1)), "v"), ((0, (1, 3)), "P")]
+lines = {}  # configuration -> (colour, line style, marker, label), the same in every panel
+for r in sorted(runs, key=lambda r: (r["policy"], config(r))):
+    c = config(r)
+    if c not in lines:
+        k = sum(1 for x in lines.values() if x[0] == colour[r["policy"]])
+        lines[c] = (colour[r["policy"]],) + styles[k % len(styles)] + (label(r),)
+# The legend: beside the panels, or where lines carry labels, in columns below them.
+columns = 3 if varying else 1
+legend_rows = -(-(len(lines) + 2) // columns) if varying else 0
+legend_in = 0 if varying else 1.5  # inches beside the panels
+below_in = 0.25 * legend_rows + 0.2 if varying else 0  # inches below them
+fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels) + legend_in, 4.2 + below_in), squeeze=False)
 for ax, (mode, bw) in zip(axes[0], panels):
-    for p in policies:
-        rs = sorted((r for r in v["runs"] if (r["policy"], r["mode"], r["bandwidth"]) == (p, mode, bw)),
+    for c, (col, ls, marker, _) in lines.items():
+        rs = sorted((r for r in runs if (r["mode"], r["bandwidth"]) == (mode, bw) and config(r) == c),
                     key=lambda r: r["workers"])
         if not rs:
             continue
-        ax.plot([r["workers"] for r in rs], [r["predicted_images_per_sec"] for r in rs], "-", color=colour[p])
-        ax.plot([r["workers"] for r in rs], [r["measured_images_per_sec"] for r in rs], "o", color=colour[p])
+        ax.plot([r["workers"] for r in rs], [r["predicted_images_per_sec"] for r in rs], linestyle=ls, color=col)
+        ax.plot([r["workers"] for r in rs], [r["measured_images_per_sec"] for r in rs], marker, color=col)
         if any(r.get("repeats", 1) > 1 for r in rs):  # the range of a configuration's repeats
             ax.vlines([r["workers"] for r in rs], [r["measured_min_images_per_sec"] for r in rs],
-                      [r["measured_max_images_per_sec"] for r in rs], color=colour[p], alpha=0.6)
+                      [r["measured_max_images_per_sec"] for r in rs], color=col, alpha=0.6)
     ax.set_title("%s, %s" % (mode, bw))
     ax.set_xlabel("workers")
-    ax.set_xticks(sorted({r["workers"] for r in v["runs"] if (r["mode"], r["bandwidth"]) == (mode, bw)}))
+    ax.set_xticks(sorted({r["workers"] for r in runs if (r["mode"], r["bandwidth"]) == (mode, bw)}))
     ax.set_ylabel("images/s (all workers)")
     ax.grid(alpha=0.3)
-handles = [plt.Line2D([], [], color=colour[p], marker="o", label=p) for p in policies]
+if varying:
+    handles = [plt.Line2D([], [], color=col, linestyle=ls, marker=m, label=text)
+               for col, ls, m, text in lines.values()]
+else:
+    handles = [plt.Line2D([], [], color=colour[p], marker="o", label=p) for p in policies]
 handles += [plt.Line2D([], [], color="grey", label="predicted"),
             plt.Line2D([], [], color="grey", marker="o", linestyle="", label="measured")]
-fig.legend(handles=handles, loc="center right", fontsize=8)
+fig.legend(handles=handles, loc="lower center" if varying else "center right", ncol=columns, fontsize=8)
 fig.suptitle("predicted (lines) and measured (points); mean |error| %.1f%%, max %.1f%%"
              % (v["mean_abs_error_pct"], v["max_abs_error_pct"]))
-fig.tight_layout(rect=(0, 0, 1 - 1.4 / (5.5 * len(panels) + 1.5), 1))
+fig.tight_layout(rect=(0, below_in / (4.2 + below_in), 1 - max(0, legend_in - 0.1) / (5.5 * len(panels) + legend_in), 1))
 fig.savefig(sys.argv[2], dpi=120)
 )PY";
+  // A plot left from an earlier report would pass for this one's when no new one is made.
   const std::string png = o.out + "/validation.png";
-  const std::string cmd =
-      o.python + " '" + script + "' '" + o.out + "/validation.json' '" + png + "'";
-  const int rc = std::system(cmd.c_str());
-  if (rc == 0)
+  std::error_code gone;
+  fs::remove(png, gone);
+  const ProgramStatus plot = run_program({o.python, script, o.out + "/validation.json", png});
+  if (plot.ok())
     std::fprintf(stderr, "plot: %s\n", png.c_str());
-  else if (!(WIFEXITED(rc) && WEXITSTATUS(rc) == 3))  // 3: the script said matplotlib is missing
+  else if (!plot.exited_with(3))  // 3: the script said matplotlib is missing
     std::fprintf(stderr, "no plot written (%s failed; matplotlib: cluster/install-deps.sh plot)\n",
                  o.python.c_str());
   std::fprintf(stderr, "validation: %s/validation.json, %s/validation.md\n", o.out.c_str(),
@@ -950,24 +1141,60 @@ fig.savefig(sys.argv[2], dpi=120)
   return 0;
 }
 
+namespace {
+
+// What a policy's settings do in a simulation, two values that act alike made one: a slice (or
+// bytescheduler's partition) of at least the largest part sends every part whole, and a credit
+// (prophet: a block) of at least the model's bytes never holds a transfer back, since a worker
+// has at most one step's pulls, or its pushes, in flight (pushes start once every pull has
+// arrived, and a step ends when its pushes are acknowledged). Configurations of one such key
+// simulate alike, event for event.
+nlohmann::json acting_settings(const SimConfig& c, std::int64_t largest_part, std::int64_t model_bytes) {
+  const policy::PolicyOptions& p = c.policy;
+  auto cut = [&](std::int64_t n) { return n >= largest_part ? nlohmann::json("whole parts") : nlohmann::json(n); };
+  const std::int64_t credit = policy::credit_in_effect(p);
+  return {{"workers", c.workers},
+          {"servers", c.servers},
+          {"policy", p.name},
+          {"slice", policy::uses_slice_params(p.name) ? cut(p.slice_params) : nlohmann::json()},
+          {"partition", policy::uses_partition_params(p.name) ? cut(p.partition_params) : nlohmann::json()},
+          {"credit", !policy::uses_credit(p.name) ? nlohmann::json()
+                     : credit >= model_bytes      ? nlohmann::json("unbounded")
+                                                  : nlohmann::json(credit)}};
+}
+
+// optimize's name for a configuration: the policy and the settings it uses.
+std::string describe_settings(const policy::PolicyOptions& p) {
+  std::string d = p.name;
+  if (policy::uses_slice_params(p.name)) d += " slice " + std::to_string(p.slice_params);
+  if (policy::uses_partition_params(p.name)) d += " partition " + std::to_string(p.partition_params);
+  if (policy::uses_credit(p.name))
+    d += (p.name == "prophet" ? " block " : " credit ") + format_bytes(double(policy::credit_in_effect(p)));
+  return d;
+}
+
+}  // namespace
+
 int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
   const Profile profile = Profile::load(o.profile);
   const ModelSpec spec = profile_model_spec(profile, o.profile);
   SimConfig base = base_config(profile, o.sim);
-  base.mode = Consistency::parse(o.mode);
-  if (o.max_nodes < 2)
-    throw Error("optimize: --max-nodes must be at least 2 (one server and one worker)");
+  base.mode = for_flag("--mode", [&] { return Consistency::parse(o.mode); });
+  if (o.max_nodes < 2 || o.max_nodes > kOptimizeMaxNodes)
+    throw Error("optimize: --max-nodes must be 2 (one server and one worker) to " +
+                std::to_string(kOptimizeMaxNodes) + ", got " + std::to_string(o.max_nodes));
   if (o.max_servers < 1) throw Error("optimize: --max-servers must be at least 1");
   if (o.top < 1) throw Error("optimize: --top must be at least 1");
   for (const auto& name : expand_policies(o.policies)) {  // an unknown name: before the search
     policy::PolicyOptions po = base.policy;
     po.name = name;
-    policy::make_policy(po);
+    for_flag("--policy", [&] { return policy::make_policy(po); });
   }
   ensure_writable_file(o.json_out, "--json");
   // The dimensions searched unless a flag fixes them (--slice-params, --partition-params,
-  // --credit): then every configuration takes the flag's value.
-  const bool credit_fixed = !o.sim.credit.empty();
+  // --credit, `--credit default` included: the policy's own): then every configuration takes
+  // the flag's value.
+  const bool credit_fixed = o.credit_given || !o.sim.credit.empty();
   const std::vector<std::int64_t> slices =
       o.slice_params_given ? std::vector<std::int64_t>{o.sim.slice_params}
                            : std::vector<std::int64_t>{10000, 40000, 160000};
@@ -983,9 +1210,10 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
   struct Point {
     SimConfig c;
     SimResult r;
+    std::size_t config = 0;  // index into grid
     double ips() const { return r.images_per_sec; }
   };
-  std::vector<SimConfig> grid;
+  std::vector<SimConfig> searched;
   // A shard beyond the model's parts would hold nothing (launch refuses it): not searched.
   const int parts = int(make_partition(spec, base.partition_bytes, 1).parts.size());
   for (int s = 1; s <= std::min({o.max_servers, o.max_nodes - 1, parts}); ++s) {
@@ -1003,18 +1231,37 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
           for (std::int64_t slice : slices)
             for (std::int64_t credit : p3_credits) {
               c.policy.slice_params = slice, c.policy.credit_bytes = credit;
-              grid.push_back(c);
+              searched.push_back(c);
             }
         } else if (pol == "bytescheduler") {
           for (std::int64_t part : partitions)
             for (std::int64_t credit : bs_credits) {
               c.policy.partition_params = part, c.policy.credit_bytes = credit;
-              grid.push_back(c);
+              searched.push_back(c);
             }
         } else {
-          grid.push_back(c);
+          searched.push_back(c);
         }
       }
+  }
+  // Configurations that simulate alike (a credit no step can fill, a slice no part needs) are
+  // simulated once, as the first of them, and listed as one: the others ride along as `same`.
+  std::int64_t largest_part = 0;
+  for (int s = 1; s <= std::min({o.max_servers, o.max_nodes - 1, parts}); ++s)
+    for (const Part& part : make_partition(spec, base.partition_bytes, s).parts)
+      largest_part = std::max(largest_part, part.numel);
+  std::int64_t model_bytes = 0;
+  for (const auto& t : spec.tensors) model_bytes += t.bytes();
+  std::vector<SimConfig> grid;
+  std::vector<std::vector<SimConfig>> same;  // grid[i]'s look-alikes
+  std::map<std::string, std::size_t> first_of;
+  for (const SimConfig& c : searched) {
+    const auto [at, fresh] = first_of.emplace(acting_settings(c, largest_part, model_bytes).dump(), grid.size());
+    if (fresh) {
+      grid.push_back(c), same.emplace_back();
+    } else {
+      same[at->second].push_back(c);
+    }
   }
   // Progress on stderr every ten configurations: "[10/374] simulated".
   auto progress = [](const char* what, std::size_t total) {
@@ -1023,11 +1270,15 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
         std::fprintf(stderr, "[%zu/%zu] %s\n", finished, total, what);
     };
   };
-  announce("optimize", grid.size(), "", o.sim.seeds, o.sim.jobs);
+  announce("optimize", grid.size(),
+           grid.size() < searched.size()
+               ? " (" + std::to_string(searched.size() - grid.size()) + " more alike, not simulated again)"
+               : std::string(),
+           o.sim.seeds, o.sim.jobs);
   const std::vector<SimResult> results =
       simulate_all(profile, spec, grid, o.sim.seeds, o.sim.jobs, progress("simulated", grid.size()));
   std::vector<Point> points;
-  for (std::size_t i = 0; i < grid.size(); ++i) points.push_back({grid[i], results[i]});
+  for (std::size_t i = 0; i < grid.size(); ++i) points.push_back({grid[i], results[i], i});
   auto by_ips = [](const Point& a, const Point& b) { return a.ips() > b.ips(); };
   auto by_ips_per_node = [](const Point& a, const Point& b) {
     return a.ips() / (a.c.workers + a.c.servers) > b.ips() / (b.c.workers + b.c.servers);
@@ -1037,6 +1288,8 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
   // ranking, are simulated again with --confirm-seeds seeds and ranked by their median, as
   // predict and validate give it.
   int seeds = o.sim.seeds;
+  std::vector<const SimResult*> confirmed_of(grid.size(), nullptr);
+  std::vector<SimResult> confirmed;
   if (o.confirm_seeds > o.sim.seeds) {
     std::vector<std::size_t> leaders;
     for (auto better : {+by_ips, +by_ips_per_node}) {
@@ -1052,53 +1305,150 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
     std::vector<SimConfig> again;
     for (std::size_t i : leaders) again.push_back(points[i].c);
     announce("optimize: the leaders again", again.size(), "", o.confirm_seeds, o.sim.jobs);
-    const std::vector<SimResult> confirmed = simulate_all(
-        profile, spec, again, o.confirm_seeds, o.sim.jobs, progress("confirmed", again.size()));
-    points.clear();
-    for (std::size_t k = 0; k < again.size(); ++k) points.push_back({again[k], confirmed[k]});
+    confirmed = simulate_all(profile, spec, again, o.confirm_seeds, o.sim.jobs,
+                             progress("confirmed", again.size()));
+    std::vector<Point> leading;
+    for (std::size_t k = 0; k < again.size(); ++k) {
+      leading.push_back({again[k], confirmed[k], leaders[k]});
+      confirmed_of[leaders[k]] = &confirmed[k];
+    }
+    points = std::move(leading);
     seeds = o.confirm_seeds;
   }
-  auto describe = [](const SimConfig& c) {
-    std::string d = c.policy.name;
-    if (c.policy.name == "p3") d += " slice " + std::to_string(c.policy.slice_params);
-    if (c.policy.name == "bytescheduler")
-      d += " partition " + std::to_string(c.policy.partition_params);
-    if (c.policy.credit_bytes >= 0) d += " credit " + format_bytes(double(c.policy.credit_bytes));
-    return d;
+  // A configuration's name, with its look-alikes: "p3 slice 10000 credit 1.00 MiB (same: credit
+  // 4.00 MiB, 16.00 MiB)".
+  auto describe = [&](const Point& p) {
+    std::string d = describe_settings(p.c.policy);
+    const auto& others = same[p.config];
+    if (others.empty()) return d;
+    auto values = [&](const char* what, auto get, auto show) {
+      std::vector<std::int64_t> seen{get(p.c.policy)};
+      std::string list;
+      for (const SimConfig& c : others)
+        if (std::find(seen.begin(), seen.end(), get(c.policy)) == seen.end()) {
+          seen.push_back(get(c.policy));
+          list += std::string(list.empty() ? what : ", ") + show(get(c.policy));
+        }
+      return list;
+    };
+    std::string alike;
+    for (const std::string& v :
+         {values("slice ", [](const policy::PolicyOptions& x) { return x.slice_params; },
+                 [](std::int64_t n) { return std::to_string(n); }),
+          values("partition ", [](const policy::PolicyOptions& x) { return x.partition_params; },
+                 [](std::int64_t n) { return std::to_string(n); }),
+          values(p.c.policy.name == "prophet" ? "block " : "credit ",
+                 [](const policy::PolicyOptions& x) { return policy::credit_in_effect(x); },
+                 [](std::int64_t n) { return format_bytes(double(n)); })})
+      if (!v.empty()) alike += (alike.empty() ? "" : "; ") + v;
+    return d + " (same: " + alike + ")";
   };
-  nlohmann::json out = {{"by_images_per_sec", nlohmann::json::array()},
-                        {"by_images_per_sec_per_node", nlohmann::json::array()}};
+  auto settings_json = [](const SimConfig& c) {
+    return nlohmann::json{{"slice_params", c.policy.slice_params},
+                          {"partition_params", c.policy.partition_params},
+                          {"credit_bytes", c.policy.credit_bytes}};
+  };
+  // The search's context, and every configuration it simulated (not only the ranked top).
+  nlohmann::json simulated = nlohmann::json::array();
+  for (std::size_t i = 0; i < grid.size(); ++i) {
+    const SimConfig& c = grid[i];
+    const SimResult& r = results[i];
+    const int nodes = c.workers + c.servers;
+    nlohmann::json row = {{"workers", c.workers},
+                          {"servers", c.servers},
+                          {"policy", c.policy.name},
+                          {"slice_params", c.policy.slice_params},
+                          {"partition_params", c.policy.partition_params},
+                          {"credit_bytes", c.policy.credit_bytes},
+                          {"description", describe({c, r, i})},
+                          {"same", nlohmann::json::array()},
+                          {"images_per_sec", r.images_per_sec},
+                          {"images_per_sec_per_node", r.images_per_sec / nodes},
+                          {"seeds", o.sim.seeds}};
+    for (const SimConfig& other : same[i]) row["same"].push_back(settings_json(other));
+    if (const SimResult* cr = confirmed_of[i])
+      row["confirmed"] = {{"images_per_sec", cr->images_per_sec},
+                          {"images_per_sec_per_node", cr->images_per_sec / nodes},
+                          {"seeds", o.confirm_seeds},
+                          {"seeds_min_images_per_sec", cr->seeds_min_images_per_sec},
+                          {"seeds_max_images_per_sec", cr->seeds_max_images_per_sec},
+                          {"seeds_spread_pct", cr->seeds_spread_pct()}};
+    simulated.push_back(row);
+  }
+  nlohmann::json out = {
+      {"search",
+       {{"profile", o.profile},
+        {"model", profile.model},
+        {"batch", profile.batch},
+        {"mode", base.mode.str()},
+        {"policies", expand_policies(o.policies)},
+        {"max_nodes", o.max_nodes},
+        {"max_servers", o.max_servers},
+        {"bandwidth", bandwidth_text(base.bandwidth_bytes_per_sec)},
+        {"bandwidth_bytes_per_sec", base.bandwidth_bytes_per_sec},
+        {"latency_us", base.latency_s * 1e6},
+        {"link_model", to_string(base.link_model)},
+        {"partition_bytes", base.partition_bytes},
+        {"apply_threads", base.apply_lanes},
+        {"steps", base.steps},
+        {"seed", o.sim.seed},
+        {"seeds", o.sim.seeds},
+        {"confirm_seeds", o.confirm_seeds},
+        {"arrival_jitter_us", base.arrival_jitter_s * 1e6},
+        {"compute", base.compute_on_cores ? "real" : "replay"},
+        {"host_cpus", base.host_cpus},
+        {"straggler_ms", base.straggler_s * 1e3},
+        {"start_stagger_ms", base.start_stagger_s * 1e3},
+        {"slice_params", slices},
+        {"partition_params", partitions},
+        {"p3_credit_bytes", p3_credits},
+        {"bytescheduler_credit_bytes", bs_credits},
+        {"largest_part_params", largest_part},
+        {"model_bytes", model_bytes}}},
+      {"simulated", simulated},
+      {"by_images_per_sec", nlohmann::json::array()},
+      {"by_images_per_sec_per_node", nlohmann::json::array()}};
   auto show = [&](const char* title, const char* key, auto better) {
     std::vector<Point> v = points;
     std::stable_sort(v.begin(), v.end(), better);
-    std::printf("%s\n%-7s %-7s %-48s %11s %15s %7s\n", title, "workers", "servers", "policy",
+    std::size_t label_width = 30;
+    for (int k = 0; k < std::min<int>(o.top, int(v.size())); ++k)
+      label_width = std::max(label_width, describe(v[k]).size());
+    const int w = int(label_width);
+    std::printf("%s\n%-7s %-7s %-*s %11s %15s %7s\n", title, "workers", "servers", w, "policy",
                 "images/s", "images/s/node", "spread");
     for (int k = 0; k < std::min<int>(o.top, int(v.size())); ++k) {
       const auto& p = v[k];
       const int nodes = p.c.workers + p.c.servers;
       const std::string spread = seeds > 1 ? fmt(p.r.seeds_spread_pct(), 0) + "%" : "-";
-      std::printf("%-7d %-7d %-48s %11s %15s %7s\n", p.c.workers, p.c.servers,
-                  describe(p.c).c_str(), fmt(p.ips(), 0).c_str(), fmt(p.ips() / nodes, 1).c_str(),
-                  spread.c_str());
-      out[key].push_back({{"workers", p.c.workers},
-                          {"servers", p.c.servers},
-                          {"policy", p.c.policy.name},
-                          {"slice_params", p.c.policy.slice_params},
-                          {"partition_params", p.c.policy.partition_params},
-                          {"credit_bytes", p.c.policy.credit_bytes},
-                          {"mode", p.c.mode.str()},
-                          {"images_per_sec", p.ips()},
-                          {"images_per_sec_per_node", p.ips() / nodes},
-                          {"seeds", seeds},
-                          {"seeds_min_images_per_sec", p.r.seeds_min_images_per_sec},
-                          {"seeds_max_images_per_sec", p.r.seeds_max_images_per_sec},
-                          {"seeds_spread_pct", p.r.seeds_spread_pct()}});
+      std::printf("%-7d %-7d %-*s %11s %15s %7s\n", p.c.workers, p.c.servers, w, describe(p).c_str(),
+                  fmt(p.ips(), 0).c_str(), fmt(p.ips() / nodes, 1).c_str(), spread.c_str());
+      nlohmann::json row = {{"workers", p.c.workers},
+                            {"servers", p.c.servers},
+                            {"policy", p.c.policy.name},
+                            {"slice_params", p.c.policy.slice_params},
+                            {"partition_params", p.c.policy.partition_params},
+                            {"credit_bytes", p.c.policy.credit_bytes},
+                            {"description", describe(p)},
+                            {"same", nlohmann::json::array()},
+                            {"mode", p.c.mode.str()},
+                            {"images_per_sec", p.ips()},
+                            {"images_per_sec_per_node", p.ips() / nodes},
+                            {"seeds", seeds},
+                            {"seeds_min_images_per_sec", p.r.seeds_min_images_per_sec},
+                            {"seeds_max_images_per_sec", p.r.seeds_max_images_per_sec},
+                            {"seeds_spread_pct", p.r.seeds_spread_pct()}};
+      for (const SimConfig& other : same[p.config]) row["same"].push_back(settings_json(other));
+      out[key].push_back(row);
     }
     std::printf("\n");
   };
   std::printf("model %s, mode %s, link %s, at most %d nodes: %zu configurations simulated",
               profile.model.c_str(), base.mode.str().c_str(),
               bandwidth_text(base.bandwidth_bytes_per_sec).c_str(), o.max_nodes, grid.size());
+  if (grid.size() < searched.size())
+    std::printf(" (of %zu searched: %zu act alike and are listed as one)", searched.size(),
+                searched.size() - grid.size());
   if (seeds != o.sim.seeds)
     std::printf(", the %zu leading ones again with %d seeds: images/s is their median", points.size(),
                 seeds);
@@ -1106,6 +1456,7 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
     std::printf(", %d seeds each: images/s is their median", seeds);
   std::printf("\n\n");
   out["configurations"] = grid.size();
+  out["configurations_searched"] = searched.size();
   out["seeds"] = o.sim.seeds;
   out["confirmed"] = seeds != o.sim.seeds ? points.size() : 0;
   out["confirm_seeds"] = o.confirm_seeds;
@@ -1113,6 +1464,11 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
   show("top by images/s per node", "by_images_per_sec_per_node", by_ips_per_node);
   if (seeds > 1)
     std::printf("spread: (highest - lowest) / median of the seeds. %s\n", regime_edge_note().c_str());
+  if (grid.size() < searched.size())
+    std::printf("same: settings that change nothing here, simulated once: a credit of at least the model's "
+                "%s never holds a transfer back, a slice or partition of at least the largest part's %lld "
+                "parameters sends every part whole\n",
+                format_bytes(double(model_bytes)).c_str(), (long long)largest_part);
   write_json(o.json_out, out);
   if (best && !points.empty()) {
     const Point& p = *std::max_element(points.begin(), points.end(),
@@ -1148,10 +1504,11 @@ int run_bench_predict(const BenchPredictOptions& o, bool model_given) {
   {
     policy::PolicyOptions po;
     po.name = o.policy;
-    policy::make_policy(po);
+    for_flag("--policy", [&] { return policy::make_policy(po); });
   }
   const double bandwidth_bps = for_flag("--bandwidth", [&] { return parse_bandwidth_bps(o.bandwidth); });
   const LinkModel link_model = for_flag("--link-model", [&] { return parse_link_model(o.link_model); });
+  ensure_writable_file(o.json_out, "--json");  // before the benchmark, not after it
   ModelSpec spec = load_model(o.model);
   Profile profile;
   if (!o.profile.empty()) {
@@ -1205,7 +1562,14 @@ int run_bench_predict(const BenchPredictOptions& o, bool model_given) {
                   (unsigned long long)r.events, double(r.events) / worker_steps, r.events / cpu,
                   ns_per_slice, r.images_per_sec);
       std::fflush(stdout);
-      out.push_back({{"workers", w},
+      out.push_back({{"model", spec.name},
+                     {"profile", o.profile.empty() ? nlohmann::json() : nlohmann::json(o.profile)},
+                     {"policy", o.policy},
+                     {"bandwidth", bandwidth_text(c.bandwidth_bytes_per_sec)},
+                     {"bandwidth_bytes_per_sec", c.bandwidth_bytes_per_sec},
+                     {"latency_us", c.latency_s * 1e6},
+                     {"workers", w},
+                     {"servers", c.servers},
                      {"slice_params", slice},
                      {"slices_per_step", per_step},
                      {"steps", o.steps},

@@ -33,6 +33,10 @@ int run_profile(const ProfileCommandOptions& options);
 // draw. optimize, which ranks many configurations, simulates each once unless told.
 constexpr double kArrivalJitterUs = 1;
 constexpr int kPredictSeeds = 5;
+// The seeds seed, seed + 1, ... of `seeds` simulations as a report names them: "1 to 5", and
+// past 2^64 - 1, where they wrap to 0, "18446744073709551614 to 18446744073709551615, then 0 to 2"
+// ("18446744073709551615, then 0" for two).
+std::string seed_range(std::uint64_t seed, int seeds);
 
 // What every prediction command shares: the link, partitioning, policy parameters and length.
 struct SimFlags {
@@ -87,6 +91,11 @@ int run_validate(const ValidateOptions& options);
 nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
                              const std::vector<std::string>& runs, const SimFlags& flags);
 
+// optimize's largest --max-nodes: its search grows with the nodes (worker counts up to the budget,
+// each simulated with that many workers), and 100,000 ran for minutes in over a gigabyte
+// before printing a row.
+constexpr int kOptimizeMaxNodes = 1024;
+
 struct OptimizeOptions {
   std::string profile;
   int max_nodes = 16;
@@ -99,8 +108,9 @@ struct OptimizeOptions {
   // many seeds and ranked by their median; <= sim.seeds: the search's own figures.
   int confirm_seeds = kPredictSeeds;
   std::string json_out;
-  // --slice-params / --partition-params given: that value only, instead of the searched ones.
-  bool slice_params_given = false, partition_params_given = false;
+  // --slice-params / --partition-params / --credit given: that value only, instead of the
+  // searched ones (`--credit default`: each policy's own credit).
+  bool slice_params_given = false, partition_params_given = false, credit_given = false;
 };
 // The configuration ranked first by images/s (what `psbed optimize --verify` launches).
 struct OptimizeChoice {

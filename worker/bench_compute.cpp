@@ -12,13 +12,13 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/model_spec.hpp"
 #include "core/optimizer.hpp"
+#include "core/run_program.hpp"
 #include "worker/net.hpp"
 #include "worker/train.hpp"
 
@@ -80,12 +80,6 @@ Row bench_one(const BenchComputeOptions& opt, const std::string& device, const M
   return r;
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 // Runs the PyTorch reference for one model; returns its rows keyed by thread count, or an
 // empty map with the reason in `note` when it could not run; `unavailable` is set when it cannot
 // run for any model (no script, no PyTorch).
@@ -104,25 +98,24 @@ std::map<int, nlohmann::json> bench_torch(const BenchComputeOptions& opt, const 
   fs::path tmp = fs::temp_directory_path() / ("psbed-torch-" + std::to_string(::getpid()) + ".json");
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.2f", opt.min_seconds);
-  std::string cmd = shell_quote(opt.python) + " " + shell_quote(script) + " --models " + shell_quote(model) +
-                    " --threads " + threads + (opt.batch > 0 ? " --batch " + std::to_string(batch) : std::string()) +
-                    " --min-seconds " + secs +
-                    " --min-steps " + std::to_string(opt.min_steps) + " --warmup " + std::to_string(opt.warmup) +
-                    " --json " + shell_quote(tmp.string()) + " >&2";
-  const int rc = std::system(cmd.c_str());
-  if (rc != 0 || !fs::exists(tmp)) {
+  std::vector<std::string> argv = {opt.python, script, "--models", model, "--threads", threads};
+  if (opt.batch > 0) argv.insert(argv.end(), {"--batch", std::to_string(batch)});
+  argv.insert(argv.end(), {"--min-seconds", secs, "--min-steps", std::to_string(opt.min_steps), "--warmup",
+                           std::to_string(opt.warmup), "--json", tmp.string()});
+  ProgramOptions to_stderr;  // its progress stays out of the table on stdout
+  to_stderr.stdout_to_stderr = true;
+  const ProgramStatus rc = run_program(argv, to_stderr);
+  if (!rc.ok() || !fs::exists(tmp)) {
     // bench_torch.py exits with 3 when it cannot import torch.
-    if (rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 3) {
+    if (rc.exited_with(3)) {
       note = "PyTorch reference skipped: " + opt.python +
              " cannot import torch (make bench installs Debian's python3-torch and OpenBLAS)";
       unavailable = true;
     } else {
-      const std::string how = rc == -1             ? "could not be started"
-                              : WIFSIGNALED(rc)    ? "was killed by signal " + std::to_string(WTERMSIG(rc))
-                              : WEXITSTATUS(rc) != 0 ? "exited with status " + std::to_string(WEXITSTATUS(rc))
-                                                     : "wrote no results";
+      const std::string how = rc.ok() ? "wrote no results" : rc.describe();
       const std::string before = note.rfind("PyTorch reference skipped", 0) == 0 ? note + "; " : "";
-      note = before + "PyTorch reference skipped for " + model + ": `" + cmd + "` " + how;
+      note = before + "PyTorch reference skipped for " + model + ": `" + command_text(argv) + "` " + how;
+      unavailable = !rc.started;  // no interpreter: the next model would fail alike
     }
     return {};
   }

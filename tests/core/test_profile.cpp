@@ -76,6 +76,30 @@ TEST_CASE("a malformed profile names the field", "[core][profile]") {
   CHECK_THROWS_WITH(load_model(dir + "/"), Catch::Contains("is a folder, expected a .toml"));
 }
 
+// A figure that cannot be negative is refused when the profile is read, naming it (a hand-edited
+// bandwidth of -1 failed later, inside a simulation).
+TEST_CASE("a profile's negative link, apply cost or tensor size is refused when read", "[core][profile]") {
+  const ModelSpec spec = load_model("mlp");
+  auto refused = [&](const char* section, const char* key, const char* want) {
+    nlohmann::json j = profile_of(spec).to_json();
+    if (std::string(section) == "tensors")
+      j["tensors"][0][key] = -4;
+    else
+      j[section][key] = -1;
+    INFO(section << "." << key);
+    CHECK_THROWS_WITH(Profile::from_json(j, "p.json"),
+                      Catch::Contains("p.json") && Catch::Contains(key) && Catch::Contains(want));
+  };
+  refused("link", "bandwidth_bytes_per_sec", "is -1.0, expected 0 or more (0: no link limit)");
+  refused("link", "latency_us", "expected 0 or more");
+  refused("server", "apply_ns_per_byte", "expected 0 or more");
+  refused("server", "apply_overhead_us", "expected 0 or more");
+  refused("tensors", "bytes", "is -4, expected 0 or more");
+  nlohmann::json j = profile_of(spec).to_json();
+  j["link"]["bandwidth_bytes_per_sec"] = 0;  // no link limit: taken
+  CHECK(Profile::from_json(j, "p.json").bandwidth_bytes_per_sec == 0);
+}
+
 TEST_CASE("the compute sampler draws only profiled samples, reproducibly", "[core][profile]") {
   const Profile p = profile_of(load_model("mlp"));
   ComputeSampler a(p, 7), b(p, 7);

@@ -20,7 +20,7 @@ refused "psbed launch: The following argument was not expected: --bogus (see \`p
 refused "psbed bench predict: --workers: Value 0 not in range" bench predict --workers 0
 # bench predict checks its settings before it prints its table's head.
 refused "unknown policy 'foo'" bench predict --workers 2 --steps 20 --policy foo
-refused "--link-model: unknown link model 'foo'" bench predict --workers 2 --steps 20 --link-model foo
+refused "--link-model: expected bucket or fair, got 'foo'" bench predict --workers 2 --steps 20 --link-model foo
 if "$PSBED" bench predict --workers 2 --steps 20 --policy foo 2>/dev/null | grep -q .; then fail "bench predict printed a table for an unknown policy"; fi
 # A subcommand's options given before it: said to go after it, their values not taken for it.
 refused "psbed: --log-level debug: a subcommand's options go after it (\`psbed launch --log-level debug ...\`)" \
@@ -95,6 +95,60 @@ refused "--start-stagger-ms: expected milliseconds, 0 or more and below 10^7, go
   --start-stagger-ms -1000
 refused "--partition-bytes 0: expected 4 bytes (one float) or more" predict --profile "$fixture/profile.json" \
   --partition-bytes 0
+# The predictor's commands: a value that does not parse (a size, a bandwidth, a duration, a word
+# outside a flag's fixed set, 1.5 for a whole number) is a usage error like `--workers abc`, exit
+# status 2 and one line naming the flag; a policy or mode that names nothing known is found when
+# the work is set up, as launch finds it: status 1, the flag named.
+pf="$fixture/profile.json"
+usage() {  # usage EXPECTED-TEXT ARGS...: a usage error, exit status 2, saying EXPECTED-TEXT
+  refused "$@"
+  shift
+  [ "$(exit_status "$@")" = 2 ] || fail "psbed $*: exit status $(exit_status "$@"), expected 2 (a usage error)"
+}
+work_error() {  # work_error EXPECTED-TEXT ARGS...: refused when the work is set up, exit status 1
+  refused "$@"
+  shift
+  [ "$(exit_status "$@")" = 1 ] || fail "psbed $*: exit status $(exit_status "$@"), expected 1"
+}
+usage "psbed predict: --link-model: expected bucket or fair, got 'bogus'" predict --profile "$pf" --link-model bogus
+usage "psbed predict: --compute: expected auto, real or replay, got 'bogus'" predict --profile "$pf" --compute bogus
+usage "psbed predict: --bandwidth: bad bandwidth '1xb': unknown unit 'xb'" predict --profile "$pf" --bandwidth 1xb
+usage "psbed predict: --latency: bad duration '1xb': unknown unit 'xb'" predict --profile "$pf" --latency 1xb
+usage "psbed predict: --credit: bad size 'abc'" predict --profile "$pf" --credit abc
+usage "psbed predict: --partition-bytes: bad size '1xb'" predict --profile "$pf" --partition-bytes 1xb
+usage "psbed predict: --host-cpus: expected a whole number from 0 to 65536, got '1.5'" predict --profile "$pf" --host-cpus 1.5
+usage "psbed optimize: --max-nodes: expected a whole number from 2 to 1024, got 'abc'" optimize --profile "$pf" --max-nodes abc
+usage "psbed optimize: --max-nodes: Value 100000 not in range 2 to 1024" optimize --profile "$pf" --max-nodes 100000 --steps 1
+usage "psbed optimize: --credit: bad size 'abc'" optimize --profile "$pf" --credit abc
+usage "psbed optimize: --bandwidth: bad bandwidth '1xb'" optimize --profile "$pf" --bandwidth 1xb
+usage "psbed validate: --latency: bad duration '1xb'" validate --profile "$pf" "$run" --latency 1xb --out "$WORK/v"
+usage "psbed validate: --link-model: expected bucket or fair, got 'x'" validate --profile "$pf" "$run" --link-model x --out "$WORK/v"
+usage "psbed bench predict: --bandwidth: bad bandwidth '1xb'" bench predict --bandwidth 1xb
+usage "psbed bench predict: --link-model: expected bucket or fair, got 'bogus'" bench predict --link-model bogus
+usage "psbed profile: --skip-steps: expected a whole number" profile "$run" --skip-steps abc -o "$WORK/p.json"
+work_error "psbed: error: --policy: unknown policy 'bogus', expected one of: bulk," predict --profile "$pf" --policy bogus
+work_error "psbed: error: --mode: unknown consistency mode 'bogus'" optimize --profile "$pf" --mode bogus
+work_error "psbed: error: --policy: unknown policy 'bogus'" bench predict --policy bogus
+[ ! -e "$WORK/v" ] || fail "validate made its --out folder for a usage error"
+# validate's arguments: a file among the run folders (runs/* without the slash) is named a file,
+# a folder that is not there "does not exist"; predict --analytic writes no traces, so
+# --trace-out beside it is a usage error; a profile's negative figure is named when it is read,
+# before anything is printed.
+work_error "'$pf' is a file, not a run folder" validate --profile "$pf" "$run" "$pf" --out "$WORK/v"
+work_error "run folder '$WORK/nosuch' does not exist" validate --profile "$pf" "$WORK/nosuch" --out "$WORK/v"
+work_error "'$pf' is a file, not a run folder" profile "$pf" -o "$WORK/p.json"
+usage "psbed predict: --analytic and --trace-out: the analytic bounds simulate nothing" \
+  predict --profile "$pf" --analytic --trace-out "$WORK/traces"
+[ ! -e "$WORK/traces" ] || fail "predict --analytic --trace-out made the folder"
+python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); p["link"]["bandwidth_bytes_per_sec"] = -1; json.dump(p, open(sys.argv[2], "w"))' \
+  "$pf" "$WORK/negative.json"
+work_error "profile '$WORK/negative.json': link: bandwidth_bytes_per_sec is -1.0, expected 0 or more" \
+  predict --profile "$WORK/negative.json" --workers 2
+timeout 60 "$PSBED" predict --profile "$pf" --workers 1 --policy wfbp --steps 10 --seed 18446744073709551614 \
+  >"$WORK/seed.out" 2>&1 || { cat "$WORK/seed.out"; fail "predict with a seed near 2^64"; }
+grep -qF "the median of 5 seeds (18446744073709551614 to 18446744073709551615, then 0 to 2)" "$WORK/seed.out" ||
+  { cat "$WORK/seed.out"; fail "the seeds past 2^64 - 1 are not named as they run"; }
+echo "predictor flags: usage errors exit 2, unknown names 1, each in a line naming the flag"
 echo "flags: one line each"
 
 # Output paths: refused before the work (the file /proc/... cannot be created; root can write
@@ -102,6 +156,8 @@ echo "flags: one line each"
 refused "--json: cannot create the folder '/proc/psbed-nowhere'" bench compute --no-torch --models lenet5 \
   --json /proc/psbed-nowhere/c.json
 refused "--json: cannot create the folder '/proc/psbed-nowhere'" bench ps --json /proc/psbed-nowhere/p.json
+refused "--json: cannot write '/proc/psbed-x.json'" bench predict --workers 64 --steps 100000 --json /proc/psbed-x.json
+refused "--json: '$WORK' is a folder, expected a file name" bench predict --workers 64 --steps 100000 --json "$WORK"
 refused "--summary: cannot create the folder '/proc/psbed-nowhere'" coordinator --bind "tcp://127.0.0.1:*" \
   --summary /proc/psbed-nowhere/summary.json
 refused "--json: cannot create the folder '/proc/psbed-nowhere'" train --data synthetic --steps 2 \
@@ -117,6 +173,25 @@ grep -q '"images_per_sec"' "$WORK/stdout.out" || { cat "$WORK/stdout.out"; fail 
 timeout 60 "$PSBED" predict --profile "$SRC/tests/fixtures/predictor/regression/profile.json" --workers 1 --policy wfbp \
   --steps 10 --seeds 1 --seed 010 --json "$WORK/seed.json" >/dev/null 2>&1 || fail "predict --seed 010"
 json "$WORK/seed.json" 'sys.exit(0 if s[0]["seed"] == 10 else 1)' || { cat "$WORK/seed.json"; fail "--seed 010 is not 10"; }
+
+# Programs psbed runs (validate's plot, bench compute's PyTorch reference) get their paths as
+# arguments, never through a shell: quotes and ';' in a path run nothing (they ran `touch`).
+printf '#!/bin/sh\nprintf "%%s\\n" "$@" >"$(dirname "$0")/args"\nexit 3\n' >"$WORK/fakepy"
+chmod +x "$WORK/fakepy"
+odd="$WORK/x';touch $WORK/INJECTED;'\$(touch $WORK/INJECTED)"
+timeout 60 "$PSBED" validate --profile "$SRC/tests/fixtures/predictor/regression/profile.json" \
+  "$SRC/tests/fixtures/predictor/regression/runs/lenet5-2w-bsp-bulk-100mbit" --steps 10 --seeds 1 \
+  --python "$WORK/fakepy" --out "$odd" >"$WORK/odd.out" 2>&1 || { cat "$WORK/odd.out"; fail "validate into '$odd'"; }
+[ ! -e "$WORK/INJECTED" ] || fail "validate --out '$odd' ran the command in its name"
+[ -s "$odd/validation.json" ] || fail "validate wrote no validation.json in '$odd'"
+[ "$(sed -n 2p "$WORK/args")" = "$odd/validation.json" ] || { cat "$WORK/args"; fail "the plot script did not get '$odd/validation.json'"; }
+printf 'print(1)\n' >"$odd/bench.py"
+PSBED_TORCH_BENCH="$odd/bench.py" timeout 60 "$PSBED" bench compute --models lenet5 --threads 1 --min-seconds 0 \
+  --min-steps 1 --warmup 0 --python "$WORK/fakepy" >"$WORK/odd.out" 2>&1 || { cat "$WORK/odd.out"; fail "bench compute, script '$odd/bench.py'"; }
+[ ! -e "$WORK/INJECTED" ] || fail "bench compute ran the command in its reference script's name"
+[ "$(head -1 "$WORK/args")" = "$odd/bench.py" ] || { cat "$WORK/args"; fail "the reference did not get '$odd/bench.py'"; }
+grep -q "cannot import torch" "$WORK/odd.out" || { cat "$WORK/odd.out"; fail "the reference's exit status 3 was not read"; }
+echo "paths with quotes and ';' reach the programs psbed runs intact"
 
 # The shortest compute benchmark: one timed step per row (no minimum time), never an empty row.
 timeout 120 "$PSBED" bench compute --no-torch --models lenet5 --threads 1 --min-seconds 0 --min-steps 1 \

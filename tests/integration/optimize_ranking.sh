@@ -47,7 +47,27 @@ for key in ("by_images_per_sec", "by_images_per_sec_per_node"):
         assert r["seeds_min_images_per_sec"] <= r["images_per_sec"] <= r["seeds_max_images_per_sec"], r
     figure = "images_per_sec" if key == "by_images_per_sec" else "images_per_sec_per_node"
     assert all(a[figure] >= b[figure] for a, b in zip(rows, rows[1:])), rows
+# The search's context, and every configuration simulated, each once: configurations that simulate
+# alike (credits past the model's bytes) are one row that names the others.
+c = s["search"]
+assert c["profile"].endswith("profile.json") and c["model"] == "lenet5" and c["mode"] == "async", c
+assert c["bandwidth_bytes_per_sec"] == 12.5e6 and c["link_model"] == "bucket" and c["steps"] == 30, c
+assert c["seeds"] == 1 and c["confirm_seeds"] == 5, c
+assert len(s["simulated"]) == s["configurations"] < s["configurations_searched"], s
+keys = [(r["workers"], r["servers"], r["description"]) for r in s["simulated"]]
+assert len(keys) == len(set(keys)), keys
+assert sum(1 for r in s["simulated"] if "confirmed" in r) == s["confirmed"], s
+for r in s["simulated"]:
+    if r["policy"] == "p3":
+        assert len(r["same"]) == 2 and "(same: credit" in r["description"], r
 PY
+grep -q "act alike and are listed as one" "$WORK/rank.out" || { cat "$WORK/rank.out"; fail "no word on the configurations that act alike"; }
+# A setting the policy does not use is not in its name; --credit default searches no credit.
+timeout 300 "$PSBED" optimize --profile "$PROFILE" "${COMMON[@]}" --policy bulk,p3 --credit default --confirm-seeds 1 \
+  --json "$WORK/default.json" >"$WORK/default.out" 2>&1 || { cat "$WORK/default.out"; fail "optimize --credit default"; }
+json "$WORK/default.json" 'sys.exit(0 if all(r["credit_bytes"] == -1 for r in s["simulated"]) and s["configurations_searched"] == s["configurations"] else 1)' ||
+  fail "--credit default still searched credits"
+if grep -E "^[0-9].* bulk .*credit" "$WORK/default.out"; then fail "bulk is named with a credit it does not use"; fi
 first=$(json "$WORK/rank.json" 'json.dumps(s["by_images_per_sec"][0])')
 ranked=$(json "$WORK/rank.json" 's["by_images_per_sec"][0]["images_per_sec"]')
 median=$(predicted "$first" 5)

@@ -333,3 +333,101 @@ TEST_CASE("validate: each run again at its measured host CPU per step", "[predic
   fs::remove(traces / "server-0.trace.json");
   CHECK_FALSE(f.validate({run})["runs"][0].contains("host_cpu"));
 }
+
+// --bandwidth and --latency replace the link each run recorded; runs that recorded different
+// links still measured different configurations and are never taken as repeats of one (their
+// median was compared with one prediction).
+TEST_CASE("validate keeps runs of different recorded links apart under --bandwidth/--latency",
+          "[predictor][validate]") {
+  Fixture f;
+  const Scratch tmp("psbed-validate-override-test");
+  auto with_link = [&](const std::string& name, const std::string& link) {
+    const std::string run = tmp.copy(kRun, name);
+    const fs::path trace = fs::path(run) / "traces" / "worker-0.trace.json";
+    std::ifstream in(trace);
+    nlohmann::json t = nlohmann::json::parse(in);
+    in.close();
+    t["metadata"]["link"] = link;
+    std::ofstream(trace) << t.dump();
+    return run;
+  };
+  const std::string near = with_link("near", "100.00 Mbit/s, 0 us one way");
+  const std::string far = with_link("far", "100.00 Mbit/s, 2000 us one way");
+  const std::string fast = with_link("fast", "1.00 Gbit/s, 0 us one way");
+  const std::string near_again = with_link("near-r2", "100.00 Mbit/s, 0 us one way");
+
+  // Each run's own link: three configurations, the repeat with its own.
+  nlohmann::json v = f.validate({near, far, fast, near_again});
+  INFO(v.dump(1));
+  CHECK(v["configurations"] == 3);
+
+  // One latency for all: still three configurations, each with the latency simulated and the
+  // one its runs recorded.
+  f.flags.latency = "200us";
+  v = f.validate({near, far, fast, near_again});
+  REQUIRE(v["configurations"] == 3);
+  for (const auto& r : v["runs"]) {
+    CHECK(r["latency_us"].get<double>() == Approx(200));
+    const bool repeated = r["run"] == near;
+    CHECK(r["repeats"] == (repeated ? 2 : 1));
+    CHECK(r["recorded_latency_us"].get<double>() == Approx(r["run"] == far ? 2000 : 0));
+  }
+
+  // One bandwidth for all: the 100 Mbit/s and 1 Gbit/s runs stay apart too.
+  f.flags.latency.clear();
+  f.flags.bandwidth = "1gbit";
+  v = f.validate({near, fast});
+  REQUIRE(v["configurations"] == 2);
+  for (const auto& r : v["runs"]) {
+    CHECK(r["bandwidth"] == "1.00 Gbit/s");
+    CHECK(r["recorded_bandwidth_bytes_per_sec"].get<double>() == Approx(r["run"] == fast ? 125e6 : 12.5e6));
+  }
+  // The same override on runs of one recorded link: repeats, as without it.
+  CHECK(f.validate({near, near_again})["configurations"] == 1);
+}
+
+// Each row says what sets its configuration apart: the policy's settings where it uses them (as
+// the run used them: a default credit as the bytes it is), the simulated steps, the link in
+// numbers; validation.md gives the settings a column.
+TEST_CASE("validate's rows carry each configuration's settings", "[predictor][validate]") {
+  Fixture f;
+  const Scratch tmp("psbed-validate-settings-test");
+  const std::string p3 = kFixtures + "/runs/lenet5-2w-async-p3-100mbit";
+  const nlohmann::json v = f.validate({kRun, p3});
+  INFO(v.dump(1));
+  REQUIRE(v["runs"].size() == 2);
+  for (const auto& r : v["runs"]) {
+    const bool is_p3 = r["policy"] == "p3";
+    CHECK(r["slice_params"] == (is_p3 ? nlohmann::json(40000) : nlohmann::json()));
+    CHECK(r["partition_params"].is_null());
+    CHECK(r["credit_bytes"] == (is_p3 ? nlohmann::json(4 << 20) : nlohmann::json()));
+    CHECK(r["steps"] == 40);
+    CHECK(r["recorded_steps"].is_number());
+    CHECK(r["bandwidth_bytes_per_sec"].get<double>() == Approx(12.5e6));
+    CHECK(r["partition_bytes"] == 4 << 20);
+    CHECK(r["servers"] == 1);
+  }
+
+  ValidateOptions o;
+  o.profile = kFixtures + "/profile.json";
+  o.runs = {kRun, p3};
+  o.out = (tmp.dir / "report").string();
+  o.sim = f.flags;
+  o.python = "true";
+  REQUIRE(run_validate(o) == 0);
+  std::ifstream md(tmp.dir / "report" / "validation.md");
+  std::string header, rule, first, second;
+  std::getline(md, header), std::getline(md, rule), std::getline(md, first), std::getline(md, second);
+  CHECK_THAT(header, Contains("| policy | settings | mode |"));
+  CHECK_THAT(first + second, Contains("| p3 | slice 40000, credit 4.00 MiB |") && Contains("| bulk |  |"));
+}
+
+// Seeds past 2^64 - 1 wrap to 0 (unsigned arithmetic); the report names them so, not as
+// "18446744073709551615 to 1".
+TEST_CASE("a seed range is named as the seeds run, wrapping past 2^64 - 1", "[predictor][validate]") {
+  CHECK(seed_range(1, 5) == "1 to 5");
+  CHECK(seed_range(7, 1) == "7");
+  CHECK(seed_range(18446744073709551611ull, 5) == "18446744073709551611 to 18446744073709551615");
+  CHECK(seed_range(18446744073709551614ull, 5) == "18446744073709551614 to 18446744073709551615, then 0 to 2");
+  CHECK(seed_range(18446744073709551615ull, 2) == "18446744073709551615, then 0");
+}

@@ -1,0 +1,133 @@
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "core/model_spec.hpp"
+#include "core/profile.hpp"
+#include "predictor/commands.hpp"
+#include "predictor/simulator.hpp"
+
+using namespace psbed;
+using namespace psbed::predictor;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kProfile = std::string(PSBED_FIXTURES_DIR) + "/predictor/regression/profile.json";
+
+// The fixture's lenet5 (61,706 parameters, 246,824 bytes; its largest tensor fc1.weight is
+// 48,000) on a 100 Mbit/s link with the default 1 us arrival jitter, 4 workers on 2 shards.
+SimConfig lenet5_config(const Profile& profile, const std::string& policy) {
+  SimConfig c;
+  c.workers = 4, c.servers = 2;
+  c.mode = Consistency::parse("async");
+  c.policy.name = policy;
+  c.bandwidth_bytes_per_sec = 12.5e6;
+  c.latency_s = 200e-6;
+  c.arrival_jitter_s = kArrivalJitterUs * 1e-6;
+  take_host_costs(profile, c);
+  c.steps = 40;
+  return c;
+}
+
+void check_alike(const SimResult& a, const SimResult& b) {
+  CHECK(a.events == b.events);
+  CHECK(a.images_per_sec == b.images_per_sec);
+  CHECK(a.simulated_seconds == b.simulated_seconds);
+}
+
+}  // namespace
+
+// What optimize merges must simulate alike, event for event: a credit no step can fill (a worker
+// has at most one step's pulls or pushes in flight, the model's bytes), a slice or partition no
+// part needs (every part goes whole).
+TEST_CASE("credits past the model's bytes and slices past the largest part simulate alike",
+          "[predictor][optimize]") {
+  const Profile profile = Profile::load(kProfile);
+  const ModelSpec spec = profile_model_spec(profile, kProfile);
+  std::int64_t model_bytes = 0;
+  for (const auto& t : spec.tensors) model_bytes += t.bytes();
+  REQUIRE(model_bytes < (1 << 20));
+
+  for (const char* name : {"p3", "bytescheduler", "prophet"}) {
+    INFO(name);
+    SimConfig c = lenet5_config(profile, name);
+    c.policy.slice_params = c.policy.partition_params = 10000;  // slices, so the credit can matter
+    c.policy.credit_bytes = model_bytes;
+    const SimResult at_model = simulate(profile, spec, c);
+    for (std::int64_t credit : {std::int64_t(1) << 20, std::int64_t(16) << 20, std::int64_t(-1)}) {
+      c.policy.credit_bytes = credit;
+      check_alike(simulate(profile, spec, c), at_model);
+    }
+  }
+  for (const char* name : {"p3", "bytescheduler"}) {
+    INFO(name);
+    SimConfig c = lenet5_config(profile, name);
+    c.policy.credit_bytes = 64 << 10;  // a credit that holds transfers back
+    c.policy.slice_params = c.policy.partition_params = 48000;
+    const SimResult whole = simulate(profile, spec, c);
+    c.policy.slice_params = c.policy.partition_params = 1000000;
+    check_alike(simulate(profile, spec, c), whole);
+  }
+}
+
+// optimize lists such configurations once, names the others it stands for, and its JSON holds the
+// search's context and every configuration simulated.
+TEST_CASE("optimize lists configurations that simulate alike once", "[predictor][optimize]") {
+  const fs::path json = fs::temp_directory_path() / "psbed-optimize-alike-test.json";
+  OptimizeOptions o;
+  o.profile = kProfile;
+  o.max_nodes = 4;
+  o.max_servers = 1;
+  o.mode = "async";
+  o.policies = {"p3", "bytescheduler", "wfbp"};
+  o.sim.bandwidth = "100mbit";
+  o.sim.steps = 20;
+  o.top = 50;
+  o.confirm_seeds = 1;
+  o.json_out = json.string();
+  REQUIRE(run_optimize(o) == 0);
+  nlohmann::json j;
+  std::ifstream(json) >> j;
+  fs::remove(json);
+  INFO(j.dump(1));
+  // Worker counts 1, 2, 3: p3 3 slices x 3 credits, bytescheduler 2 partitions x 2 credits, wfbp.
+  CHECK(j["configurations_searched"] == 3 * (9 + 4 + 1));
+  // Every credit is past the model's bytes, both partitions past its largest part; p3's 10,000
+  // and 40,000 parameter slices cut fc1.weight, 160,000 does not.
+  CHECK(j["configurations"] == 3 * (3 + 1 + 1));
+  CHECK(j["simulated"].size() == j["configurations"].get<std::size_t>());
+  std::set<std::string> seen;
+  for (const auto& r : j["simulated"]) {
+    CHECK(seen.insert(r["description"].get<std::string>() + std::to_string(r["workers"].get<int>()))
+              .second);
+    if (r["policy"] == "p3") {
+      CHECK(r["same"].size() == 2);
+      CHECK(r["description"].get<std::string>().find("(same: credit 4.00 MiB, 16.00 MiB)") !=
+            std::string::npos);
+    }
+    if (r["policy"] == "bytescheduler") CHECK(r["same"].size() == 3);
+    if (r["policy"] == "wfbp") CHECK(r["description"] == "wfbp");
+  }
+  CHECK(j["by_images_per_sec"].size() == j["configurations"].get<std::size_t>());
+  const auto& s = j["search"];
+  CHECK(s["profile"] == kProfile);
+  CHECK(s["model"] == "lenet5");
+  CHECK(s["mode"] == "async");
+  CHECK(s["bandwidth_bytes_per_sec"].get<double>() == Approx(12.5e6));
+  CHECK(s["link_model"] == "bucket");
+  CHECK(s["steps"] == 20);
+  CHECK(s["seeds"] == 1);
+  CHECK(s["largest_part_params"] == 48000);
+
+  // --credit default fixes each policy's own credit: one credit each, none searched.
+  o.credit_given = true;
+  o.json_out = json.string();
+  REQUIRE(run_optimize(o) == 0);
+  std::ifstream(json) >> j;
+  fs::remove(json);
+  CHECK(j["configurations_searched"] == 3 * (3 + 2 + 1));
+  for (const auto& r : j["simulated"]) CHECK(r["credit_bytes"] == -1);
+}
