@@ -319,6 +319,7 @@ int run_predict(const PredictOptions& o) {
                             {"apply_bound", a.apply_bound},
                             {"host_bound", a.host_bound},
                             {"thread_bound", a.thread_bound},
+                            {"latency_bound", a.latency_bound},
                             {"imbalance", a.imbalance},
                             {"bottleneck", a.bottleneck}}}};
     if (!r) {
