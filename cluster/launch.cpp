@@ -468,7 +468,7 @@ class Launcher {
   // dashboard or `psbed ctl`, takes it), but said, since it changes nothing until then.
   void warn_unused_policy_settings() const {
     const std::string& n = opt_.policy;
-    const bool sliced = n == "p3" || n == "prophet", credited = sliced || n == "bytescheduler";
+    const bool sliced = policy::uses_slice_params(n), credited = policy::uses_credit(n);
     const LaunchOptions defaults;
     auto warn = [&](const std::string& flag, const char* users) {
       spdlog::warn("{}: policy {} does not use it ({}); it applies only if the run switches to one of those", flag, n,
@@ -478,7 +478,7 @@ class Launcher {
       warn("--credit " + opt_.credit, "p3 and bytescheduler: bytes in flight; prophet: largest block");
     if (opt_.slice_params != defaults.slice_params && !sliced)
       warn("--slice-params " + std::to_string(opt_.slice_params), "p3, prophet");
-    if (opt_.partition_params != defaults.partition_params && n != "bytescheduler")
+    if (opt_.partition_params != defaults.partition_params && !policy::uses_partition_params(n))
       warn("--partition-params " + std::to_string(opt_.partition_params), "bytescheduler");
   }
 

@@ -73,12 +73,11 @@ std::vector<std::string> launch_args(const LaunchOptions& o, bool every_setting 
                                 "--out", o.out, "--heartbeat", num(o.heartbeat_s), "--heartbeat-timeout",
                                 num(o.heartbeat_timeout_s), "--timeout", num(o.timeout_s)};
   if (!o.data_dir.empty()) a.insert(a.end(), {"--data-dir", o.data_dir});
-  const bool sliced = o.policy == "p3" || o.policy == "prophet";
-  const bool credited = sliced || o.policy == "bytescheduler";
-  if (every_setting || sliced) a.insert(a.end(), {"--slice-params", std::to_string(o.slice_params)});
-  if (every_setting || o.policy == "bytescheduler")
+  if (every_setting || policy::uses_slice_params(o.policy))
+    a.insert(a.end(), {"--slice-params", std::to_string(o.slice_params)});
+  if (every_setting || policy::uses_partition_params(o.policy))
     a.insert(a.end(), {"--partition-params", std::to_string(o.partition_params)});
-  if (!o.credit.empty() && (every_setting || credited)) a.insert(a.end(), {"--credit", o.credit});
+  if (!o.credit.empty() && (every_setting || policy::uses_credit(o.policy))) a.insert(a.end(), {"--credit", o.credit});
   if (!o.bandwidth.empty()) a.insert(a.end(), {"--bandwidth", o.bandwidth});
   if (!o.latency.empty()) a.insert(a.end(), {"--latency", o.latency});
   if (o.netns) a.push_back("--netns");

@@ -11,10 +11,9 @@ namespace psbed::predictor {
 namespace {
 // The floats per transfer the policy cuts parts into; 0: whole parts.
 std::int64_t slice_of(const policy::PolicyOptions& policy) {
-  const std::string& pol = policy.name;
-  return pol == "p3" || pol == "prophet" ? policy.slice_params
-         : pol == "bytescheduler"        ? policy.partition_params
-                                         : 0;
+  return policy::uses_slice_params(policy.name)       ? policy.slice_params
+         : policy::uses_partition_params(policy.name) ? policy.partition_params
+                                                      : 0;
 }
 std::int64_t transfers_of(const Part& p, std::int64_t slice) {
   return slice > 0 ? (p.numel + slice - 1) / slice : 1;

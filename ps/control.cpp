@@ -83,12 +83,11 @@ policy::PolicyOptions policy_from_request(const json& req, policy::PolicyOptions
                 "partition_params or credit)");
   // A setting the policy switched to does not use is refused, not kept for a later switch.
   const std::string& n = o.name;
-  const bool sliced = n == "p3" || n == "prophet", credited = sliced || n == "bytescheduler";
-  if (req.contains("slice_params") && !sliced)
+  if (req.contains("slice_params") && !policy::uses_slice_params(n))
     throw Error("field 'slice_params' is for p3 and prophet, not " + n);
-  if (req.contains("partition_params") && n != "bytescheduler")
+  if (req.contains("partition_params") && !policy::uses_partition_params(n))
     throw Error("field 'partition_params' is for bytescheduler, not " + n);
-  if (req.contains("credit") && req["credit"] != "default" && !credited)
+  if (req.contains("credit") && req["credit"] != "default" && !policy::uses_credit(n))
     throw Error("field 'credit' is for p3, bytescheduler and prophet, not " + n);
   policy::make_policy(o);  // unknown names and bad parameters are refused here, named
   return o;
@@ -96,9 +95,9 @@ policy::PolicyOptions policy_from_request(const json& req, policy::PolicyOptions
 
 std::string describe_policy(const policy::PolicyOptions& o) {
   std::string s = o.name;
-  if (o.name == "p3" || o.name == "prophet") s += " slice " + std::to_string(o.slice_params) + " params";
-  if (o.name == "bytescheduler") s += " partition " + std::to_string(o.partition_params) + " params";
-  if ((o.name == "p3" || o.name == "bytescheduler" || o.name == "prophet") && o.credit_bytes >= 0)
+  if (policy::uses_slice_params(o.name)) s += " slice " + std::to_string(o.slice_params) + " params";
+  if (policy::uses_partition_params(o.name)) s += " partition " + std::to_string(o.partition_params) + " params";
+  if (policy::uses_credit(o.name) && o.credit_bytes >= 0)
     s += (o.name == "prophet" ? ", block " : ", credit ") + std::to_string(o.credit_bytes) + " bytes";
   return s;
 }

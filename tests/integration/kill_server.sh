@@ -7,34 +7,29 @@
 source "$(dirname "$0")/lib.sh"
 need_data
 
-start_run() {  # start_run NAME: a 2-worker run long enough to be killed in
+# kill_during RUN ROLE NAME: a 2-worker run long enough to be killed in; SIGKILL its node NAME
+# once the run is going, and wait for launch (which must exit 1).
+kill_during() {
   timeout 120 "$PSBED" launch --servers 1 --workers 2 --model lenet5 --data mnist --steps 30000 \
     --batch 32 --lr 0.01 --mode async --out "$WORK/$1" >"$WORK/$1.out" 2>&1 &
   PIDS+=($!)
-}
-# pid_of RUN ROLE NAME: the pid of a node of that run once its log shows it running (20 s at most).
-pid_of() {
-  local pid=""
-  for _ in $(seq 1 200); do
-    pid=$(pgrep -f -- "exe $2 .*--name $3 .*$WORK/$1/" | head -1 || true)
-    [ "$2" = coordinator ] && pid=$(pgrep -f -- "exe coordinator .*$WORK/$1/" | head -1 || true)
-    if [ -n "$pid" ] && grep -q "step " "$WORK/$1/logs/coordinator.log" 2>/dev/null; then
-      echo "$pid"
-      return
-    fi
+  local pid="" rc=0
+  for _ in $(seq 1 200); do  # 20 s at most for the run to get going (a loaded CI host)
+    pid=$(pgrep -f -- "exe $2 .*$WORK/$1/" | head -1 || true)
+    [ "$2" != coordinator ] && pid=$(pgrep -f -- "exe $2 .*--name $3 .*$WORK/$1/" | head -1 || true)
+    [ -n "$pid" ] && grep -q "step " "$WORK/$1/logs/coordinator.log" 2>/dev/null && break
+    pid=""
     sleep 0.1
   done
+  [ -n "$pid" ] || { tail -20 "$WORK/$1.out"; fail "the $1 run never got going"; }
+  kill -KILL "$pid"
+  wait "${PIDS[-1]}" || rc=$?
+  tail -8 "$WORK/$1.out"
+  [ "$rc" = 1 ] || fail "launch exited $rc after its $3 died, expected 1"
 }
 
 # --- a shard dies ---
-start_run shard
-victim=$(pid_of shard server server-0)
-[ -n "$victim" ] || { tail -20 "$WORK/shard.out"; fail "the shard run never got going"; }
-kill -KILL "$victim"
-rc=0
-wait "${PIDS[-1]}" || rc=$?
-tail -8 "$WORK/shard.out"
-[ "$rc" = 1 ] || fail "launch exited $rc after its shard died, expected 1"
+kill_during shard server server-0
 s="$WORK/shard/summary.json"
 json "$s" 'sys.exit(0 if s["ok"] is False else 1)' || fail "the summary of a run whose shard died says ok"
 json "$s" 's["failure"]' | grep -q "server-0 killed by signal 9" || fail "the failure does not name server-0"
@@ -52,14 +47,7 @@ json "$s" 'sys.exit(0 if len(s["per_worker"]) == 2 and all(w["steps"] > 0 for w 
   fail "the summary lacks what the workers measured"
 
 # --- the coordinator dies ---
-start_run coord
-victim=$(pid_of coord coordinator coordinator)
-[ -n "$victim" ] || { tail -20 "$WORK/coord.out"; fail "the coordinator run never got going"; }
-kill -KILL "$victim"
-rc=0
-wait "${PIDS[-1]}" || rc=$?
-tail -6 "$WORK/coord.out"
-[ "$rc" = 1 ] || fail "launch exited $rc after its coordinator died, expected 1"
+kill_during coord coordinator coordinator
 s="$WORK/coord/summary.json"
 json "$s" '[f["name"] for f in s["launch"]["failed_processes"]]' | grep -q "coordinator" ||
   fail "launch.failed_processes lacks the coordinator"
