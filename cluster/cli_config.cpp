@@ -366,15 +366,6 @@ void add_config_option(CLI::App* app) {
       ->trigger_on_parse();
 }
 
-CLI::Validator credit_default() {
-  return CLI::Validator(
-      [](std::string& value) {
-        if (value == "default") value.clear();
-        return std::string();
-      },
-      "SIZE|default");
-}
-
 namespace {
 // A validator that runs `parse` on the value and says what it refused.
 template <class F>

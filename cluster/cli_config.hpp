@@ -33,10 +33,6 @@ CLI::Validator momentum_range();
 // 2^64 - 1, and 010 as octal 8).
 CLI::Validator seed_validator();
 
-// A --credit flag's transform: 'default' (as `psbed ctl policy` takes it) is the policy's own,
-// the same as leaving the flag out.
-CLI::Validator credit_default();
-
 // Values in units, checked as the command reads them, so that one it cannot read is a usage
 // error (exit status 2) named with its flag, as a number of the wrong kind is: a bandwidth
 // ("1gbit"; 0: none, and `unshaped` too where the command takes the word), a duration ("200us"),
@@ -44,8 +40,8 @@ CLI::Validator credit_default();
 CLI::Validator bandwidth_value(bool unshaped_word);
 CLI::Validator duration_value();
 CLI::Validator size_value();
-// A --credit of the predictor's commands: 'default' (the policy's own, as leaving it out), else
-// a size.
+// A --credit flag: 'default' (the policy's own, as leaving it out, as `psbed ctl policy` takes
+// it), else a size.
 CLI::Validator credit_value();
 // One of a fixed set of words: "expected bucket or fair, got 'x'".
 CLI::Validator one_of(const std::vector<std::string>& words);

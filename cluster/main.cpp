@@ -97,7 +97,7 @@ void add_bench_ps(CLI::App* bench, ps::BenchPsOptions& o, std::string& log_level
       ->check(CLI::Range(1, 256));
   app->add_option("--servers", o.servers, "server counts")->delimiter(',')->capture_default_str()
       ->check(CLI::Range(1, 256));
-  app->add_option("--partition-bytes", o.partition, "largest part")->capture_default_str();
+  app->add_option("--partition-bytes", o.partition, "largest part")->capture_default_str()->check(cluster::size_value());
   app->add_option("--min-seconds", o.min_seconds, "seconds per psbed run (raw runs: half)")->capture_default_str()
       ->check(positive("a number of seconds"));
   app->add_option("--repeat", o.repeat, "psbed runs per single-worker row, between raw runs")->capture_default_str()
@@ -143,8 +143,8 @@ void add_coordinator(CLI::App& root, ps::CoordinatorOptions& o, std::string& par
   app->add_option("--policy", o.policy.name, "transmission policy: bulk, wfbp, tf-random, p3, bytescheduler, prophet")->capture_default_str();
   app->add_option("--slice-params", o.policy.slice_params, "p3, prophet: parameters per slice")->capture_default_str();
   app->add_option("--partition-params", o.policy.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
-  app->add_option("--credit", credit, "p3/bytescheduler: bytes in flight at most; prophet: largest block (default: the policy's)")
-      ->transform(cluster::credit_default());
+  app->add_option("--credit", credit, "p3/bytescheduler: bytes in flight at most; prophet: largest block (default, or 'default': the policy's)")
+      ->transform(cluster::credit_value());
   app->add_option("--lr", o.sgd.lr, "learning rate (async needs a smaller one than bsp: README, \"Consistency\")")
       ->capture_default_str()
       ->check(non_negative("a learning rate", true));
@@ -159,7 +159,8 @@ void add_coordinator(CLI::App& root, ps::CoordinatorOptions& o, std::string& par
       ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
   app->add_option("--batch", o.batch, "batch per worker")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   app->add_option("--seed", o.seed, "seed for initial parameters and data order")->capture_default_str()->transform(cluster::seed_validator());
-  app->add_option("--partition-bytes", partition, "largest part a tensor is cut into")->capture_default_str();
+  app->add_option("--partition-bytes", partition, "largest part a tensor is cut into")->capture_default_str()
+      ->check(cluster::size_value());
   app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str()
       ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
   app->add_option("--heartbeat-timeout", o.heartbeat_timeout_s, "seconds of silence before a node is dead (at least twice --heartbeat)")
@@ -198,8 +199,9 @@ void add_server(CLI::App& root, ps::ServerOptions& o, std::string& log_level) {
   app->add_option("--trace-dir", o.trace_dir, "write <name>.trace.json here");
   app->add_option("--max-message-bytes", o.max_message_bytes, "larger messages are dropped")->capture_default_str();
   app->add_option("--apply-threads", o.apply_threads, "threads applying updates (each owns a subset of parts)")->capture_default_str();
-  app->add_option("--bandwidth", o.bandwidth, "emulated link rate per direction, e.g. 1gbit (a number needs its unit; default or 0: unshaped)");
-  app->add_option("--latency", o.latency, "emulated one-way latency, e.g. 200us");
+  app->add_option("--bandwidth", o.bandwidth, "emulated link rate per direction, e.g. 1gbit (a number needs its unit; default or 0: unshaped)")
+      ->check(cluster::bandwidth_value(false));
+  app->add_option("--latency", o.latency, "emulated one-way latency, e.g. 200us")->check(cluster::duration_value());
 }
 
 void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level) {
@@ -232,8 +234,9 @@ void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level
       ->check(non_negative("milliseconds"));
   app->add_option("--start-stagger-ms", o.start_stagger_ms,
                   "worker i of N waits i x this / N before its first step (a de-synchronized start)");
-  app->add_option("--bandwidth", o.bandwidth, "emulated link rate per direction, e.g. 100mbit (a number needs its unit; default or 0: unshaped)");
-  app->add_option("--latency", o.latency, "emulated one-way latency, e.g. 200us");
+  app->add_option("--bandwidth", o.bandwidth, "emulated link rate per direction, e.g. 100mbit (a number needs its unit; default or 0: unshaped)")
+      ->check(cluster::bandwidth_value(false));
+  app->add_option("--latency", o.latency, "emulated one-way latency, e.g. 200us")->check(cluster::duration_value());
 }
 
 void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_level) {
@@ -251,8 +254,8 @@ void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_leve
   app->add_option("--policy", o.policy, "transmission policy: bulk, wfbp, tf-random, p3, bytescheduler, prophet")->capture_default_str();
   app->add_option("--slice-params", o.slice_params, "p3, prophet: parameters per slice")->capture_default_str();
   app->add_option("--partition-params", o.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
-  app->add_option("--credit", o.credit, "p3/bytescheduler: bytes in flight at most; prophet: largest block; e.g. 4MiB (default: the policy's)")
-      ->transform(cluster::credit_default());
+  app->add_option("--credit", o.credit, "p3/bytescheduler: bytes in flight at most; prophet: largest block; e.g. 4MiB (default, or 'default': the policy's)")
+      ->transform(cluster::credit_value());
   app->add_option("--epochs", o.epochs, "passes over the training set, all workers together")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
@@ -267,7 +270,8 @@ void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_leve
       ->check(non_negative("a weight decay", true));
   app->add_option("--lr-schedule", o.lr_schedule, "constant or cosine")->capture_default_str();
   app->add_option("--seed", o.seed, "seed")->capture_default_str()->transform(cluster::seed_validator());
-  app->add_option("--partition-bytes", o.partition_bytes, "largest part a tensor is cut into")->capture_default_str();
+  app->add_option("--partition-bytes", o.partition_bytes, "largest part a tensor is cut into")->capture_default_str()
+      ->check(cluster::size_value());
   app->add_option("--threads", o.threads, "compute threads per worker")->capture_default_str();
   app->add_option("--apply-threads", o.apply_threads, "threads applying updates per server shard")->capture_default_str()
       ->check(CLI::Range(1, 1024));
@@ -282,9 +286,10 @@ void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_leve
   app->add_option("--straggler-ms", o.straggler_ms, "make worker-0 a straggler: it sleeps this long every step");
   app->add_option("--start-stagger-ms", o.start_stagger_ms,
                   "worker i of N waits i x this / N before its first step (default: all start together)");
-  app->add_option("--bandwidth", o.bandwidth, "emulated link rate of every server and worker, per direction (e.g. 1gbit; 0: unshaped)");
+  app->add_option("--bandwidth", o.bandwidth, "emulated link rate of every server and worker, per direction (e.g. 1gbit; 0: unshaped)")
+      ->check(cluster::bandwidth_value(false));
   app->add_flag("--netns", o.netns, "one network namespace per node on a bridge, --bandwidth shaped by tc tbf (needs root; all removed on exit)");
-  app->add_option("--latency", o.latency, "emulated one-way latency of every link (e.g. 200us)");
+  app->add_option("--latency", o.latency, "emulated one-way latency of every link (e.g. 200us)")->check(cluster::duration_value());
   app->add_option("--http", o.http, "the coordinator serves the dashboard and HTTP API on HOST:PORT (:PORT = loopback; port 0 = any)");
   app->add_option("--http-token", o.http_token, "token for the HTTP API (required beyond loopback; default $PSBED_HTTP_TOKEN)");
   app->add_option("--profile", o.profile, "profile.json given to the coordinator for /api/prediction");

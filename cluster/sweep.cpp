@@ -324,7 +324,8 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
   app->add_option("--policy", o.policies, "policies, or all")->delimiter(',')->capture_default_str();
   app->add_option("--mode", o.modes, "consistency modes: async, bsp, ssp:K")->delimiter(',')->capture_default_str();
   app->add_option("--bandwidth", o.bandwidths, "link rates per direction, e.g. 100mbit,1gbit (default: unshaped)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(bandwidth_value(false));
   app->add_option("--out", b.out, "folder for every run, results.csv, results.json and sweep.png")->required();
   app->add_option("--repeat", o.repeat, "runs per point (median and range in results.md, validate uses the median)")
       ->capture_default_str()
@@ -348,12 +349,13 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
   app->add_option("--apply-threads", b.apply_threads, "threads applying updates per server shard")
       ->capture_default_str()->check(CLI::Range(1, 1024));
   app->add_option("--seed", b.seed, "seed")->capture_default_str()->transform(seed_validator());
-  app->add_option("--partition-bytes", b.partition_bytes, "largest part a tensor is cut into")->capture_default_str();
+  app->add_option("--partition-bytes", b.partition_bytes, "largest part a tensor is cut into")->capture_default_str()
+      ->check(size_value());
   app->add_option("--slice-params", b.slice_params, "p3, prophet: parameters per slice")->capture_default_str();
   app->add_option("--partition-params", b.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
-  app->add_option("--credit", b.credit, "p3/bytescheduler credit, prophet block limit (default: each policy's)")
-      ->transform(credit_default());
-  app->add_option("--latency", b.latency, "emulated one-way latency of every link, e.g. 200us");
+  app->add_option("--credit", b.credit, "p3/bytescheduler credit, prophet block limit (default, or 'default': each policy's)")
+      ->transform(credit_value());
+  app->add_option("--latency", b.latency, "emulated one-way latency of every link, e.g. 200us")->check(duration_value());
   app->add_flag("--netns", b.netns, "shape with tc in one network namespace per node (root) instead of in-process");
   app->add_option("--timeout", b.timeout_s, "seconds each run may take")->capture_default_str();
   app->add_flag("!--no-trace", b.trace, "do not write traces");

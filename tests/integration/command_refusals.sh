@@ -130,6 +130,18 @@ work_error "psbed: error: --policy: unknown policy 'bogus', expected one of: bul
 work_error "psbed: error: --mode: unknown consistency mode 'bogus'" optimize --profile "$pf" --mode bogus
 work_error "psbed: error: --policy: unknown policy 'bogus'" bench predict --policy bogus
 [ ! -e "$WORK/v" ] || fail "validate made its --out folder for a usage error"
+# The same values in the commands that run a cluster: a usage error before anything starts.
+usage "psbed launch: --credit: bad size 'abc'" launch --credit abc --out "$WORK/l"
+usage "psbed launch: --bandwidth: bad bandwidth '1xb'" launch --bandwidth 1xb --out "$WORK/l"
+usage "psbed launch: --latency: bad duration '200': give its unit" launch --latency 200 --out "$WORK/l"
+usage "psbed launch: --partition-bytes: bad size '1xb'" launch --partition-bytes 1xb --out "$WORK/l"
+usage "psbed sweep: --bandwidth: bad bandwidth '1xb'" sweep --bandwidth 100mbit,1xb --out "$WORK/l"
+usage "psbed sweep: --credit: bad size 'abc'" sweep --credit abc --out "$WORK/l"
+usage "psbed coordinator: --partition-bytes: bad size '3q'" coordinator --partition-bytes 3q
+usage "psbed server: --latency: bad duration '200'" server --coordinator tcp://127.0.0.1:1 --latency 200
+usage "psbed worker: --bandwidth: bad bandwidth '100': give its unit" worker --coordinator tcp://127.0.0.1:1 --bandwidth 100
+usage "psbed bench ps: --partition-bytes: bad size 'zz'" bench ps --partition-bytes zz
+[ ! -e "$WORK/l" ] || fail "a usage error left a run folder"
 # validate's arguments: a file among the run folders (runs/* without the slash) is named a file,
 # a folder that is not there "does not exist"; predict --analytic writes no traces, so
 # --trace-out beside it is a usage error; a profile's negative figure is named when it is read,
@@ -148,7 +160,7 @@ timeout 60 "$PSBED" predict --profile "$pf" --workers 1 --policy wfbp --steps 10
   >"$WORK/seed.out" 2>&1 || { cat "$WORK/seed.out"; fail "predict with a seed near 2^64"; }
 grep -qF "the median of 5 seeds (18446744073709551614 to 18446744073709551615, then 0 to 2)" "$WORK/seed.out" ||
   { cat "$WORK/seed.out"; fail "the seeds past 2^64 - 1 are not named as they run"; }
-echo "predictor flags: usage errors exit 2, unknown names 1, each in a line naming the flag"
+echo "sizes, bandwidths, durations: usage errors (exit 2) in every subcommand; unknown names 1, each in a line naming the flag"
 echo "flags: one line each"
 
 # Output paths: refused before the work (the file /proc/... cannot be created; root can write
