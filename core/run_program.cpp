@@ -30,9 +30,12 @@ ProgramStatus run_program(const std::vector<std::string>& argv, const ProgramOpt
   std::vector<std::string> env_text;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string entry = *e;
-    const std::string name = entry.substr(0, entry.find('=') + 1);
+    const std::size_t equals = entry.find('=');
     bool replaced = false;
-    for (const std::string& mine : options.env) replaced = replaced || mine.rfind(name, 0) == 0;
+    if (equals != std::string::npos) {  // an entry without '=' names nothing to replace
+      const std::string name = entry.substr(0, equals + 1);
+      for (const std::string& mine : options.env) replaced = replaced || mine.rfind(name, 0) == 0;
+    }
     if (!replaced) env_text.push_back(entry);
   }
   for (const std::string& mine : options.env) env_text.push_back(mine);

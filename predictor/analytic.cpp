@@ -42,8 +42,19 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   // Real compute on the host's cores runs at the CPU scale (the contention's, validate's what-if).
   const double compute_scale = cfg.compute_on_cores && cfg.host_cpus > 0 ? cfg.compute_cpu_scale : 1.0;
   const double compute_s = (profile.mean_compute_ms() + overhead_ms) / 1e3 * compute_scale;
-  const double layers_s = profile.mean_compute_ms() / 1e3 * compute_scale;  // forward + backward
   const double overhead_s = overhead_ms / 1e3 * compute_scale;
+  // The layers before the first that holds parameters wait for no pull, and their backward comes
+  // after the last gradient is pushed: both overlap a round trip.
+  int first_held = int(spec.layers.size());
+  for (const auto& p : plan.parts) first_held = std::min(first_held, spec.tensors[std::size_t(p.key)].layer);
+  double before_fwd_s = 0, before_bwd_s = 0, held_s = 0;  // forward, backward of those layers; the rest
+  for (int l = 0; l < int(profile.layers.size()); ++l) {
+    const double f = profile.mean_forward_ms(l) / 1e3 * compute_scale, b = profile.mean_backward_ms(l) / 1e3 * compute_scale;
+    if (l < first_held)
+      before_fwd_s += f, before_bwd_s += b;
+    else
+      held_s += f + b;
+  }
   double model_bytes = 0;
   for (const auto& p : plan.parts) model_bytes += double(p.bytes() + cfg.message_overhead_bytes);
   std::vector<double> shard_bytes(std::size_t(cfg.servers), 0),
@@ -88,16 +99,18 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
     if (cfg.mode.kind == Consistency::Kind::kAsync) return (W - 1) * batch / step_s + batch / (step_s + straggle);
     return W * batch / (step_s + straggle);
   };
-  // Whatever the overlap, a worker's step holds two round trips it cannot hide: the first layer's
-  // forward waits for its pull (a request and a reply: the batch loads meanwhile), and the step
-  // ends when the last gradient's push is acknowledged, which is sent once backward is over at
-  // the earliest: worker-0's straggling sleep runs then too. Every message takes the link's
-  // latency and the receiving side's message latency at least. Each worker at its own pace: under
-  // bsp the others follow the straggler in the long run, but one step ahead of it, which a short
-  // run shows, so the bound that holds for every run is this one.
+  // Whatever the overlap, a worker's step holds two round trips it cannot hide: the first layer
+  // that holds parameters waits for its pull (a request and a reply: the batch loads, and the
+  // layers before it run, meanwhile), and the step ends when the last gradient's push is
+  // acknowledged, which leaves when that layer's backward is over at the earliest; the backward of
+  // the layers before it, and then worker-0's straggling sleep, run meanwhile. Every message
+  // takes the link's latency and the receiving side's message latency at least. Each worker at
+  // its own pace: under bsp the others follow the straggler in the long run, but one step ahead
+  // of it, which a short run shows, so the bound that holds for every run is this one.
   const double one_way_s = cfg.latency_s + cfg.message_latency_s;
-  const double pull_s = std::max(overhead_s, 2 * one_way_s) + layers_s;
-  const double step_s = pull_s + 2 * one_way_s, straggler_step_s = pull_s + std::max(straggle, 2 * one_way_s);
+  const double pull_s = std::max(overhead_s + before_fwd_s, 2 * one_way_s) + held_s;
+  const double step_s = pull_s + std::max(before_bwd_s, 2 * one_way_s);
+  const double straggler_step_s = pull_s + std::max(before_bwd_s + straggle, 2 * one_way_s);
   a.latency_bound = step_s <= 0 ? kInf
                     : straggle > 0 ? (W - 1) * batch / step_s + batch / straggler_step_s
                                    : W * batch / step_s;

@@ -26,8 +26,8 @@ struct AnalyticBounds {
   // one at a time, each costing a transfer's receiving time (receive_cost; inf: unmeasured).
   double thread_bound = 0;
   // images/s if a step were its compute and the two round trips no overlap hides (the first
-  // pull, the last push's acknowledgment), worker-0 a straggler's sleep longer (inf: no latency,
-  // no compute).
+  // pull, the last push's acknowledgment; the layers before the first with parameters, and
+  // worker-0's straggling sleep, run during them) (inf: no latency, no compute).
   double latency_bound = 0;
   double upper = 0;              // min of the above: perfect overlap
   double serial = 0;             // compute, then pull, then push, no overlap (bsp-like)

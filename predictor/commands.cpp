@@ -385,7 +385,11 @@ namespace {
 // seconds one way; `known` is false for an older run that recorded none.
 struct RecordedLink {
   bool known = false;
-  double bandwidth = 0, latency = 0;
+  std::string text;                   // as recorded: "1.00 Gbit/s, 200 us one way", "unshaped"
+  double bandwidth = 0, latency = 0;  // bytes/s and s as recorded (0 for an unshaped run)
+  // What the run is predicted on where no --bandwidth or --latency replaces it (an unshaped run:
+  // the profile's estimate of the host's link where the profile's run was unshaped too).
+  double own_bandwidth = 0, own_latency = 0;
 };
 
 struct MeasuredRun {
@@ -423,12 +427,14 @@ void take_run_link(const std::string& link, const Profile& profile, const SimFla
                    SimConfig& c, RecordedLink& recorded) {
   double bw = 0, lat = 0;
   if (parse_link_metadata(link, &bw, &lat)) {
-    recorded = {true, bw, lat};
+    recorded = {true, link, bw, lat, bw, lat};
     if (flags.bandwidth.empty()) c.bandwidth_bytes_per_sec = bw;
     if (flags.latency.empty()) c.latency_s = lat;
   } else if (link == "unshaped") {
-    recorded = {true, 0, 0};
-    if (profile.shaped.empty()) return;
+    const bool estimate = profile.shaped.empty();
+    recorded = {true, link, 0, 0, estimate ? profile.bandwidth_bytes_per_sec : 0.0,
+                estimate ? profile.latency_us * 1e-6 : 0.0};
+    if (estimate) return;
     if (flags.bandwidth.empty()) c.bandwidth_bytes_per_sec = 0;
     if (flags.latency.empty()) c.latency_s = 0;
   }
@@ -549,7 +555,8 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
         netns_bw = for_flag("the run's launch.netns.shaping", [&] { return parse_bandwidth_bps(r); }) / 8;
       }
       if (netns_bw >= 0) {
-        m.link.known = true, m.link.bandwidth = netns_bw;
+        m.link.text = "tc " + format_bandwidth(netns_bw * 8) + ", " + fmt(m.link.latency * 1e6, 0) + " us one way";
+        m.link.known = true, m.link.bandwidth = m.link.own_bandwidth = netns_bw;
         if (flags.bandwidth.empty()) c.bandwidth_bytes_per_sec = netns_bw;
       }
     }
@@ -597,8 +604,7 @@ std::string config_key(const MeasuredRun& m) {
   return nlohmann::json{{"model", s.value("model", std::string())},
                         {"batch", s.value("batch", 0)},
                         {"recorded", m.recorded},
-                        {"recorded_link", m.link.known ? nlohmann::json{m.link.bandwidth, m.link.latency}
-                                                       : nlohmann::json()},
+                        {"recorded_link", m.link.known ? nlohmann::json(m.link.text) : nlohmann::json()},
                         {"workers", c.workers},
                         {"servers", c.servers},
                         {"mode", c.mode.str()},
@@ -734,13 +740,19 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
     std::fprintf(stderr, "validate: %s %s replaces the %s %zu run(s) recorded: %s\n", flag.c_str(),
                  value.c_str(), flag.c_str() + 2, names.size(), list.c_str());
   };
+  // An unshaped run's own link is the profile's estimate, where the profile's run was unshaped.
+  auto own = [](const MeasuredRun& m, std::string value) {
+    return m.link.text == "unshaped" ? "unshaped, predicted at " + value : value;
+  };
   say_replaced(
       "--bandwidth", flags.bandwidth,
-      [](const MeasuredRun& m) { return m.link.bandwidth != m.config.bandwidth_bytes_per_sec; },
-      [](const MeasuredRun& m) { return m.link.bandwidth > 0 ? bandwidth_text(m.link.bandwidth) : "unshaped"; });
+      [](const MeasuredRun& m) { return m.link.own_bandwidth != m.config.bandwidth_bytes_per_sec; },
+      [&](const MeasuredRun& m) {
+        return own(m, m.link.own_bandwidth > 0 ? bandwidth_text(m.link.own_bandwidth) : "no limit");
+      });
   say_replaced(
-      "--latency", flags.latency, [](const MeasuredRun& m) { return m.link.latency != m.config.latency_s; },
-      [](const MeasuredRun& m) { return fmt(m.link.latency * 1e6, 0) + " us"; });
+      "--latency", flags.latency, [](const MeasuredRun& m) { return m.link.own_latency != m.config.latency_s; },
+      [&](const MeasuredRun& m) { return own(m, fmt(m.link.own_latency * 1e6, 0) + " us"); });
   // Runs of one configuration (a sweep's --repeat) are predicted once and compared by the median
   // of their measurements: a short run may settle in either of two paces, and one run is one
   // draw of them.
@@ -845,9 +857,13 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
                     {"bandwidth_bytes_per_sec", m.config.bandwidth_bytes_per_sec},
                     {"latency_us", m.config.latency_s * 1e6},
                     {"host_cpus", m.config.host_cpus},
-                    // The link the runs recorded (a flag may have replaced it; null: none recorded).
-                    {"recorded_bandwidth_bytes_per_sec", m.link.known ? nlohmann::json(m.link.bandwidth) : nlohmann::json()},
-                    {"recorded_latency_us", m.link.known ? nlohmann::json(m.link.latency * 1e6) : nlohmann::json()},
+                    // The link the runs recorded (a flag may have replaced it; null: none
+                    // recorded, or an unshaped run, which recorded_link says).
+                    {"recorded_link", m.link.known ? nlohmann::json(m.link.text) : nlohmann::json()},
+                    {"recorded_bandwidth_bytes_per_sec",
+                     m.link.known && m.link.text != "unshaped" ? nlohmann::json(m.link.bandwidth) : nlohmann::json()},
+                    {"recorded_latency_us",
+                     m.link.known && m.link.text != "unshaped" ? nlohmann::json(m.link.latency * 1e6) : nlohmann::json()},
                     {"straggler_ms", m.config.straggler_s * 1e3},
                     {"start_stagger_ms", m.config.start_stagger_s * 1e3},
                     {"compute", m.summary.value("compute", std::string("real"))},
@@ -1070,13 +1086,22 @@ SETTINGS = [("policy", "%s"), ("slice_params", "slice %s"), ("partition_params",
             ("apply_threads", "%s apply threads"), ("host_cpus", "%s cores"),
             ("recorded_bandwidth_bytes_per_sec", "ran at %s bytes/s"), ("recorded_latency_us", "ran at %s us")]
 SIMULATED = {"recorded_bandwidth_bytes_per_sec": "bandwidth_bytes_per_sec", "recorded_latency_us": "latency_us"}
+# A setting tells configurations apart where two rows of one panel, policy and worker count differ
+# in it; one that changes only with the worker count (the steps of an --epochs run) does not.
+def differs_at_one_size(k):
+    seen = {}
+    for r in runs:
+        at = (r["mode"], r["bandwidth"], r["policy"], r["workers"])
+        seen.setdefault(at, set()).add(json.dumps(r.get(k)))
+    return any(len(v) > 1 for v in seen.values())
+IDENTITY = [(k, name) for k, name in SETTINGS if k == "policy" or differs_at_one_size(k)]
 def config(r):
-    return tuple(json.dumps(r.get(k)) for k, _ in SETTINGS)
+    return tuple(json.dumps(r.get(k)) for k, _ in IDENTITY)
 def value(x):
     return ("%g" % x) if isinstance(x, float) else str(x)
 policies = sorted({r["policy"] for r in runs})
 # A setting goes in the labels where it tells two lines of one policy apart.
-varying = [(k, name) for k, name in SETTINGS[1:]
+varying = [(k, name) for k, name in IDENTITY[1:]
            if len({(r["policy"], json.dumps(r.get(k))) for r in runs}) > len(policies)]
 def label(r):
     # A recorded link is named only where the prediction replaced it.

@@ -359,18 +359,43 @@ Profile extract_profile(const ProfileOptions& opt) {
                   "): repair it, or remove it to profile from the traces alone");
     }
     if (!summary.is_object()) throw Error(summary_path.string() + " is not a JSON object (expected a run's summary)");
-    n_servers = summary.value("servers", n_servers);
+    // The fields read below, of the kinds launch writes: another kind is named, with the file.
+    using T = nlohmann::json::value_t;
+    auto expect = [&](const nlohmann::json& obj, const std::string& where, const char* key,
+                      std::initializer_list<T> kinds, const char* what) {
+      if (!obj.contains(key)) return;
+      for (const T k : kinds)
+        if (obj[key].type() == k || (k == T::number_float && obj[key].is_number())) return;
+      throw Error(summary_path.string() + ": '" + where + key + "' is " + obj[key].dump() + ", expected " + what);
+    };
+    expect(summary, "", "servers", {T::number_float}, "a number");
+    expect(summary, "", "workers", {T::number_float}, "a number");
+    expect(summary, "", "ok", {T::boolean}, "true or false");
+    expect(summary, "", "failure", {T::string}, "a string");
+    expect(summary, "", "policy_final", {T::string, T::null}, "a policy's name");
+    expect(summary, "", "policy_switches", {T::array}, "a list");
+    expect(summary, "", "launch", {T::object}, "an object");
+    expect(summary, "", "failed_nodes", {T::array}, "a list of nodes");
+    if (summary.contains("launch")) expect(summary["launch"], "launch.", "host_cpus", {T::number_float}, "a number");
+    if (summary.contains("failed_nodes"))
+      for (const auto& f : summary["failed_nodes"]) {
+        if (!f.is_object())
+          throw Error(summary_path.string() + ": a node of 'failed_nodes' is " + f.dump() + ", expected an object");
+        expect(f, "failed_nodes[].", "name", {T::string}, "a string");
+        expect(f, "failed_nodes[].", "reason", {T::string}, "a string");
+      }
+    n_servers = int(summary.value("servers", double(n_servers)));
   } else {
     warnings.push_back("no summary.json in '" + opt.run +
                        "': the host's CPU count is unknown, so the host's cores are not modelled, and "
                        "a worker that died without a trace would go unseen; profile a run psbed launch made");
   }
-  if (summary.is_object() && !(summary.contains("launch") && summary["launch"].value("host_cpus", 0) > 0))
+  if (summary.is_object() && !(summary.contains("launch") && summary["launch"].value("host_cpus", 0.0) > 0))
     warnings.push_back("summary.json has no launch.host_cpus (a cluster started by hand, or an older psbed): "
                        "the host's cores are not modelled");
   // Every worker the run had, traced or not.
   const int run_workers =
-      std::max(int(workers.size()), summary.is_object() ? summary.value("workers", 0) : 0);
+      std::max(int(workers.size()), summary.is_object() ? int(summary.value("workers", 0.0)) : 0);
   if (summary.is_object() && summary.contains("failed_nodes") && summary["failed_nodes"].is_array() &&
       !summary["failed_nodes"].empty()) {
     std::string names;
@@ -387,7 +412,7 @@ Profile extract_profile(const ProfileOptions& opt) {
   // a pull request and its reply). From a replay run that is all transport and bookkeeping; from
   // a real one the compute's share is estimated as its duration x its threads.
   const int host_cpus = summary.is_object() && summary.contains("launch")
-                            ? summary["launch"].value("host_cpus", 0)
+                            ? int(summary["launch"].value("host_cpus", 0.0))
                             : 0;
   double steady_cpu_s = -1;
   HostCpu host_cpu;  // every process's CPU per step, compute included

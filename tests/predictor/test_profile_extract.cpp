@@ -296,6 +296,11 @@ TEST_CASE("what the summary says, or cannot: a damaged one refused, a missing on
   // A damaged one is refused, not read as absent.
   std::ofstream(tmp / "summary.json") << "{\"model\": ";
   CHECK_THROWS_WITH(extract_profile(o), Catch::Contains("summary.json is not valid JSON"));
+  // Valid JSON of the wrong shape: the field named, with the file.
+  std::ofstream(tmp / "summary.json") << R"({"launch": []})";
+  CHECK_THROWS_WITH(extract_profile(o), Catch::Contains("summary.json: 'launch' is [], expected an object"));
+  std::ofstream(tmp / "summary.json") << R"({"failed_nodes": ["worker-1"]})";
+  CHECK_THROWS_WITH(extract_profile(o), Catch::Contains("a node of 'failed_nodes' is \"worker-1\""));
   // The fixture's own summary: no launch record.
   fs::copy_file(kRun + "/summary.json", tmp / "summary.json", fs::copy_options::overwrite_existing);
   p = extract_profile(o);

@@ -439,6 +439,44 @@ TEST_CASE("the analytic latency bound: compute and two round trips; a straggler 
   CHECK(analytic_bounds(p, spec, c).serial == Approx(3 * 8 / serial_step + 8 / (serial_step + 0.05)));
 }
 
+TEST_CASE("the analytic latency bound: layers before the first with parameters overlap the round trips",
+          "[predictor][analytic]") {
+  // A relu before fc1: its forward waits for no pull, its backward comes after fc1's gradient is
+  // pushed. 5 + 5 ms for it, 0.1 + 0.1 ms for fc1, 2 ms latency: a step is max(5, 4) + 0.2 +
+  // max(5, 4) = 10.2 ms, not 10.2 + two round trips.
+  const ModelSpec spec = parse_model_spec(R"(name = "relu-first"
+input = [1, 1, 249]
+classes = 4
+
+[[layer]]
+type = "relu"
+
+[[layer]]
+type = "fc"
+name = "fc1"
+in = 249
+out = 4
+)",
+                                          "relu-first");
+  Profile p;
+  p.model = spec.name;
+  p.batch = 8;
+  for (const auto& t : spec.tensors) p.tensors.push_back({t.name, t.layer, t.bytes()});
+  p.layers.push_back({spec.layers[0].name, {5.0}, {5.0}});
+  p.layers.push_back({"fc1", {0.1}, {0.1}});
+  for (const int workers : {1, 4}) {
+    SimConfig c = config(workers, "async");
+    c.bandwidth_bytes_per_sec = 0;
+    c.latency_s = 2e-3;
+    const AnalyticBounds a = analytic_bounds(p, spec, c);
+    CHECK(a.latency_bound == Approx(workers * 8 / 0.0102));
+    CHECK(a.serial <= a.upper);
+    const SimResult r = simulate(p, spec, c);
+    CHECK(r.images_per_sec <= a.upper * (1 + 1e-9));
+    CHECK(r.images_per_sec >= a.serial * (1 - 1e-9));
+  }
+}
+
 TEST_CASE("the analytic host bound: the host's cores doing every step's messages and bytes",
           "[predictor][analytic]") {
   const ModelSpec spec = parse_model_spec(kTiny, "tiny");

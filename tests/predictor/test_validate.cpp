@@ -246,6 +246,12 @@ TEST_CASE("validate: the link of unshaped and --netns runs", "[predictor][valida
   f.profile.shaped.clear();  // an unshaped profile: its estimate of the host's loopback
   f.profile.bandwidth_bytes_per_sec = 5e6;
   CHECK(link_of(unshaped) == "40.00 Mbit/s");
+  // The row says the run was unshaped, not that it ran at 0 bytes/s and 0 us.
+  const nlohmann::json row = f.validate({unshaped})["runs"][0];
+  CHECK(row["recorded_link"] == "unshaped");
+  CHECK(row["recorded_bandwidth_bytes_per_sec"].is_null());
+  CHECK(row["recorded_latency_us"].is_null());
+  CHECK(f.validate({netns})["runs"][0]["recorded_bandwidth_bytes_per_sec"].get<double>() == Approx(12.5e6));
 }
 
 // Runs whose traces measured the host's CPU are simulated again at it: every CPU cost scaled by
