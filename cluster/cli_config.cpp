@@ -1,6 +1,7 @@
 #include "cluster/cli_config.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -382,6 +383,20 @@ CLI::Validator parsed_by(F parse, const char* type) {
       type);
 }
 }  // namespace
+
+CLI::Validator node_name_value() {
+  return CLI::Validator(
+      [](std::string& v) {
+        const bool ok = !v.empty() && v.size() <= 64 && v[0] != '.' && v[0] != '-' &&
+                        std::all_of(v.begin(), v.end(), [](unsigned char c) {
+                          return std::isalnum(c) || c == '.' || c == '_' || c == '-';
+                        });
+        return ok ? std::string()
+                  : "expected letters, digits, '.', '_' and '-' (not first), at most 64 (it names the node's "
+                    "trace file), got '" + v + "'";
+      },
+      "NAME");
+}
 
 CLI::Validator bandwidth_value(bool unshaped_word) {
   return parsed_by(

@@ -43,6 +43,9 @@ CLI::Validator size_value();
 // A --credit flag: 'default' (the policy's own, as leaving it out, as `psbed ctl policy` takes
 // it), else a size.
 CLI::Validator credit_value();
+// A node's --name: it names the node's trace file (<name>.trace.json) and its log lines, so
+// letters, digits, '.', '_' and '-' only, not starting with '.' or '-', at most 64 of them.
+CLI::Validator node_name_value();
 // One of a fixed set of words: "expected bucket or fair, got 'x'".
 CLI::Validator one_of(const std::vector<std::string>& words);
 

@@ -215,8 +215,16 @@ class Launcher {
     out_ = opt_.out.empty() ? default_out() : opt_.out;
     if (fs::exists(out_ + "/summary.json"))
       throw Error("--out " + out_ + " holds a run already (summary.json): give another --out, or remove it");
-    fs::create_directories(out_ + "/logs");
-    if (opt_.trace) fs::create_directories(out_ + "/traces");
+    // A run that left no summary (every process killed) left its traces and logs: this run's
+    // would lie beside them and be read as one run (profile counts the workers by their traces).
+    for (const char* sub : {"/traces", "/logs"}) {
+      std::error_code ec;
+      if (fs::is_directory(out_ + sub, ec) && !fs::is_empty(out_ + sub, ec))
+        throw Error("--out " + out_ + " holds an earlier run's " + (sub + 1) +
+                    " (it left no summary.json): give another --out, or remove them");
+    }
+    ensure_writable_dir(out_ + "/logs", "--out");
+    if (opt_.trace) ensure_writable_dir(out_ + "/traces", "--out");
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
@@ -421,15 +429,18 @@ class Launcher {
 
   // Ends a run early keeping what it measured: the coordinator, told to stop (SIGTERM), stops
   // the workers, which report their steps so far and write their traces, writes the summary
-  // and shuts the shards down; whatever is still running after that is stopped.
+  // and shuts the shards down; whatever is still running after that is stopped. With the
+  // coordinator already dead (killed) nothing would tell the nodes: they are stopped at once.
   // A second Ctrl-C stops everything at once; so does the coordinator being gone for 5 s. One
   // Ctrl-C can come more than once within milliseconds (`timeout psbed launch` in a terminal: the
   // terminal signals both, and timeout passes its signal on to the launcher and to its group):
   // after an interruption (`interrupted`), a repeat within kRepeatGraceS is the same Ctrl-C, not
   // a second one. Past --timeout any Ctrl-C is the user's.
   void wind_down(const sigset_t& set, bool interrupted) {
+    bool told = false;  // a coordinator there to stop the nodes; a dead one tells them nothing
     for (auto& c : children_)
-      if (c.running && c.role == "coordinator") ::kill(c.pid, SIGTERM);
+      if (c.running && c.role == "coordinator") ::kill(c.pid, SIGTERM), told = true;
+    if (!told) return stop_all(3);  // stopped by their own SIGTERM: each writes its trace
     using Clock = std::chrono::steady_clock;
     constexpr double kRepeatGraceS = 0.5;
     const auto began = Clock::now();
@@ -616,7 +627,12 @@ class Launcher {
                    {"link", ps::parse_link(opt_.bandwidth, opt_.latency).str()},
                    {"straggler_ms", opt_.straggler_ms > 0 ? opt_.straggler_ms : 0.0},
                    {"start_stagger_ms", opt_.start_stagger_ms > 0 ? opt_.start_stagger_ms : 0.0},
-                   {"apply_threads", opt_.apply_threads}};
+                   {"apply_threads", opt_.apply_threads},
+                   // How each worker computed (the summary's data, seed and optimizer are the
+                   // coordinator's).
+                   {"threads", opt_.threads},
+                   {"device", opt_.device},
+                   {"data_dir", opt_.data_dir}};
     if (!netns_json.is_null()) s["launch"]["netns"] = netns_json;
     if (!failure_.empty()) s["ok"] = false, s["failure"] = failure_;
     // The nodes this launcher saw die, where the coordinator did not (launch ends the run at

@@ -186,7 +186,7 @@ void add_server(CLI::App& root, ps::ServerOptions& o, std::string& log_level) {
   app->add_option("--coordinator", o.coordinator, "coordinator endpoint")->capture_default_str();
   app->add_option("--bind", o.bind, "endpoint workers connect to (':*' = any free port)")->capture_default_str();
   app->add_option("--advertise", o.advertise, "address given to workers (default: the bound endpoint)");
-  app->add_option("--name", o.name, "node name (default server-<pid>)");
+  app->add_option("--name", o.name, "node name (default server-<pid>)")->check(cluster::node_name_value());
   app->add_option("--connect-timeout", o.connect_timeout_s, "seconds to reach the coordinator")->capture_default_str()
       ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
   app->add_option("--coordinator-timeout", o.coordinator_timeout_s,
@@ -209,7 +209,7 @@ void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level
   app->footer("Example: psbed worker --coordinator tcp://HOST:7000 --model lenet5 --data mnist");
   add_common(app, log_level);
   app->add_option("--coordinator", o.coordinator, "coordinator endpoint")->capture_default_str();
-  app->add_option("--name", o.name, "node name (default worker-<pid>)");
+  app->add_option("--name", o.name, "node name (default worker-<pid>)")->check(cluster::node_name_value());
   app->add_option("--model", o.model, "the cluster's model (its input shape is needed to load data)")->capture_default_str();
   app->add_option("--data", o.data, "mnist or synthetic")->capture_default_str();
   app->add_option("--data-dir", o.data_dir, "directory with IDX files");

@@ -815,6 +815,14 @@ class Coordinator {
     spdlog::info("step {}..{}/{}  {:.1f} steps/s  {:.0f} images/s  loss{}", min_step, max_step, steps_, sps, ips, losses);
   }
 
+  // The data set the workers trained on, as they described it when they registered ("mnist from
+  // ... (8000 train / 2000 test)", "synthetic ..."); null if none said.
+  json data_described_locked() const {
+    for (const auto& [_, n] : nodes_)
+      if (n.role == "worker" && n.extra.contains("data") && n.extra["data"].is_string()) return n.extra["data"];
+    return nullptr;
+  }
+
   void write_summary_locked() {
     json per = json::array();
     double ips = 0, sps = 0;
@@ -824,11 +832,17 @@ class Coordinator {
       if (!n.report.is_null()) {
         for (const char* k : {"steps", "images_per_sec", "steps_per_sec", "first_loss", "final_loss", "steady_steps"})
           if (n.report.contains(k)) w[k] = n.report[k];
+      }
+      // The aggregate is the workers' that trained to the end: one that left early (stopped by its
+      // own signal, with a report of its steps so far) trained over a shorter window, and adding
+      // its pace to theirs counted a worker the run no longer had; a worker that died without a
+      // word has no figures at all. Either keeps its failure beside whatever it reported (one that
+      // died after its last step, evaluating, still counts).
+      if (n.alive || num(n.report, "steps", -1) >= double(steps_)) {
         ips += num(n.report, "images_per_sec");
         sps += num(n.report, "steps_per_sec");
-      } else if (!n.alive) {
-        w["failure"] = n.failure;
       }
+      if (!n.alive) w["failure"] = n.failure;
       per.push_back(w);
     }
     std::sort(per.begin(), per.end(), [](const json& a, const json& b) { return a["id"] < b["id"]; });
@@ -846,6 +860,9 @@ class Coordinator {
               {"steps", steps_},
               {"lr", opt_.sgd.lr},
               {"momentum", opt_.sgd.momentum},
+              {"weight_decay", opt_.sgd.weight_decay},
+              {"seed", opt_.seed},
+              {"data", data_described_locked()},
               {"lr_schedule", opt_.lr_schedule},
               {"partition_bytes", opt_.partition_bytes},
               {"steps_per_sec", sps},

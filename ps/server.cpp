@@ -12,6 +12,7 @@
 #include <variant>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/trace.hpp"
 #include "ps/node_link.hpp"
 #include "ps/link.hpp"
@@ -41,6 +42,8 @@ int run_server(const ServerOptions& in) {
   if (opt.name.empty()) opt.name = "server-" + std::to_string(::getpid());
   if (!opt.advertise.empty() && wildcard_endpoint(opt.advertise))
     throw Error("--advertise " + opt.advertise + " is no address workers can reach: give this host's name or IP");
+  // The trace is written when the server stops: a folder it cannot write in is said now.
+  ensure_writable_dir(opt.trace_dir, "--trace-dir");
   StopSignals signals;  // before any thread starts: they all leave SIGTERM and SIGINT to it
   ZmqOptions z;
   z.role = ZmqOptions::Role::kServer;

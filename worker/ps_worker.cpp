@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/stats.hpp"
 #include "core/trace.hpp"
 #include "ps/client.hpp"
@@ -122,6 +123,9 @@ class PsWorker {
       : opt_(opt), signals_(signals), trace_(opt.name, !opt.trace_dir.empty()) {}
 
   int run() {
+    // The trace is written when the worker stops: a folder it cannot write in is said now, not
+    // after the run.
+    ensure_writable_dir(opt_.trace_dir, "--trace-dir");
     set_compute_threads(opt_.threads);
     require_device(opt_.device);  // before joining: a worker without its GPU never joins
     // Data first: the coordinator needs the training-set size to turn epochs into steps.

@@ -142,6 +142,15 @@ usage "psbed server: --latency: bad duration '200'" server --coordinator tcp://1
 usage "psbed worker: --bandwidth: bad bandwidth '100': give its unit" worker --coordinator tcp://127.0.0.1:1 --bandwidth 100
 usage "psbed bench ps: --partition-bytes: bad size 'zz'" bench ps --partition-bytes zz
 [ ! -e "$WORK/l" ] || fail "a usage error left a run folder"
+# A node's name names its trace file: no path in it.
+usage "psbed worker: --name: expected letters, digits" worker --coordinator tcp://127.0.0.1:1 --name ../../evil
+usage "psbed server: --name: expected letters, digits" server --coordinator tcp://127.0.0.1:1 --name "srv with space"
+# A trace folder a node cannot write in is said before it joins, not after it trained.
+touch "$WORK/afile"
+work_error "--trace-dir: cannot create the folder '$WORK/afile/t'" worker --coordinator tcp://127.0.0.1:1 \
+  --trace-dir "$WORK/afile/t" --connect-timeout 30
+work_error "--trace-dir: cannot create the folder '$WORK/afile/t'" server --coordinator tcp://127.0.0.1:1 \
+  --trace-dir "$WORK/afile/t" --connect-timeout 30
 # validate's arguments: a file among the run folders (runs/* without the slash) is named a file,
 # a folder that is not there "does not exist"; predict --analytic writes no traces, so
 # --trace-out beside it is a usage error; a profile's negative figure is named when it is read,

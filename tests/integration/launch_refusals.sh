@@ -70,4 +70,19 @@ if timeout 30 "$PSBED" launch "${base[@]}" --data synthetic --batch 16 --steps 1
 fi
 grep -q "holds a run already" "$WORK/again.out" || { cat "$WORK/again.out"; fail "no reason for refusing the folder"; }
 [ "$(md5sum <"$WORK/run/summary.json")" = "$before" ] || fail "the earlier run's summary.json changed"
+# A run that left no summary (every process killed) left its traces: a new run is not put beside
+# them (its folder would read as one run of more workers).
+cp -r "$WORK/run" "$WORK/stale" && rm "$WORK/stale/summary.json"
+if timeout 30 "$PSBED" launch "${base[@]}" --data synthetic --batch 16 --steps 10 --out "$WORK/stale" >"$WORK/stale.out" 2>&1; then
+  fail "a launch into a folder holding an earlier run's traces was accepted"
+fi
+grep -q "holds an earlier run's traces (it left no summary.json)" "$WORK/stale.out" ||
+  { cat "$WORK/stale.out"; fail "no reason for refusing a folder with stale traces"; }
+# An --out that cannot be a folder is named as the flag, not as a library's error.
+touch "$WORK/afile"
+if timeout 30 "$PSBED" launch "${base[@]}" --data synthetic --batch 16 --steps 10 --out "$WORK/afile/run" >"$WORK/afile.out" 2>&1; then
+  fail "a launch into a folder under a file was accepted"
+fi
+grep -q "^psbed: error: --out: cannot create the folder '$WORK/afile/run/logs'" "$WORK/afile.out" ||
+  { cat "$WORK/afile.out"; fail "an unusable --out was not named"; }
 echo "PASS"
