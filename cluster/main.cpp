@@ -29,6 +29,7 @@
 #include "ps/coordinator.hpp"
 #include "ps/probe.hpp"
 #include "ps/server.hpp"
+#include "ps/stop_signals.hpp"
 #include "worker/bench_compute.hpp"
 #include "worker/ps_worker.hpp"
 #include "worker/train.hpp"
@@ -740,8 +741,8 @@ int main(int argc, char** argv) {
     if (const int rc = run_predictor(root, predictor_commands, log_level); rc >= 0) return rc;
     if (root.got_subcommand("train")) {
       setup_logging("train", log_level);
-      worker::run_train(train);
-      return 0;
+      // Stopped by a signal: its results kept, and the status a stopped node has.
+      return worker::run_train(train).stopped_by.empty() ? 0 : ps::kStoppedStatus;
     }
     if (root.got_subcommand("coordinator")) {
       if (!coord_log_file.empty()) ensure_writable_file(coord_log_file, "--log-file");

@@ -32,6 +32,7 @@
 #include "ps/coordinator_http.hpp"
 #include "ps/http_server.hpp"
 #include "ps/metrics.hpp"
+#include "ps/stop_signals.hpp"
 #include "ps/zmq_transport.hpp"
 
 namespace psbed::ps {
@@ -134,6 +135,7 @@ class Coordinator {
         stop_reason_ = std::string("interrupted (") + (sig == SIGINT ? "SIGINT" : "SIGTERM") + ")";
         if (!map_sent_) {
           fail_locked(stop_reason_ + " before every node registered");
+          exit_code_ = kStoppedStatus;  // stopped, as a server or a worker stopped by a signal
           break;
         }
         spdlog::warn("{}: the workers stop now and report what they measured", stop_reason_);
@@ -147,6 +149,7 @@ class Coordinator {
         for (Node* w : live("worker")) reported = reported && !w->report.is_null();
         if (reported || now > stop_deadline_) {
           fail_locked(stop_reason_);
+          exit_code_ = kStoppedStatus;
           break;
         }
       }

@@ -19,6 +19,7 @@
 #include "worker/batcher.hpp"
 #include "worker/evaluate.hpp"
 #include "worker/net.hpp"
+#include "ps/stop_signals.hpp"
 #include "worker/ps_worker.hpp"
 
 namespace psbed::worker {
@@ -49,6 +50,9 @@ double json_float(float f) { return std::stod(fmt::format("{}", f)); }
 }  // namespace
 
 TrainResult run_train(const TrainOptions& opt) {
+  // Before any thread starts (OpenMP's among them), so that all of them leave the stop signals
+  // to it.
+  ps::StopSignals signals;
   set_compute_threads(opt.threads);
   require_device(opt.device);  // before the data is loaded: a missing GPU fails at once
   ModelSpec spec = load_model(opt.model);
@@ -73,7 +77,6 @@ TrainResult run_train(const TrainOptions& opt) {
   const std::int64_t total = opt.steps > 0 ? opt.steps : steps_per_epoch * opt.epochs;
   if (total < 1) throw Error("nothing to train: give --epochs >= 1 or --steps >= 1");
   scheduled_lr(opt.lr_schedule, opt.sgd.lr, 0, total);  // rejects an unknown schedule up front
-  const std::int64_t warmup = std::min<std::int64_t>(std::max<std::int64_t>(3, total / 20), total / 2);
   spdlog::info("training {} ({} parameters, {}) on {} on {} with {} thread(s): {} steps of batch {}",
                spec.name, spec.parameter_count(), spec.source, data.description, opt.device,
                opt.threads, total, opt.batch);
@@ -87,13 +90,18 @@ TrainResult run_train(const TrainOptions& opt) {
   res.parameters = spec.parameter_count();
   std::vector<double> recent_loss;
   double first_loss = 0;
-  double steady_seconds = 0;
-  std::int64_t steady_steps = 0;
+  std::vector<double> step_seconds;  // each step's time, evaluation excluded
   auto last_report = Clock::now();
   std::int64_t report_steps = 0;
   double report_seconds = 0;
 
+  std::int64_t done = 0;
   for (std::int64_t step = 0; step < total; ++step) {
+    if (const int sig = signals.received(); sig != 0) {
+      res.stopped_by = ps::StopSignals::name(sig);
+      spdlog::warn("stopped by {} after {} of {} steps: the results are those steps'", res.stopped_by, step, total);
+      break;
+    }
     const std::int64_t in_epoch = step % steps_per_epoch;
     auto t0 = Clock::now();
     batcher.next(images.data(), labels.data());
@@ -108,7 +116,7 @@ TrainResult run_train(const TrainOptions& opt) {
     if (!std::isfinite(lr.loss)) throw Error("loss diverged (" + std::to_string(lr.loss) + ") at step " +
                                              std::to_string(step + 1) + ": lower --lr");
     if (step == 0) first_loss = lr.loss;
-    if (step >= warmup) steady_seconds += dt, ++steady_steps;
+    step_seconds.push_back(dt);
     recent_loss.push_back(lr.loss);
     if (recent_loss.size() > 50) recent_loss.erase(recent_loss.begin());
     report_steps++, report_seconds += dt;
@@ -124,20 +132,27 @@ TrainResult run_train(const TrainOptions& opt) {
       spdlog::info("epoch {:.2f}: test accuracy {:.2f}% on {} samples", double(step + 1) / steps_per_epoch,
                    100 * res.test_accuracy, data.test.size());
     }
+    done = step + 1;
   }
-  res.steps = total;
+  res.steps = done;
+  if (done == 0) throw Error("stopped by " + res.stopped_by + " before the first step");
+  // The warm-up rule over the steps done (a run stopped early: those it did).
+  const std::int64_t warmup_done = std::min<std::int64_t>(std::max<std::int64_t>(3, done / 20), done / 2);
+  const double steady_seconds =
+      std::accumulate(step_seconds.begin() + warmup_done, step_seconds.end(), 0.0);
+  const std::int64_t steady_steps = done - warmup_done;
   if (steady_steps > 0) {
     res.ms_per_step = 1e3 * steady_seconds / steady_steps;
     res.images_per_sec = steady_steps * opt.batch / steady_seconds;
   }
   res.final_loss = std::accumulate(recent_loss.begin(), recent_loss.end(), 0.0) / recent_loss.size();
-  spdlog::info("done: {} steps, {:.0f} images/s ({:.2f} ms/step) {}, final loss {:.4f}{}", total,
+  spdlog::info("done: {} steps, {:.0f} images/s ({:.2f} ms/step) {}, final loss {:.4f}{}", done,
                res.images_per_sec, res.ms_per_step,
-               warmup > 0 ? "steady" : "(one step: no warm-up to leave out)", res.final_loss,
+               warmup_done > 0 ? "steady" : "(one step: no warm-up to leave out)", res.final_loss,
                res.test_accuracy >= 0 ? fmt::format(", test accuracy {:.2f}%", 100 * res.test_accuracy) : "");
 
   // A loss that grows without becoming infinite: the learning rate overshoots.
-  if (total > 1 && res.final_loss > 1.5 * first_loss)
+  if (done > 1 && res.final_loss > 1.5 * first_loss)
     spdlog::warn("the loss rose from {:.4f} (step 1) to {:.4f} (the last steps): lower --lr", first_loss,
                  res.final_loss);
 
@@ -156,7 +171,9 @@ TrainResult run_train(const TrainOptions& opt) {
                         {"batch", opt.batch},
                         {"threads", opt.threads},
                         {"steps", res.steps},
-                        {"warmup_steps", warmup},
+                        {"planned_steps", total},
+                        {"stopped_by", res.stopped_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(res.stopped_by)},
+                        {"warmup_steps", warmup_done},
                         {"lr", json_float(opt.sgd.lr)},
                         {"lr_schedule", opt.lr_schedule},
                         {"momentum", json_float(opt.sgd.momentum)},

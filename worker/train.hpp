@@ -34,8 +34,11 @@ struct TrainResult {
   double final_loss = 0;            // mean loss over the last min(50, steps) steps
   double test_accuracy = -1;        // < 0 when not evaluated
   std::int64_t parameters = 0;
+  std::string stopped_by;           // "SIGTERM", "SIGINT": stopped early, the figures its steps'
 };
 
+// SIGTERM or SIGINT stop the training at the next step boundary: the results of the steps done
+// are written as at the end (stopped_by says which signal); a second signal ends it at once.
 TrainResult run_train(const TrainOptions& opt);
 
 // Threads for the compute library (OpenMP under oneDNN). Call before building a Net.

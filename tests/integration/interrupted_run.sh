@@ -16,6 +16,9 @@ for w in s["per_worker"]:
 for w in s["per_worker"]:
     assert 10 < w["steps"] < 100000 and w["images_per_sec"] > 0, w
 assert s["images_per_sec"] > 0
+# The coordinator, stopped by the launcher's SIGTERM, exits as a stopped node does.
+coordinator = [p for p in s["launch"]["processes"] if p["name"] == "coordinator"][0]
+assert coordinator["status"] == "exited with status 130", coordinator
 print(f"{sys.argv[2]}: " + ", ".join(f"{w['name']} {w['steps']} steps" for w in s["per_worker"]) + f", {s['images_per_sec']:.0f} images/s")
 PY
   for t in worker-0 worker-1 server-0; do [ -s "$1/traces/$t.trace.json" ] || fail "$1: no trace of $t"; done
