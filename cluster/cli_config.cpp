@@ -196,7 +196,10 @@ class SubcommandToml final : public CLI::ConfigBase {
   std::vector<CLI::ConfigItem> from_config(std::istream& input) const override {
     std::stringstream text;
     text << input.rdbuf();
-    std::istringstream clean(check_toml_syntax(text.str(), file, key_lines_));
+    std::string body = text.str();
+    // A byte-order mark (editors on Windows write one) is no part of the first key.
+    if (body.rfind("\xEF\xBB\xBF", 0) == 0) body.erase(0, 3);
+    std::istringstream clean(check_toml_syntax(body, file, key_lines_));
     std::vector<CLI::ConfigItem> items = CLI::ConfigBase::from_config(clean), kept;
     for (CLI::ConfigItem& item : items) {
       // A section's open and close marks would count its subcommand as given on the command

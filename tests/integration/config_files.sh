@@ -108,8 +108,9 @@ timeout 120 "$PSBED" bench predict --config "$WORK/bench.toml" >"$WORK/bench.out
   { cat "$WORK/bench.out"; fail "bench predict --config failed"; }
 json "$WORK/bench.json" 'sys.exit(0 if [(r["workers"], r["steps"]) for r in s] == [(2, 7)] else 1)' ||
   { cat "$WORK/bench.json"; fail "bench predict did not take workers and steps from the file"; }
-# train: a flag (no-eval) and numbers.
-printf 'data = "synthetic"\nsteps = 6\nbatch = 8\nthreads = 1\nno-eval = true\njson = "%s"\n' "$WORK/train.json" >"$WORK/train.toml"
+# train: a flag (no-eval) and numbers, in a file that opens with a byte-order mark (as editors on
+# Windows write it): no part of the first key.
+printf '\xef\xbb\xbfdata = "synthetic"\nsteps = 6\nbatch = 8\nthreads = 1\nno-eval = true\njson = "%s"\n' "$WORK/train.json" >"$WORK/train.toml"
 timeout 120 "$PSBED" train --config "$WORK/train.toml" >"$WORK/train.out" 2>&1 ||
   { cat "$WORK/train.out"; fail "train --config failed"; }
 json "$WORK/train.json" 'sys.exit(0 if s["steps"] == 6 and s["batch"] == 8 and s["test_accuracy"] is None else 1)' ||
