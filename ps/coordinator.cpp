@@ -41,6 +41,10 @@ namespace {
 using json = nlohmann::json;
 
 // Workers' JSON is input like any other: a field of the wrong type reads as the default.
+// A float setting as the number it was given (0.01, not the float's 0.009999999776482582): the
+// shortest text that reads back as the same float.
+double as_given(float f) { return std::stod(fmt::format("{}", f)); }
+
 double num(const json& j, const char* key, double dflt = 0) {
   if (!j.is_object()) return dflt;
   auto it = j.find(key);
@@ -861,9 +865,9 @@ class Coordinator {
               {"compute", opt_.compute},
               {"batch", opt_.batch},
               {"steps", steps_},
-              {"lr", opt_.sgd.lr},
-              {"momentum", opt_.sgd.momentum},
-              {"weight_decay", opt_.sgd.weight_decay},
+              {"lr", as_given(opt_.sgd.lr)},
+              {"momentum", as_given(opt_.sgd.momentum)},
+              {"weight_decay", as_given(opt_.sgd.weight_decay)},
               {"seed", opt_.seed},
               {"data", data_described_locked()},
               {"lr_schedule", opt_.lr_schedule},
