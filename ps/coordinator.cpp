@@ -797,7 +797,8 @@ class Coordinator {
 
   void fail_locked(const std::string& why) {
     spdlog::error("run failed: {}", why);
-    failure_ = why;
+    // The first cause is the run's: a dead shard, then "every worker died" as they stop.
+    if (failure_.empty()) failure_ = why;
     exit_code_ = 1;
     finished_ = true;
     cv_.notify_all();
