@@ -215,25 +215,80 @@ json read_summary(const std::string& path) {
   }
 }
 
-const char* kCsvHeader =
-    "run,model,mode,policy,bandwidth,workers,servers,compute,steps,batch,steps_per_sec,images_per_sec,ok,point,repeat\n";
-
-std::string csv_row(const Point& p, const LaunchOptions& o, const json& s) {
-  const bool ok = s.is_object() && s.value("ok", false);
-  return p.folder() + "," + o.model + "," + p.mode + "," + p.policy + "," + (p.bandwidth.empty() ? "unshaped" : p.bandwidth) +
-         "," + std::to_string(p.workers) + "," + std::to_string(p.servers) + "," + o.compute + "," +
-         std::to_string(s.is_object() ? s.value("steps", 0) : 0) + "," + std::to_string(o.batch) + "," +
-         num(ok ? s.value("steps_per_sec", 0.0) : 0.0) + "," + num(ok ? s.value("images_per_sec", 0.0) : 0.0) + "," +
-         (ok ? "1" : "0") + "," + p.name + "," + std::to_string(p.repeat) + "\n";
+// The nodes a run lost, as "worker-2 (killed by signal 9 (Killed))", comma-separated: the
+// summary's failed_nodes (launch's and the coordinator's), and any worker it reports not alive.
+std::vector<std::string> lost_nodes(const json& s, bool with_reasons) {
+  std::vector<std::string> lost;
+  std::set<std::string> named;
+  auto add = [&](const json& n, const char* why_key) {
+    if (!n.is_object()) return;
+    const std::string name = n.contains("name") && n["name"].is_string() ? n["name"].get<std::string>() : "?";
+    if (!named.insert(name).second) return;
+    const std::string why = n.contains(why_key) && n[why_key].is_string() ? n[why_key].get<std::string>() : "";
+    lost.push_back(with_reasons && !why.empty() ? name + " (" + why + ")" : name);
+  };
+  if (s.is_object() && s.contains("failed_nodes") && s["failed_nodes"].is_array())
+    for (const auto& n : s["failed_nodes"]) add(n, "reason");
+  if (s.is_object() && s.contains("per_worker") && s["per_worker"].is_array())
+    for (const auto& w : s["per_worker"])
+      if (w.is_object() && w.contains("alive") && w["alive"] == false) add(w, "failure");
+  return lost;
 }
 
-// A run's row of results.json.
-json result_row(const Point& p, const LaunchOptions& o, const json& s) {
+std::string joined(const std::vector<std::string>& items, const char* sep) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : sep) + i;
+  return out;
+}
+
+// Why a run is no measurement of its point, or "" when it is one. A run that lost a node ends
+// "ok" for launch and the coordinator (the survivors finished), but what it measured is fewer
+// workers than its point names: it counts as failed, stays out of tables and plots, and
+// --resume runs it again.
+std::string run_failure(const json& s) {
+  if (!s.is_object()) return "no summary.json";
+  const std::vector<std::string> lost = lost_nodes(s, true);
+  if (!s.value("ok", false)) {
+    std::string why = s.contains("failure") && s["failure"].is_string() ? s["failure"].get<std::string>() : "the run failed";
+    return lost.empty() ? why : why + "; lost " + joined(lost, ", ");
+  }
+  return lost.empty() ? "" : "lost " + joined(lost, ", ");
+}
+
+bool finished_ok(const json& s) { return run_failure(s).empty(); }
+
+// A CSV field, quoted where it holds a separator or a quote (a failure's reason can).
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\n") == std::string::npos) return v;
+  std::string q = "\"";
+  for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+const char* kCsvHeader =
+    "run,model,mode,policy,bandwidth,workers,servers,compute,steps,batch,steps_per_sec,images_per_sec,ok,point,repeat,"
+    "failed_nodes,failure\n";
+
+// A run's row of results.json; `failure` is why it does not count ("" when it does).
+json result_row(const Point& p, const LaunchOptions& o, const json& s, const std::string& failure) {
   return {{"run", p.folder()}, {"point", p.name}, {"repeat", p.repeat}, {"mode", p.mode}, {"policy", p.policy},
           {"bandwidth", p.bandwidth.empty() ? "unshaped" : p.bandwidth}, {"workers", p.workers},
-          {"servers", p.servers}, {"compute", o.compute}, {"ok", s.is_object() && s.value("ok", false)},
+          {"servers", p.servers}, {"compute", o.compute}, {"ok", failure.empty()},
           {"steps_per_sec", s.is_object() ? s.value("steps_per_sec", 0.0) : 0.0},
-          {"images_per_sec", s.is_object() ? s.value("images_per_sec", 0.0) : 0.0}};
+          {"images_per_sec", s.is_object() ? s.value("images_per_sec", 0.0) : 0.0},
+          {"failed_nodes", lost_nodes(s, false)}, {"failure", failure.empty() ? json(nullptr) : json(failure)}};
+}
+
+std::string csv_row(const LaunchOptions& o, const json& r, const json& s) {
+  const bool ok = r["ok"].get<bool>();
+  return r["run"].get<std::string>() + "," + o.model + "," + r["mode"].get<std::string>() + "," +
+         r["policy"].get<std::string>() + "," + r["bandwidth"].get<std::string>() + "," + r["workers"].dump() + "," +
+         r["servers"].dump() + "," + o.compute + "," + std::to_string(s.is_object() ? s.value("steps", 0) : 0) +
+         "," + std::to_string(o.batch) + "," + num(ok ? r["steps_per_sec"].get<double>() : 0.0) + "," +
+         num(ok ? r["images_per_sec"].get<double>() : 0.0) + "," + (ok ? "1" : "0") + "," +
+         r["point"].get<std::string>() + "," + r["repeat"].dump() + "," +
+         csv_field(joined(r["failed_nodes"].get<std::vector<std::string>>(), " ")) + "," +
+         csv_field(r["failure"].is_string() ? r["failure"].get<std::string>() : "") + "\n";
 }
 
 // The finished runs in a sweep's folder, by folder name (<mode>-<policy>-<bandwidth>-<S>s<N>w,
@@ -247,7 +302,7 @@ std::map<std::string, Point> finished_points(const std::string& out) {
     std::smatch m;
     if (!e.is_directory(ec) || !std::regex_match(name, m, folder)) continue;
     const json s = read_summary((e.path() / "summary.json").string());
-    if (!s.is_object() || !s.value("ok", false)) continue;
+    if (!finished_ok(s)) continue;
     Point p;
     p.mode = s.value("mode", m[1].str());
     p.policy = m[2];
@@ -310,7 +365,9 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
       "Each point is a `psbed launch` into OUT/<mode>-<policy>-<bandwidth>-<S>s<N>w/ (its output in launch.log);\n"
       "with --repeat K its repeats go to <point>-r2/ ... <point>-rK/, one round of the grid after the other.\n"
       "OUT/results.csv and results.json get one row per run (images/s, steps/s, ok), results.md a table per mode\n"
-      "and bandwidth (the median of each point's runs); OUT/sweep.png plots "
+      "and bandwidth (the median of each point's runs); a run that failed or lost a node (killed or stopped) has\n"
+      "ok 0, failed_nodes and failure, and stays out of results.md and the plot.\n"
+      "OUT/sweep.png plots "
       "images/s against workers, a line per policy (matplotlib: cluster/install-deps.sh plot). Ctrl-C (or SIGTERM\n"
       "to the sweep alone) stops the run in flight and the sweep, keeping what finished; --resume keeps finished runs on a second call, so\n"
       "--resume --repeat 3 adds two repeats to a finished sweep. A short run can settle in one of two paces\n"
@@ -432,7 +489,7 @@ int run_sweep(SweepOptions opt) {
   if (opt.resume)
     for (const Point& p : grid) {
       const json s = read_summary(out + "/" + p.folder() + "/summary.json");
-      if (!s.is_object() || !s.value("ok", false)) continue;
+      if (!finished_ok(s)) continue;
       const std::string differs = settings_differ(s, base);
       if (!differs.empty())
         throw Error("--resume: " + out + "/" + p.folder() + " ran with " + differs +
@@ -503,7 +560,8 @@ int run_sweep(SweepOptions opt) {
     o.workers = p.workers, o.servers = p.servers, o.mode = p.mode, o.policy = p.policy, o.bandwidth = p.bandwidth;
     o.out = out + "/" + p.folder();
     json s;
-    if (opt.resume && (s = read_summary(o.out + "/summary.json")).is_object() && s.value("ok", false)) {
+    std::string failure;
+    if (opt.resume && finished_ok(s = read_summary(o.out + "/summary.json"))) {
       spdlog::info("[{}/{}] {}: kept (finished earlier)", done + 1, grid.size(), p.folder());
     } else {
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -528,9 +586,16 @@ int run_sweep(SweepOptions opt) {
         spdlog::warn("interrupted during {}: stopping the sweep", p.folder());
         break;
       }
-      if (rc != 0 || !s.is_object() || !s.value("ok", false)) {
+      failure = run_failure(s);
+      if (failure.empty() && rc != 0) failure = "launch exited with status " + std::to_string(rc);
+      if (!failure.empty()) {
         ++failed;
-        spdlog::error("[{}/{}] {} failed (exit {}); see {}/launch.log", done + 1, grid.size(), p.folder(), rc, o.out);
+        // What it measured is said, so a survivors' figure is seen for what it is, and not counted.
+        std::string measured;
+        if (s.is_object() && s.value("images_per_sec", 0.0) > 0)
+          measured = fmt::format(" ({:.1f} images/s measured, not counted)", s.value("images_per_sec", 0.0));
+        spdlog::error("[{}/{}] {} failed: {}{}; see {}/launch.log", done + 1, grid.size(), p.folder(), failure,
+                      measured, o.out);
       } else {
         // With repeats: the point's earlier runs beside this one, so a second pace shows at once.
         std::string others;
@@ -545,8 +610,8 @@ int run_sweep(SweepOptions opt) {
                      others.empty() ? "" : " (earlier repeats: " + others + ")");
       }
     }
-    csv << csv_row(p, o, s) << std::flush;
-    rows.push_back(result_row(p, o, s));
+    rows.push_back(result_row(p, o, s, failure));
+    csv << csv_row(o, rows.back(), s) << std::flush;
     ++done;
   }
   // --resume with a smaller or another grid, or stopped before the end: the finished runs in
@@ -560,8 +625,8 @@ int run_sweep(SweepOptions opt) {
       if (visited.count(name)) continue;
       LaunchOptions o = base;
       const json s = read_summary(out + "/" + name + "/summary.json");
-      csv << csv_row(p, o, s);
-      rows.push_back(result_row(p, o, s));
+      rows.push_back(result_row(p, o, s, ""));  // finished_points holds only runs that count
+      csv << csv_row(o, rows.back(), s);
       carried.push_back(name);
     }
     csv.flush();

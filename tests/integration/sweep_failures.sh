@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# `psbed sweep` and runs that go wrong: a point that lost a node (SIGKILL, or SIGTERM to one
+# worker) is a failed point, not an N-worker result: ok=0 with the node and the reason in
+# results.csv/json, no figure in results.md, a failed progress line, exit 1, and --resume runs
+# it again.
+source "$(dirname "$0")/lib.sh"
+need_data
+# lose SIGNAL WORKER POINT: once WORKER of the sweep's POINT trains, sends it SIGNAL.
+lose() {
+  local log="$WORK/sw/$3/logs/$2.log" pid=""
+  for _ in $(seq 1 600); do grep -q "steps of batch" "$log" 2>/dev/null && break; sleep 0.05; done
+  pid=$(pgrep -f -- "--name $2 .*$WORK/sw/$3" | head -1 || true)
+  [ -n "$pid" ] || fail "$2 of $3 never trained"
+  sleep 0.5
+  kill "-$1" "$pid"
+}
+
+# 1. Two points of 3 workers: worker-2 of the first killed (SIGKILL), worker-1 of the second
+#    stopped (SIGTERM: it reports its steps, then leaves). The survivors finish.
+timeout 300 "$PSBED" sweep --model lenet5 --data mnist --workers 3 --policy wfbp,bulk --mode bsp --steps 400 \
+  --batch 32 --no-plot --out "$WORK/sw" >"$WORK/sw.out" 2>&1 &
+sweep_pid=$!
+PIDS+=($sweep_pid)
+lose KILL worker-2 bsp-wfbp-unshaped-1s3w
+lose TERM worker-1 bsp-bulk-unshaped-1s3w
+rc=0
+wait "$sweep_pid" || rc=$?
+[ "$rc" = 1 ] || { tail -5 "$WORK/sw.out"; fail "a sweep whose points lost a node exited $rc, expected 1"; }
+grep -q "\[1/2\] bsp-wfbp-unshaped-1s3w failed: lost worker-2" "$WORK/sw.out" ||
+  { cat "$WORK/sw.out"; fail "no failed progress line naming the killed worker"; }
+grep -q "\[2/2\] bsp-bulk-unshaped-1s3w failed: lost worker-1 (stopped by SIGTERM" "$WORK/sw.out" ||
+  { cat "$WORK/sw.out"; fail "no failed progress line naming the stopped worker"; }
+python3 - "$WORK/sw" <<'PY' || fail "a point that lost a node counts as a result"
+import csv, json, os, sys
+out = sys.argv[1]
+rows = {r["run"]: r for r in csv.DictReader(open(os.path.join(out, "results.csv")))}
+runs = {r["run"]: r for r in json.load(open(os.path.join(out, "results.json")))["runs"]}
+for run, lost in (("bsp-wfbp-unshaped-1s3w", "worker-2"), ("bsp-bulk-unshaped-1s3w", "worker-1")):
+    s = json.load(open(os.path.join(out, run, "summary.json")))
+    # launch and the coordinator call it ok (the survivors finished) and name the node lost
+    assert s["ok"] and [n["name"] for n in s["failed_nodes"]] == [lost], (s["ok"], s["failed_nodes"])
+    r, j = rows[run], runs[run]
+    assert r["ok"] == "0" and r["failed_nodes"] == lost and lost in r["failure"], r
+    assert j["ok"] is False and j["failed_nodes"] == [lost] and lost in j["failure"], j
+PY
+if grep -q "^| 3 | [0-9]" "$WORK/sw/results.md"; then cat "$WORK/sw/results.md"; fail "results.md gives a figure for a point that lost a node"; fi
+
+# --resume runs both again (nothing is lost this time): they count now.
+timeout 300 "$PSBED" sweep --model lenet5 --data mnist --workers 3 --policy wfbp,bulk --mode bsp --steps 400 \
+  --batch 32 --no-plot --out "$WORK/sw" --resume >"$WORK/resume.out" 2>&1 ||
+  { tail -5 "$WORK/resume.out"; fail "--resume after the lost nodes failed"; }
+if grep -q "kept (finished earlier)" "$WORK/resume.out"; then fail "--resume kept a point that lost a node"; fi
+python3 - "$WORK/sw" <<'PY' || fail "--resume did not rerun the points that lost a node"
+import csv, json, os, sys
+out = sys.argv[1]
+rows = list(csv.DictReader(open(os.path.join(out, "results.csv"))))
+assert len(rows) == 2, rows
+for r in rows:
+    s = json.load(open(os.path.join(out, r["run"], "summary.json")))
+    assert r["ok"] == "1" and not r["failed_nodes"] and not r["failure"] and not s["failed_nodes"], r
+    assert float(r["images_per_sec"]) > 0, r
+PY
+echo "PASS"
