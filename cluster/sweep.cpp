@@ -247,10 +247,13 @@ std::string joined(const std::vector<std::string>& items, const char* sep) {
 // --resume runs it again.
 std::string run_failure(const json& s) {
   if (!s.is_object()) return "no summary.json";
-  const std::vector<std::string> lost = lost_nodes(s, true);
+  const std::vector<std::string> lost = lost_nodes(s, true), names = lost_nodes(s, false);
   if (!s.value("ok", false)) {
     std::string why = s.contains("failure") && s["failure"].is_string() ? s["failure"].get<std::string>() : "the run failed";
-    return lost.empty() ? why : why + "; lost " + joined(lost, ", ");
+    std::vector<std::string> unsaid;  // "coordinator killed by signal 9" names its node already
+    for (std::size_t i = 0; i < lost.size(); ++i)
+      if (why.find(names[i]) == std::string::npos) unsaid.push_back(lost[i]);
+    return unsaid.empty() ? why : why + "; lost " + joined(unsaid, ", ");
   }
   return lost.empty() ? "" : "lost " + joined(lost, ", ");
 }
@@ -267,28 +270,46 @@ std::string csv_field(const std::string& v) {
 
 const char* kCsvHeader =
     "run,model,mode,policy,bandwidth,workers,servers,compute,steps,batch,steps_per_sec,images_per_sec,ok,point,repeat,"
-    "failed_nodes,failure\n";
+    "steps_done,failed_nodes,failure\n";
 
-// A run's row of results.json; `failure` is why it does not count ("" when it does).
+// A number of the summary's, or null where it has none (a coordinator killed before it wrote one).
+json measured(const json& s, const char* key) {
+  return s.is_object() && s.contains(key) && s[key].is_number() ? s[key] : json(nullptr);
+}
+
+// A run's row of results.json; `failure` is why it does not count ("" when it does). A failed
+// run keeps what it measured (a run past --timeout, say, has its steps so far): ok says whether
+// it counts. `steps` is what the point was given (--epochs: what the coordinator made of them),
+// steps_done the fewest steps a worker reported.
 json result_row(const Point& p, const LaunchOptions& o, const json& s, const std::string& failure) {
+  json steps_done = nullptr;
+  if (s.is_object() && s.contains("per_worker") && s["per_worker"].is_array())
+    for (const auto& w : s["per_worker"])
+      if (w.is_object() && w.contains("steps") && w["steps"].is_number_integer() &&
+          (steps_done.is_null() || w["steps"].get<std::int64_t>() < steps_done.get<std::int64_t>()))
+        steps_done = w["steps"];
   return {{"run", p.folder()}, {"point", p.name}, {"repeat", p.repeat}, {"mode", p.mode}, {"policy", p.policy},
           {"bandwidth", p.bandwidth.empty() ? "unshaped" : p.bandwidth}, {"workers", p.workers},
           {"servers", p.servers}, {"compute", o.compute}, {"ok", failure.empty()},
-          {"steps_per_sec", s.is_object() ? s.value("steps_per_sec", 0.0) : 0.0},
-          {"images_per_sec", s.is_object() ? s.value("images_per_sec", 0.0) : 0.0},
+          {"steps", o.steps > 0 ? json(o.steps) : measured(s, "steps")}, {"steps_done", steps_done},
+          {"steps_per_sec", measured(s, "steps_per_sec")}, {"images_per_sec", measured(s, "images_per_sec")},
           {"failed_nodes", lost_nodes(s, false)}, {"failure", failure.empty() ? json(nullptr) : json(failure)}};
 }
 
-std::string csv_row(const LaunchOptions& o, const json& r, const json& s) {
-  const bool ok = r["ok"].get<bool>();
-  return r["run"].get<std::string>() + "," + o.model + "," + r["mode"].get<std::string>() + "," +
-         r["policy"].get<std::string>() + "," + r["bandwidth"].get<std::string>() + "," + r["workers"].dump() + "," +
-         r["servers"].dump() + "," + o.compute + "," + std::to_string(s.is_object() ? s.value("steps", 0) : 0) +
-         "," + std::to_string(o.batch) + "," + num(ok ? r["steps_per_sec"].get<double>() : 0.0) + "," +
-         num(ok ? r["images_per_sec"].get<double>() : 0.0) + "," + (ok ? "1" : "0") + "," +
-         r["point"].get<std::string>() + "," + r["repeat"].dump() + "," +
-         csv_field(joined(r["failed_nodes"].get<std::vector<std::string>>(), " ")) + "," +
-         csv_field(r["failure"].is_string() ? r["failure"].get<std::string>() : "") + "\n";
+// Its row of results.csv: what results.json has, a null left empty.
+std::string csv_row(const LaunchOptions& o, const json& r) {
+  auto field = [](const json& v) {
+    if (v.is_null()) return std::string();
+    if (v.is_number_float()) return num(v.get<double>());
+    return v.is_string() ? csv_field(v.get<std::string>()) : v.dump();
+  };
+  std::string line;
+  for (const json& v : {r["run"], json(o.model), r["mode"], r["policy"], r["bandwidth"], r["workers"], r["servers"],
+                        json(o.compute), r["steps"], json(o.batch), r["steps_per_sec"], r["images_per_sec"],
+                        json(r["ok"].get<bool>() ? 1 : 0), r["point"], r["repeat"], r["steps_done"],
+                        json(joined(r["failed_nodes"].get<std::vector<std::string>>(), " ")), r["failure"]})
+    line += (line.empty() ? "" : ",") + field(v);
+  return line + "\n";
 }
 
 // The finished runs in a sweep's folder, by folder name (<mode>-<policy>-<bandwidth>-<S>s<N>w,
@@ -320,7 +341,8 @@ std::map<std::string, Point> finished_points(const std::string& out) {
 void write_markdown(const std::string& path, const json& rows, const SweepOptions& opt, const LaunchOptions& base) {
   std::ofstream md(path);
   md << "# Sweep: " << base.model << ", batch " << base.batch << ", " << base.steps << " steps, compute "
-     << base.compute << "\n\nImages/s summed over workers (steady state); - = failed or not run.";
+     << base.compute << "\n\nImages/s summed over workers (steady state); - = not run; failed = no run of the point "
+     << "counted (the runs that failed are listed below the tables).";
   if (opt.repeat > 1)
     md << " Each cell is the median of the point's " << opt.repeat << " runs, their range in brackets.";
   md << "\n";
@@ -336,13 +358,16 @@ void write_markdown(const std::string& path, const json& rows, const SweepOption
           md << "| " << w << " |";
           for (const auto& p : opt.policies) {
             std::vector<double> got;
+            bool tried = false;
             for (const auto& r : rows)
               if (r["mode"] == m && r["policy"] == p && r["bandwidth"] == (b.empty() ? "unshaped" : b) &&
-                  r["servers"] == sv && r["workers"] == w && r["ok"].get<bool>())
-                got.push_back(r["images_per_sec"].get<double>());
+                  r["servers"] == sv && r["workers"] == w) {
+                tried = true;
+                if (r["ok"].get<bool>()) got.push_back(r["images_per_sec"].get<double>());
+              }
             char buf[96];
             if (got.empty())
-              std::snprintf(buf, sizeof buf, " - |");
+              std::snprintf(buf, sizeof buf, tried ? " failed |" : " - |");
             else if (got.size() == 1)
               std::snprintf(buf, sizeof buf, " %.1f |", got[0]);
             else
@@ -353,6 +378,24 @@ void write_markdown(const std::string& path, const json& rows, const SweepOption
           md << "\n";
         }
       }
+  // A failed run's figures are the steps it did, or the survivors' after a node was lost: listed
+  // here with the reason, never in a cell.
+  bool header = false;
+  for (const auto& r : rows) {
+    if (r["ok"].get<bool>()) continue;
+    if (!header) md << "\n## Runs that failed\n\n| run | why | measured |\n|---|---|---|\n";
+    header = true;
+    std::string got = "nothing";
+    if (r["images_per_sec"].is_number()) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%.1f images/s", r["images_per_sec"].get<double>());
+      got = buf;
+      if (r["steps_done"].is_number()) got += " over " + r["steps_done"].dump() + " steps";
+    }
+    std::string why = r["failure"].is_string() ? r["failure"].get<std::string>() : "";
+    for (std::size_t k = 0; (k = why.find('|', k)) != std::string::npos; k += 2) why.replace(k, 1, "\\|");
+    md << "| " << r["run"].get<std::string>() << " | " << why << " | " << got << " |\n";
+  }
 }
 
 }  // namespace
@@ -366,7 +409,7 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
       "with --repeat K its repeats go to <point>-r2/ ... <point>-rK/, one round of the grid after the other.\n"
       "OUT/results.csv and results.json get one row per run (images/s, steps/s, ok), results.md a table per mode\n"
       "and bandwidth (the median of each point's runs); a run that failed or lost a node (killed or stopped) has\n"
-      "ok 0, failed_nodes and failure, and stays out of results.md and the plot.\n"
+      "ok 0, failed_nodes and failure beside what it measured, and stays out of results.md's cells and the plot.\n"
       "OUT/sweep.png plots "
       "images/s against workers, a line per policy (matplotlib: cluster/install-deps.sh plot). Ctrl-C (or SIGTERM\n"
       "to the sweep alone) stops the run in flight and the sweep, keeping what finished; --resume keeps finished runs on a second call, so\n"
@@ -611,7 +654,7 @@ int run_sweep(SweepOptions opt) {
       }
     }
     rows.push_back(result_row(p, o, s, failure));
-    csv << csv_row(o, rows.back(), s) << std::flush;
+    csv << csv_row(o, rows.back()) << std::flush;
     ++done;
   }
   // --resume with a smaller or another grid, or stopped before the end: the finished runs in
@@ -626,7 +669,7 @@ int run_sweep(SweepOptions opt) {
       LaunchOptions o = base;
       const json s = read_summary(out + "/" + name + "/summary.json");
       rows.push_back(result_row(p, o, s, ""));  // finished_points holds only runs that count
-      csv << csv_row(o, rows.back(), s);
+      csv << csv_row(o, rows.back());
       carried.push_back(name);
     }
     csv.flush();

@@ -2,7 +2,8 @@
 # `psbed sweep` and runs that go wrong: a point that lost a node (SIGKILL, or SIGTERM to one
 # worker) is a failed point, not an N-worker result: ok=0 with the node and the reason in
 # results.csv/json, no figure in results.md, a failed progress line, exit 1, and --resume runs
-# it again.
+# it again. A failed point keeps what it measured (a run past --timeout, the survivors of a lost
+# node), beside ok=0 and the reason, and the steps it was given.
 source "$(dirname "$0")/lib.sh"
 need_data
 # lose SIGNAL WORKER POINT: once WORKER of the sweep's POINT trains, sends it SIGNAL.
@@ -42,6 +43,11 @@ for run, lost in (("bsp-wfbp-unshaped-1s3w", "worker-2"), ("bsp-bulk-unshaped-1s
     r, j = rows[run], runs[run]
     assert r["ok"] == "0" and r["failed_nodes"] == lost and lost in r["failure"], r
     assert j["ok"] is False and j["failed_nodes"] == [lost] and lost in j["failure"], j
+    # what the survivors measured, and the steps the point was given, are kept
+    assert s["images_per_sec"] > 0 and abs(float(r["images_per_sec"]) - s["images_per_sec"]) <= 1e-3 * s["images_per_sec"], r
+    assert j["images_per_sec"] == s["images_per_sec"] and r["steps"] == "400" and j["steps"] == 400, (r, j)
+md = open(os.path.join(out, "results.md")).read()
+assert "## Runs that failed" in md and "| bsp-wfbp-unshaped-1s3w | lost worker-2" in md, md
 PY
 if grep -q "^| 3 | [0-9]" "$WORK/sw/results.md"; then cat "$WORK/sw/results.md"; fail "results.md gives a figure for a point that lost a node"; fi
 
@@ -59,5 +65,43 @@ for r in rows:
     s = json.load(open(os.path.join(out, r["run"], "summary.json")))
     assert r["ok"] == "1" and not r["failed_nodes"] and not r["failure"] and not s["failed_nodes"], r
     assert float(r["images_per_sec"]) > 0, r
+PY
+
+# 2. A point past --timeout, and one whose coordinator is killed: both failed, the first with
+#    the steps and images/s it measured, the second with nothing measured; both with the steps
+#    they were given.
+timeout 300 "$PSBED" sweep --model lenet5 --data mnist --workers 1 --policy wfbp,bulk --steps 100000 --timeout 3 \
+  --batch 32 --no-plot --out "$WORK/sw2" >"$WORK/sw2.out" 2>&1 &
+sweep_pid=$!
+PIDS+=($sweep_pid)
+log="$WORK/sw2/bsp-bulk-unshaped-1s1w/logs/worker-0.log"
+for _ in $(seq 1 600); do grep -q "steps of batch" "$log" 2>/dev/null && break; sleep 0.05; done
+coordinator=$(pgrep -f -- "coordinator .*$WORK/sw2/bsp-bulk-unshaped-1s1w" | head -1 || true)
+[ -n "$coordinator" ] || fail "no coordinator of the second point"
+kill -KILL "$coordinator"
+rc=0
+wait "$sweep_pid" || rc=$?
+[ "$rc" = 1 ] || { tail -5 "$WORK/sw2.out"; fail "a sweep with failed points exited $rc, expected 1"; }
+grep -q "bsp-wfbp-unshaped-1s1w failed: the run took longer than --timeout 3 s ([0-9.]* images/s measured, not counted)" \
+  "$WORK/sw2.out" || { cat "$WORK/sw2.out"; fail "no failed progress line with what the timed-out run measured"; }
+python3 - "$WORK/sw2" <<'PY' || fail "a failed point's measurements or steps are not in the results"
+import csv, json, os, sys
+out = sys.argv[1]
+rows = {r["run"]: r for r in csv.DictReader(open(os.path.join(out, "results.csv")))}
+runs = {r["run"]: r for r in json.load(open(os.path.join(out, "results.json")))["runs"]}
+late, killed = "bsp-wfbp-unshaped-1s1w", "bsp-bulk-unshaped-1s1w"
+s = json.load(open(os.path.join(out, late, "summary.json")))
+r, j = rows[late], runs[late]
+assert r["ok"] == "0" and "--timeout" in r["failure"] and r["steps"] == "100000", r
+steps = s["per_worker"][0]["steps"]
+assert 0 < steps < 100000 and r["steps_done"] == str(steps) and j["steps_done"] == steps, (r, s["per_worker"])
+assert s["images_per_sec"] > 0 and abs(float(r["images_per_sec"]) - s["images_per_sec"]) <= 1e-3 * s["images_per_sec"], r
+assert abs(float(r["steps_per_sec"]) - s["steps_per_sec"]) <= 1e-3 * s["steps_per_sec"] and j["images_per_sec"] == s["images_per_sec"], r
+s = json.load(open(os.path.join(out, killed, "summary.json")))
+assert "images_per_sec" not in s and "steps" not in s, s  # launch wrote it: the coordinator never did
+r, j = rows[killed], runs[killed]
+assert r["ok"] == "0" and "coordinator killed" in r["failure"] and r["failed_nodes"] == "coordinator", r
+assert r["steps"] == "100000" and j["steps"] == 100000, r
+assert r["images_per_sec"] == "" and j["images_per_sec"] is None and r["steps_done"] == "", r  # nothing measured: not 0
 PY
 echo "PASS"
