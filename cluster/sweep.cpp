@@ -179,6 +179,26 @@ int run_launch_child(const std::vector<std::string>& args, const std::string& lo
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
+// Where an earlier failed run of FOLDER goes: <folder>.failed/, then .failed-2/, .failed-3/, ...
+// after the latest one there, so every attempt stays (a point that fails each time may fail
+// for other reasons) and their numbers follow their order.
+std::string failed_aside(const std::string& folder) {
+  const fs::path path(folder);
+  const std::string first = path.filename().string() + ".failed";
+  int last = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(path.parent_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name == first) last = std::max(last, 1);
+    if (name.size() > first.size() + 1 && name.compare(0, first.size() + 1, first + "-") == 0) {
+      const std::string k = name.substr(first.size() + 1);
+      if (k.size() < 9 && std::all_of(k.begin(), k.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        last = std::max(last, std::stoi(k));
+    }
+  }
+  return last == 0 ? folder + ".failed" : folder + ".failed-" + std::to_string(last + 1);
+}
+
 std::string hms(double s) {
   char buf[32];
   const int t = int(s + 0.5);
@@ -412,7 +432,8 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
       "ok 0, failed_nodes and failure beside what it measured, and stays out of results.md's cells and the plot.\n"
       "OUT/sweep.png plots "
       "images/s against workers, a line per policy (matplotlib: cluster/install-deps.sh plot). Ctrl-C (or SIGTERM\n"
-      "to the sweep alone) stops the run in flight and the sweep, keeping what finished; --resume keeps finished runs on a second call, so\n"
+      "to the sweep alone) stops the run in flight and the sweep, keeping what finished; --resume keeps finished runs on a second call\n"
+      "and runs the others again (each failed attempt kept as <point>.failed/, .failed-2/, ...), so\n"
       "--resume --repeat 3 adds two repeats to a finished sweep. A short run can settle in one of two paces\n"
       "(workers in step or out of step on a shared link): repeats show it, and `psbed validate` compares a\n"
       "prediction with the median of a point's repeats.");
@@ -615,8 +636,7 @@ int run_sweep(SweepOptions opt) {
                    p.policy, p.bandwidth.empty() ? "unshaped" : p.bandwidth, p.servers, p.workers, rep, hms(elapsed),
                    eta);
       if (fs::exists(o.out)) {  // a failed run of this point (--resume): kept beside, not overwritten
-        const std::string aside = o.out + ".failed";
-        fs::remove_all(aside);
+        const std::string aside = failed_aside(o.out);
         fs::rename(o.out, aside);
         spdlog::info("{}: the earlier failed run moved to {}", p.folder(), aside);
       }

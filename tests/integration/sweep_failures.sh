@@ -3,7 +3,8 @@
 # worker) is a failed point, not an N-worker result: ok=0 with the node and the reason in
 # results.csv/json, no figure in results.md, a failed progress line, exit 1, and --resume runs
 # it again. A failed point keeps what it measured (a run past --timeout, the survivors of a lost
-# node), beside ok=0 and the reason, and the steps it was given.
+# node), beside ok=0 and the reason, and the steps it was given; each --resume that runs a
+# failed point again keeps the earlier attempts beside it (<point>.failed/, .failed-2/, ...).
 source "$(dirname "$0")/lib.sh"
 need_data
 # lose SIGNAL WORKER POINT: once WORKER of the sweep's POINT trains, sends it SIGNAL.
@@ -104,4 +105,23 @@ assert r["ok"] == "0" and "coordinator killed" in r["failure"] and r["failed_nod
 assert r["steps"] == "100000" and j["steps"] == 100000, r
 assert r["images_per_sec"] == "" and j["images_per_sec"] is None and r["steps_done"] == "", r  # nothing measured: not 0
 PY
+
+# 3. --resume twice on the timed-out point (it times out again each time): every failed attempt
+#    is kept, the first in <point>.failed/, the second in <point>.failed-2/, each as it was.
+p="$WORK/sw2/bsp-wfbp-unshaped-1s1w"
+sums=("$(md5sum <"$p/summary.json")")
+for k in 1 2; do
+  rc=0
+  timeout 120 "$PSBED" sweep --model lenet5 --data mnist --workers 1 --policy wfbp --steps 100000 --timeout 3 \
+    --batch 32 --no-plot --out "$WORK/sw2" --resume >"$WORK/again-$k.out" 2>&1 || rc=$?
+  [ "$rc" = 1 ] || { tail -5 "$WORK/again-$k.out"; fail "resume $k of a point that times out exited $rc, expected 1"; }
+  sums+=("$(md5sum <"$p/summary.json")")
+done
+grep -q "bsp-wfbp-unshaped-1s1w: the earlier failed run moved to $p.failed-2$" "$WORK/again-2.out" ||
+  { cat "$WORK/again-2.out"; fail "the second resume did not say where the earlier failed run went"; }
+[ "$(md5sum <"$p.failed/summary.json")" = "${sums[0]}" ] || fail "<point>.failed/ no longer holds the first attempt"
+[ "$(md5sum <"$p.failed-2/summary.json")" = "${sums[1]}" ] || fail "<point>.failed-2/ does not hold the second attempt"
+[ "${sums[0]}" != "${sums[1]}" ] && [ "${sums[1]}" != "${sums[2]}" ] || fail "the attempts' summaries are not three"
+[ -s "$p.failed/launch.log" ] && [ -s "$p.failed-2/launch.log" ] || fail "a failed attempt lost its launch.log"
+[ "$(ls -d "$p".failed* | wc -l)" = 2 ] || { ls "$WORK/sw2"; fail "expected two failed attempts beside the point"; }
 echo "PASS"
