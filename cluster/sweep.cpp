@@ -357,33 +357,67 @@ std::map<std::string, Point> finished_points(const std::string& out) {
 }
 
 // One table per (bandwidth, mode, servers): a row per worker count, a column per policy, images/s
-// (the median of the point's finished repeats, with their range when there are several).
+// (the median of the point's finished runs, with their range when there are several).
 void write_markdown(const std::string& path, const json& rows, const SweepOptions& opt, const LaunchOptions& base) {
   std::ofstream md(path);
   md << "# Sweep: " << base.model << ", batch " << base.batch << ", " << base.steps << " steps, compute "
      << base.compute << "\n\nImages/s summed over workers (steady state); - = not run; failed = no run of the point "
      << "counted (the runs that failed are listed below the tables).";
-  if (opt.repeat > 1)
-    md << " Each cell is the median of the point's " << opt.repeat << " runs, their range in brackets.";
+  // The tables cover the runs results.csv has: the grid's, and those a --resume kept from an
+  // earlier or larger grid (tables, columns and rows of their own where the grid has none).
+  auto label = [](const std::string& b) { return b.empty() ? std::string("unshaped") : b; };
+  auto add = [](auto& v, const auto& x) {
+    if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+  };
+  auto has = [](const auto& v, const auto& x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+  std::vector<std::string> bandwidths, modes, policies, grid_bandwidths;
+  std::vector<int> servers;
+  for (const auto& b : opt.bandwidths) add(grid_bandwidths, label(b));
+  for (const auto& b : grid_bandwidths) add(bandwidths, b);
+  for (const auto& m : opt.modes) add(modes, m);
+  for (const auto& p : opt.policies) add(policies, p);
+  for (int s : opt.servers) add(servers, s);
+  bool ranges = false;
+  std::map<std::string, int> runs_of;  // point -> finished runs
+  for (const auto& r : rows) {
+    add(bandwidths, r["bandwidth"].get<std::string>()), add(modes, r["mode"].get<std::string>());
+    add(policies, r["policy"].get<std::string>()), add(servers, r["servers"].get<int>());
+    if (r["ok"].get<bool>()) ranges = ++runs_of[r["point"].get<std::string>()] > 1 || ranges;
+  }
+  if (ranges) md << " A cell with several runs gives their median, their range in brackets.";
   md << "\n";
-  for (const auto& b : opt.bandwidths)
-    for (const auto& m : opt.modes)
-      for (int sv : opt.servers) {
-        md << "\n## " << m << ", " << (b.empty() ? "unshaped" : b) << ", " << sv << " server(s)\n\n| workers |";
-        for (const auto& p : opt.policies) md << " " << p << " |";
+  for (const auto& b : bandwidths)
+    for (const auto& m : modes)
+      for (int sv : servers) {
+        const bool grid = has(grid_bandwidths, b) && has(opt.modes, m) && has(opt.servers, sv);
+        std::vector<const json*> here;
+        for (const auto& r : rows)
+          if (r["mode"] == m && r["bandwidth"] == b && r["servers"] == sv) here.push_back(&r);
+        if (!grid && here.empty()) continue;
+        std::vector<std::string> cols;
+        std::vector<int> workers;
+        if (grid) workers = opt.workers;
+        for (const auto& p : policies) {
+          bool used = grid && has(opt.policies, p);
+          for (const json* r : here) used = used || (*r)["policy"] == p;
+          if (used) cols.push_back(p);
+        }
+        for (const json* r : here) add(workers, (*r)["workers"].get<int>());
+        std::sort(workers.begin(), workers.end());
+        md << "\n## " << m << ", " << b << ", " << sv << " server(s)\n\n| workers |";
+        for (const auto& p : cols) md << " " << p << " |";
         md << "\n|---:|";
-        for (std::size_t i = 0; i < opt.policies.size(); ++i) md << "---:|";
+        for (std::size_t i = 0; i < cols.size(); ++i) md << "---:|";
         md << "\n";
-        for (int w : opt.workers) {
+        for (int w : workers) {
           md << "| " << w << " |";
-          for (const auto& p : opt.policies) {
+          for (const auto& p : cols) {
             std::vector<double> got;
             bool tried = false;
-            for (const auto& r : rows)
-              if (r["mode"] == m && r["policy"] == p && r["bandwidth"] == (b.empty() ? "unshaped" : b) &&
-                  r["servers"] == sv && r["workers"] == w) {
+            for (const json* r : here)
+              if ((*r)["policy"] == p && (*r)["workers"] == w) {
                 tried = true;
-                if (r["ok"].get<bool>()) got.push_back(r["images_per_sec"].get<double>());
+                if ((*r)["ok"].get<bool>()) got.push_back((*r)["images_per_sec"].get<double>());
               }
             char buf[96];
             if (got.empty())
@@ -433,7 +467,7 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
       "OUT/sweep.png plots "
       "images/s against workers, a line per policy (matplotlib: cluster/install-deps.sh plot). Ctrl-C (or SIGTERM\n"
       "to the sweep alone) stops the run in flight and the sweep, keeping what finished; --resume keeps finished runs on a second call\n"
-      "and runs the others again (each failed attempt kept as <point>.failed/, .failed-2/, ...), so\n"
+      "(in every results file, those outside its grid too) and runs the others again (each failed attempt kept as <point>.failed/, .failed-2/, ...), so\n"
       "--resume --repeat 3 adds two repeats to a finished sweep. A short run can settle in one of two paces\n"
       "(workers in step or out of step on a shared link): repeats show it, and `psbed validate` compares a\n"
       "prediction with the median of a point's repeats.");
