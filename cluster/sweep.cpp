@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <nlohmann/json.hpp>
@@ -60,8 +61,8 @@ std::string num(double v) {
 }
 
 // The `psbed launch` command line of one point: the policy settings its policy uses (launch says
-// so of any other), or every one (`every_setting`, the record of what the points share).
-std::vector<std::string> launch_args(const LaunchOptions& o, bool every_setting = false) {
+// so of any other).
+std::vector<std::string> launch_args(const LaunchOptions& o) {
   std::vector<std::string> a = {"launch", "--servers", std::to_string(o.servers), "--workers", std::to_string(o.workers),
                                 "--model", o.model, "--data", o.data, "--mode", o.mode, "--policy", o.policy,
                                 "--epochs", std::to_string(o.epochs), "--steps",
@@ -73,11 +74,10 @@ std::vector<std::string> launch_args(const LaunchOptions& o, bool every_setting 
                                 "--out", o.out, "--heartbeat", num(o.heartbeat_s), "--heartbeat-timeout",
                                 num(o.heartbeat_timeout_s), "--timeout", num(o.timeout_s)};
   if (!o.data_dir.empty()) a.insert(a.end(), {"--data-dir", o.data_dir});
-  if (every_setting || policy::uses_slice_params(o.policy))
-    a.insert(a.end(), {"--slice-params", std::to_string(o.slice_params)});
-  if (every_setting || policy::uses_partition_params(o.policy))
+  if (policy::uses_slice_params(o.policy)) a.insert(a.end(), {"--slice-params", std::to_string(o.slice_params)});
+  if (policy::uses_partition_params(o.policy))
     a.insert(a.end(), {"--partition-params", std::to_string(o.partition_params)});
-  if (!o.credit.empty() && (every_setting || policy::uses_credit(o.policy))) a.insert(a.end(), {"--credit", o.credit});
+  if (!o.credit.empty() && policy::uses_credit(o.policy)) a.insert(a.end(), {"--credit", o.credit});
   if (!o.bandwidth.empty()) a.insert(a.end(), {"--bandwidth", o.bandwidth});
   if (!o.latency.empty()) a.insert(a.end(), {"--latency", o.latency});
   if (o.netns) a.push_back("--netns");
@@ -85,11 +85,16 @@ std::vector<std::string> launch_args(const LaunchOptions& o, bool every_setting 
   return a;
 }
 
+// The policy settings: a point gets only those its policy uses, so they are no shared setting;
+// --resume compares them with what each kept run's summary says it was given (policy_changes).
+const char* const kPolicyFlags[] = {"--slice-params", "--partition-params", "--credit"};
+
 // The launch flags every point of a sweep shares, flag -> value ("" for a switch): launch_args
-// less a point's own (servers, workers, mode, policy, bandwidth) and its --out. Recorded in
-// OUT/sweep-settings.json, so that --resume keeps finished points only under the same ones.
+// less a point's own (servers, workers, mode, policy, bandwidth, the policy's settings) and its
+// --out. Recorded in OUT/sweep-settings.json, so that --resume keeps finished points only under
+// the same ones.
 std::map<std::string, std::string> shared_flags(const LaunchOptions& o) {
-  const std::vector<std::string> a = launch_args(o, true);
+  const std::vector<std::string> a = launch_args(o);
   std::map<std::string, std::string> m;
   for (std::size_t i = 1; i < a.size(); ++i) {
     if (a[i].rfind("--", 0) != 0) continue;
@@ -98,6 +103,7 @@ std::map<std::string, std::string> shared_flags(const LaunchOptions& o) {
   }
   for (const char* own : {"--servers", "--workers", "--mode", "--policy", "--bandwidth", "--out", "--timeout"})
     m.erase(own);
+  for (const char* own : kPolicyFlags) m.erase(own);
   if (o.steps > 0) m.erase("--epochs");  // --steps decides the run's length
   // Values as they act, not as they were spelt: 4MiB and 4mib, 200us and 0.2ms, a model's path
   // and its name (as summary.json gives it), a folder and its relative form are each one setting.
@@ -108,7 +114,7 @@ std::map<std::string, std::string> shared_flags(const LaunchOptions& o) {
   };
   for (auto& [flag, value] : m) {
     if (flag == "--model") value = load_model(value).name;
-    else if (flag == "--partition-bytes" || flag == "--credit") value = std::to_string(parse_bytes(value));
+    else if (flag == "--partition-bytes") value = std::to_string(parse_bytes(value));
     else if (flag == "--latency") value = num(parse_duration_s(value)) + "s";
     else if (flag == "--data-dir") value = canonical(value);
     else if (flag == "--compute" && value.rfind("replay:", 0) == 0) value = "replay:" + canonical(value.substr(7));
@@ -199,6 +205,10 @@ std::string failed_aside(const std::string& folder) {
   return last == 0 ? folder + ".failed" : folder + ".failed-" + std::to_string(last + 1);
 }
 
+bool has_value(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
 std::string hms(double s) {
   char buf[32];
   const int t = int(s + 0.5);
@@ -222,6 +232,38 @@ std::string settings_differ(const json& s, const LaunchOptions& o) {
   const double lr = s.value("lr", double(o.lr));
   // Sweeps pass the rate on with six digits (num): equal within that.
   if (std::abs(lr - double(o.lr)) > 1e-5 * std::abs(double(o.lr)) + 1e-12) add("lr " + num(lr) + ", not " + num(o.lr));
+  return d;
+}
+
+// What a kept run of `policy` was given of the settings that policy uses, where this sweep would
+// give it otherwise (values as they act: a default credit and the same number of bytes are
+// one): "--credit 1.00 MiB (now 4.00 MiB)" each, or none. `was` is the run's summary's
+// policy_options; a run without them (an older launch) is not compared.
+std::vector<std::string> policy_changes(const std::string& policy, const json& was, const LaunchOptions& o) {
+  std::vector<std::string> d;
+  if (!was.is_object()) return d;
+  auto number = [&](const char* key) -> std::optional<std::int64_t> {
+    if (!was.contains(key) || !was[key].is_number_integer()) return std::nullopt;
+    return was[key].get<std::int64_t>();
+  };
+  auto compare = [&](const char* flag, const char* key, std::int64_t now) {
+    const auto before = number(key);
+    if (before && *before != now) d.push_back(std::string(flag) + " " + std::to_string(*before) + " (now " + std::to_string(now) + ")");
+  };
+  if (policy::uses_slice_params(policy)) compare("--slice-params", "slice_params", o.slice_params);
+  if (policy::uses_partition_params(policy)) compare("--partition-params", "partition_params", o.partition_params);
+  if (policy::uses_credit(policy) && number("credit_bytes")) {
+    policy::PolicyOptions before, now;
+    before.name = now.name = policy;
+    before.credit_bytes = *number("credit_bytes");
+    now.credit_bytes = o.credit.empty() ? -1 : std::int64_t(parse_bytes(o.credit));
+    const std::int64_t b = policy::credit_in_effect(before), n = policy::credit_in_effect(now);
+    auto said = [&](std::int64_t bytes, bool by_default) {
+      return format_bytes(double(bytes)) + (by_default ? ", " + policy + "'s default" : "");
+    };
+    if (b != n)
+      d.push_back("--credit " + said(b, before.credit_bytes < 0) + " (now " + said(n, now.credit_bytes < 0) + ")");
+  }
   return d;
 }
 
@@ -485,7 +527,9 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
   app->add_option("--repeat", o.repeat, "runs per point (median and range in results.md, validate uses the median)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
-  app->add_flag("--resume", o.resume, "keep runs that already finished in OUT");
+  app->add_flag("--resume", o.resume,
+                "keep runs that already finished in OUT (refused where one ran with other settings; a policy's "
+                "settings count for the kept runs of the policies this call runs)");
   app->add_flag("!--no-plot", o.plot, "skip sweep.png");
   app->add_option("--model", b.model, "model name or .toml path")->capture_default_str();
   app->add_option("--data", b.data, "mnist or synthetic")->capture_default_str();
@@ -613,8 +657,13 @@ int run_sweep(SweepOptions opt) {
         const std::string was = had ? before[flag].get<std::string>() : "";
         if (!had || was != value) change[flag] = {said(had, was), said(true, value)};
       }
-      for (const auto& [flag, was] : before.items())
-        if (!settings.count(flag) && was.is_string()) change[flag] = {said(true, was.get<std::string>()), "not given"};
+      for (const auto& [flag, was] : before.items()) {
+        // An older sweep recorded the policy settings as shared: they are compared below, per run.
+        const bool policy_flag = std::any_of(std::begin(kPolicyFlags), std::end(kPolicyFlags),
+                                             [&, &flag = flag](const char* f) { return flag == f; });
+        if (!settings.count(flag) && was.is_string() && !policy_flag)
+          change[flag] = {said(true, was.get<std::string>()), "not given"};
+      }
       std::string differs;
       for (const auto& [flag, wn] : change)
         differs += (differs.empty() ? "" : ", ") + flag + " " + wn.first + " (now " + wn.second + ")";
@@ -622,6 +671,22 @@ int run_sweep(SweepOptions opt) {
         throw Error("--resume: the sweep in " + out + " ran with " + differs +
                     ": give its earlier settings, or another --out");
     }
+    // The policy settings, for the runs kept whose policy this sweep runs and uses them (a kept
+    // run of a policy it does not run is given nothing by it): each as its summary says it was.
+    std::map<std::string, std::vector<std::string>> runs_by_change;  // "--credit 1 MiB (now 4 MiB)" -> runs
+    for (const auto& [name, p] : finished_points(out)) {
+      if (!has_value(opt.policies, p.policy)) continue;
+      const json s = read_summary(out + "/" + name + "/summary.json");
+      for (const auto& c : policy_changes(p.policy, s.value("policy_options", json()), base))
+        runs_by_change[c].push_back(name);
+    }
+    std::string differs;
+    for (const auto& [change, runs] : runs_by_change)
+      differs += (differs.empty() ? "" : "; ") + change + " in " + runs.front() +
+                 (runs.size() > 1 ? " and " + std::to_string(runs.size() - 1) + " other run(s)" : "");
+    if (!differs.empty())
+      throw Error("--resume: the sweep in " + out + " ran with " + differs +
+                  ": give its earlier settings, or another --out");
   }
   fs::create_directories(out);
   if (record) std::ofstream(settings_path) << json(settings).dump(1) << "\n";
