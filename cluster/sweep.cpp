@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <nlohmann/json.hpp>
@@ -60,8 +61,8 @@ std::string num(double v) {
 }
 
 // The `psbed launch` command line of one point: the policy settings its policy uses (launch says
-// so of any other), or every one (`every_setting`, the record of what the points share).
-std::vector<std::string> launch_args(const LaunchOptions& o, bool every_setting = false) {
+// so of any other).
+std::vector<std::string> launch_args(const LaunchOptions& o) {
   std::vector<std::string> a = {"launch", "--servers", std::to_string(o.servers), "--workers", std::to_string(o.workers),
                                 "--model", o.model, "--data", o.data, "--mode", o.mode, "--policy", o.policy,
                                 "--epochs", std::to_string(o.epochs), "--steps",
@@ -73,11 +74,10 @@ std::vector<std::string> launch_args(const LaunchOptions& o, bool every_setting 
                                 "--out", o.out, "--heartbeat", num(o.heartbeat_s), "--heartbeat-timeout",
                                 num(o.heartbeat_timeout_s), "--timeout", num(o.timeout_s)};
   if (!o.data_dir.empty()) a.insert(a.end(), {"--data-dir", o.data_dir});
-  if (every_setting || policy::uses_slice_params(o.policy))
-    a.insert(a.end(), {"--slice-params", std::to_string(o.slice_params)});
-  if (every_setting || policy::uses_partition_params(o.policy))
+  if (policy::uses_slice_params(o.policy)) a.insert(a.end(), {"--slice-params", std::to_string(o.slice_params)});
+  if (policy::uses_partition_params(o.policy))
     a.insert(a.end(), {"--partition-params", std::to_string(o.partition_params)});
-  if (!o.credit.empty() && (every_setting || policy::uses_credit(o.policy))) a.insert(a.end(), {"--credit", o.credit});
+  if (!o.credit.empty() && policy::uses_credit(o.policy)) a.insert(a.end(), {"--credit", o.credit});
   if (!o.bandwidth.empty()) a.insert(a.end(), {"--bandwidth", o.bandwidth});
   if (!o.latency.empty()) a.insert(a.end(), {"--latency", o.latency});
   if (o.netns) a.push_back("--netns");
@@ -85,11 +85,16 @@ std::vector<std::string> launch_args(const LaunchOptions& o, bool every_setting 
   return a;
 }
 
+// The policy settings: a point gets only those its policy uses, so they are no shared setting;
+// --resume compares them with what each kept run's summary says it was given (policy_changes).
+const char* const kPolicyFlags[] = {"--slice-params", "--partition-params", "--credit"};
+
 // The launch flags every point of a sweep shares, flag -> value ("" for a switch): launch_args
-// less a point's own (servers, workers, mode, policy, bandwidth) and its --out. Recorded in
-// OUT/sweep-settings.json, so that --resume keeps finished points only under the same ones.
+// less a point's own (servers, workers, mode, policy, bandwidth, the policy's settings) and its
+// --out. Recorded in OUT/sweep-settings.json, so that --resume keeps finished points only under
+// the same ones.
 std::map<std::string, std::string> shared_flags(const LaunchOptions& o) {
-  const std::vector<std::string> a = launch_args(o, true);
+  const std::vector<std::string> a = launch_args(o);
   std::map<std::string, std::string> m;
   for (std::size_t i = 1; i < a.size(); ++i) {
     if (a[i].rfind("--", 0) != 0) continue;
@@ -98,6 +103,7 @@ std::map<std::string, std::string> shared_flags(const LaunchOptions& o) {
   }
   for (const char* own : {"--servers", "--workers", "--mode", "--policy", "--bandwidth", "--out", "--timeout"})
     m.erase(own);
+  for (const char* own : kPolicyFlags) m.erase(own);
   if (o.steps > 0) m.erase("--epochs");  // --steps decides the run's length
   // Values as they act, not as they were spelt: 4MiB and 4mib, 200us and 0.2ms, a model's path
   // and its name (as summary.json gives it), a folder and its relative form are each one setting.
@@ -108,7 +114,7 @@ std::map<std::string, std::string> shared_flags(const LaunchOptions& o) {
   };
   for (auto& [flag, value] : m) {
     if (flag == "--model") value = load_model(value).name;
-    else if (flag == "--partition-bytes" || flag == "--credit") value = std::to_string(parse_bytes(value));
+    else if (flag == "--partition-bytes") value = std::to_string(parse_bytes(value));
     else if (flag == "--latency") value = num(parse_duration_s(value)) + "s";
     else if (flag == "--data-dir") value = canonical(value);
     else if (flag == "--compute" && value.rfind("replay:", 0) == 0) value = "replay:" + canonical(value.substr(7));
@@ -179,6 +185,30 @@ int run_launch_child(const std::vector<std::string>& args, const std::string& lo
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
+// Where an earlier failed run of FOLDER goes: <folder>.failed/, then .failed-2/, .failed-3/, ...
+// after the latest one there, so every attempt stays (a point that fails each time may fail
+// for other reasons) and their numbers follow their order.
+std::string failed_aside(const std::string& folder) {
+  const fs::path path(folder);
+  const std::string first = path.filename().string() + ".failed";
+  int last = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(path.parent_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name == first) last = std::max(last, 1);
+    if (name.size() > first.size() + 1 && name.compare(0, first.size() + 1, first + "-") == 0) {
+      const std::string k = name.substr(first.size() + 1);
+      if (k.size() < 9 && std::all_of(k.begin(), k.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        last = std::max(last, std::stoi(k));
+    }
+  }
+  return last == 0 ? folder + ".failed" : folder + ".failed-" + std::to_string(last + 1);
+}
+
+bool has_value(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
 std::string hms(double s) {
   char buf[32];
   const int t = int(s + 0.5);
@@ -205,6 +235,38 @@ std::string settings_differ(const json& s, const LaunchOptions& o) {
   return d;
 }
 
+// What a kept run of `policy` was given of the settings that policy uses, where this sweep would
+// give it otherwise (values as they act: a default credit and the same number of bytes are
+// one): "--credit 1.00 MiB (now 4.00 MiB)" each, or none. `was` is the run's summary's
+// policy_options; a run without them (an older launch) is not compared.
+std::vector<std::string> policy_changes(const std::string& policy, const json& was, const LaunchOptions& o) {
+  std::vector<std::string> d;
+  if (!was.is_object()) return d;
+  auto number = [&](const char* key) -> std::optional<std::int64_t> {
+    if (!was.contains(key) || !was[key].is_number_integer()) return std::nullopt;
+    return was[key].get<std::int64_t>();
+  };
+  auto compare = [&](const char* flag, const char* key, std::int64_t now) {
+    const auto before = number(key);
+    if (before && *before != now) d.push_back(std::string(flag) + " " + std::to_string(*before) + " (now " + std::to_string(now) + ")");
+  };
+  if (policy::uses_slice_params(policy)) compare("--slice-params", "slice_params", o.slice_params);
+  if (policy::uses_partition_params(policy)) compare("--partition-params", "partition_params", o.partition_params);
+  if (policy::uses_credit(policy) && number("credit_bytes")) {
+    policy::PolicyOptions before, now;
+    before.name = now.name = policy;
+    before.credit_bytes = *number("credit_bytes");
+    now.credit_bytes = o.credit.empty() ? -1 : std::int64_t(parse_bytes(o.credit));
+    const std::int64_t b = policy::credit_in_effect(before), n = policy::credit_in_effect(now);
+    auto said = [&](std::int64_t bytes, bool by_default) {
+      return format_bytes(double(bytes)) + (by_default ? ", " + policy + "'s default" : "");
+    };
+    if (b != n)
+      d.push_back("--credit " + said(b, before.credit_bytes < 0) + " (now " + said(n, now.credit_bytes < 0) + ")");
+  }
+  return d;
+}
+
 json read_summary(const std::string& path) {
   std::ifstream in(path);
   if (!in) return json();
@@ -215,25 +277,101 @@ json read_summary(const std::string& path) {
   }
 }
 
-const char* kCsvHeader =
-    "run,model,mode,policy,bandwidth,workers,servers,compute,steps,batch,steps_per_sec,images_per_sec,ok,point,repeat\n";
-
-std::string csv_row(const Point& p, const LaunchOptions& o, const json& s) {
-  const bool ok = s.is_object() && s.value("ok", false);
-  return p.folder() + "," + o.model + "," + p.mode + "," + p.policy + "," + (p.bandwidth.empty() ? "unshaped" : p.bandwidth) +
-         "," + std::to_string(p.workers) + "," + std::to_string(p.servers) + "," + o.compute + "," +
-         std::to_string(s.is_object() ? s.value("steps", 0) : 0) + "," + std::to_string(o.batch) + "," +
-         num(ok ? s.value("steps_per_sec", 0.0) : 0.0) + "," + num(ok ? s.value("images_per_sec", 0.0) : 0.0) + "," +
-         (ok ? "1" : "0") + "," + p.name + "," + std::to_string(p.repeat) + "\n";
+// The nodes a run lost, as "worker-2 (killed by signal 9 (Killed))", comma-separated: the
+// summary's failed_nodes (launch's and the coordinator's), and any worker it reports not alive.
+std::vector<std::string> lost_nodes(const json& s, bool with_reasons) {
+  std::vector<std::string> lost;
+  std::set<std::string> named;
+  auto add = [&](const json& n, const char* why_key) {
+    if (!n.is_object()) return;
+    const std::string name = n.contains("name") && n["name"].is_string() ? n["name"].get<std::string>() : "?";
+    if (!named.insert(name).second) return;
+    const std::string why = n.contains(why_key) && n[why_key].is_string() ? n[why_key].get<std::string>() : "";
+    lost.push_back(with_reasons && !why.empty() ? name + " (" + why + ")" : name);
+  };
+  if (s.is_object() && s.contains("failed_nodes") && s["failed_nodes"].is_array())
+    for (const auto& n : s["failed_nodes"]) add(n, "reason");
+  if (s.is_object() && s.contains("per_worker") && s["per_worker"].is_array())
+    for (const auto& w : s["per_worker"])
+      if (w.is_object() && w.contains("alive") && w["alive"] == false) add(w, "failure");
+  return lost;
 }
 
-// A run's row of results.json.
-json result_row(const Point& p, const LaunchOptions& o, const json& s) {
+std::string joined(const std::vector<std::string>& items, const char* sep) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : sep) + i;
+  return out;
+}
+
+// Why a run is no measurement of its point, or "" when it is one. A run that lost a node ends
+// "ok" for launch and the coordinator (the survivors finished), but what it measured is fewer
+// workers than its point names: it counts as failed, stays out of tables and plots, and
+// --resume runs it again.
+std::string run_failure(const json& s) {
+  if (!s.is_object()) return "no summary.json";
+  const std::vector<std::string> lost = lost_nodes(s, true), names = lost_nodes(s, false);
+  if (!s.value("ok", false)) {
+    std::string why = s.contains("failure") && s["failure"].is_string() ? s["failure"].get<std::string>() : "the run failed";
+    std::vector<std::string> unsaid;  // "coordinator killed by signal 9" names its node already
+    for (std::size_t i = 0; i < lost.size(); ++i)
+      if (why.find(names[i]) == std::string::npos) unsaid.push_back(lost[i]);
+    return unsaid.empty() ? why : why + "; lost " + joined(unsaid, ", ");
+  }
+  return lost.empty() ? "" : "lost " + joined(lost, ", ");
+}
+
+bool finished_ok(const json& s) { return run_failure(s).empty(); }
+
+// A CSV field, quoted where it holds a separator or a quote (a failure's reason can).
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\n") == std::string::npos) return v;
+  std::string q = "\"";
+  for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+const char* kCsvHeader =
+    "run,model,mode,policy,bandwidth,workers,servers,compute,steps,batch,steps_per_sec,images_per_sec,ok,point,repeat,"
+    "steps_done,failed_nodes,failure\n";
+
+// A number of the summary's, or null where it has none (a coordinator killed before it wrote one).
+json measured(const json& s, const char* key) {
+  return s.is_object() && s.contains(key) && s[key].is_number() ? s[key] : json(nullptr);
+}
+
+// A run's row of results.json; `failure` is why it does not count ("" when it does). A failed
+// run keeps what it measured (a run past --timeout, say, has its steps so far): ok says whether
+// it counts. `steps` is what the point was given (--epochs: what the coordinator made of them),
+// steps_done the fewest steps a worker reported.
+json result_row(const Point& p, const LaunchOptions& o, const json& s, const std::string& failure) {
+  json steps_done = nullptr;
+  if (s.is_object() && s.contains("per_worker") && s["per_worker"].is_array())
+    for (const auto& w : s["per_worker"])
+      if (w.is_object() && w.contains("steps") && w["steps"].is_number_integer() &&
+          (steps_done.is_null() || w["steps"].get<std::int64_t>() < steps_done.get<std::int64_t>()))
+        steps_done = w["steps"];
   return {{"run", p.folder()}, {"point", p.name}, {"repeat", p.repeat}, {"mode", p.mode}, {"policy", p.policy},
           {"bandwidth", p.bandwidth.empty() ? "unshaped" : p.bandwidth}, {"workers", p.workers},
-          {"servers", p.servers}, {"compute", o.compute}, {"ok", s.is_object() && s.value("ok", false)},
-          {"steps_per_sec", s.is_object() ? s.value("steps_per_sec", 0.0) : 0.0},
-          {"images_per_sec", s.is_object() ? s.value("images_per_sec", 0.0) : 0.0}};
+          {"servers", p.servers}, {"compute", o.compute}, {"ok", failure.empty()},
+          {"steps", o.steps > 0 ? json(o.steps) : measured(s, "steps")}, {"steps_done", steps_done},
+          {"steps_per_sec", measured(s, "steps_per_sec")}, {"images_per_sec", measured(s, "images_per_sec")},
+          {"failed_nodes", lost_nodes(s, false)}, {"failure", failure.empty() ? json(nullptr) : json(failure)}};
+}
+
+// Its row of results.csv: what results.json has, a null left empty.
+std::string csv_row(const LaunchOptions& o, const json& r) {
+  auto field = [](const json& v) {
+    if (v.is_null()) return std::string();
+    if (v.is_number_float()) return num(v.get<double>());
+    return v.is_string() ? csv_field(v.get<std::string>()) : v.dump();
+  };
+  std::string line;
+  for (const json& v : {r["run"], json(o.model), r["mode"], r["policy"], r["bandwidth"], r["workers"], r["servers"],
+                        json(o.compute), r["steps"], json(o.batch), r["steps_per_sec"], r["images_per_sec"],
+                        json(r["ok"].get<bool>() ? 1 : 0), r["point"], r["repeat"], r["steps_done"],
+                        json(joined(r["failed_nodes"].get<std::vector<std::string>>(), " ")), r["failure"]})
+    line += (line.empty() ? "" : ",") + field(v);
+  return line + "\n";
 }
 
 // The finished runs in a sweep's folder, by folder name (<mode>-<policy>-<bandwidth>-<S>s<N>w,
@@ -247,7 +385,7 @@ std::map<std::string, Point> finished_points(const std::string& out) {
     std::smatch m;
     if (!e.is_directory(ec) || !std::regex_match(name, m, folder)) continue;
     const json s = read_summary((e.path() / "summary.json").string());
-    if (!s.is_object() || !s.value("ok", false)) continue;
+    if (!finished_ok(s)) continue;
     Point p;
     p.mode = s.value("mode", m[1].str());
     p.policy = m[2];
@@ -261,33 +399,71 @@ std::map<std::string, Point> finished_points(const std::string& out) {
 }
 
 // One table per (bandwidth, mode, servers): a row per worker count, a column per policy, images/s
-// (the median of the point's finished repeats, with their range when there are several).
+// (the median of the point's finished runs, with their range when there are several).
 void write_markdown(const std::string& path, const json& rows, const SweepOptions& opt, const LaunchOptions& base) {
   std::ofstream md(path);
   md << "# Sweep: " << base.model << ", batch " << base.batch << ", " << base.steps << " steps, compute "
-     << base.compute << "\n\nImages/s summed over workers (steady state); - = failed or not run.";
-  if (opt.repeat > 1)
-    md << " Each cell is the median of the point's " << opt.repeat << " runs, their range in brackets.";
+     << base.compute << "\n\nImages/s summed over workers (steady state); - = not run; failed = no run of the point "
+     << "counted (the runs that failed are listed below the tables).";
+  // The tables cover the runs results.csv has: the grid's, and those a --resume kept from an
+  // earlier or larger grid (tables, columns and rows of their own where the grid has none).
+  auto label = [](const std::string& b) { return b.empty() ? std::string("unshaped") : b; };
+  auto add = [](auto& v, const auto& x) {
+    if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+  };
+  auto has = [](const auto& v, const auto& x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+  std::vector<std::string> bandwidths, modes, policies, grid_bandwidths;
+  std::vector<int> servers;
+  for (const auto& b : opt.bandwidths) add(grid_bandwidths, label(b));
+  for (const auto& b : grid_bandwidths) add(bandwidths, b);
+  for (const auto& m : opt.modes) add(modes, m);
+  for (const auto& p : opt.policies) add(policies, p);
+  for (int s : opt.servers) add(servers, s);
+  bool ranges = false;
+  std::map<std::string, int> runs_of;  // point -> finished runs
+  for (const auto& r : rows) {
+    add(bandwidths, r["bandwidth"].get<std::string>()), add(modes, r["mode"].get<std::string>());
+    add(policies, r["policy"].get<std::string>()), add(servers, r["servers"].get<int>());
+    if (r["ok"].get<bool>()) ranges = ++runs_of[r["point"].get<std::string>()] > 1 || ranges;
+  }
+  if (ranges) md << " A cell with several runs gives their median, their range in brackets.";
   md << "\n";
-  for (const auto& b : opt.bandwidths)
-    for (const auto& m : opt.modes)
-      for (int sv : opt.servers) {
-        md << "\n## " << m << ", " << (b.empty() ? "unshaped" : b) << ", " << sv << " server(s)\n\n| workers |";
-        for (const auto& p : opt.policies) md << " " << p << " |";
+  for (const auto& b : bandwidths)
+    for (const auto& m : modes)
+      for (int sv : servers) {
+        const bool grid = has(grid_bandwidths, b) && has(opt.modes, m) && has(opt.servers, sv);
+        std::vector<const json*> here;
+        for (const auto& r : rows)
+          if (r["mode"] == m && r["bandwidth"] == b && r["servers"] == sv) here.push_back(&r);
+        if (!grid && here.empty()) continue;
+        std::vector<std::string> cols;
+        std::vector<int> workers;
+        if (grid) workers = opt.workers;
+        for (const auto& p : policies) {
+          bool used = grid && has(opt.policies, p);
+          for (const json* r : here) used = used || (*r)["policy"] == p;
+          if (used) cols.push_back(p);
+        }
+        for (const json* r : here) add(workers, (*r)["workers"].get<int>());
+        std::sort(workers.begin(), workers.end());
+        md << "\n## " << m << ", " << b << ", " << sv << " server(s)\n\n| workers |";
+        for (const auto& p : cols) md << " " << p << " |";
         md << "\n|---:|";
-        for (std::size_t i = 0; i < opt.policies.size(); ++i) md << "---:|";
+        for (std::size_t i = 0; i < cols.size(); ++i) md << "---:|";
         md << "\n";
-        for (int w : opt.workers) {
+        for (int w : workers) {
           md << "| " << w << " |";
-          for (const auto& p : opt.policies) {
+          for (const auto& p : cols) {
             std::vector<double> got;
-            for (const auto& r : rows)
-              if (r["mode"] == m && r["policy"] == p && r["bandwidth"] == (b.empty() ? "unshaped" : b) &&
-                  r["servers"] == sv && r["workers"] == w && r["ok"].get<bool>())
-                got.push_back(r["images_per_sec"].get<double>());
+            bool tried = false;
+            for (const json* r : here)
+              if ((*r)["policy"] == p && (*r)["workers"] == w) {
+                tried = true;
+                if ((*r)["ok"].get<bool>()) got.push_back((*r)["images_per_sec"].get<double>());
+              }
             char buf[96];
             if (got.empty())
-              std::snprintf(buf, sizeof buf, " - |");
+              std::snprintf(buf, sizeof buf, tried ? " failed |" : " - |");
             else if (got.size() == 1)
               std::snprintf(buf, sizeof buf, " %.1f |", got[0]);
             else
@@ -298,6 +474,24 @@ void write_markdown(const std::string& path, const json& rows, const SweepOption
           md << "\n";
         }
       }
+  // A failed run's figures are the steps it did, or the survivors' after a node was lost: listed
+  // here with the reason, never in a cell.
+  bool header = false;
+  for (const auto& r : rows) {
+    if (r["ok"].get<bool>()) continue;
+    if (!header) md << "\n## Runs that failed\n\n| run | why | measured |\n|---|---|---|\n";
+    header = true;
+    std::string got = "nothing";
+    if (r["images_per_sec"].is_number()) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%.1f images/s", r["images_per_sec"].get<double>());
+      got = buf;
+      if (r["steps_done"].is_number()) got += " over " + r["steps_done"].dump() + " steps";
+    }
+    std::string why = r["failure"].is_string() ? r["failure"].get<std::string>() : "";
+    for (std::size_t k = 0; (k = why.find('|', k)) != std::string::npos; k += 2) why.replace(k, 1, "\\|");
+    md << "| " << r["run"].get<std::string>() << " | " << why << " | " << got << " |\n";
+  }
 }
 
 }  // namespace
@@ -310,9 +504,12 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
       "Each point is a `psbed launch` into OUT/<mode>-<policy>-<bandwidth>-<S>s<N>w/ (its output in launch.log);\n"
       "with --repeat K its repeats go to <point>-r2/ ... <point>-rK/, one round of the grid after the other.\n"
       "OUT/results.csv and results.json get one row per run (images/s, steps/s, ok), results.md a table per mode\n"
-      "and bandwidth (the median of each point's runs); OUT/sweep.png plots "
+      "and bandwidth (the median of each point's runs); a run that failed or lost a node (killed or stopped) has\n"
+      "ok 0, failed_nodes and failure beside what it measured, and stays out of results.md's cells and the plot.\n"
+      "OUT/sweep.png plots "
       "images/s against workers, a line per policy (matplotlib: cluster/install-deps.sh plot). Ctrl-C (or SIGTERM\n"
-      "to the sweep alone) stops the run in flight and the sweep, keeping what finished; --resume keeps finished runs on a second call, so\n"
+      "to the sweep alone) stops the run in flight and the sweep, keeping what finished; --resume keeps finished runs on a second call\n"
+      "(in every results file, those outside its grid too) and runs the others again (each failed attempt kept as <point>.failed/, .failed-2/, ...), so\n"
       "--resume --repeat 3 adds two repeats to a finished sweep. A short run can settle in one of two paces\n"
       "(workers in step or out of step on a shared link): repeats show it, and `psbed validate` compares a\n"
       "prediction with the median of a point's repeats.");
@@ -330,7 +527,9 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
   app->add_option("--repeat", o.repeat, "runs per point (median and range in results.md, validate uses the median)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
-  app->add_flag("--resume", o.resume, "keep runs that already finished in OUT");
+  app->add_flag("--resume", o.resume,
+                "keep runs that already finished in OUT (refused where one ran with other settings; a policy's "
+                "settings count for the kept runs of the policies this call runs)");
   app->add_flag("!--no-plot", o.plot, "skip sweep.png");
   app->add_option("--model", b.model, "model name or .toml path")->capture_default_str();
   app->add_option("--data", b.data, "mnist or synthetic")->capture_default_str();
@@ -432,7 +631,7 @@ int run_sweep(SweepOptions opt) {
   if (opt.resume)
     for (const Point& p : grid) {
       const json s = read_summary(out + "/" + p.folder() + "/summary.json");
-      if (!s.is_object() || !s.value("ok", false)) continue;
+      if (!finished_ok(s)) continue;
       const std::string differs = settings_differ(s, base);
       if (!differs.empty())
         throw Error("--resume: " + out + "/" + p.folder() + " ran with " + differs +
@@ -458,8 +657,13 @@ int run_sweep(SweepOptions opt) {
         const std::string was = had ? before[flag].get<std::string>() : "";
         if (!had || was != value) change[flag] = {said(had, was), said(true, value)};
       }
-      for (const auto& [flag, was] : before.items())
-        if (!settings.count(flag) && was.is_string()) change[flag] = {said(true, was.get<std::string>()), "not given"};
+      for (const auto& [flag, was] : before.items()) {
+        // An older sweep recorded the policy settings as shared: they are compared below, per run.
+        const bool policy_flag = std::any_of(std::begin(kPolicyFlags), std::end(kPolicyFlags),
+                                             [&, &flag = flag](const char* f) { return flag == f; });
+        if (!settings.count(flag) && was.is_string() && !policy_flag)
+          change[flag] = {said(true, was.get<std::string>()), "not given"};
+      }
       std::string differs;
       for (const auto& [flag, wn] : change)
         differs += (differs.empty() ? "" : ", ") + flag + " " + wn.first + " (now " + wn.second + ")";
@@ -467,6 +671,22 @@ int run_sweep(SweepOptions opt) {
         throw Error("--resume: the sweep in " + out + " ran with " + differs +
                     ": give its earlier settings, or another --out");
     }
+    // The policy settings, for the runs kept whose policy this sweep runs and uses them (a kept
+    // run of a policy it does not run is given nothing by it): each as its summary says it was.
+    std::map<std::string, std::vector<std::string>> runs_by_change;  // "--credit 1 MiB (now 4 MiB)" -> runs
+    for (const auto& [name, p] : finished_points(out)) {
+      if (!has_value(opt.policies, p.policy)) continue;
+      const json s = read_summary(out + "/" + name + "/summary.json");
+      for (const auto& c : policy_changes(p.policy, s.value("policy_options", json()), base))
+        runs_by_change[c].push_back(name);
+    }
+    std::string differs;
+    for (const auto& [change, runs] : runs_by_change)
+      differs += (differs.empty() ? "" : "; ") + change + " in " + runs.front() +
+                 (runs.size() > 1 ? " and " + std::to_string(runs.size() - 1) + " other run(s)" : "");
+    if (!differs.empty())
+      throw Error("--resume: the sweep in " + out + " ran with " + differs +
+                  ": give its earlier settings, or another --out");
   }
   fs::create_directories(out);
   if (record) std::ofstream(settings_path) << json(settings).dump(1) << "\n";
@@ -503,7 +723,8 @@ int run_sweep(SweepOptions opt) {
     o.workers = p.workers, o.servers = p.servers, o.mode = p.mode, o.policy = p.policy, o.bandwidth = p.bandwidth;
     o.out = out + "/" + p.folder();
     json s;
-    if (opt.resume && (s = read_summary(o.out + "/summary.json")).is_object() && s.value("ok", false)) {
+    std::string failure;
+    if (opt.resume && finished_ok(s = read_summary(o.out + "/summary.json"))) {
       spdlog::info("[{}/{}] {}: kept (finished earlier)", done + 1, grid.size(), p.folder());
     } else {
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -514,8 +735,7 @@ int run_sweep(SweepOptions opt) {
                    p.policy, p.bandwidth.empty() ? "unshaped" : p.bandwidth, p.servers, p.workers, rep, hms(elapsed),
                    eta);
       if (fs::exists(o.out)) {  // a failed run of this point (--resume): kept beside, not overwritten
-        const std::string aside = o.out + ".failed";
-        fs::remove_all(aside);
+        const std::string aside = failed_aside(o.out);
         fs::rename(o.out, aside);
         spdlog::info("{}: the earlier failed run moved to {}", p.folder(), aside);
       }
@@ -528,9 +748,16 @@ int run_sweep(SweepOptions opt) {
         spdlog::warn("interrupted during {}: stopping the sweep", p.folder());
         break;
       }
-      if (rc != 0 || !s.is_object() || !s.value("ok", false)) {
+      failure = run_failure(s);
+      if (failure.empty() && rc != 0) failure = "launch exited with status " + std::to_string(rc);
+      if (!failure.empty()) {
         ++failed;
-        spdlog::error("[{}/{}] {} failed (exit {}); see {}/launch.log", done + 1, grid.size(), p.folder(), rc, o.out);
+        // What it measured is said, so a survivors' figure is seen for what it is, and not counted.
+        std::string measured;
+        if (s.is_object() && s.value("images_per_sec", 0.0) > 0)
+          measured = fmt::format(" ({:.1f} images/s measured, not counted)", s.value("images_per_sec", 0.0));
+        spdlog::error("[{}/{}] {} failed: {}{}; see {}/launch.log", done + 1, grid.size(), p.folder(), failure,
+                      measured, o.out);
       } else {
         // With repeats: the point's earlier runs beside this one, so a second pace shows at once.
         std::string others;
@@ -545,8 +772,8 @@ int run_sweep(SweepOptions opt) {
                      others.empty() ? "" : " (earlier repeats: " + others + ")");
       }
     }
-    csv << csv_row(p, o, s) << std::flush;
-    rows.push_back(result_row(p, o, s));
+    rows.push_back(result_row(p, o, s, failure));
+    csv << csv_row(o, rows.back()) << std::flush;
     ++done;
   }
   // --resume with a smaller or another grid, or stopped before the end: the finished runs in
@@ -560,8 +787,8 @@ int run_sweep(SweepOptions opt) {
       if (visited.count(name)) continue;
       LaunchOptions o = base;
       const json s = read_summary(out + "/" + name + "/summary.json");
-      csv << csv_row(p, o, s);
-      rows.push_back(result_row(p, o, s));
+      rows.push_back(result_row(p, o, s, ""));  // finished_points holds only runs that count
+      csv << csv_row(o, rows.back());
       carried.push_back(name);
     }
     csv.flush();

@@ -59,6 +59,25 @@ timeout 120 "$PSBED" sweep --model "$SRC/workloads/models/lenet5.toml" --data mn
   --mode async --steps 60 --batch 32 --partition-bytes 4096KiB --out "$WORK/sw" --resume >"$WORK/resume.out" 2>&1 ||
   { tail -5 "$WORK/resume.out"; fail "resume failed"; }
 [ "$(grep -c "kept (finished earlier)" "$WORK/resume.out")" = 4 ] || fail "--resume reran finished points"
+# A policy's settings count for the kept runs whose policy uses them, as each was given them: a
+# sweep of wfbp and p3 with p3's credit and slice, resumed with wfbp alone and neither, keeps its
+# wfbp run (which never had them); resumed with p3 again, it is refused naming both, unless they
+# are given as before (spelt otherwise).
+timeout 120 "$PSBED" sweep --model lenet5 --data mnist --workers 1 --policy wfbp,p3 --credit 1MiB --slice-params 20000 \
+  --steps 20 --batch 32 --no-plot --out "$WORK/pol" >"$WORK/pol.out" 2>&1 || { tail -5 "$WORK/pol.out"; fail "the policy sweep failed"; }
+timeout 120 "$PSBED" sweep --model lenet5 --data mnist --workers 1 --policy wfbp --steps 20 --batch 32 --no-plot \
+  --out "$WORK/pol" --resume >"$WORK/pol.out" 2>&1 ||
+  { cat "$WORK/pol.out"; fail "--resume of wfbp alone was refused for settings wfbp never had"; }
+grep -q "bsp-wfbp-unshaped-1s1w: kept (finished earlier)" "$WORK/pol.out" || fail "--resume of wfbp alone reran it"
+timeout 60 "$PSBED" sweep --model lenet5 --data mnist --workers 1 --policy wfbp,p3 --steps 20 --batch 32 --no-plot \
+  --out "$WORK/pol" --resume >"$WORK/pol.out" 2>&1 && fail "--resume of p3 with its settings gone was accepted"
+grep -qF -- "--credit 1.00 MiB (now 4.00 MiB, p3's default) in bsp-p3-unshaped-1s1w" "$WORK/pol.out" &&
+  grep -qF -- "--slice-params 20000 (now 40000) in bsp-p3-unshaped-1s1w" "$WORK/pol.out" ||
+  { cat "$WORK/pol.out"; fail "no reason for refusing p3's other settings"; }
+timeout 120 "$PSBED" sweep --model lenet5 --data mnist --workers 1 --policy wfbp,p3 --credit 1024KiB --slice-params 20000 \
+  --steps 20 --batch 32 --no-plot --out "$WORK/pol" --resume >"$WORK/pol.out" 2>&1 ||
+  { cat "$WORK/pol.out"; fail "--resume with p3's settings as before was refused"; }
+[ "$(grep -c "kept (finished earlier)" "$WORK/pol.out")" = 2 ] || fail "--resume with p3's settings as before reran a point"
 # --repeat 2 on the 1-worker points: their finished runs count as the first repeat, a second
 # goes to <point>-r2/, and results.md shows the median with the two runs' range.
 # (The results files of the earlier calls gone, as after a call killed with SIGKILL: the runs
@@ -88,4 +107,29 @@ assert len(json.load(open(os.path.join(out, "results.json")))["runs"]) == 6
 PY
 grep -q "^| 1 | [0-9.]* ([0-9.]*-[0-9.]*) | [0-9.]* ([0-9.]*-[0-9.]*) |$" "$WORK/sw/results.md" ||
   fail "results.md lacks the median and range of the repeated points"
+# results.md covers the runs results.csv has, the kept 2-worker runs outside this grid too: each
+# finished run's figure is in its cell (the cell of a repeated point spans it).
+python3 - "$WORK/sw" <<'PY' || { cat "$WORK/sw/results.md"; fail "results.md does not cover the runs of results.csv"; }
+import csv, os, re, sys
+out = sys.argv[1]
+tables, head, cols = {}, None, None
+for line in open(os.path.join(out, "results.md")):
+    m = re.match(r"^## (.+), (.+), (\d+) server\(s\)$", line.strip())
+    if m:
+        head, cols = (m[1], m[2], m[3]), None
+    elif head and line.startswith("| workers |"):
+        cols = [c.strip() for c in line.strip().strip("|").split("|")][1:]
+    elif head and cols and re.match(r"^\| \d+ \|", line):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        for p, c in zip(cols, cells[1:]):
+            tables[head + (p, cells[0])] = c
+rows = list(csv.DictReader(open(os.path.join(out, "results.csv"))))
+assert rows
+for r in rows:
+    cell = tables.get((r["mode"], r["bandwidth"], r["servers"], r["policy"], r["workers"]))
+    assert cell is not None and cell != "-", (r["run"], cell)
+    nums = [float(x) for x in re.findall(r"[0-9]+\.[0-9]", cell)]
+    got = float(r["images_per_sec"])
+    assert (len(nums) == 1 and abs(nums[0] - got) <= 0.051) or (len(nums) == 3 and nums[1] - 0.051 <= got <= nums[2] + 0.051), (r["run"], cell, got)
+PY
 echo "PASS"
