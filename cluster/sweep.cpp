@@ -54,6 +54,24 @@ std::string slug(const std::string& s) {
   return out;
 }
 
+// A point's link as the sweep names it: "" (unshaped, its folder and rows say so) for an empty
+// value, "unshaped", and 0 in any unit, which launch takes for unshaped alike (a 0 named its
+// points ...-0-..., beside the default's ...-unshaped-...: one setting under two labels); any
+// other rate as given. Throws psbed::Error on a rate that does not parse.
+std::string point_bandwidth(const std::string& b) {
+  if (b.empty() || b == "unshaped" || parse_bandwidth_bps(b) == 0) return "";
+  return b;
+}
+
+// Whether two links a sweep names are one rate (1gbit and 1000mbit; 0 and unshaped).
+bool same_rate(const std::string& a, const std::string& b) {
+  try {
+    return (a.empty() ? 0.0 : parse_bandwidth_bps(a)) == (b.empty() ? 0.0 : parse_bandwidth_bps(b));
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 std::string num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
@@ -389,7 +407,7 @@ std::map<std::string, Point> finished_points(const std::string& out) {
     Point p;
     p.mode = s.value("mode", m[1].str());
     p.policy = m[2];
-    p.bandwidth = m[3] == "unshaped" ? "" : m[3].str();
+    p.bandwidth = same_rate(m[3], "") || m[3] == "unshaped" ? "" : m[3].str();  // 0 from before it was unshaped
     p.servers = std::stoi(m[4]), p.workers = std::stoi(m[5]);
     p.repeat = m[6].matched ? std::stoi(m[6]) : 1;
     p.name = p.repeat == 1 ? name : name.substr(0, name.size() - m[6].length() - 2);
@@ -520,9 +538,19 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
   app->add_option("--servers", o.servers, "server shard counts")->delimiter(',')->capture_default_str();
   app->add_option("--policy", o.policies, "policies, or all")->delimiter(',')->capture_default_str();
   app->add_option("--mode", o.modes, "consistency modes: async, bsp, ssp:K")->delimiter(',')->capture_default_str();
-  app->add_option("--bandwidth", o.bandwidths, "link rates per direction, e.g. 100mbit,1gbit (default: unshaped)")
+  app->add_option("--bandwidth", o.bandwidths,
+                  "link rates per direction, e.g. 100mbit,1gbit; 0 or unshaped: unshaped (the default), as in 0,1gbit")
       ->delimiter(',')
-      ->check(bandwidth_value(false));
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            try {
+              point_bandwidth(v);
+            } catch (const Error& e) {
+              return std::string(e.what());
+            }
+            return std::string();
+          },
+          "RATE"));
   app->add_option("--out", b.out, "folder for every run, results.csv, results.json and sweep.png")->required();
   app->add_option("--repeat", o.repeat, "runs per point (median and range in results.md, validate uses the median)")
       ->capture_default_str()
@@ -571,6 +599,7 @@ int run_sweep(SweepOptions opt) {
     policy::make_policy(po);
   }
   for (const auto& m : opt.modes) ps::Consistency::parse(m);
+  for (auto& b : opt.bandwidths) b = point_bandwidth(b);
   for (const auto& b : opt.bandwidths) ps::parse_link(b, base.latency);
   for (int w : opt.workers)
     if (w < 1) throw Error("--workers: every count must be at least 1, got " + std::to_string(w));
@@ -590,9 +619,13 @@ int run_sweep(SweepOptions opt) {
     for (const auto& b : opt.bandwidths) rates.push_back(b.empty() ? 0.0 : parse_bandwidth_bps(b));
     std::sort(rates.begin(), rates.end());
     if (std::adjacent_find(rates.begin(), rates.end()) != rates.end())
-      throw Error("--bandwidth gives one rate twice (to run a point again, use --repeat)");
+      throw Error("--bandwidth gives one rate twice (0 and unshaped are one; to run a point again, use --repeat)");
   }
 
+  // --resume finds a point's runs where an earlier sweep spelt its link otherwise (0 before it
+  // was named unshaped, 1000mbit for 1gbit): one rate, one point, kept rather than run again.
+  std::map<std::string, Point> earlier;
+  if (opt.resume) earlier = finished_points(base.out);
   std::vector<Point> grid;
   for (const auto& b : opt.bandwidths)
     for (const auto& m : opt.modes)
@@ -602,6 +635,13 @@ int run_sweep(SweepOptions opt) {
             Point pt{b, m, p, s, w, "", 1};
             pt.name = slug(m) + "-" + p + "-" + (b.empty() ? "unshaped" : b) + "-" + std::to_string(s) + "s" +
                       std::to_string(w) + "w";
+            if (!fs::exists(base.out + "/" + pt.name))
+              for (const auto& [folder, q] : earlier)
+                if (q.policy == p && q.servers == s && q.workers == w && q.name.rfind(slug(m) + "-", 0) == 0 &&
+                    same_rate(q.bandwidth, b)) {
+                  pt.name = q.name;
+                  break;
+                }
             grid.push_back(pt);
           }
   // Repeats go round the whole grid again rather than one point K times in a row, so a slow

@@ -14,6 +14,10 @@ timeout 60 "$PSBED" sweep --model lenet5 --workers 1 --servers 1,16 --policy wfb
   fail "a grid with 16 shards of lenet5's 10 parts was accepted"
 grep -q -- "--servers 16: lenet5 has 10 parts" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no reason given for 16 shards"; }
 [ ! -e "$WORK/bad2/results.csv" ] || fail "runs started before the shard counts were checked"
+# 0 and unshaped are one link: given both, one point would run twice under two labels.
+timeout 60 "$PSBED" sweep --model lenet5 --workers 1 --bandwidth 0,unshaped --policy wfbp --steps 20 --out "$WORK/bad3" \
+  >"$WORK/bad.out" 2>&1 && fail "--bandwidth 0,unshaped was accepted"
+grep -q "gives one rate twice (0 and unshaped are one" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no reason for refusing 0,unshaped"; }
 
 timeout 400 "$PSBED" sweep --model lenet5 --data mnist --workers 1,2 --policy wfbp,p3 --mode async --steps 60 \
   --batch 32 --out "$WORK/sw" >"$WORK/sw.out" 2>&1 || { tail -20 "$WORK/sw.out"; fail "the sweep failed"; }
@@ -65,8 +69,9 @@ timeout 120 "$PSBED" sweep --model "$SRC/workloads/models/lenet5.toml" --data mn
 # are given as before (spelt otherwise).
 timeout 120 "$PSBED" sweep --model lenet5 --data mnist --workers 1 --policy wfbp,p3 --credit 1MiB --slice-params 20000 \
   --steps 20 --batch 32 --no-plot --out "$WORK/pol" >"$WORK/pol.out" 2>&1 || { tail -5 "$WORK/pol.out"; fail "the policy sweep failed"; }
+# (--bandwidth 0 is unshaped, as launch takes it: the same point, kept.)
 timeout 120 "$PSBED" sweep --model lenet5 --data mnist --workers 1 --policy wfbp --steps 20 --batch 32 --no-plot \
-  --out "$WORK/pol" --resume >"$WORK/pol.out" 2>&1 ||
+  --bandwidth 0 --out "$WORK/pol" --resume >"$WORK/pol.out" 2>&1 ||
   { cat "$WORK/pol.out"; fail "--resume of wfbp alone was refused for settings wfbp never had"; }
 grep -q "bsp-wfbp-unshaped-1s1w: kept (finished earlier)" "$WORK/pol.out" || fail "--resume of wfbp alone reran it"
 timeout 60 "$PSBED" sweep --model lenet5 --data mnist --workers 1 --policy wfbp,p3 --steps 20 --batch 32 --no-plot \
