@@ -23,12 +23,14 @@
 
 #include "cluster/cli_config.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/stats.hpp"
 #include "core/policy.hpp"
 #include "core/run_program.hpp"
 #include "core/units.hpp"
 #include "ps/cluster_map.hpp"
 #include "ps/link.hpp"
+#include "worker/net.hpp"
 
 #ifndef PSBED_SOURCE_DIR
 #define PSBED_SOURCE_DIR "."
@@ -573,6 +575,7 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
       ->capture_default_str()
       ->check(non_negative("a learning rate", true));
   app->add_option("--threads", b.threads, "compute threads per worker")->capture_default_str();
+  app->add_option("--device", b.device, "cpu or gpu (every worker of every run)")->capture_default_str();
   app->add_option("--apply-threads", b.apply_threads, "threads applying updates per server shard")
       ->capture_default_str()->check(CLI::Range(1, 1024));
   app->add_option("--seed", b.seed, "seed")->capture_default_str()->transform(seed_validator());
@@ -599,6 +602,8 @@ int run_sweep(SweepOptions opt) {
     policy::make_policy(po);
   }
   for (const auto& m : opt.modes) ps::Consistency::parse(m);
+  // A GPU sweep on a machine without one fails here once, not at every point.
+  worker::require_device(base.device);
   for (auto& b : opt.bandwidths) b = point_bandwidth(b);
   for (const auto& b : opt.bandwidths) ps::parse_link(b, base.latency);
   for (int w : opt.workers)
@@ -728,7 +733,7 @@ int run_sweep(SweepOptions opt) {
       throw Error("--resume: the sweep in " + out + " ran with " + differs +
                   ": give its earlier settings, or another --out");
   }
-  fs::create_directories(out);
+  ensure_writable_dir(out, "--out");
   if (record) std::ofstream(settings_path) << json(settings).dump(1) << "\n";
   spdlog::info("sweep of {} runs ({} points x {} repeat(s)) of {} into {} ({} compute)", grid.size(), points,
                opt.repeat, base.model, out, base.compute);

@@ -14,6 +14,19 @@ timeout 60 "$PSBED" sweep --model lenet5 --workers 1 --servers 1,16 --policy wfb
   fail "a grid with 16 shards of lenet5's 10 parts was accepted"
 grep -q -- "--servers 16: lenet5 has 10 parts" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no reason given for 16 shards"; }
 [ ! -e "$WORK/bad2/results.csv" ] || fail "runs started before the shard counts were checked"
+# An --out that cannot be a folder is named; so is a GPU sweep where there is no GPU, before any
+# point runs.
+touch "$WORK/afile"
+timeout 60 "$PSBED" sweep --model lenet5 --workers 1 --policy wfbp --steps 20 --out "$WORK/afile" >"$WORK/bad.out" 2>&1 &&
+  fail "a file as --out was accepted"
+grep -q -- "--out: cannot create the folder '$WORK/afile'" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no reason for refusing a file as --out"; }
+if ! grep -q . <(nvidia-smi -L 2>/dev/null); then
+  rc=0; timeout 60 "$PSBED" sweep --model lenet5 --workers 1,2 --policy wfbp --steps 20 --device gpu --out "$WORK/gpu" \
+    >"$WORK/bad.out" 2>&1 || rc=$?
+  [ "$rc" = 2 ] || { cat "$WORK/bad.out"; fail "a GPU sweep without a GPU exited $rc, not 2"; }
+  grep -q "no CUDA device available" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no reason for refusing a GPU sweep"; }
+  [ "$(grep -c "no CUDA device" "$WORK/bad.out")" = 1 ] && [ ! -e "$WORK/gpu" ] || fail "the GPU sweep was tried point by point"
+fi
 # 0 and unshaped are one link: given both, one point would run twice under two labels.
 timeout 60 "$PSBED" sweep --model lenet5 --workers 1 --bandwidth 0,unshaped --policy wfbp --steps 20 --out "$WORK/bad3" \
   >"$WORK/bad.out" 2>&1 && fail "--bandwidth 0,unshaped was accepted"
