@@ -337,7 +337,11 @@ std::string run_failure(const json& s) {
       if (why.find(names[i]) == std::string::npos) unsaid.push_back(lost[i]);
     return unsaid.empty() ? why : why + "; lost " + joined(unsaid, ", ");
   }
-  return lost.empty() ? "" : "lost " + joined(lost, ", ");
+  if (!lost.empty()) return "lost " + joined(lost, ", ");
+  // An ok summary without its figures (hand-edited, or another program's) measured nothing.
+  for (const char* f : {"steps_per_sec", "images_per_sec"})
+    if (!s.contains(f) || !s[f].is_number()) return std::string("summary.json has no number for ") + f;
+  return "";
 }
 
 bool finished_ok(const json& s) { return run_failure(s).empty(); }
@@ -397,7 +401,7 @@ std::string csv_row(const LaunchOptions& o, const json& r) {
 // The finished runs in a sweep's folder, by folder name (<mode>-<policy>-<bandwidth>-<S>s<N>w,
 // and -r<K> for a repeat), in name order; failed ones (and <point>.failed/) left out.
 std::map<std::string, Point> finished_points(const std::string& out) {
-  static const std::regex folder(R"(^([^-]+)-(.+)-([^-]+)-(\d+)s(\d+)w(?:-r(\d+))?$)");
+  static const std::regex folder(R"(^([^-]+)-(.+)-([^-]+)-(\d{1,6})s(\d{1,6})w(?:-r(\d{1,6}))?$)");
   std::map<std::string, Point> found;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(out, ec)) {
@@ -640,7 +644,8 @@ int run_sweep(SweepOptions opt) {
             Point pt{b, m, p, s, w, "", 1};
             pt.name = slug(m) + "-" + p + "-" + (b.empty() ? "unshaped" : b) + "-" + std::to_string(s) + "s" +
                       std::to_string(w) + "w";
-            if (!fs::exists(base.out + "/" + pt.name))
+            std::error_code ec;  // an --out that cannot be read is named below
+            if (!fs::exists(base.out + "/" + pt.name, ec))
               for (const auto& [folder, q] : earlier)
                 if (q.policy == p && q.servers == s && q.workers == w && q.name.rfind(slug(m) + "-", 0) == 0 &&
                     same_rate(q.bandwidth, b)) {
@@ -668,29 +673,29 @@ int run_sweep(SweepOptions opt) {
     first.servers = *std::max_element(opt.servers.begin(), opt.servers.end());
     check_launch_options(first);
   }
+  ensure_writable_dir(out, "--out");
   if (!opt.resume && fs::exists(out + "/results.csv"))
     throw Error("--out " + out + " holds a sweep already (results.csv): --resume continues it, or give another --out");
   // --resume keeps a finished point only if it ran with this sweep's settings; one that did not
   // is refused here, before anything runs (its results would be labelled with settings it did
   // not have).
-  if (opt.resume)
-    for (const Point& p : grid) {
-      const json s = read_summary(out + "/" + p.folder() + "/summary.json");
-      if (!finished_ok(s)) continue;
-      const std::string differs = settings_differ(s, base);
-      if (!differs.empty())
-        throw Error("--resume: " + out + "/" + p.folder() + " ran with " + differs +
-                    ": give the sweep's earlier settings, or another --out");
-    }
+  // Every finished run in the folder counts, the grid's and those outside it that stay in the
+  // results after its rows.
+  std::map<std::string, Point> kept;
+  if (opt.resume) kept = finished_points(out);
+  for (const auto& [name, p] : kept) {
+    const std::string differs = settings_differ(read_summary(out + "/" + name + "/summary.json"), base);
+    if (!differs.empty())
+      throw Error("--resume: " + out + "/" + name + " ran with " + differs +
+                  ": give the sweep's earlier settings, or another --out");
+  }
   // And every other setting the points share, as the sweep that made them recorded it.
   const std::string settings_path = out + "/sweep-settings.json";
   const std::map<std::string, std::string> settings = shared_flags(base);
   // A sweep made before this record has none: its finished points were checked only by
   // settings_differ above, so no record is made for it (it would vouch for settings unchecked).
   bool record = true;
-  if (opt.resume && !fs::exists(settings_path))
-    for (const Point& p : grid)
-      if (read_summary(out + "/" + p.folder() + "/summary.json").is_object()) record = false;
+  if (opt.resume && !fs::exists(settings_path) && !kept.empty()) record = false;
   if (opt.resume) {
     const json before = read_summary(settings_path);
     if (before.is_object()) {
@@ -733,7 +738,6 @@ int run_sweep(SweepOptions opt) {
       throw Error("--resume: the sweep in " + out + " ran with " + differs +
                   ": give its earlier settings, or another --out");
   }
-  ensure_writable_dir(out, "--out");
   if (record) std::ofstream(settings_path) << json(settings).dump(1) << "\n";
   spdlog::info("sweep of {} runs ({} points x {} repeat(s)) of {} into {} ({} compute)", grid.size(), points,
                opt.repeat, base.model, out, base.compute);
@@ -828,8 +832,12 @@ int run_sweep(SweepOptions opt) {
     std::set<std::string> visited;
     for (const auto& r : rows) visited.insert(r["run"].get<std::string>());
     std::vector<std::string> carried;
-    for (const auto& [name, p] : finished_points(out)) {
+    for (auto [name, p] : finished_points(out)) {
       if (visited.count(name)) continue;
+      // One rate, one label: a folder an earlier sweep named 1000mbit (or 0) is labelled as this
+      // call names the rate (1gbit, unshaped).
+      for (const auto& b : opt.bandwidths)
+        if (same_rate(p.bandwidth, b)) p.bandwidth = b;
       LaunchOptions o = base;
       const json s = read_summary(out + "/" + name + "/summary.json");
       rows.push_back(result_row(p, o, s, ""));  // finished_points holds only runs that count

@@ -65,6 +65,12 @@ grep -q "holds a sweep already" "$WORK/again.out" || { cat "$WORK/again.out"; fa
 timeout 60 "$PSBED" sweep --model lenet5 --data mnist --workers 1,2 --policy wfbp,p3 --mode async --steps 40 --batch 32 \
   --out "$WORK/sw" --resume >"$WORK/other.out" 2>&1 && fail "--resume with other steps was accepted"
 grep -q "ran with 60 steps, not 40" "$WORK/other.out" || { cat "$WORK/other.out"; fail "no reason for refusing other settings"; }
+# So do the finished runs outside this call's grid, which stay in its results: a 4-worker grid at
+# 40 steps would put its rows beside 60-step ones.
+timeout 60 "$PSBED" sweep --model lenet5 --data mnist --workers 4 --policy wfbp --mode async --steps 40 --batch 32 \
+  --out "$WORK/sw" --resume >"$WORK/other.out" 2>&1 && fail "--resume beside runs of other steps was accepted"
+grep -q "ran with 60 steps, not 40" "$WORK/other.out" || { cat "$WORK/other.out"; fail "no reason for refusing runs outside the grid"; }
+[ ! -e "$WORK/sw/async-wfbp-unshaped-1s4w" ] || fail "a point ran though the kept runs were refused"
 # Any other setting the points share counts as well (recorded in sweep-settings.json).
 timeout 60 "$PSBED" sweep --model lenet5 --data mnist --workers 1,2 --policy wfbp,p3 --mode async --steps 60 --batch 32 \
   --seed 7 --latency 5ms --out "$WORK/sw" --resume >"$WORK/other.out" 2>&1 && fail "--resume with another seed and latency was accepted"
@@ -96,6 +102,16 @@ timeout 120 "$PSBED" sweep --model lenet5 --data mnist --workers 1 --policy wfbp
   --steps 20 --batch 32 --no-plot --out "$WORK/pol" --resume >"$WORK/pol.out" 2>&1 ||
   { cat "$WORK/pol.out"; fail "--resume with p3's settings as before was refused"; }
 [ "$(grep -c "kept (finished earlier)" "$WORK/pol.out")" = 2 ] || fail "--resume with p3's settings as before reran a point"
+# Folders an earlier sweep named by another spelling of the rate (0, before it was unshaped) are
+# kept under their names, and every row is labelled as this call names the rate, in the grid or not.
+mkdir -p "$WORK/legacy"
+cp -r "$WORK/pol/bsp-wfbp-unshaped-1s1w" "$WORK/legacy/bsp-wfbp-0-1s1w"
+cp -r "$WORK/pol/bsp-p3-unshaped-1s1w" "$WORK/legacy/bsp-p3-0-1s1w"
+timeout 60 "$PSBED" sweep --model lenet5 --data mnist --workers 1 --policy wfbp --steps 20 --batch 32 --no-plot \
+  --out "$WORK/legacy" --resume >"$WORK/legacy.out" 2>&1 || { cat "$WORK/legacy.out"; fail "--resume of folders named -0- failed"; }
+grep -q "bsp-wfbp-0-1s1w: kept (finished earlier)" "$WORK/legacy.out" || { cat "$WORK/legacy.out"; fail "the -0- run was not kept"; }
+[ "$(cut -d, -f5 "$WORK/legacy/results.csv" | sort | uniq -c | awk '{print $1 $2}' | tr '\n' ' ')" = "1bandwidth 2unshaped " ] ||
+  { cat "$WORK/legacy/results.csv"; fail "one rate under two labels in results.csv"; }
 # --repeat 2 on the 1-worker points: their finished runs count as the first repeat, a second
 # goes to <point>-r2/, and results.md shows the median with the two runs' range.
 # (The results files of the earlier calls gone, as after a call killed with SIGKILL: the runs
