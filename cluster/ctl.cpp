@@ -8,6 +8,9 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
+
+#include <fmt/format.h>
 
 #include "cluster/cli_config.hpp"
 #include "core/error.hpp"
@@ -38,9 +41,12 @@ void add_ctl(CLI::App& root, CtlOptions& o, std::string& log_level) {
   auto* pol = app->add_subcommand("policy", "Switch every worker to this transmission policy");
   pol->fallthrough();  // --timeout, --json after the subcommand still reach ctl
   pol->add_option("name", o.policy, "bulk, wfbp, tf-random, p3, bytescheduler or prophet")->required();
-  pol->add_option("--slice-params", o.slice_params, "p3, prophet: parameters per slice");
-  pol->add_option("--partition-params", o.partition_params, "bytescheduler: parameters per partition");
-  pol->add_option("--credit", o.credit, "p3/bytescheduler: bytes in flight; prophet: largest block (e.g. 2MiB, or 'default')");
+  pol->add_option("--slice-params", o.slice_params, "p3, prophet: parameters per slice")
+      ->check(positive("a parameter count"));
+  pol->add_option("--partition-params", o.partition_params, "bytescheduler: parameters per partition")
+      ->check(positive("a parameter count"));
+  pol->add_option("--credit", o.credit, "p3/bytescheduler: bytes in flight; prophet: largest block (e.g. 2MiB, or 'default')")
+      ->transform(credit_value());
   app->add_subcommand("status", "Print the current policy, the mode and each worker's progress")->fallthrough();
 }
 
@@ -48,7 +54,7 @@ namespace {
 
 std::string endpoint_of(const CtlOptions& o) {
   if (!o.coordinator.empty()) return o.coordinator;
-  if (o.run.empty()) throw Error("say which cluster: --coordinator ENDPOINT or --run RUN_FOLDER");
+  if (o.run.empty()) throw UsageError("say which cluster: --coordinator ENDPOINT or --run RUN_FOLDER");
   const std::string path = o.run + "/logs/coordinator.endpoint";
   // A finished run has no coordinator to ask (it would wait out --timeout, or its namespace is
   // gone): say so at once.
@@ -84,12 +90,16 @@ int run_ctl(CLI::App& root, const CtlOptions& o) {
     const CLI::App* pol = app->get_subcommand("policy");
     if (pol->count("--slice-params") > 0) req["slice_params"] = o.slice_params;
     if (pol->count("--partition-params") > 0) req["partition_params"] = o.partition_params;
-    if (!o.credit.empty()) req["credit"] = o.credit;
+    if (pol->count("--credit") > 0) req["credit"] = o.credit.empty() ? std::string("default") : o.credit;
   } else {
     req = {{"command", "status"}};
   }
   const json reply = ps::control_request(ep, req, o.timeout_s);
-  if (o.json) std::printf("%s\n", reply.dump(2).c_str());
+  if (o.json) {
+    json shown = reply;
+    shown.erase("event");  // the transport's tag, not part of the answer
+    std::printf("%s\n", shown.dump(2).c_str());
+  }
   if (!reply.value("ok", false)) {
     if (!o.json) {
       // The request's fields by the flags that set them.
@@ -113,10 +123,15 @@ int run_ctl(CLI::App& root, const CtlOptions& o) {
     std::printf("policy %s, mode %s, %lld steps per worker%s\n", reply.value("describe", std::string("?")).c_str(),
                 reply.value("mode", std::string("?")).c_str(), (long long)reply.value("steps", std::int64_t(0)),
                 reply.value("started", false) ? "" : " (not started: waiting for nodes)");
-    for (const auto& w : reply["workers"])
-      std::printf("  %-12s %s step %-6s %8.1f images/s  loss %.4f  policy %s\n", w.value("name", std::string("?")).c_str(),
+    for (const auto& w : reply["workers"]) {
+      // A diverged worker's NaN loss comes as null (JSON has no NaN).
+      std::string loss = "-";
+      if (w.contains("loss") && w["loss"].is_number()) loss = fmt::format("{:.4f}", w["loss"].get<double>());
+      if (w.contains("loss") && w["loss"].is_null()) loss = "nan";
+      std::printf("  %-12s %s step %-6s %8.1f images/s  loss %s  policy %s\n", w.value("name", std::string("?")).c_str(),
                   w.value("alive", false) ? "alive" : "dead ", w.contains("step") ? w["step"].dump().c_str() : "-",
-                  w.value("images_per_sec", 0.0), w.value("loss", 0.0), w.value("policy", std::string("-")).c_str());
+                  w.value("images_per_sec", 0.0), loss.c_str(), w.value("policy", std::string("-")).c_str());
+    }
     for (const auto& s : reply["policy_switches"])
       std::printf("  switched to %s at step %s\n", s.value("describe", std::string("?")).c_str(), s["step"].dump().c_str());
   }

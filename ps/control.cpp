@@ -2,13 +2,17 @@
 
 #include <unistd.h>
 
+#include <zmq.hpp>
+
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
 
 #include "core/error.hpp"
+#include "core/json_text.hpp"
 #include "core/units.hpp"
+#include "ps/host_lookup.hpp"
 #include "ps/zmq_transport.hpp"
 
 namespace psbed::ps {
@@ -40,7 +44,7 @@ namespace {
 std::int64_t positive_int(const json& req, const char* key) {
   const json& v = req.at(key);
   if (!v.is_number_integer() || v.get<std::int64_t>() < 1)
-    throw Error(std::string("field '") + key + "' must be a positive integer, got " + v.dump());
+    throw Error(std::string("field '") + key + "' must be a positive integer, got " + json_excerpt(v));
   return v.get<std::int64_t>();
 }
 
@@ -49,7 +53,7 @@ std::int64_t positive_int(const json& req, const char* key) {
 policy::PolicyOptions policy_from_request(const json& req, policy::PolicyOptions o) {
   if (!req.is_object()) throw Error("a policy request must be a JSON object");
   if (req.contains("policy")) {
-    if (!req["policy"].is_string()) throw Error("field 'policy' must be a policy name, got " + req["policy"].dump());
+    if (!req["policy"].is_string()) throw Error("field 'policy' must be a policy name, got " + json_excerpt(req["policy"]));
     const std::string name = req["policy"];
     // A new policy starts from its own defaults, not from the old policy's credit.
     if (name != o.name) o.credit_bytes = -1;
@@ -70,7 +74,7 @@ policy::PolicyOptions policy_from_request(const json& req, policy::PolicyOptions
     } else if (c.is_number_integer() && c.get<std::int64_t>() > 0) {
       o.credit_bytes = c.get<std::int64_t>();
     } else {
-      throw Error("field 'credit' must be a size such as \"2MiB\" or a byte count, got " + c.dump());
+      throw Error("field 'credit' must be a size such as \"2MiB\" or a byte count, got " + json_excerpt(c));
     }
   }
   for (const auto& [k, v] : req.items())
@@ -102,7 +106,38 @@ std::string describe_policy(const policy::PolicyOptions& o) {
   return s;
 }
 
+namespace {
+
+// Whether anything accepts a connection at `endpoint` within `wait_s`: ZeroMQ queues a request to
+// an address nothing listens on, so without this a mistyped endpoint or a run that ended waits
+// out the whole --timeout for an answer.
+bool reachable(const std::string& endpoint, double wait_s) {
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::immediate, 1);  // writable only once a connection is up
+  try {
+    s.connect(endpoint);
+  } catch (const zmq::error_t& e) {
+    throw Error("cannot connect to the coordinator at '" + endpoint + "': " + e.what() +
+                " (expected an endpoint such as tcp://127.0.0.1:7000)");
+  }
+  zmq::pollitem_t out[] = {{s.handle(), 0, ZMQ_POLLOUT, 0}};
+  return zmq::poll(out, 1, std::chrono::milliseconds(std::int64_t(wait_s * 1000))) > 0 &&
+         (out[0].revents & ZMQ_POLLOUT);
+}
+
+}  // namespace
+
 json control_request(const std::string& coordinator, json request, double timeout_s) {
+  const double connect_s = std::min(timeout_s, 3.0);
+  if (!reachable(coordinator, connect_s)) {
+    const std::string host = unresolved_host(coordinator);
+    throw Error("no coordinator at " + coordinator + ": " +
+                (host.empty() ? "nothing accepted a connection within " + format_seconds(connect_s) +
+                                    " s (is the run still going?)"
+                              : host));
+  }
   ZmqOptions z;
   z.role = ZmqOptions::Role::kClient;
   z.endpoint = coordinator;
@@ -115,7 +150,7 @@ json control_request(const std::string& coordinator, json request, double timeou
   transport.start([&](Message&& m) {
     json j;
     try {
-      j = json::parse(m.payload.view());
+      j = parse_peer_json(m.payload.view());
     } catch (const json::exception&) {
       return;
     }

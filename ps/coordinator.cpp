@@ -23,6 +23,7 @@
 
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/json_text.hpp"
 #include "core/model_spec.hpp"
 #include "core/partition.hpp"
 #include "core/trace.hpp"
@@ -49,6 +50,13 @@ double num(const json& j, const char* key, double dflt = 0) {
   if (!j.is_object()) return dflt;
   auto it = j.find(key);
   return it != j.end() && it->is_number() ? it->get<double>() : dflt;
+}
+
+// A worker's loss: JSON has no NaN, so a diverged worker's NaN arrives as null, and reads as NaN
+// here (num's 0 would show a diverged run as a converged one).
+double loss_of(const json& j) {
+  if (j.is_object() && j.contains("loss") && j["loss"].is_null()) return std::nan("");
+  return num(j, "loss");
 }
 using Clock = std::chrono::steady_clock;
 
@@ -250,7 +258,7 @@ class Coordinator {
     json j;
     if (!m.payload.empty()) {
       try {
-        j = json::parse(m.payload.view());
+        j = parse_peer_json(m.payload.view());
       } catch (const json::exception& e) {
         spdlog::warn("{}: unreadable JSON in a {} message ({}), dropped", peer_name(m.peer), op_name(m.header.op), e.what());
         return;
@@ -695,7 +703,8 @@ class Coordinator {
     auto workers = [&](const char* name, const char* type, const char* help, const char* key) {
       m.family(name, type, help);
       for (const auto& [_, n] : nodes_)
-        if (n.role == "worker" && n.progress.contains(key)) m.sample(name, labels(n), num(n.progress, key));
+        if (n.role == "worker" && n.progress.contains(key))
+          m.sample(name, labels(n), std::string(key) == "loss" ? loss_of(n.progress) : num(n.progress, key));
     };
     workers("psbed_worker_steps_total", "counter", "Training steps the worker has finished", "step");
     workers("psbed_bytes_pushed_total", "counter", "Gradient bytes the worker has pushed to the servers", "bytes_pushed");
@@ -816,7 +825,7 @@ class Coordinator {
       ips += num(w->progress, "images_per_sec");
       sps += num(w->progress, "steps_per_sec");
       char buf[48];
-      std::snprintf(buf, sizeof buf, " w%d %.3f", w->id, num(w->progress, "loss"));
+      std::snprintf(buf, sizeof buf, " w%d %.3f", w->id, loss_of(w->progress));
       losses += buf;
     }
     if (min_step < 0) return;

@@ -2,6 +2,8 @@
 
 #include "ps/dashboard_assets.hpp"
 
+#include "core/json_text.hpp"
+
 namespace psbed::ps {
 
 using json = nlohmann::json;
@@ -51,7 +53,7 @@ HttpHandler make_control_handler(ControlPlaneApi api) {
             HttpResponse::error(403, "cross-origin request from " + origin + " refused"));
       json body;
       try {
-        body = json::parse(req.body);
+        body = parse_peer_json(req.body);
       } catch (const json::exception& e) {
         return respond(HttpResponse::error(400, std::string("the body is not JSON: ") + e.what()));
       }

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "core/error.hpp"
+#include "core/json_text.hpp"
 #include "core/units.hpp"
 #include "ps/host_lookup.hpp"
 
@@ -70,7 +71,7 @@ void NodeLink::receive(Message&& m) {
   nlohmann::json j;
   if (!m.payload.empty()) {
     try {
-      j = nlohmann::json::parse(m.payload.view());
+      j = parse_peer_json(m.payload.view());
     } catch (const nlohmann::json::exception& e) {
       spdlog::warn("coordinator sent unreadable JSON in a {} message: {}", op_name(m.header.op), e.what());
       return;

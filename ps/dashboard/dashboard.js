@@ -146,7 +146,7 @@ function renderTables(s) {
     // The address goes in the name's tooltip: a column of endpoints would crowd the table.
     return `<tr><td title="${n.address || ''}">${n.name}</td><td class="${n.alive ? '' : 'dead'}">${state}</td>` +
            `<td>${fmt(n.heartbeat_age_s, 1)} s</td><td>${w.step ?? ''}</td><td>${w.images_per_sec != null ? fmt(w.images_per_sec) : ''}</td>` +
-           `<td>${w.loss != null ? fmt(w.loss, 3) : ''}</td><td>${w.policy || ''}</td></tr>`;
+           `<td>${w.loss === null ? 'nan' : w.loss != null ? fmt(w.loss, 3) : ''}</td><td>${w.policy || ''}</td></tr>`;
   });
   $('nodes').tBodies[0].innerHTML = rows.join('');
   $('switches').innerHTML = s.policy_switches

@@ -16,6 +16,13 @@ refused() {  # refused EXPECTED-TEXT ARGS...: psbed ARGS fails within 30 s, sayi
 refused "psbed: unknown subcommand 'lanch', expected one of: train, bench," lanch --workers 2
 refused "psbed bench: unknown subcommand 'nosuch', expected one of: compute, ps, predict" bench nosuch
 refused "psbed ctl: unknown subcommand 'polcy', expected one of: policy, status" ctl --run "$WORK/none" polcy
+# A coordinator address nothing listens on, or whose host does not resolve: said within 3 s, not
+# after ctl's 45 s wait for an answer.
+start=$SECONDS
+refused "no coordinator at tcp://127.0.0.1:1: nothing accepted a connection within 3 s" ctl --coordinator tcp://127.0.0.1:1 status
+refused "no coordinator at tcp://nosuchhost.invalid:7000: its host 'nosuchhost.invalid' does not resolve" \
+  ctl --coordinator tcp://nosuchhost.invalid:7000 status
+[ $((SECONDS - start)) -le 15 ] || fail "ctl took $((SECONDS - start)) s to find no coordinator"
 refused "psbed launch: The following argument was not expected: --bogus (see \`psbed launch --help\`)" launch --bogus
 refused "psbed bench predict: --workers: Value 0 not in range" bench predict --workers 0
 # bench predict checks its settings before it prints its table's head.
@@ -111,6 +118,7 @@ work_error() {  # work_error EXPECTED-TEXT ARGS...: refused when the work is set
   [ "$(exit_status "$@")" = 1 ] || fail "psbed $*: exit status $(exit_status "$@"), expected 1"
 }
 usage "psbed predict: --link-model: expected bucket or fair, got 'bogus'" predict --profile "$pf" --link-model bogus
+usage "say which cluster: --coordinator ENDPOINT or --run RUN_FOLDER" ctl status
 usage "psbed predict: --compute: expected auto, real or replay, got 'bogus'" predict --profile "$pf" --compute bogus
 usage "psbed predict: --bandwidth: bad bandwidth '1xb': unknown unit 'xb'" predict --profile "$pf" --bandwidth 1xb
 usage "psbed predict: --latency: bad duration '1xb': unknown unit 'xb'" predict --profile "$pf" --latency 1xb

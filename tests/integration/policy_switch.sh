@@ -11,9 +11,13 @@ PIDS+=($!)
 sleep 1
 "$PSBED" ctl --run "$WORK/run" policy fastest --timeout 10 >"$WORK/bad.out" 2>&1 && fail "an unknown policy was accepted"
 grep -q "unknown policy 'fastest'" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no reason for the unknown policy"; }
-# A bad slice reaches the coordinator, which refuses it (ctl does not drop it and switch anyway).
-"$PSBED" ctl --run "$WORK/run" policy p3 --slice-params -5 --timeout 10 >"$WORK/bad.out" 2>&1 && fail "a negative slice was accepted"
-grep -qF -- "--slice-params must be a positive integer" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the bad slice is not named"; }
+# A bad slice or credit is a usage error ctl names itself (exit 2), not sent (nor dropped and the
+# switch made anyway).
+rc=0; "$PSBED" ctl --run "$WORK/run" policy p3 --slice-params -5 --timeout 10 >"$WORK/bad.out" 2>&1 || rc=$?
+[ "$rc" = 2 ] || { cat "$WORK/bad.out"; fail "a negative slice exited $rc, not 2"; }
+grep -qF -- "--slice-params: expected a parameter count, above 0, got '-5'" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the bad slice is not named"; }
+rc=0; "$PSBED" ctl --run "$WORK/run" policy p3 --credit lots --timeout 10 >"$WORK/bad.out" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -qF -- "--credit: bad size 'lots'" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "a bad credit was not refused by ctl"; }
 # A setting the policy does not use is refused, not kept for a later switch.
 "$PSBED" ctl --run "$WORK/run" policy wfbp --slice-params 1000 --timeout 10 >"$WORK/bad.out" 2>&1 && fail "a slice for wfbp was accepted"
 grep -qF -- "--slice-params is for p3 and prophet, not wfbp" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the unused slice is not named"; }
