@@ -62,11 +62,13 @@ void add_train(CLI::App& root, worker::TrainOptions& o, std::string& log_level) 
   app->add_option("--data-dir", o.data_dir,
                   "directory with IDX files (default $PSBED_DATA_DIR, else data/mnist here, else the checkout's)");
   app->add_option("--device", o.device, "cpu or gpu")->capture_default_str();
-  app->add_option("--epochs", o.epochs, "passes over the training set")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000000));
-  app->add_option("--steps", o.steps, "train this many steps instead of --epochs")
-      ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40));
+  auto* epochs = app->add_option("--epochs", o.epochs, "passes over the training set")
+                     ->capture_default_str()
+                     ->check(CLI::Range(1, 1000000));
+  // Both given, one would be dropped without a word: refused instead.
+  app->add_option("--steps", o.steps, "train this many steps instead of --epochs (not with --epochs)")
+      ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40))
+      ->excludes(epochs);
   app->add_option("--batch", o.batch, "samples per step")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   app->add_option("--lr", o.sgd.lr, "learning rate")
       ->capture_default_str()
@@ -109,6 +111,7 @@ void add_bench_ps(CLI::App* bench, ps::BenchPsOptions& o, std::string& log_level
 void add_bench(CLI::App& root, worker::BenchComputeOptions& o, std::string& log_level) {
   auto* bench = root.add_subcommand("bench", "Benchmarks that print tables and write JSON");
   bench->require_subcommand(1);
+  bench->footer("Run `psbed bench <subcommand> --help` for each benchmark's options.");
   auto* app = bench->add_subcommand("compute", "Training-step speed per model, beside PyTorch on this machine");
   app->footer("Rows: each model at each thread count; PyTorch runs in the same invocation, model by model.\n"
               "Make `make bench` your entry point: it installs PyTorch and OpenBLAS first.");

@@ -1,6 +1,7 @@
 #include "core/files.hpp"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -53,6 +54,26 @@ void write_text_file(const std::string& path, const std::string& text) {
   out << text;
   out.flush();
   if (!out) throw Error("writing '" + path + "' failed" + reason());
+}
+
+std::uint64_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  std::uint64_t kib = 0;
+  while (in >> key >> kib) {
+    if (key == "MemAvailable:") return kib * 1024;
+    std::getline(in, unit);
+  }
+  return 0;
+}
+
+std::string format_memory(std::uint64_t bytes) {
+  char buf[32];
+  if (bytes >= (std::uint64_t(1) << 30))
+    std::snprintf(buf, sizeof buf, "%.1f GiB", double(bytes) / double(1 << 30));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / double(1 << 20));
+  return buf;
 }
 
 }  // namespace psbed

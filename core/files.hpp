@@ -1,6 +1,7 @@
 // Output paths checked before long work: a run, a benchmark or a simulation that ends unable to
 // write its results has lost them, so every command that writes a file checks where first.
 #pragma once
+#include <cstdint>
 #include <string>
 
 namespace psbed {
@@ -15,5 +16,13 @@ void ensure_writable_file(const std::string& path, const std::string& flag);
 
 // Writes `text` to `path` (replacing it); the error names the file and the system's reason.
 void write_text_file(const std::string& path, const std::string& text);
+
+// The memory the kernel says could be had without swapping (MemAvailable in /proc/meminfo), in
+// bytes; 0 where it cannot be read. For refusing, with a clear line, work that would be killed
+// for memory halfway.
+std::uint64_t available_memory_bytes();
+
+// "1.5 GiB", "300.0 MiB": a byte count for an error line.
+std::string format_memory(std::uint64_t bytes);
 
 }  // namespace psbed

@@ -1555,7 +1555,8 @@ int run_bench_predict(const BenchPredictOptions& o, bool model_given) {
     profile.step_overhead_ms = {0.5};
   }
   std::printf("bench predict: %s, policy %s, %lld steps per worker, %s %s links, %s profile\n",
-              spec.name.c_str(), o.policy.c_str(), (long long)o.steps, o.bandwidth.c_str(),
+              spec.name.c_str(), o.policy.c_str(), (long long)o.steps,
+              bandwidth_bps > 0 ? o.bandwidth.c_str() : "unlimited",
               o.link_model.c_str(), o.profile.empty() ? "synthetic" : "measured");
   std::printf("%-8s %8s %8s %9s %9s %12s %11s %13s %15s %9s\n", "workers", "slice", "slices",
               "wall s", "cpu s", "events", "ev/w-step", "events/cpu-s", "ns/slice-msg", "images/s");

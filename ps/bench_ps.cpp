@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <mutex>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -97,53 +98,84 @@ Result measure(int mib, int workers, int servers, std::int64_t partition, double
   std::atomic<int> warm{0};
   std::mutex start_mu;
   std::condition_variable start_cv;
+  std::mutex error_mu;
+  std::string error;  // the first worker's failure, rethrown once every thread has stopped
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
-      PsClient client(map, w, "worker-" + std::to_string(w));
-      std::vector<std::vector<float>> params, grads;
-      for (const auto& t : map.spec.tensors) params.emplace_back(t.numel), grads.emplace_back(t.numel, 1e-6f);
-      // A training step's traffic: push the whole gradient, then pull the whole model.
-      auto round = [&](std::uint64_t clock) {
-        Waiter pushes;
-        pushes.add(int(map.plan.parts.size()));
-        for (int i = 0; i < int(map.plan.parts.size()); ++i) {
-          const Part& p = map.plan.parts[i];
-          client.push(i, grads[p.key].data() + p.offset, 0, p.numel, clock, 0, [&] { pushes.done(); });
+      bool counted = false;  // in `warm`, so the others do not wait for it
+      auto work = [&] {
+        PsClient client(map, w, "worker-" + std::to_string(w));
+        std::vector<std::vector<float>> params, grads;
+        for (const auto& t : map.spec.tensors)
+          params.emplace_back(t.numel), grads.emplace_back(t.numel, 1e-6f);
+        // A training step's traffic: push the whole gradient, then pull the whole model.
+        auto round = [&](std::uint64_t clock) {
+          Waiter pushes;
+          pushes.add(int(map.plan.parts.size()));
+          for (int i = 0; i < int(map.plan.parts.size()); ++i) {
+            const Part& p = map.plan.parts[i];
+            client.push(i, grads[p.key].data() + p.offset, 0, p.numel, clock, 0,
+                        [&] { pushes.done(); });
+          }
+          pushes.wait();
+          Waiter pulls;
+          pulls.add(int(map.plan.parts.size()));
+          for (int i = 0; i < int(map.plan.parts.size()); ++i) {
+            const Part& p = map.plan.parts[i];
+            client.pull(i, params[p.key].data() + p.offset, 0, p.numel, clock, 0,
+                        [&] { pulls.done(); });
+          }
+          pulls.wait();
+        };
+        std::uint64_t clock = 0;
+        for (int i = 0; i < 2; ++i) round(clock++);  // warm-up: connections, first-touch faults
+        {
+          std::unique_lock<std::mutex> l(start_mu);
+          counted = true;
+          if (++warm == workers) {
+            start = Clock::now();
+            start_cv.notify_all();
+          } else {
+            start_cv.wait(l, [&] { return warm == workers; });
+          }
         }
-        pushes.wait();
-        Waiter pulls;
-        pulls.add(int(map.plan.parts.size()));
-        for (int i = 0; i < int(map.plan.parts.size()); ++i) {
-          const Part& p = map.plan.parts[i];
-          client.pull(i, params[p.key].data() + p.offset, 0, p.numel, clock, 0, [&] { pulls.done(); });
+        while (!stop) {
+          round(clock++);
+          bytes += 2 * model_bytes;
         }
-        pulls.wait();
+        client.stop();
       };
-      std::uint64_t clock = 0;
-      for (int i = 0; i < 2; ++i) round(clock++);  // warm-up: connections, first-touch faults
-      {
-        std::unique_lock<std::mutex> l(start_mu);
-        if (++warm == workers) {
-          start = Clock::now();
-          start_cv.notify_all();
-        } else {
-          start_cv.wait(l, [&] { return warm == workers; });
+      try {
+        work();
+      } catch (const std::exception& e) {
+        // Out of memory, say: the run stops and says why, rather than std::terminate here.
+        {
+          std::lock_guard<std::mutex> l(error_mu);
+          if (error.empty())
+            error = "worker-" + std::to_string(w) + ": " +
+                    (dynamic_cast<const std::bad_alloc*>(&e) ? std::string("out of memory")
+                                                             : std::string(e.what()));
         }
+        stop = true;
+        std::lock_guard<std::mutex> l(start_mu);
+        if (!counted && ++warm == workers) start = Clock::now();
+        start_cv.notify_all();
       }
-      while (!stop) {
-        round(clock++);
-        bytes += 2 * model_bytes;
-      }
-      client.stop();
     });
   }
   {
     std::unique_lock<std::mutex> l(start_mu);
     start_cv.wait(l, [&] { return warm == workers; });
   }
-  std::this_thread::sleep_for(std::chrono::duration<double>(min_seconds));
+  if (!stop) std::this_thread::sleep_for(std::chrono::duration<double>(min_seconds));
   stop = true;
   for (auto& t : threads) t.join();
+  if (!error.empty()) {
+    for (auto& s : shards) s->stop();
+    for (auto& t : transports) t->stop();
+    throw Error("bench ps: " + std::to_string(mib) + " MiB model, " + std::to_string(workers) +
+                " worker(s) x " + std::to_string(servers) + " server(s): " + error);
+  }
   Result r;
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   r.bytes = bytes;
@@ -188,6 +220,17 @@ int run_bench_ps(const BenchPsOptions& opt) {
     throw Error("bench ps: --partition-bytes " + opt.partition + " cuts the " + std::to_string(largest) +
                 " MiB model into about " + std::to_string(parts) + " parts, expected at most " +
                 std::to_string(kMaxBenchParts) + " (give a larger size)");
+  // Each worker holds the model and its gradient, the shards the model and what they apply: far
+  // past the memory there is, the run would be killed halfway through its table.
+  const std::uint64_t mib_bytes = std::uint64_t(1) << 20;
+  std::uint64_t need = 4 * std::uint64_t(largest) * mib_bytes;
+  for (int w : opt.workers)
+    need = std::max(need, (2 * std::uint64_t(w) + 2) * std::uint64_t(opt.aggregate_mib) * mib_bytes);
+  if (const std::uint64_t have = available_memory_bytes(); have > 0 && need > have)
+    throw Error("bench ps: the largest run needs about " + format_memory(need) + " (" + std::to_string(largest) +
+                " MiB models, up to " + std::to_string(*std::max_element(opt.workers.begin(), opt.workers.end())) +
+                " workers), more than the " + format_memory(have) +
+                " of memory available (expected smaller --models, --aggregate-model or --workers)");
   ensure_writable_file(opt.json_out, "--json");
   nlohmann::json rows = nlohmann::json::array();
   std::printf("\nsingle worker, single shard: push + pull of the whole model (parts of %s)\n", opt.partition.c_str());

@@ -41,7 +41,23 @@ bool is_gzip(const std::vector<std::uint8_t>& bytes) {
   return bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b;
 }
 
-// Decompresses a whole gzip buffer (one or more concatenated members, as gzip(1) allows).
+// The bytes an IDX file of unsigned bytes holds in all, header included, once `head` has its
+// whole header; 0 before that or for anything else.
+std::uint64_t idx_u8_declared_size(const std::vector<std::uint8_t>& head) {
+  if (head.size() < 4 || head[0] != 0 || head[1] != 0 || head[2] != 0x08 || head[3] == 0) return 0;
+  const std::size_t nd = head[3];
+  if (head.size() < 4 + 4 * nd) return 0;
+  std::uint64_t total = 1;
+  for (std::size_t i = 0; i < nd; ++i) {
+    const std::uint64_t d = read_be32(head.data() + 4 + 4 * i);
+    total = d != 0 && total > (std::uint64_t(1) << 50) / d ? (std::uint64_t(1) << 50) : total * d;
+  }
+  return 4 + 4 * nd + total;
+}
+
+// Decompresses a whole gzip buffer (one or more concatenated members, as gzip(1) allows). An IDX
+// file stops once it holds more than its header declares: a small file could otherwise inflate to
+// gigabytes before parse_idx_u8 found the excess.
 std::vector<std::uint8_t> gunzip(const std::vector<std::uint8_t>& in, const std::string& path) {
   std::vector<std::uint8_t> out;
   z_stream zs{};
@@ -66,6 +82,9 @@ std::vector<std::uint8_t> gunzip(const std::vector<std::uint8_t>& in, const std:
     int rc = inflate(&zs, Z_NO_FLUSH);
     consumed += fed - zs.avail_in;
     out.insert(out.end(), chunk, chunk + (sizeof chunk - zs.avail_out));
+    if (const std::uint64_t declared = idx_u8_declared_size(out); declared > 0 && out.size() > declared)
+      throw Error(path + ": decompresses to more than the " + std::to_string(declared) +
+                  " bytes its IDX header declares, expected exactly that many");
     if (rc == Z_STREAM_END) {
       // Another member may follow; anything else after the stream is an error.
       if (consumed == in.size()) break;

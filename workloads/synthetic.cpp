@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "workloads/dataset.hpp"
 
 namespace psbed::workloads {
@@ -137,6 +138,13 @@ Split make_synthetic(const SyntheticOptions& opt) {
   if (samples > (std::uint64_t(1) << 40) / numel)
     throw Error("synthetic data: " + std::to_string(samples) + " samples of " + s.str() +
                 " is too large, expected at most 2^40 floats in all");
+  // Made whole in memory: a large input (3x224x224: 6 GB for 10,000 samples) would be killed for
+  // memory halfway rather than refused.
+  const std::uint64_t need = samples * numel * sizeof(float);
+  if (const std::uint64_t have = available_memory_bytes(); have > 0 && need > have)
+    throw Error("synthetic data: " + std::to_string(samples) + " samples of " + s.str() + " take " +
+                format_memory(need) + ", more than the " + format_memory(have) +
+                " of memory available (expected a smaller input shape)");
 
   const std::size_t most = std::max(opt.train, opt.test);
   const int used = int(std::min<std::size_t>(std::size_t(opt.classes), most));

@@ -138,6 +138,18 @@ work_error "psbed: error: --policy: unknown policy 'bogus', expected one of: bul
 work_error "psbed: error: --mode: unknown consistency mode 'bogus'" optimize --profile "$pf" --mode bogus
 work_error "psbed: error: --policy: unknown policy 'bogus'" bench predict --policy bogus
 [ ! -e "$WORK/v" ] || fail "validate made its --out folder for a usage error"
+# Both --epochs and --steps: one would be dropped without a word.
+usage "psbed train: --epochs excludes --steps" train --model lenet5 --epochs 2 --steps 5
+# Work far past the memory there is: refused at once with the sizes, not killed halfway (the
+# synthetic data is made whole in memory; bench ps holds the model and a gradient per worker).
+printf 'name = "big"\ninput = [3, 2048, 2048]\nclasses = 10\n[[layer]]\ntype = "maxpool"\nkernel = 64\n[[layer]]\ntype = "fc"\nout = 10\n' >"$WORK/big.toml"
+mem_kib=$(awk '/^MemAvailable/ {print $2}' /proc/meminfo)
+if [ "${mem_kib:-0}" -lt $((400 * 1024 * 1024)) ]; then  # under 400 GiB: these do not fit
+  work_error "synthetic data: 10000 samples of 3x2048x2048 take 468.8 GiB, more than the" \
+    train --model "$WORK/big.toml" --data synthetic --steps 1
+  work_error "bench ps: the largest run needs about 2056.0 GiB (4096 MiB models, up to 256 workers), more than the" \
+    bench ps --models 1 --workers 256 --aggregate-model 4096
+fi
 # The same values in the commands that run a cluster: a usage error before anything starts.
 usage "psbed launch: --credit: bad size 'abc'" launch --credit abc --out "$WORK/l"
 usage "psbed launch: --bandwidth: bad bandwidth '1xb'" launch --bandwidth 1xb --out "$WORK/l"

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <zlib.h>
+
 #include "core/error.hpp"
 #include "workloads/dataset.hpp"
 
@@ -169,6 +171,26 @@ TEST_CASE("load_idx: trailing bytes after the data are an error", "[workloads][i
   bytes.push_back(42);
   spit(path, bytes);
   REQUIRE_THROWS_WITH(load_idx(path, kLabels), Contains(path) && Contains("trailing"));
+}
+
+TEST_CASE("a gzip IDX file that inflates past its header's size stops there", "[workloads][idx]") {
+  // A labels header for 4 items, then 64 MiB of zeros: a few tens of KiB compressed.
+  std::vector<std::uint8_t> plain = {0, 0, 8, 1, 0, 0, 0, 4, 1, 2, 3, 4};
+  plain.resize(plain.size() + (std::size_t(64) << 20), 0);
+  z_stream zs{};
+  REQUIRE(deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::vector<std::uint8_t> gz(deflateBound(&zs, uLong(plain.size())));
+  zs.next_in = plain.data(), zs.avail_in = uInt(plain.size());
+  zs.next_out = gz.data(), zs.avail_out = uInt(gz.size());
+  REQUIRE(deflate(&zs, Z_FINISH) == Z_STREAM_END);
+  gz.resize(zs.total_out);
+  deflateEnd(&zs);
+  CHECK(gz.size() < (std::size_t(1) << 20));
+  ScratchDir dir;
+  const std::string path = dir.file("bomb-labels.gz");
+  spit(path, gz);
+  REQUIRE_THROWS_WITH(read_file_maybe_gzip(path),
+                      Contains(path) && Contains("decompresses to more than the 12 bytes its IDX header declares"));
 }
 
 TEST_CASE("load_idx: a wrong magic number is an error naming the file and the expected magic",

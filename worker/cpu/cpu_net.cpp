@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/param_init.hpp"
 #include "worker/net.hpp"
 
@@ -322,7 +323,13 @@ class CpuNet final : public Net {
       init_tensor(spec_, t, seed, params_.back().data());
     }
     const Shape& in = spec_.input;
-    input_ = memory({{batch, in.c, in.h, in.w}, dt::f32, tag::nchw}, c_.eng);
+    try {
+      input_ = memory({{batch, in.c, in.h, in.w}, dt::f32, tag::nchw}, c_.eng);
+    } catch (const dnnl::error& e) {
+      throw Error(spec_.source + ": the input of a batch of " + std::to_string(batch) + " (" + in.str() + ", " +
+                  format_memory(std::uint64_t(batch) * std::uint64_t(in.numel()) * sizeof(float)) +
+                  "): oneDNN cannot allocate it: " + e.what() + " (expected a smaller --batch)");
+    }
     memory::desc cur = input_.get_desc();
     for (size_t l = 0; l < spec_.layers.size(); ++l) {
       const LayerSpec& s = spec_.layers[l];
@@ -344,7 +351,10 @@ class CpuNet final : public Net {
       try {
         cur = layer->build(c_, cur);
       } catch (const dnnl::error& e) {
-        throw Error(spec_.source + ": layer '" + s.name + "': oneDNN cannot build it: " + e.what());
+        throw Error(spec_.source + ": layer '" + s.name + "': oneDNN cannot build it at batch " + std::to_string(batch) +
+                    ": " + e.what() +
+                    (e.status == dnnl_out_of_memory ? std::string(" (out of memory: expected a smaller --batch or layer)")
+                                                    : std::string()));
       }
       layers_.push_back(std::move(layer));
     }
