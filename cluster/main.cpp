@@ -718,7 +718,9 @@ int main(int argc, char** argv) {
     app->footer("The shard should log a reason for each, count it, and keep serving its workers.");
     add_common(app, log_level);
     app->add_option("--endpoint", probe_endpoint, "the shard's endpoint (from its log: 'serving on ...')")->required();
-    app->add_option("--sender", probe_sender, "worker id to claim in otherwise well-formed headers")->capture_default_str();
+    app->add_option("--sender", probe_sender, "worker id to claim in otherwise well-formed headers")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 65535));
   }
   // Usage errors (an unknown subcommand or option, a value of the wrong kind, a missing one) get
   // one line naming the subcommand and exit status 2, as other command-line tools; --help prints

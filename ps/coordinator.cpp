@@ -260,7 +260,10 @@ class Coordinator {
       try {
         j = parse_peer_json(m.payload.view());
       } catch (const json::exception& e) {
-        spdlog::warn("{}: unreadable JSON in a {} message ({}), dropped", peer_name(m.peer), op_name(m.header.op), e.what());
+        std::lock_guard<std::mutex> lock(mu_);
+        if (first_drop_locked(m.peer))
+          spdlog::warn("{}: unreadable JSON in a {} message ({}), dropped{}", peer_name(m.peer), op_name(m.header.op),
+                       e.what(), kLaterDropped);
         return;
       }
     }
@@ -273,7 +276,9 @@ class Coordinator {
     }
     auto it = nodes_.find(m.peer);
     if (it == nodes_.end()) {
-      spdlog::warn("{} message from unregistered peer {}, dropped", op_name(m.header.op), peer_name(m.peer));
+      if (first_drop_locked(m.peer))
+        spdlog::warn("{} message from unregistered peer {}, dropped{}", op_name(m.header.op), peer_name(m.peer),
+                     kLaterDropped);
       return;
     }
     Node& n = it->second;
@@ -283,8 +288,22 @@ class Coordinator {
       case Op::kHeartbeat: send_to(m.peer, Op::kHeartbeat, json()); break;  // "still here"
       case Op::kBarrier: on_barrier(n, j.value("name", "")); break;
       case Op::kControl: on_control(n, j); break;
-      default: spdlog::warn("{}: unexpected {} message, dropped", n.name, op_name(m.header.op));
+      default:
+        if (first_drop_locked(m.peer))
+          spdlog::warn("{}: unexpected {} message, dropped{}", n.name, op_name(m.header.op), kLaterDropped);
     }
+  }
+
+  // Messages the coordinator drops are logged once a peer: a chatty or broken peer must not
+  // flood the log, and each one that misbehaves still shows up in it. A flood of fresh
+  // identities is counted but not remembered past kMaxWarnedPeers.
+  static constexpr const char* kLaterDropped = " (later ones from this peer are dropped without a word)";
+  static constexpr std::size_t kMaxWarnedPeers = 4096;
+  bool first_drop_locked(const PeerId& peer) {
+    ++dropped_messages_;
+    if (warned_peers_.count(peer) || warned_peers_.size() >= kMaxWarnedPeers) return false;
+    warned_peers_.insert(peer);
+    return true;
   }
 
   void on_register(const PeerId& peer, const json& j) {
@@ -511,7 +530,9 @@ class Coordinator {
     }
     if (!map_sent_) return std::make_pair(503, std::string("the run has not started yet: not every node has registered"));
     if (finished_) return std::make_pair(409, std::string("the run has ended"));
-    if (switch_) return std::make_pair(409, std::string("a policy switch is already under way"));
+    if (switch_)
+      return std::make_pair(
+          409, std::string("a policy switch is already under way: try again once it took effect (within a step or two)"));
     Switch sw;
     sw.seq = ++switch_seq_;
     sw.reply = std::move(reply);
@@ -726,7 +747,7 @@ class Coordinator {
     servers("psbed_queue_depth", "gauge", "Messages waiting in the server shard's apply queues", "queue_depth");
     m.family("psbed_bad_messages_total", "counter", "Malformed or out-of-range messages dropped");
     m.sample("psbed_bad_messages_total", {{"role", "coordinator"}, {"node", "coordinator"}},
-             double(transport_->bad_messages().total()));
+             double(transport_->bad_messages().total() + dropped_messages_));
     for (const auto& [_, n] : nodes_)
       if (n.role == "server" && n.stats.contains("bad_messages"))
         m.sample("psbed_bad_messages_total", labels(n), num(n.stats, "bad_messages"));
@@ -910,6 +931,8 @@ class Coordinator {
   Consistency mode_;
   std::unique_ptr<ZmqTransport> transport_;
   std::mutex mu_;
+  std::set<PeerId> warned_peers_;        // first_drop_locked
+  std::uint64_t dropped_messages_ = 0;  // well-formed frames whose content the coordinator dropped
   std::condition_variable cv_;
   std::map<PeerId, Node> nodes_;
   std::vector<Message> outbox_;

@@ -70,7 +70,12 @@ int run_probe(const std::string& endpoint, int sender) {
     // Queue only on a connection that is up, and wait a while for it: sent to nothing (a wrong
     // endpoint, a server not started), the messages would be counted as sent and lost.
     s.set(zmq::sockopt::immediate, 1);
-    s.connect(endpoint);
+    try {
+      s.connect(endpoint);
+    } catch (const zmq::error_t& e) {
+      throw Error("probe: cannot connect to '" + endpoint + "': " + e.what() +
+                  " (expected a server's endpoint such as tcp://127.0.0.1:7001)");
+    }
     zmq::pollitem_t out[] = {{s.handle(), 0, ZMQ_POLLOUT, 0}};
     if (zmq::poll(out, 1, std::chrono::milliseconds(3000)) == 0 || !(out[0].revents & ZMQ_POLLOUT))
       throw Error("probe: no connection to " + endpoint + " within 3 s (expected a running psbed server's endpoint)" +
