@@ -914,7 +914,9 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
           {"at_measured_host_cpu", host_cpu}};
 }
 
-int run_validate(const ValidateOptions& o) {
+int run_validate(const ValidateOptions& given) {
+  ValidateOptions o = given;
+  while (o.out.size() > 1 && o.out.back() == '/') o.out.pop_back();  // report/ names report/validation.json
   const Profile profile = Profile::load(o.profile);
   const ModelSpec spec = profile_model_spec(profile, o.profile);
   // --out is checked before the simulations, not after; a folder this call made goes again if
