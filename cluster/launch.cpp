@@ -135,7 +135,9 @@ void check_launch_options(const LaunchOptions& o) {
     std::snprintf(buf, sizeof buf, "%g", v);
     return std::string(buf);
   };
-  need(o.servers >= 1 && o.workers >= 1, "need at least 1 server and 1 worker");
+  need(o.servers >= 1 && o.workers >= 1, "--servers and --workers must be at least 1, got " +
+                                             std::to_string(o.servers) + " and " +
+                                             std::to_string(o.workers));
   need(o.batch >= 1, "--batch must be at least 1, got " + std::to_string(o.batch));
   need(o.threads >= 1 && o.threads <= 4096, "--threads must be 1 to 4096, got " + std::to_string(o.threads));
   need(o.apply_threads >= 1 && o.apply_threads <= 1024,
@@ -193,7 +195,9 @@ class Launcher {
   explicit Launcher(const LaunchOptions& opt) : opt_(opt) {}
 
   int run() {
-    if (opt_.servers < 1 || opt_.workers < 1) throw Error("need at least 1 server and 1 worker");
+    if (opt_.servers < 1 || opt_.workers < 1)
+      throw Error("--servers and --workers must be at least 1, got " +
+                  std::to_string(opt_.servers) + " and " + std::to_string(opt_.workers));
     // Refuse bad settings here, in one line, rather than through a child's log.
     check_launch_options(opt_);
     ps::Consistency::parse(opt_.mode);

@@ -52,6 +52,15 @@ double num(const json& j, const char* key, double dflt = 0) {
   return it != j.end() && it->is_number() ? it->get<double>() : dflt;
 }
 
+// A peer's field of a kind, or the default where it is absent or of another kind (json::value
+// throws on a wrong kind: a peer's message must not).
+std::int64_t whole(const json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_number_integer() ? j[key].get<std::int64_t>() : -1;
+}
+std::string text(const json& j, const char* key, const std::string& dflt = "") {
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : dflt;
+}
+
 // A worker's loss: JSON has no NaN, so a diverged worker's NaN arrives as null, and reads as NaN
 // here (num's 0 would show a diverged run as a converged one).
 double loss_of(const json& j) {
@@ -187,9 +196,9 @@ class Coordinator {
     }
     if (switch_) finish_switch_locked(true);
     write_summary_locked();
-    // Nodes still waiting for the cluster map hear why it never came (a shutdown carries no
-    // payload): a registration timeout, an interruption.
-    if (!map_sent_ && !failure_.empty()) broadcast_locked(Op::kControl, json{{"event", "ended"}, {"reason", failure_}});
+    // The nodes hear why the run failed (a shutdown carries no payload): a registration timeout,
+    // an interruption, a shard lost with its parameters.
+    if (!failure_.empty()) broadcast_locked(Op::kControl, json{{"event", "ended"}, {"reason", failure_}});
     broadcast_locked(Op::kShutdown, json());
     lock.unlock();
     flush_outbox();
@@ -326,6 +335,13 @@ class Coordinator {
     for (const auto& [_, other] : nodes_)
       if (!name.empty() && other.name == name)
         return reject("another node is named '" + name + "' already: give each node its own --name");
+    if (role == "worker") {
+      if (const std::string why = worker_mismatch_locked(j); !why.empty()) return reject(why);
+    }
+    // worker-5 in a 2-worker cluster would take another id, and push the real worker-1 aside.
+    if (const int k = numbered_id(role, name); k >= want)
+      return reject("'" + name + "' asks for " + role + " id " + std::to_string(k) + ", but the cluster has " +
+                    std::to_string(want) + " " + role + "(s), ids 0 to " + std::to_string(want - 1));
     Node n;
     n.role = role, n.name = name.empty() ? peer_name(peer) : name, n.address = j.value("address", "");
     n.peer = peer, n.id = free_id_locked(role, n.name, want), n.last_seen = Clock::now(), n.extra = j;
@@ -333,6 +349,38 @@ class Coordinator {
     send_to(peer, Op::kControl, {{"event", "registered"}, {"id", n.id}});
     nodes_.emplace(peer, std::move(n));
     if (count("server") == opt_.servers && count("worker") == opt_.workers) send_map_locked();
+  }
+
+  // Why a registering worker cannot train with this cluster ("" if it can): a model other than the
+  // cluster's, or another data set than the workers before it (the epochs and the summary are
+  // reckoned from one). A worker that says nothing of them (an older one) is not compared.
+  std::string worker_mismatch_locked(const json& j) const {
+    const std::int64_t params = whole(j, "parameters"), layers = whole(j, "layers");
+    if ((params >= 0 && params != spec_.parameter_count()) ||
+        (layers >= 0 && layers != std::int64_t(spec_.layers.size())))
+      return "its model '" + text(j, "model", "?") + "' (" + std::to_string(params) +
+             " parameters) is not the cluster's '" + spec_.name + "' (" + std::to_string(spec_.parameter_count()) +
+             "): give it --model " + spec_.name;
+    for (const auto& [_, n] : nodes_) {
+      if (n.role != "worker") continue;
+      const std::string set = text(j, "dataset"), other = text(n.extra, "dataset");
+      const std::int64_t size = whole(j, "train_size"), other_size = whole(n.extra, "train_size");
+      if ((!set.empty() && !other.empty() && set != other) || (size >= 0 && other_size >= 0 && size != other_size))
+        return "its data (" + text(j, "data", set) + ") is not " + n.name + "'s (" + text(n.extra, "data", other) +
+               "): every worker trains on the same data set";
+      break;  // every worker registered was compared with the first
+    }
+    return "";
+  }
+
+  // K for a name <role>-K (worker-3; not worker-007 or worker-1234567), else -1.
+  static int numbered_id(const std::string& role, const std::string& name) {
+    const std::string prefix = role + "-";
+    if (name.size() <= prefix.size() || name.size() - prefix.size() > 6 || name.compare(0, prefix.size(), prefix) != 0 ||
+        name.find_first_not_of("0123456789", prefix.size()) != std::string::npos)
+      return -1;
+    const int k = std::stoi(name.substr(prefix.size()));
+    return name == prefix + std::to_string(k) ? k : -1;
   }
 
   // A node named <role>-K (as launch and the Kubernetes manifests name them) gets id K if it is
@@ -343,12 +391,7 @@ class Coordinator {
     std::vector<bool> taken(std::size_t(want), false);
     for (const auto& [_, n] : nodes_)
       if (n.role == role && n.id >= 0 && n.id < want) taken[std::size_t(n.id)] = true;
-    const std::string prefix = role + "-";
-    if (name.size() > prefix.size() && name.size() - prefix.size() <= 6 && name.compare(0, prefix.size(), prefix) == 0 &&
-        name.find_first_not_of("0123456789", prefix.size()) == std::string::npos) {
-      const int k = std::stoi(name.substr(prefix.size()));
-      if (name == prefix + std::to_string(k) && k < want && !taken[std::size_t(k)]) return k;  // not worker-007
-    }
+    if (const int k = numbered_id(role, name); k >= 0 && k < want && !taken[std::size_t(k)]) return k;
     for (int k = want - 1; k >= 0; --k)
       if (!taken[std::size_t(k)]) return k;
     return want;  // not reached: registration stops at `want`
@@ -370,7 +413,7 @@ class Coordinator {
     for (const auto& [_, n] : nodes_) {
       NodeInfo info{n.role, n.id, n.name, n.address};
       (n.role == "server" ? map.servers : map.workers).push_back(info);
-      if (n.role == "worker") train_size = n.extra.value("train_size", std::int64_t(-1));
+      if (n.role == "worker") train_size = whole(n.extra, "train_size");
     }
     auto by_id = [](const NodeInfo& a, const NodeInfo& b) { return a.id < b.id; };
     std::sort(map.servers.begin(), map.servers.end(), by_id);
@@ -966,7 +1009,9 @@ class Coordinator {
 }  // namespace
 
 int run_coordinator(const CoordinatorOptions& opt) {
-  if (opt.servers < 1 || opt.workers < 1) throw Error("need at least 1 server and 1 worker");
+  if (opt.servers < 1 || opt.workers < 1)
+    throw Error("--servers and --workers must be at least 1, got " + std::to_string(opt.servers) +
+                " and " + std::to_string(opt.workers));
   policy::make_policy(opt.policy);  // refuse an unknown policy before anyone registers
   if (!opt.profile.empty() && !std::ifstream(opt.profile)) throw Error("cannot read the profile '" + opt.profile + "'");
   Coordinator c(opt);

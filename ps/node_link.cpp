@@ -87,7 +87,7 @@ void NodeLink::receive(Message&& m) {
           id_ = j.value("id", -1);
         } else if (j.value("event", "") == "interrupted") {  // the shutdown that follows ends the run early
           shutdown_reason_ = "interrupted";
-        } else if (j.value("event", "") == "ended") {  // why the run failed before it started
+        } else if (j.value("event", "") == "ended") {  // why the run failed
           ended_because_ = j.value("reason", std::string());
         } else {
           fn = on_control_;
@@ -126,9 +126,12 @@ ClusterMap NodeLink::join(nlohmann::json extra) {
       steady_clock::now() + duration_cast<steady_clock::duration>(duration<double>(opt_.connect_timeout_s));
   double backoff = 0.1;
   // A host that does not resolve may be a container not started yet: said now, waited for.
-  if (const std::string why = unresolved_host(opt_.coordinator); !why.empty())
+  const std::string unresolved = unresolved_host(opt_.coordinator);
+  if (const std::string& why = unresolved; !why.empty())
     spdlog::warn("the coordinator at {}: {}; retrying for up to {} s (--connect-timeout)", opt_.coordinator, why,
                  format_seconds(opt_.connect_timeout_s));
+  const steady_clock::time_point started = steady_clock::now();
+  bool said_waiting = !unresolved.empty();  // said above
   std::unique_lock<std::mutex> lock(mu_);
   while (!registered_) {
     lock.unlock();
@@ -148,6 +151,13 @@ ClusterMap NodeLink::join(nlohmann::json extra) {
       throw Error("cannot reach the coordinator at " + opt_.coordinator + ": " + (host.empty() ? "" : host + "; ") +
                   "no answer to registration within " + format_seconds(opt_.connect_timeout_s) +
                   " s (--connect-timeout)");
+    }
+    // A coordinator not started yet, a wrong port, a run that ended: said once, not after
+    // --connect-timeout of silence.
+    if (!said_waiting && steady_clock::now() >= started + seconds(2)) {
+      said_waiting = true;
+      spdlog::info("no answer yet from the coordinator at {}; retrying for up to {} s (--connect-timeout)",
+                   opt_.coordinator, format_seconds(opt_.connect_timeout_s));
     }
     backoff = std::min(backoff * 2, 2.0);
   }
@@ -225,6 +235,11 @@ bool NodeLink::registered() const {
 std::string NodeLink::stopped() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stopped_;
+}
+
+std::string NodeLink::ended_because() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ended_because_;
 }
 
 void NodeLink::leave(const std::string& why, double wait_s, const nlohmann::json& report) {

@@ -68,6 +68,8 @@ class NodeLink {
   void stop(const std::string& why);
   // stop()'s reason, or "" when it was not called.
   std::string stopped() const;
+  // Why the run failed, as the coordinator said when it ended it ("" if it did not say).
+  std::string ended_because() const;
   // Tells the coordinator this node is leaving and why (its "failed" event: a worker is counted
   // out of barriers and clocks at once, a server's loss ends the run), after `report` (a final
   // report, when not null), then waits up to `wait_s` for the coordinator's shutdown, which says
@@ -113,7 +115,7 @@ class NodeLink {
   std::chrono::steady_clock::time_point last_heard_;  // guarded by mu_
   std::string lost_;                                  // guarded by mu_
   std::string shutdown_reason_;                       // guarded by mu_
-  std::string ended_because_;  // the coordinator's failure before the cluster started (mu_)
+  std::string ended_because_;  // the coordinator's failure, told as it ended the run (mu_)
 };
 
 }  // namespace psbed::ps

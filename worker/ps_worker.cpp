@@ -208,7 +208,14 @@ class PsWorker {
       std::lock_guard<std::mutex> lock(ctl_mu_);
       pending_policy_ = j;
     });
-    map_ = link.join({{"train_size", data->train.size()}, {"data", data->description}});
+    // The model and data it brings, so that the coordinator refuses a mismatch at registration,
+    // leaving the slot to a worker that fits, rather than the run losing it after the start.
+    map_ = link.join({{"train_size", data->train.size()},
+                      {"data", data->description},
+                      {"dataset", opt_.data},
+                      {"model", local.name},
+                      {"parameters", local.parameter_count()},
+                      {"layers", local.layers.size()}});
     const ModelSpec& spec = map_.spec;
     if (local.parameter_count() != spec.parameter_count() || local.layers.size() != spec.layers.size())
       throw Error("this worker's model '" + opt_.model + "' (" + std::to_string(local.parameter_count()) +
@@ -224,6 +231,7 @@ class PsWorker {
       if (!lost.empty()) return lost;
       if (const std::string why = link.stopped(); !why.empty())
         return gave_up_ ? why + ", the step in flight cut short" : "";
+      if (const std::string why = link.ended_because(); !why.empty()) return "the run failed: " + why;
       return "told to stop by the coordinator (the run ended, or this worker was declared dead)";
     };
     pulls_.set_abort(stop_reason);
@@ -403,7 +411,8 @@ class PsWorker {
     trace_.set_metadata("steps_done", done_steps);  // fewer than planned in a run cut short
     if (done_steps < exp.steps && link.stopped().empty() && link.coordinator_lost().empty())
       spdlog::warn("{} stopped after {} of {} steps: {}", opt_.name, done_steps, exp.steps,
-                   link.coordinator_lost().empty() ? "the coordinator ended the run" : link.coordinator_lost());
+                   link.ended_because().empty() ? std::string("the coordinator ended the run")
+                                                : "the coordinator ended the run: " + link.ended_because());
     const double end = last_step_end;
     // What this process spent over the steady steps (compute, transfers, everything): the
     // profile's host cost per message comes from it.

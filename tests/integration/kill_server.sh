@@ -56,4 +56,25 @@ grep -q "^failed: coordinator (killed by signal 9" "$WORK/coord.out" || fail "la
 for n in server-0 worker-0 worker-1; do
   [ -s "$WORK/coord/traces/$n.trace.json" ] || fail "$n wrote no trace"
 done
+
+# --- a hand-started shard dies: the coordinator finds it by its silence, and the worker, told
+# to stop, says why the run failed (it said only that the coordinator told it to stop) ---
+"$PSBED" coordinator --bind "tcp://127.0.0.1:*" --endpoint-file "$WORK/hand.ep" --servers 1 --workers 1 \
+  --model lenet5 --steps 100000 --register-timeout 60 --summary "$WORK/hand.json" >"$WORK/hand-coord.out" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 1 100); do [ -s "$WORK/hand.ep" ] && break; sleep 0.05; done
+ep=$(cat "$WORK/hand.ep") || fail "the hand-started coordinator wrote no endpoint"
+"$PSBED" server --coordinator "$ep" --bind "tcp://127.0.0.1:*" --name server-0 >"$WORK/hand-server.out" 2>&1 &
+server=$!
+PIDS+=($server)
+timeout 90 "$PSBED" worker --coordinator "$ep" --name worker-0 --model lenet5 --data mnist >"$WORK/hand-worker.out" 2>&1 &
+worker=$!
+PIDS+=($worker)
+for _ in $(seq 1 200); do grep -q "step " "$WORK/hand-coord.out" && break; sleep 0.1; done
+kill -KILL "$server"
+rc=0
+wait "$worker" || rc=$?
+[ "$rc" = 1 ] || { cat "$WORK/hand-worker.out"; fail "the worker exited $rc after the shard died, expected 1"; }
+grep -q "the run failed: server server-0 died: its parameters are lost" "$WORK/hand-worker.out" ||
+  { tail -3 "$WORK/hand-worker.out"; fail "the worker did not say why the run failed"; }
 echo "PASS"

@@ -2,7 +2,8 @@
 # Node names and ids agree whatever order the nodes register in: worker-1 registering first
 # still gets id 1 (its data shard, its line in the summary), and a node without a <role>-K name
 # takes the highest id left, so that worker-0 coming after it still gets 0. A node the cluster
-# has no room for, or one whose name is taken, is refused at once.
+# has no room for, one whose name is taken, or one numbered past the cluster's ids is refused at
+# once.
 source "$(dirname "$0")/lib.sh"
 "$PSBED" coordinator --bind "tcp://127.0.0.1:*" --endpoint-file "$WORK/ep" --servers 1 --workers 3 \
   --model lenet5 --steps 20 --batch 16 --register-timeout 60 --summary "$WORK/summary.json" >"$WORK/coordinator.out" 2>&1 &
@@ -16,12 +17,41 @@ start_worker() {  # start_worker NAME: waits until it registered
   for _ in $(seq 1 200); do grep -q "registered with the coordinator" "$WORK/$1.out" && return; sleep 0.05; done
   cat "$WORK/$1.out"; fail "$1 did not register"
 }
+# A worker with nothing answering at its --coordinator says so after 2 s, not only when it gives up.
+if timeout 30 "$PSBED" worker --coordinator tcp://127.0.0.1:1 --name worker-0 --model lenet5 --data synthetic \
+  --connect-timeout 4 >"$WORK/nobody.out" 2>&1; then
+  fail "a worker with no coordinator succeeded"
+fi
+grep -q "no answer yet from the coordinator at tcp://127.0.0.1:1; retrying for up to 4 s" "$WORK/nobody.out" &&
+  grep -q "cannot reach the coordinator at tcp://127.0.0.1:1: no answer to registration within 4 s" "$WORK/nobody.out" ||
+  { cat "$WORK/nobody.out"; fail "the worker did not say it was waiting for the coordinator"; }
 start_worker worker-1
 # A second node of a name in use is refused at once, naming it (barriers count nodes by name).
 if timeout 30 "$PSBED" worker --coordinator "$ep" --name worker-1 --model lenet5 --data synthetic >"$WORK/dup.out" 2>&1; then
   fail "a second worker-1 was accepted"
 fi
 grep -q "another node is named 'worker-1' already" "$WORK/dup.out" || { cat "$WORK/dup.out"; fail "no reason given for refusing a second worker-1"; }
+# A numbered name past the cluster's ids is refused: it would take a free id and push the real
+# worker of that number aside.
+if timeout 30 "$PSBED" worker --coordinator "$ep" --name worker-7 --model lenet5 --data synthetic >"$WORK/w7.out" 2>&1; then
+  fail "worker-7 joined a cluster of three workers"
+fi
+grep -q "'worker-7' asks for worker id 7, but the cluster has 3 worker(s), ids 0 to 2" "$WORK/w7.out" ||
+  { cat "$WORK/w7.out"; fail "no reason given for refusing worker-7"; }
+# So is a worker of another model, or (once one has registered) of another data set: found at
+# registration, the slot left to a worker that fits, not after the start with the run a worker short.
+if timeout 30 "$PSBED" worker --coordinator "$ep" --name worker-0 --model mlp --data synthetic >"$WORK/mlp.out" 2>&1; then
+  fail "a worker of another model joined"
+fi
+grep -q "its model 'mlp' (535818 parameters) is not the cluster's 'lenet5' (61706): give it --model lenet5" "$WORK/mlp.out" ||
+  { cat "$WORK/mlp.out"; fail "no reason given for refusing a worker of another model"; }
+if [ -f "$PSBED_DATA_DIR/train-images-idx3-ubyte" ] || [ -f "$PSBED_DATA_DIR/train-images-idx3-ubyte.gz" ]; then
+  if timeout 30 "$PSBED" worker --coordinator "$ep" --name worker-0 --model lenet5 --data mnist >"$WORK/mnist.out" 2>&1; then
+    fail "a worker of another data set joined"
+  fi
+  grep -q "is not worker-1's (synthetic 1x28x28.*every worker trains on the same data set" "$WORK/mnist.out" ||
+    { cat "$WORK/mnist.out"; fail "no reason given for refusing a worker of another data set"; }
+fi
 start_worker trainer
 start_worker worker-0
 grep -q "as worker-1 (id 1)" "$WORK/worker-1.out" || { cat "$WORK/worker-1.out"; fail "worker-1, first to register, did not get id 1"; }
