@@ -501,9 +501,19 @@ class Coordinator {
       }
       test_accuracy_ = num(j, "test_accuracy", -1.0);
       if (j.contains("note") && j["note"].is_string()) evaluation_note_ = j["note"];
-      if (test_accuracy_ >= 0)
+      if (test_accuracy_ >= 0) {
         spdlog::info("test accuracy of the final parameters: {:.2f}%", 100 * test_accuracy_);
-      else
+        // The run ends ok either way (it ran), but a model at chance did not learn: said, so a
+        // throughput figure is not taken for a training result.
+        const double chance = 1.0 / std::max(2, spec_.classes);
+        if (test_accuracy_ < 1.5 * chance)
+          spdlog::warn("the model did not learn: {:.2f}% is about chance for {} classes ({:.0f}%) after {} steps per "
+                       "worker ({})",
+                       100 * test_accuracy_, spec_.classes, 100 * chance, steps_,
+                       opt_.sgd.lr > 0 ? "too few steps, or too large an --lr: asynchronous SGD with several workers "
+                                         "needs a smaller one, README \"Consistency\""
+                                       : "--lr 0 changes nothing");
+      } else
         spdlog::info("no test accuracy: {}", evaluation_note_.empty() ? "none reported" : evaluation_note_);
       finished_ = true;
       cv_.notify_all();

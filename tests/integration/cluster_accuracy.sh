@@ -29,11 +29,15 @@ for cfg in "async 0.005 5" "bsp 0.05 3"; do
   json "$WORK/$1/summary.json" '"ok" if all(w["final_loss"] < w["first_loss"] / 2 for w in s["per_worker"]) else sys.exit(1)' \
     >/dev/null || fail "$1: per_worker lacks first_loss/final_loss, or the loss did not fall"
   grep -q "^loss: [0-9.]* at the first step, [0-9.]* to [0-9.]* at the last" "$WORK/$1.out" || fail "$1: no loss line"
-  if grep -q "did not converge" "$WORK/$1.out"; then fail "$1: a converged run was said not to"; fi
+  if grep -q "did not converge\|did not learn" "$WORK/$1.out"; then fail "$1: a converged run was said not to"; fi
 done
 # A run that learns nothing (lr 0) is said not to have converged, with the hint that fits it.
 timeout 120 "$PSBED" launch --servers 1 --workers 2 --model lenet5 --data mnist --steps 20 --batch 32 --lr 0 \
   --mode async --no-trace --out "$WORK/lr0" >"$WORK/lr0.out" 2>&1 || { cat "$WORK/lr0.out"; fail "launch lr 0 failed"; }
 grep -qF "the loss fell by less than half: training did not converge; try an --lr above 0" "$WORK/lr0.out" \
   || { cat "$WORK/lr0.out"; fail "lr 0: not said to have not converged"; }
+# ... and the coordinator says its test accuracy is at chance (as it does for a hand-started run,
+# which has no launch summary).
+grep -q "the model did not learn: [0-9.]*% is about chance for 10 classes (10%) after 20 steps per worker (--lr 0 changes nothing)" \
+  "$WORK/lr0.out" || { cat "$WORK/lr0.out"; fail "lr 0: the accuracy at chance was not said"; }
 echo "PASS"
