@@ -113,17 +113,19 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& name) {
     if (t.layer < 0 || t.layer >= int(p.layers.size()))
       throw Error(name + ": tensor '" + t.name + "' names layer " + std::to_string(t.layer) + ", but there are " +
                   std::to_string(p.layers.size()) + " layers");
-  const auto server = field_or<nlohmann::json>(j, "server", nlohmann::json::object(), name);
-  p.apply_ns_per_byte = not_negative(field_or<double>(server, "apply_ns_per_byte", 0.0, name + ": server"),
+  // The costs every profile has had: required, since one left out would be taken for 0 (a free
+  // apply, an unlimited link) and the prediction come out several times too fast, without a word.
+  // The host costs and the link's later fields are optional: older profiles lack them.
+  const auto server = field<nlohmann::json>(j, "server", name);
+  p.apply_ns_per_byte = not_negative(field<double>(server, "apply_ns_per_byte", name + ": server"),
                                      "apply_ns_per_byte", name + ": server");
-  p.apply_overhead_us = not_negative(field_or<double>(server, "apply_overhead_us", 0.0, name + ": server"),
+  p.apply_overhead_us = not_negative(field<double>(server, "apply_overhead_us", name + ": server"),
                                      "apply_overhead_us", name + ": server");
-  const auto link = field_or<nlohmann::json>(j, "link", nlohmann::json::object(), name);
+  const auto link = field<nlohmann::json>(j, "link", name);
   p.bandwidth_bytes_per_sec =
-      not_negative(field_or<double>(link, "bandwidth_bytes_per_sec", 0.0, name + ": link"),
+      not_negative(field<double>(link, "bandwidth_bytes_per_sec", name + ": link"),
                    "bandwidth_bytes_per_sec", name + ": link", " (0: no link limit)");
-  p.latency_us =
-      not_negative(field_or<double>(link, "latency_us", 0.0, name + ": link"), "latency_us", name + ": link");
+  p.latency_us = not_negative(field<double>(link, "latency_us", name + ": link"), "latency_us", name + ": link");
   p.shaped = field_or<std::string>(link, "shaped", "", name + ": link");
   p.message_cost_us = field_or<double>(link, "message_cost_us", 0.0, name + ": link");
   if (!(p.message_cost_us >= 0)) throw Error(name + ": link: message_cost_us must not be negative");
@@ -140,8 +142,37 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& name) {
     throw Error(name + ": host: cpus, cpu_per_message_us and cpu_per_byte_ns must not be negative");
   if (!(p.contention >= 0 && p.contention <= 10))
     throw Error(name + ": host: contention must be 0 to 10 (every CPU cost x 1 to 11)");
-  if (j.contains("step_overhead_ms")) p.step_overhead_ms = samples(j, "step_overhead_ms", name);
+  p.step_overhead_ms = samples(j, "step_overhead_ms", name);
   p.source = field_or<nlohmann::json>(j, "source", nlohmann::json::object(), name);
+  // Where the profile came from: read by the commands that print or reuse it, so a field of the
+  // wrong kind is named here rather than failing there as a bare JSON type error.
+  if (!p.source.is_object()) throw Error(name + ": 'source' is not an object, expected where the profile came from");
+  using T = nlohmann::json::value_t;
+  static const std::vector<std::pair<const char*, T>> kinds = {
+      {"compute", T::string}, {"model_toml", T::string}, {"run", T::string}, {"calibrated", T::string},
+      {"calibrated_link_model", T::string}, {"workers", T::number_integer}, {"servers", T::number_integer},
+      {"measured_steps_per_sec", T::number_float}, {"simulated_steps_per_sec", T::number_float},
+      {"host_busy_cores", T::number_float}, {"host_cpu_per_step_ms", T::number_float},
+      {"steady_cpu_s", T::number_float}, {"pulls_latency_us", T::number_float},
+      {"refused_message_cost_us", T::number_float}, {"refused_message_latency_us", T::number_float},
+      {"refused_transit_ns_per_byte", T::number_float}, {"warnings", T::array}, {"contention_run", T::object}};
+  for (const auto& [key, kind] : kinds) {
+    if (!p.source.contains(key)) continue;
+    const nlohmann::json& v = p.source[key];
+    const bool ok = kind == T::number_float     ? v.is_number()
+                    : kind == T::number_integer ? v.is_number_integer()
+                                                : v.type() == kind;
+    if (!ok)
+      throw Error(name + ": source." + key + " is not " +
+                  (kind == T::string           ? "a string"
+                   : kind == T::number_integer ? "a whole number"
+                   : kind == T::number_float   ? "a number"
+                   : kind == T::array          ? "a list"
+                                               : "an object"));
+  }
+  if (p.source.contains("warnings"))
+    for (const auto& w : p.source["warnings"])
+      if (!w.is_string()) throw Error(name + ": source.warnings holds a non-string, expected lines of text");
   return p;
 }
 

@@ -1301,7 +1301,7 @@ class Simulation {
                                     {"servers", S_}};
     const std::string link = cfg_.bandwidth_bytes_per_sec > 0
                                  ? format_bandwidth(cfg_.bandwidth_bytes_per_sec * 8) + ", " +
-                                       std::to_string(int(cfg_.latency_s * 1e6)) + " us one way"
+                                       std::to_string(std::lround(cfg_.latency_s * 1e6)) + " us one way"
                                  : "unshaped";
     auto meta = [&](TraceRecorder& tr, const char* role) {
       tr.set_metadata("role", role);

@@ -100,6 +100,42 @@ TEST_CASE("a profile's negative link, apply cost or tensor size is refused when 
   CHECK(Profile::from_json(j, "p.json").bandwidth_bytes_per_sec == 0);
 }
 
+// A cost left out of a hand-edited profile was taken for 0 (an unlimited link, a free apply) and
+// the prediction came out several times too fast without a word; a source field of the wrong kind
+// failed later as a bare JSON type error.
+TEST_CASE("a profile without its link, server or step overhead, or with a source field of the wrong kind, is refused",
+          "[core][profile]") {
+  const ModelSpec spec = load_model("mlp");
+  const nlohmann::json good = profile_of(spec).to_json();
+  for (const char* key : {"link", "server", "step_overhead_ms"}) {
+    nlohmann::json j = good;
+    j.erase(key);
+    INFO(key);
+    CHECK_THROWS_WITH(Profile::from_json(j, "p.json"), Catch::Contains("p.json") && Catch::Contains(key));
+  }
+  for (const auto& [section, key] : {std::pair<const char*, const char*>{"link", "latency_us"},
+                                     {"link", "bandwidth_bytes_per_sec"},
+                                     {"server", "apply_ns_per_byte"}}) {
+    nlohmann::json j = good;
+    j[section].erase(key);
+    INFO(section << "." << key);
+    CHECK_THROWS_WITH(Profile::from_json(j, "p.json"), Catch::Contains(key));
+  }
+  nlohmann::json j = good;
+  j["source"]["compute"] = 1;
+  CHECK_THROWS_WITH(Profile::from_json(j, "p.json"), Catch::Contains("p.json: source.compute is not a string"));
+  j = good;
+  j["source"] = "x";
+  CHECK_THROWS_WITH(Profile::from_json(j, "p.json"), Catch::Contains("'source' is not an object"));
+  j = good;
+  j["source"]["warnings"] = {1};
+  CHECK_THROWS_WITH(Profile::from_json(j, "p.json"), Catch::Contains("source.warnings"));
+  // The host's costs stay optional: older profiles lack them.
+  j = good;
+  j.erase("host");
+  CHECK(Profile::from_json(j, "p.json").host_cpus == 0);
+}
+
 TEST_CASE("the compute sampler draws only profiled samples, reproducibly", "[core][profile]") {
   const Profile p = profile_of(load_model("mlp"));
   ComputeSampler a(p, 7), b(p, 7);
