@@ -3,8 +3,10 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <type_traits>
 
 #include "core/error.hpp"
+#include "core/json_text.hpp"
 
 namespace psbed {
 
@@ -17,6 +19,10 @@ double mean(const std::vector<double>& v) {
 template <class T>
 T field(const nlohmann::json& j, const char* key, const std::string& where) {
   if (!j.is_object() || !j.contains(key)) throw Error(where + ": missing field '" + key + "'");
+  // A whole number must be one: get<int> would take 32.5 for 32 without a word.
+  if constexpr (std::is_integral_v<T>)
+    if (!j.at(key).is_number_integer())
+      throw Error(where + ": field '" + key + "' is " + json_excerpt(j.at(key)) + ", expected a whole number");
   try {
     return j.at(key).get<T>();
   } catch (const nlohmann::json::exception&) {
