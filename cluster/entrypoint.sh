@@ -14,6 +14,11 @@
 # expected, exit status 2.
 set -euo pipefail
 prog=psbed-entrypoint
+# As PID 1 without an init (Kubernetes, plain docker run) bash ignores SIGTERM unless it traps it:
+# while it waits for the coordinator's name, `docker stop` would wait out its grace period. The
+# hand-over to psbed (exec) leaves psbed's own handling.
+trap 'exit 143' TERM
+trap 'exit 130' INT
 
 # The variables: name|default|meaning. This table is the one list: defaults are applied from it,
 # --list-vars prints its names, and any other PSBED_* variable in the environment is refused (a
@@ -548,7 +553,11 @@ case $PSBED_ROLE in
 esac
 ARGS+=(--log-level "$PSBED_LOG_LEVEL")
 # shellcheck disable=SC2206  # split on spaces, as documented
-[[ -z $PSBED_EXTRA_ARGS ]] || ARGS+=($PSBED_EXTRA_ARGS)
+# Split on spaces, not expanded as file names (a* stays a*).
+if [[ -n $PSBED_EXTRA_ARGS ]]; then
+  read -r -a extra <<<"$PSBED_EXTRA_ARGS"
+  ARGS+=("${extra[@]}")
+fi
 if [[ $PSBED_ROLE == server || $PSBED_ROLE == worker ]]; then
   [[ $PSBED_DRY_RUN == 1 ]] || wait_for_coordinator_name
   [[ $PSBED_SHAPE != tc ]] || shape_link

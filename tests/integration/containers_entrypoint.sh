@@ -179,6 +179,26 @@ grep -q -- "$TOKEN" <<<"$out" && fail "the token of PSBED_HTTP_TOKEN was printed
 out=$(both PSBED_ROLE=coordinator PSBED_HTTP=0.0.0.0:8080 "PSBED_EXTRA_ARGS=--http-token $TOKEN --progress-every 1")
 grep -q -- '--http-token \\\*\\\*\\\* ' <<<"$out" || fail "--http-token in PSBED_EXTRA_ARGS: expected it shown as ***: $out"
 grep -q -- "$TOKEN" <<<"$out" && fail "the token of --http-token in PSBED_EXTRA_ARGS was printed: $out"
+# PSBED_EXTRA_ARGS is split on spaces, not expanded as file names.
+mkdir -p "$WORK/glob" && touch "$WORK/glob/aa" "$WORK/glob/ab"
+out=$(cd "$WORK/glob" && dry PSBED_ROLE=coordinator "PSBED_EXTRA_ARGS=--log-file a*")
+grep -q -- '--log-file a\\\*' <<<"$out" || fail "PSBED_EXTRA_ARGS='--log-file a*' was expanded as file names: $out"
+# A stop while the entrypoint itself runs (bash as PID 1 ignores SIGTERM unless it traps it): it
+# ends at once, not after the grace period.
+# (As PID 1 of its own PID namespace, where one can be made.)
+if unshare -p -f --kill-child true 2>/dev/null; then
+  unshare -p -f --kill-child env -i PATH="$PATH" PSBED_BIN="$PSBED" PSBED_ROLE=worker \
+    PSBED_COORDINATOR=nosuchhost.invalid bash "$ENTRY" >"$WORK/wait.out" 2>&1 &
+  ns=$!
+  PIDS+=($ns)
+  pid1=""
+  for _ in $(seq 1 50); do pid1=$(pgrep -P "$ns" | head -1 || true); [ -n "$pid1" ] && break; sleep 0.1; done
+  [ -n "$pid1" ] || fail "the entrypoint did not start in its PID namespace"
+  sleep 1
+  kill -TERM "$pid1"
+  for _ in $(seq 1 40); do kill -0 "$pid1" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid1" 2>/dev/null; then cat "$WORK/wait.out"; fail "the entrypoint as PID 1, waiting for its coordinator, ignored SIGTERM"; fi
+fi
 out=$(both PSBED_ROLE=coordinator "PSBED_EXTRA_ARGS=--http-token=$TOKEN")
 grep -q -- "$TOKEN" <<<"$out" && fail "the token of --http-token=... in PSBED_EXTRA_ARGS was printed: $out"
 out=$(both PSBED_ROLE=coordinator PSBED_HTTP=:8080)
