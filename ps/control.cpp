@@ -13,6 +13,7 @@
 #include "core/json_text.hpp"
 #include "core/units.hpp"
 #include "ps/host_lookup.hpp"
+#include "ps/zmq_frames.hpp"
 #include "ps/zmq_transport.hpp"
 
 namespace psbed::ps {
@@ -115,16 +116,8 @@ bool reachable(const std::string& endpoint, double wait_s) {
   zmq::context_t ctx;
   zmq::socket_t s(ctx, zmq::socket_type::dealer);
   s.set(zmq::sockopt::linger, 0);
-  s.set(zmq::sockopt::immediate, 1);  // writable only once a connection is up
-  try {
-    s.connect(endpoint);
-  } catch (const zmq::error_t& e) {
-    throw Error("cannot connect to the coordinator at '" + endpoint + "': " + e.what() +
-                " (expected an endpoint such as tcp://127.0.0.1:7000)");
-  }
-  zmq::pollitem_t out[] = {{s.handle(), 0, ZMQ_POLLOUT, 0}};
-  return zmq::poll(out, 1, std::chrono::milliseconds(std::int64_t(wait_s * 1000))) > 0 &&
-         (out[0].revents & ZMQ_POLLOUT);
+  return connect_and_wait(s, endpoint, std::chrono::milliseconds(std::int64_t(wait_s * 1000)), "ctl",
+                          "tcp://127.0.0.1:7000");
 }
 
 }  // namespace

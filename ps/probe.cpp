@@ -9,6 +9,7 @@
 #include <zmq.hpp>
 
 #include "ps/protocol.hpp"
+#include "ps/zmq_frames.hpp"
 
 namespace psbed::ps {
 namespace {
@@ -69,15 +70,7 @@ int run_probe(const std::string& endpoint, int sender) {
     s.set(zmq::sockopt::linger, 1000);
     // Queue only on a connection that is up, and wait a while for it: sent to nothing (a wrong
     // endpoint, a server not started), the messages would be counted as sent and lost.
-    s.set(zmq::sockopt::immediate, 1);
-    try {
-      s.connect(endpoint);
-    } catch (const zmq::error_t& e) {
-      throw Error("probe: cannot connect to '" + endpoint + "': " + e.what() +
-                  " (expected a server's endpoint such as tcp://127.0.0.1:7001)");
-    }
-    zmq::pollitem_t out[] = {{s.handle(), 0, ZMQ_POLLOUT, 0}};
-    if (zmq::poll(out, 1, std::chrono::milliseconds(3000)) == 0 || !(out[0].revents & ZMQ_POLLOUT))
+    if (!connect_and_wait(s, endpoint, std::chrono::milliseconds(3000), "probe", "tcp://127.0.0.1:7001"))
       throw Error("probe: no connection to " + endpoint + " within 3 s (expected a running psbed server's endpoint)" +
                   (n > 1 ? "; " + std::to_string(n - 1) + " message(s) were sent before" : std::string()));
     for (size_t i = 0; i < c.frames.size(); ++i) {

@@ -2,6 +2,8 @@
 
 #include <memory>
 
+#include "core/error.hpp"
+
 namespace psbed::ps {
 namespace {
 
@@ -32,6 +34,19 @@ Payload adopt_frame(zmq::message_t&& frame) {
   const void* data = owned->data();
   const std::size_t size = owned->size();
   return Payload(std::move(owned), data, size);
+}
+
+bool connect_and_wait(zmq::socket_t& s, const std::string& endpoint, std::chrono::milliseconds wait,
+                      const std::string& who, const std::string& example) {
+  s.set(zmq::sockopt::immediate, 1);
+  try {
+    s.connect(endpoint);
+  } catch (const zmq::error_t& e) {
+    throw Error(who + ": cannot connect to '" + endpoint + "': " + e.what() + " (expected an endpoint such as " +
+                example + ")");
+  }
+  zmq::pollitem_t out[] = {{s.handle(), 0, ZMQ_POLLOUT, 0}};
+  return zmq::poll(out, 1, wait) > 0 && (out[0].revents & ZMQ_POLLOUT);
 }
 
 }  // namespace psbed::ps
