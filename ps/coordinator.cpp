@@ -493,6 +493,9 @@ class Coordinator {
     } else if (ev == "policy_switched") {
       if (!switch_ || j.value("seq", std::uint64_t(0)) != switch_->seq) return;
       switch_->workers[n.name] = j.value("step", std::int64_t(-1));
+      // Its status row says so now, not at its next progress report a second on.
+      if (const std::string name = text(j, "policy"); !name.empty() && n.progress.is_object())
+        n.progress["policy"] = name;
       finish_switch_locked(false);
     } else if (ev == "evaluated") {
       if (n.id != evaluator_) {

@@ -33,6 +33,9 @@ step=$(sed -n 's/.*took effect at step \([0-9]*\).*/\1/p' "$WORK/ctl.out")
 [ -n "$step" ] || fail "ctl did not print the step"
 "$PSBED" ctl --run "$WORK/run" status --json --timeout 10 >"$WORK/status.json" || fail "ctl status failed"
 json "$WORK/status.json" 's["policy"]["policy"]' | grep -qx p3 || fail "status does not show p3"
+# ... and so does each worker's row, at once (not at its next progress report).
+json "$WORK/status.json" 'sys.exit(0 if all(w.get("policy") == "p3" for w in s["workers"] if w.get("alive")) else 1)' ||
+  { cat "$WORK/status.json"; fail "a worker's status row does not show p3 after the switch"; }
 wait "${PIDS[0]}" || { tail -20 "$WORK/run.out"; fail "the run failed"; }
 json "$WORK/run/summary.json" 'sys.exit(0 if s["ok"] and s["policy"] == "wfbp" and s["policy_final"] == "p3" else 1)' ||
   fail "summary does not show wfbp -> p3"
