@@ -555,7 +555,7 @@ ARGS+=(--log-level "$PSBED_LOG_LEVEL")
 # shellcheck disable=SC2206  # split on spaces, as documented
 # Split on spaces, not expanded as file names (a* stays a*).
 if [[ -n $PSBED_EXTRA_ARGS ]]; then
-  read -r -a extra <<<"$PSBED_EXTRA_ARGS"
+  read -r -d '' -a extra <<<"$PSBED_EXTRA_ARGS" || true  # every line (a YAML | block), not the first
   ARGS+=("${extra[@]}")
 fi
 if [[ $PSBED_ROLE == server || $PSBED_ROLE == worker ]]; then

@@ -14,11 +14,16 @@ inline std::string json_excerpt(const nlohmann::json& v) {
   if (v.is_array()) return "an array of " + std::to_string(v.size()) + " item(s)";
   if (v.is_object()) return "an object of " + std::to_string(v.size()) + " key(s)";
   std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  if (s.size() > 80) {
+    std::size_t n = 77;
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // not inside a UTF-8 character
+    s = s.substr(0, n) + "...";
+  }
   return s;
 }
 
-// Levels below the top-level value; nothing psbed exchanges nests deeper than a few.
+// Levels below the top-level value (a scalar counts as one more than the container holding it);
+// nothing psbed exchanges nests deeper than a few.
 constexpr int kMaxJsonDepth = 64;
 
 // json::parse, refusing nesting deeper than `max_depth` with a json::parse_error as any other

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -53,9 +54,14 @@ class Waiter {
     std::lock_guard<std::mutex> l(mu_);
     if (--left_ == 0) cv_.notify_all();
   }
-  void wait() {
+  // Until every add()ed callback is done, or `failed` is set (another worker failed: what it
+  // left undone, a shard out of memory say, may never answer), then throws.
+  void wait(const std::atomic<bool>& failed) {
     std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return left_ == 0; });
+    while (left_ > 0) {
+      if (failed) throw Error("stopped while waiting for the shards (another worker failed)");
+      cv_.wait_for(l, std::chrono::milliseconds(100));
+    }
   }
 
  private:
@@ -92,6 +98,7 @@ Result measure(int mib, int workers, int servers, std::int64_t partition, double
 
   std::atomic<std::uint64_t> bytes{0};
   std::atomic<bool> stop{false};
+  std::atomic<bool> failed{false};  // a worker failed: the others stop waiting for the shards
   std::vector<std::thread> threads;
   const std::uint64_t model_bytes = std::uint64_t(map.spec.parameter_bytes());
   auto start = Clock::now();
@@ -104,28 +111,35 @@ Result measure(int mib, int workers, int servers, std::int64_t partition, double
     threads.emplace_back([&, w] {
       bool counted = false;  // in `warm`, so the others do not wait for it
       auto work = [&] {
-        PsClient client(map, w, "worker-" + std::to_string(w));
+        // The buffers outlive the client, whose receiving threads write pulls into them.
         std::vector<std::vector<float>> params, grads;
         for (const auto& t : map.spec.tensors)
           params.emplace_back(t.numel), grads.emplace_back(t.numel, 1e-6f);
+        PsClient client(map, w, "worker-" + std::to_string(w));
         // A training step's traffic: push the whole gradient, then pull the whole model.
         auto round = [&](std::uint64_t clock) {
-          Waiter pushes;
-          pushes.add(int(map.plan.parts.size()));
-          for (int i = 0; i < int(map.plan.parts.size()); ++i) {
-            const Part& p = map.plan.parts[i];
-            client.push(i, grads[p.key].data() + p.offset, 0, p.numel, clock, 0,
-                        [&] { pushes.done(); });
+          Waiter pushes, pulls;
+          try {
+            pushes.add(int(map.plan.parts.size()));
+            for (int i = 0; i < int(map.plan.parts.size()); ++i) {
+              const Part& p = map.plan.parts[i];
+              client.push(i, grads[p.key].data() + p.offset, 0, p.numel, clock, 0,
+                          [&] { pushes.done(); });
+            }
+            pushes.wait(failed);
+            pulls.add(int(map.plan.parts.size()));
+            for (int i = 0; i < int(map.plan.parts.size()); ++i) {
+              const Part& p = map.plan.parts[i];
+              client.pull(i, params[p.key].data() + p.offset, 0, p.numel, clock, 0,
+                          [&] { pulls.done(); });
+            }
+            pulls.wait(failed);
+          } catch (...) {
+            // A push or pull that throws (out of memory) leaves others in flight: the client
+            // stops, and no callback runs, before the waiters they count down go.
+            client.stop();
+            throw;
           }
-          pushes.wait();
-          Waiter pulls;
-          pulls.add(int(map.plan.parts.size()));
-          for (int i = 0; i < int(map.plan.parts.size()); ++i) {
-            const Part& p = map.plan.parts[i];
-            client.pull(i, params[p.key].data() + p.offset, 0, p.numel, clock, 0,
-                        [&] { pulls.done(); });
-          }
-          pulls.wait();
         };
         std::uint64_t clock = 0;
         for (int i = 0; i < 2; ++i) round(clock++);  // warm-up: connections, first-touch faults
@@ -156,6 +170,7 @@ Result measure(int mib, int workers, int servers, std::int64_t partition, double
                     (dynamic_cast<const std::bad_alloc*>(&e) ? std::string("out of memory")
                                                              : std::string(e.what()));
         }
+        failed = true;
         stop = true;
         std::lock_guard<std::mutex> l(start_mu);
         if (!counted && ++warm == workers) start = Clock::now();

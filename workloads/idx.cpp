@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "workloads/dataset.hpp"
 
 namespace psbed::workloads {
@@ -82,9 +83,15 @@ std::vector<std::uint8_t> gunzip(const std::vector<std::uint8_t>& in, const std:
     int rc = inflate(&zs, Z_NO_FLUSH);
     consumed += fed - zs.avail_in;
     out.insert(out.end(), chunk, chunk + (sizeof chunk - zs.avail_out));
-    if (const std::uint64_t declared = idx_u8_declared_size(out); declared > 0 && out.size() > declared)
-      throw Error(path + ": decompresses to more than the " + std::to_string(declared) +
-                  " bytes its IDX header declares, expected exactly that many");
+    if (const std::uint64_t declared = idx_u8_declared_size(out); declared > 0) {
+      if (out.size() > declared)
+        throw Error(path + ": decompresses to more than the " + std::to_string(declared) +
+                    " bytes its IDX header declares, expected exactly that many");
+      // A header may lie as well: no more than the memory there is.
+      if (const std::uint64_t have = available_memory_bytes(); have > 0 && declared > have)
+        throw Error(path + ": its IDX header declares " + format_memory(declared) + ", more than the " +
+                    format_memory(have) + " of memory available");
+    }
     if (rc == Z_STREAM_END) {
       // Another member may follow; anything else after the stream is an error.
       if (consumed == in.size()) break;

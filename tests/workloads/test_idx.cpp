@@ -193,6 +193,24 @@ TEST_CASE("a gzip IDX file that inflates past its header's size stops there", "[
                       Contains(path) && Contains("decompresses to more than the 12 bytes its IDX header declares"));
 }
 
+TEST_CASE("a gzip IDX file whose header declares more than the memory there is stops there", "[workloads][idx]") {
+  // 4,000,000,000 images of 28x28 (2.9 TiB) declared, 4 KiB given.
+  std::vector<std::uint8_t> plain = {0, 0, 8, 3, 0xEE, 0x6B, 0x28, 0x00, 0, 0, 0, 28, 0, 0, 0, 28};
+  plain.resize(plain.size() + 4096, 0);
+  z_stream zs{};
+  REQUIRE(deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::vector<std::uint8_t> gz(deflateBound(&zs, uLong(plain.size())));
+  zs.next_in = plain.data(), zs.avail_in = uInt(plain.size());
+  zs.next_out = gz.data(), zs.avail_out = uInt(gz.size());
+  REQUIRE(deflate(&zs, Z_FINISH) == Z_STREAM_END);
+  gz.resize(zs.total_out);
+  deflateEnd(&zs);
+  ScratchDir dir;
+  const std::string path = dir.file("liar-images.gz");
+  spit(path, gz);
+  REQUIRE_THROWS_WITH(read_file_maybe_gzip(path), Contains(path) && Contains("its IDX header declares 2920.6 GiB, more than the"));
+}
+
 TEST_CASE("load_idx: a wrong magic number is an error naming the file and the expected magic",
           "[workloads][idx]") {
   // Images and labels swapped: each has the other's magic.
