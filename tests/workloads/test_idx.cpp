@@ -34,6 +34,19 @@ std::vector<std::uint8_t> slurp(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// `plain` as one gzip member, as gzip(1) writes it.
+std::vector<std::uint8_t> gzip(std::vector<std::uint8_t> plain) {
+  z_stream zs{};
+  REQUIRE(deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::vector<std::uint8_t> gz(deflateBound(&zs, uLong(plain.size())));
+  zs.next_in = plain.data(), zs.avail_in = uInt(plain.size());
+  zs.next_out = gz.data(), zs.avail_out = uInt(gz.size());
+  REQUIRE(deflate(&zs, Z_FINISH) == Z_STREAM_END);
+  gz.resize(zs.total_out);
+  deflateEnd(&zs);
+  return gz;
+}
+
 void spit(const std::string& path, const std::vector<std::uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
@@ -177,14 +190,7 @@ TEST_CASE("a gzip IDX file that inflates past its header's size stops there", "[
   // A labels header for 4 items, then 64 MiB of zeros: a few tens of KiB compressed.
   std::vector<std::uint8_t> plain = {0, 0, 8, 1, 0, 0, 0, 4, 1, 2, 3, 4};
   plain.resize(plain.size() + (std::size_t(64) << 20), 0);
-  z_stream zs{};
-  REQUIRE(deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
-  std::vector<std::uint8_t> gz(deflateBound(&zs, uLong(plain.size())));
-  zs.next_in = plain.data(), zs.avail_in = uInt(plain.size());
-  zs.next_out = gz.data(), zs.avail_out = uInt(gz.size());
-  REQUIRE(deflate(&zs, Z_FINISH) == Z_STREAM_END);
-  gz.resize(zs.total_out);
-  deflateEnd(&zs);
+  const std::vector<std::uint8_t> gz = gzip(plain);
   CHECK(gz.size() < (std::size_t(1) << 20));
   ScratchDir dir;
   const std::string path = dir.file("bomb-labels.gz");
@@ -197,14 +203,7 @@ TEST_CASE("a gzip IDX file whose header declares more than the memory there is s
   // 4,000,000,000 images of 28x28 (2.9 TiB) declared, 4 KiB given.
   std::vector<std::uint8_t> plain = {0, 0, 8, 3, 0xEE, 0x6B, 0x28, 0x00, 0, 0, 0, 28, 0, 0, 0, 28};
   plain.resize(plain.size() + 4096, 0);
-  z_stream zs{};
-  REQUIRE(deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
-  std::vector<std::uint8_t> gz(deflateBound(&zs, uLong(plain.size())));
-  zs.next_in = plain.data(), zs.avail_in = uInt(plain.size());
-  zs.next_out = gz.data(), zs.avail_out = uInt(gz.size());
-  REQUIRE(deflate(&zs, Z_FINISH) == Z_STREAM_END);
-  gz.resize(zs.total_out);
-  deflateEnd(&zs);
+  const std::vector<std::uint8_t> gz = gzip(plain);
   ScratchDir dir;
   const std::string path = dir.file("liar-images.gz");
   spit(path, gz);
