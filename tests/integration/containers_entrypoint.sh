@@ -316,12 +316,15 @@ grep -q "moved the finished run" "$WORK/coordinator.log" || fail "coordinator lo
 # PSBED_AFTER_RUN=hold (Kubernetes' default) holds after a run ends by itself, but a stop
 # (docker stop, kubectl delete: SIGTERM) goes to psbed and the entrypoint ends with it, rather
 # than hold until the grace period's SIGKILL.
-printf '#!/bin/bash\ntrap "exit 130" TERM\nsleep 60 & wait\n' >"$WORK/slow-psbed"
+# (It says when its own handler is in place: a stop sent before that, on a loaded host, would end
+# it by the signal's default, 143, and say nothing of the entrypoint.)
+printf '#!/bin/bash\ntrap "exit 130" TERM\ntouch "%s"\nsleep 60 & wait\n' "$WORK/slow.ready" >"$WORK/slow-psbed"
 chmod +x "$WORK/slow-psbed"
 env -i PATH="$PATH" HOME="$WORK" PSBED_BIN="$WORK/slow-psbed" PSBED_ROLE=coordinator PSBED_AFTER_RUN=hold \
   PSBED_RUNS="$WORK/hold-runs" bash "$ENTRY" >"$WORK/hold.out" 2>&1 &
 hold=$!
-sleep 1
+for _ in $(seq 1 100); do [ -e "$WORK/slow.ready" ] && break; sleep 0.1; done
+[ -e "$WORK/slow.ready" ] || { cat "$WORK/hold.out"; fail "the entrypoint did not start psbed within 10 s"; }
 kill -TERM "$hold"
 for _ in $(seq 50); do kill -0 "$hold" 2>/dev/null || break; sleep 0.1; done
 if kill -0 "$hold" 2>/dev/null; then kill -9 "$hold"; pkill -f "$WORK/slow-psbed" || true; fail "PSBED_AFTER_RUN=hold held on after SIGTERM"; fi
