@@ -6,7 +6,8 @@
 #   cluster/install-deps.sh bench     also PyTorch and OpenBLAS for `make bench`
 #   cluster/install-deps.sh plot      also matplotlib for sweep/validate plots
 #   cluster/install-deps.sh test      also curl, prometheus (promtool) and chromium for the tests
-#                                     of the coordinator's HTTP API and dashboard (`make test`)
+#                                     of the coordinator's HTTP API and dashboard, python3-zmq for
+#                                     those that speak to the nodes as a raw ZeroMQ peer (`make test`)
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config git ca-certificates
@@ -19,7 +20,7 @@ for extra in "$@"; do
   case "$extra" in
     bench) pkgs+=(python3-torch libopenblas0-pthread) ;;
     plot)  pkgs+=(python3-matplotlib) ;;
-    test)  pkgs+=(curl prometheus chromium) ;;
+    test)  pkgs+=(curl prometheus chromium python3-zmq) ;;
     *) echo "install-deps: unknown extra '$extra' (expected: bench, plot, test)" >&2; exit 2 ;;
   esac
 done

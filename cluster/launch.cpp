@@ -348,6 +348,7 @@ class Launcher {
                                   "--seed", std::to_string(opt_.seed), "--partition-bytes", opt_.partition_bytes,
                                   "--heartbeat", exact(opt_.heartbeat_s),
                                   "--heartbeat-timeout", exact(opt_.heartbeat_timeout_s),
+                                  "--stall-timeout", exact(opt_.stall_timeout_s),
                                   "--summary", out_ + "/summary.json", "--endpoint-file", endpoint_file,
                                   "--compute", opt_.compute, "--log-file", out_ + "/logs/coordinator.log"};
     if (!opt_.credit.empty()) a.insert(a.end(), {"--credit", opt_.credit});
@@ -560,6 +561,16 @@ class Launcher {
     }
   }
 
+  // The coordinator's last stall line in its log ("no progress for 30 s: worker-0 at step 8
+  // waiting on ..."), or "": a run past --timeout that stalled says where.
+  std::string last_stall() const {
+    std::ifstream in(out_ + "/logs/coordinator.log");
+    std::string line, stall;
+    while (std::getline(in, line))
+      if (const auto at = line.find("no progress for "); at != std::string::npos) stall = line.substr(at);
+    return stall;
+  }
+
   int supervise(const sigset_t& set) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(opt_.timeout_s);
     std::string failure;
@@ -590,6 +601,7 @@ class Launcher {
       }
       if (std::chrono::steady_clock::now() > deadline) {
         failure_ = "the run took longer than --timeout " + std::to_string(int(opt_.timeout_s)) + " s";
+        if (const std::string stall = last_stall(); !stall.empty()) failure_ += "; it had stalled: " + stall;
         spdlog::error("{}: ending it, keeping what it measured", failure_);
         wind_down(set, false);
         return 1;

@@ -39,6 +39,7 @@ struct LaunchOptions {
   std::string out;                 // default runs/<model>-<mode>-<N>w<S>s-<time>
   double heartbeat_s = 0.5, heartbeat_timeout_s = 3.0;
   double timeout_s = 3600;         // the whole run
+  double stall_timeout_s = 30;     // psbed coordinator --stall-timeout
   bool trace = true;
   std::string bandwidth;           // link emulation on every server and worker ("" = none)
   bool netns = false;              // one network namespace per node, links shaped by tc (root)

@@ -174,6 +174,11 @@ void add_coordinator(CLI::App& root, ps::CoordinatorOptions& o, std::string& par
       ->check(positive("a number of seconds"));
   app->add_option("--register-timeout", o.register_timeout_s, "seconds for every node to register")->capture_default_str()
       ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
+  app->add_option("--stall-timeout", o.stall_timeout_s,
+                  "seconds without any worker finishing a step before the stall is reported, naming what each "
+                  "worker waits on (0 = never)")
+      ->capture_default_str()
+      ->check(number_in("a number of seconds", 0, false, 1e6, "0 or above, below 10^6"));
   app->add_option("--summary", o.summary_path, "write summary.json here at the end");
   app->add_option("--endpoint-file", o.endpoint_file, "write the bound endpoint here (for --bind with port *)");
   app->add_option("--compute", o.compute, "compute mode recorded in the summary")->capture_default_str();
@@ -285,6 +290,11 @@ void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_leve
   app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str();
   app->add_option("--heartbeat-timeout", o.heartbeat_timeout_s, "seconds of silence before a node is dead")->capture_default_str();
   app->add_option("--timeout", o.timeout_s, "stop the run after this many seconds")->capture_default_str();
+  app->add_option("--stall-timeout", o.stall_timeout_s,
+                  "seconds without any worker finishing a step before the coordinator reports a stall, naming "
+                  "what each worker waits on (0 = never)")
+      ->capture_default_str()
+      ->check(number_in("a number of seconds", 0, false, 1e6, "0 or above, below 10^6"));
   app->add_flag("!--no-trace", o.trace, "do not write traces");
   app->add_option("--save-params", o.save_params, "final parameters to this file (raw float32)");
   app->add_option("--straggler-ms", o.straggler_ms, "make worker-0 a straggler: it sleeps this long every step");

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
 #include "core/units.hpp"
 #include "ps/host_lookup.hpp"
 
@@ -55,7 +56,7 @@ std::uint64_t PsClient::send(Op op, int part_index, const float* data, float* ds
   const std::uint64_t seq = ++seq_;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    pending_[seq] = Pending{dst, std::uint64_t(count) * 4, std::move(done)};
+    pending_[seq] = Pending{dst, std::uint64_t(count) * 4, std::move(done), part_index, p.shard, now_us()};
   }
   Message m;
   m.header.op = op;
@@ -137,6 +138,28 @@ void PsClient::check_shards(double timeout_s, const std::function<std::string()>
                   " s (--connect-timeout); check its --bind and --advertise");
     }
   }
+}
+
+std::string PsClient::describe_outstanding() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (pending_.empty()) return "";
+  // Sequences grow: the smallest is the oldest request still unanswered.
+  const Pending* oldest = nullptr;
+  std::uint64_t oldest_seq = 0;
+  std::vector<int> per_shard(map_.servers.size(), 0);
+  for (const auto& [seq, p] : pending_) {
+    if (p.shard >= 0 && p.shard < int(per_shard.size())) ++per_shard[std::size_t(p.shard)];
+    if (!oldest || seq < oldest_seq) oldest = &p, oldest_seq = seq;
+  }
+  const Part& part = map_.plan.parts.at(std::size_t(oldest->part));
+  std::string text = std::string(oldest->dst ? "a pull of " : "the ack of a push of ") +
+                     map_.spec.tensors.at(std::size_t(part.key)).name + "#" + std::to_string(part.part) +
+                     " from " + map_.servers.at(std::size_t(oldest->shard)).name + ", unanswered for " +
+                     format_seconds((now_us() - oldest->sent_us) / 1e6) + " s; " +
+                     std::to_string(pending_.size()) + " request(s) outstanding (";
+  for (std::size_t s = 0; s < per_shard.size(); ++s)
+    text += (s ? ", " : "") + map_.servers[s].name + ": " + std::to_string(per_shard[s]);
+  return text + ")";
 }
 
 void PsClient::receive(int shard, Message&& m) {

@@ -52,6 +52,9 @@ class PsClient {
   // send nothing: a worker that stops is never held up by a shard. Idempotent; callable from any
   // thread but a callback's.
   void stop();
+  // The requests not answered yet, for a worker that says what it waits on: the oldest (op, part,
+  // shard, age) and the count per shard. "" when none.
+  std::string describe_outstanding();
   std::uint64_t bytes_pushed() const { return pushed_; }
   std::uint64_t bytes_pulled() const { return pulled_; }
   const ClusterMap& map() const { return map_; }
@@ -61,6 +64,8 @@ class PsClient {
     float* dst = nullptr;  // pulls
     std::uint64_t bytes = 0;
     Callback done;
+    int part = -1, shard = -1;
+    double sent_us = 0;
   };
   std::uint64_t send(Op op, int part_index, const float* data, float* dst, std::int64_t offset, std::int64_t count,
                      std::uint64_t clock, int priority, Callback done);

@@ -79,6 +79,8 @@ struct Node {
   json extra;
   // Workers: latest progress and the final report. Servers: latest stats.
   json progress, report, stats;
+  // Workers: what the worker said it waits on, when it waited long (cleared by a step done).
+  json waiting;
   // Workers: step times reported so far, binned as kStepBuckets (the last bin is +Inf).
   std::vector<double> step_bins;
   double step_sum_s = 0;
@@ -102,6 +104,10 @@ class Coordinator {
     z.role = ZmqOptions::Role::kServer;
     z.endpoint = opt_.bind;
     z.thread_name = "coord-router";
+    // No peer has more than a few control messages outstanding: one that sends requests and
+    // never reads the answers loses them past this, and delays nobody.
+    z.peer_max_messages = 4096;
+    z.peer_max_bytes = 16 << 20;
     transport_ = std::make_unique<ZmqTransport>(z);
   }
 
@@ -154,6 +160,8 @@ class Coordinator {
         stopping_ = true;
         stop_deadline_ = now + std::chrono::duration_cast<Clock::duration>(dsec(kStopReportS));
         stop_reason_ = std::string("interrupted (") + (sig == SIGINT ? "SIGINT" : "SIGTERM") + ")";
+        // Stopped while stuck (launch --timeout, say): the reason names the stall.
+        if (!stall_.is_null()) stop_reason_ += " during a stall, " + stall_text_locked(now);
         if (!map_sent_) {
           fail_locked(stop_reason_ + " before every node registered");
           exit_code_ = kStoppedStatus;  // stopped, as a server or a worker stopped by a signal
@@ -181,6 +189,7 @@ class Coordinator {
         break;
       }
       check_heartbeats_locked(now);
+      check_stall_locked(now);
       if (switch_ && now - switch_->requested > dsec(kSwitchTimeoutS)) finish_switch_locked(true);
       if (map_sent_ && now >= next_progress) {
         print_progress_locked();
@@ -432,6 +441,7 @@ class Coordinator {
     map_json_ = map.to_json();
     broadcast_locked(Op::kClusterMap, map_json_);
     map_sent_ = true;
+    last_advance_ = Clock::now();
     training_started_ = Clock::now();
     spdlog::info("cluster complete: {} parts of at most {} bytes over {} shard(s) (imbalance {:.3f}); {} steps per worker",
                  map.plan.parts.size(), opt_.partition_bytes, opt_.servers, map.plan.imbalance(), steps_);
@@ -475,6 +485,7 @@ class Coordinator {
   void on_control(Node& n, const json& j) {
     const std::string ev = j.value("event", "");
     if (ev == "progress") {
+      if (j.value("step", std::int64_t(0)) > std::int64_t(num(n.progress, "step"))) advanced_locked(n);
       n.progress = j;
       if (n.step_bins.empty()) n.step_bins.assign(kStepBuckets.size() + 1, 0);
       if (auto it = j.find("step_ms"); it != j.end() && it->is_array()) {
@@ -485,6 +496,8 @@ class Coordinator {
           n.step_sum_s += t;
         }
       }
+    } else if (ev == "waiting") {
+      n.waiting = j;
     } else if (ev == "stats") {
       n.stats = j;
     } else if (ev == "report") {
@@ -704,6 +717,62 @@ class Coordinator {
     if (history_.size() > kHistory) history_.pop_front();
   }
 
+  static double age_s(Clock::time_point now, Clock::time_point t) {
+    return std::chrono::duration<double>(now - t).count();
+  }
+
+  // Workers still training: a stall is a lack of steps among them, not a finished run's quiet.
+  bool training_locked() const {
+    if (!map_sent_ || finished_ || stopping_) return false;
+    for (const auto& [_, n] : nodes_)
+      if (n.role == "worker" && n.alive && n.report.is_null()) return true;
+    return false;
+  }
+
+  void advanced_locked(Node& n) {
+    n.waiting = json();
+    last_advance_ = Clock::now();
+    if (stall_.is_null()) return;
+    spdlog::info("progress again after a stall of {:.0f} s: {} finished step {}",
+                 age_s(last_advance_, stall_since_), n.name, std::int64_t(num(n.progress, "step")) + 1);
+    stall_ = json();
+  }
+
+  // One line for the log and the launcher: who is where, and what each worker said it waits on.
+  std::string stall_text_locked(Clock::time_point now) const {
+    std::string line = fmt::format("no progress for {:.0f} s:", age_s(now, last_advance_));
+    const char* sep = " ";
+    for (const auto& [_, n] : nodes_) {
+      if (n.role != "worker" || !n.alive || !n.report.is_null()) continue;
+      line += fmt::format("{}{} at step {}", sep, n.name, std::int64_t(num(n.progress, "step")));
+      const std::string on = text(n.waiting, "on");
+      line += on.empty() ? " (said nothing of a wait: computing, or its word did not come)"
+                         : " waiting on " + on;
+      sep = "; ";
+    }
+    return line;
+  }
+
+  json stall_json_locked(Clock::time_point now) const {
+    json workers = json::array();
+    for (const auto& [_, n] : nodes_)
+      if (n.role == "worker" && n.alive && n.report.is_null())
+        workers.push_back({{"name", n.name},
+                           {"step", std::int64_t(num(n.progress, "step"))},
+                           {"waiting_on", text(n.waiting, "on")}});
+    return {{"seconds", age_s(now, last_advance_)}, {"message", stall_text_locked(now)},
+            {"workers", workers}};
+  }
+
+  void check_stall_locked(Clock::time_point now) {
+    if (opt_.stall_timeout_s <= 0 || !stall_.is_null() || !training_locked()) return;
+    if (age_s(now, last_advance_) < opt_.stall_timeout_s) return;
+    stall_since_ = last_advance_;
+    stall_ = stall_json_locked(now);
+    stalls_.push_back(stall_);
+    spdlog::warn("{}", stall_["message"].get<std::string>());
+  }
+
   json status_locked() {
     const auto now = Clock::now();
     auto age = [&](Clock::time_point t) { return std::chrono::duration<double>(now - t).count(); };
@@ -764,7 +833,8 @@ class Coordinator {
                {"servers", servers},
                {"totals", {{"images_per_sec", ips}, {"steps_per_sec", sps}, {"bytes_up_per_sec", up},
                            {"bytes_down_per_sec", down}}},
-               {"prediction", {{"available", !opt_.profile.empty() && bool(opt_.predict)}}}};
+               {"prediction", {{"available", !opt_.profile.empty() && bool(opt_.predict)}}},
+               {"stall", stall_.is_null() ? json() : stall_json_locked(now)}};
     return st;
   }
 
@@ -811,6 +881,19 @@ class Coordinator {
     m.sample("psbed_policy_switches_total", {}, double(switches_.size()));
     m.family("psbed_policy_info", "gauge", "The transmission policy the workers run now (value always 1)");
     m.sample("psbed_policy_info", {{"policy", policy_.name}, {"describe", describe_policy(policy_)}}, 1);
+    m.family("psbed_seconds_since_progress", "gauge",
+             "Seconds since a worker last finished a step (while the workers train)");
+    m.sample("psbed_seconds_since_progress", {}, training_locked() ? age_s(now, last_advance_) : 0.0);
+    m.family("psbed_stalled", "gauge",
+             "1 while no worker has finished a step for --stall-timeout, else 0");
+    m.sample("psbed_stalled", {}, stall_.is_null() ? 0 : 1);
+    m.family("psbed_dropped_unread_total", "counter",
+             "Messages dropped because their peer did not read them (its own replies)");
+    m.sample("psbed_dropped_unread_total", {{"role", "coordinator"}, {"node", "coordinator"}},
+             double(transport_->dropped_unread()));
+    for (const auto& [_, n] : nodes_)
+      if (n.role == "server" && n.stats.contains("dropped_unread"))
+        m.sample("psbed_dropped_unread_total", labels(n), num(n.stats, "dropped_unread"));
     m.family("psbed_run_steps", "gauge", "Steps each worker trains in this run");
     m.sample("psbed_run_steps", {}, double(steps_));
     return m.str();
@@ -948,6 +1031,7 @@ class Coordinator {
               {"policy", opt_.policy.name},
               {"policy_options", policy_to_json(opt_.policy)},
               {"policy_switches", switches_},
+              {"stalls", stalls_},
               {"policy_final", policy_.name},
               {"compute", opt_.compute},
               {"batch", opt_.batch},
@@ -1000,6 +1084,10 @@ class Coordinator {
   std::uint64_t switch_seq_ = 0;
   json switches_ = json::array();
   bool map_sent_ = false, finished_ = false;
+  Clock::time_point last_advance_{};  // when a worker last finished a step (or the start)
+  json stall_;                        // the stall under way, said once; null when none
+  Clock::time_point stall_since_{};
+  json stalls_ = json::array();       // every stall said, for the summary
   int exit_code_ = 0, evaluator_ = -1;
   std::string failure_, evaluation_note_;
   double test_accuracy_ = -1;

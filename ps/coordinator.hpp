@@ -30,6 +30,9 @@ struct CoordinatorOptions {
   double heartbeat_timeout_s = 3.0;
   double progress_every_s = 2.0;
   double register_timeout_s = 120;    // all nodes must have registered by then
+  // No worker advancing a step for this long is a stall: said in the log, /api/status, /metrics
+  // and the summary, naming what each worker waits on. 0: never said.
+  double stall_timeout_s = 30;
   std::string summary_path;           // summary.json, written at the end
   std::string endpoint_file;          // write the bound endpoint here once listening
   std::string compute = "real";       // recorded in the summary: real | replay:<profile>

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/units.hpp"
+#include "ps/transport_thread.hpp"
 
 namespace psbed::ps {
 
@@ -72,6 +73,7 @@ void ShapedTransport::start(ReceiveFn on_receive) {
 
 void ShapedTransport::deliver_loop() {
   pthread_setname_np(pthread_self(), "ps-link-in");
+  const transport_thread::Scope marked;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stopping_ || !arrivals_.empty(); });
@@ -91,6 +93,7 @@ void ShapedTransport::deliver_loop() {
 
 bool ShapedTransport::send(Message msg) {
   if (!link_->egress) return inner_->send(std::move(msg));
+  transport_thread::assert_may_block("a send on a shaped link");
   const std::uint64_t bytes = wire_bytes(msg);
   std::unique_lock<std::mutex> lock(out_mu_);
   // A message bigger than the whole buffer still goes, alone.

@@ -283,6 +283,8 @@ int NodeLink::evaluator() {
 
 void NodeLink::send_control(const nlohmann::json& j) { send(Op::kControl, j.dump()); }
 
+bool NodeLink::try_send_control(const nlohmann::json& j) { return send(Op::kControl, j.dump(), 0, false); }
+
 void NodeLink::on_control(std::function<void(const nlohmann::json&)> fn) {
   std::lock_guard<std::mutex> lock(mu_);
   on_control_ = std::move(fn);

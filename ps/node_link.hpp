@@ -56,6 +56,9 @@ class NodeLink {
   int evaluator();
   // Fire-and-forget JSON to the coordinator (progress, final report, ...).
   void send_control(const nlohmann::json& j);
+  // send_control() that never waits long for room (50 ms at most; then it is dropped), for a
+  // watcher thread that must stay free for its own work.
+  bool try_send_control(const nlohmann::json& j);
   // Control messages from the coordinator other than those NodeLink handles itself.
   void on_control(std::function<void(const nlohmann::json&)> fn);
   // Blocks until the coordinator says shut down, the coordinator is lost or stop() was called

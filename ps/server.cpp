@@ -51,7 +51,12 @@ int run_server(const ServerOptions& in) {
   z.thread_name = "ps-router";
   z.limits.max_message_bytes = opt.max_message_bytes;
   const LinkOptions shaping = parse_link(opt.bandwidth, opt.latency);
-  std::unique_ptr<Transport> owned = std::make_unique<ZmqTransport>(z);
+  // Acks are tiny and a worker asks for each slice once a step: the bytes bound is what holds a
+  // peer that never reads; it grows with this shard's parameters once they are known.
+  z.peer_max_messages = 1 << 16;
+  auto zmq_owned = std::make_unique<ZmqTransport>(z);
+  ZmqTransport& zmq_transport = *zmq_owned;
+  std::unique_ptr<Transport> owned = std::move(zmq_owned);
   if (shaping.shaped()) owned = std::make_unique<ShapedTransport>(std::move(owned), LinkBuckets::make(shaping));
   Transport& transport = *owned;
   TraceRecorder trace(opt.name, !opt.trace_dir.empty());
@@ -87,6 +92,10 @@ int run_server(const ServerOptions& in) {
   trace.set_metadata("role", "server");
   trace.set_metadata("cluster", map.to_json()["experiment"]);
   shard.start(map, link.id());
+  // Room for one worker asking for all of this shard's parameters a few times over (pulls of
+  // several clocks in flight), above the default bound.
+  zmq_transport.set_peer_bounds(1 << 16, std::max<std::size_t>(z.peer_max_bytes,
+                                                               4 * shard.bytes_owned() + (16 << 20)));
   // Every second, the shard's counters go to the coordinator (its /metrics and /api/status);
   // four times a second, the process's CPU seconds go to the trace (the profile's host cost).
   nlohmann::json cpu_samples = nlohmann::json::array();
@@ -96,7 +105,8 @@ int run_server(const ServerOptions& in) {
     if (tick % 4 == 3)
       link.send_control({{"event", "stats"}, {"pushes", shard.pushes()}, {"pulls", shard.pulls()},
                          {"bad_messages", shard.bad().total() + transport.bad_messages().total()},
-                         {"queue_depth", shard.queue_depth()}});
+                         {"queue_depth", shard.queue_depth()},
+                         {"dropped_unread", zmq_transport.dropped_unread()}});
   }
   cpu_samples.push_back({now_us(), process_cpu_s()});
   const std::string stopped = link.stopped();

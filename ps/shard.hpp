@@ -41,6 +41,8 @@ class Shard {
   const BadMessageCounter& bad() const { return bad_; }
   std::uint64_t pushes() const { return pushes_; }
   std::uint64_t pulls() const { return pulls_; }
+  // The bytes of the parameters this shard holds (after start()).
+  std::uint64_t bytes_owned() const { return store_ ? store_->bytes_owned() : 0; }
   // Messages waiting in the apply lanes (held-back pulls included): the shard's backlog.
   std::size_t queue_depth() const;
 

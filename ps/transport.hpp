@@ -8,8 +8,14 @@
 //   messages, no long compute): the owner thread can neither receive nor send while it runs.
 //   Hand heavy work to another thread.
 // - send() may be called from any thread, including from inside the callback (a server replies
-//   there). It may block when the link is full, except from the callback, where it never does;
-//   so never call send() holding a lock that the callback takes.
+//   there). A client's send() may block when the link is full (back-pressure on the worker),
+//   except from its own callback, where it never does; so never call send() holding a lock that
+//   the callback takes. A server's send() never waits for a peer: a peer that does not read
+//   loses its own messages past a bound (ZmqOptions::peer_max_*), and nobody else waits for it.
+// - A thread that delivers received messages (any transport's callback) never calls a send()
+//   that may wait, on any connection: it would stop reading its own connection while it waits,
+//   and the peer it waits on may be waiting on that one. Work a completion triggers goes to a
+//   thread that may wait (worker/scheduler.hpp). ps/transport_thread.hpp checks the rule.
 // - Messages to one peer leave in the order send() was called for them (per calling thread).
 #pragma once
 #include <functional>

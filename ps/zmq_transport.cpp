@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include <zmq.hpp>
 
 #include "core/error.hpp"
+#include "ps/transport_thread.hpp"
 #include "ps/zmq_frames.hpp"
 
 namespace psbed::ps {
@@ -21,13 +23,23 @@ namespace {
 
 constexpr const char* kOutbox = "inproc://psbed-outbox";  // one context per transport: no clash
 constexpr int kReceiveBatch = 64;  // then look at the outgoing side, so neither starves the other
-constexpr std::chrono::milliseconds kFirstRetry{1}, kLastRetry{64};
+// Short: a peer that never reads keeps the owner thread retrying, and the others' messages that
+// met a full queue at the same time wait for the next retry.
+constexpr std::chrono::milliseconds kFirstRetry{1}, kLastRetry{4};
 
 // A message on its way out, as frames ready for the network socket.
 struct Outgoing {
   zmq::message_t header;
   zmq::message_t payload;
   bool has_payload = false;
+  std::size_t bytes() const { return header.size() + payload.size(); }
+};
+
+// One peer's messages that ZeroMQ had no room for yet, in order.
+struct Backlog {
+  std::deque<Outgoing> queue;
+  std::size_t bytes = 0;
+  bool logged = false;  // that this peer's messages are being dropped
 };
 
 enum class SendResult { kSent, kBlocked, kUnreachable };
@@ -40,6 +52,7 @@ struct ZmqTransport::Impl {
   bool receive_one();
   bool take_from_outbox();
   void enqueue(PeerId peer, Outgoing out);
+  bool gate_outbox() const { return !server && pending_count >= max_pending; }
   bool flush();
   SendResult send_now(const PeerId& peer, Outgoing& out);
   void drop_bad(const PeerId& peer, const Verdict& v);
@@ -67,8 +80,11 @@ struct ZmqTransport::Impl {
   std::atomic<State> state{State::kNew};  // for send(), which must not wait on stop_mu
 
   // Owner-thread state: messages ZeroMQ had no room for yet, in order, per peer.
-  std::map<PeerId, std::deque<Outgoing>> pending;
+  std::size_t max_pending;  // opt.max_pending, or PSBED_QUEUE_DEPTH
+  std::map<PeerId, Backlog> pending;
   std::size_t pending_count = 0;
+  std::atomic<std::size_t> peer_max_messages, peer_max_bytes;
+  std::atomic<std::uint64_t> dropped{0};
   std::unordered_set<PeerId> unreachable_logged;
 };
 
@@ -77,9 +93,19 @@ ZmqTransport::Impl::Impl(ZmqOptions o)
       server(opt.role == ZmqOptions::Role::kServer),
       net(ctx, server ? zmq::socket_type::router : zmq::socket_type::dealer),
       outbox_rx(ctx, zmq::socket_type::pull),
-      outbox_tx(ctx, zmq::socket_type::push) {
-  net.set(zmq::sockopt::sndhwm, opt.send_hwm);
-  net.set(zmq::sockopt::rcvhwm, opt.receive_hwm);
+      outbox_tx(ctx, zmq::socket_type::push),
+      max_pending(opt.max_pending),
+      peer_max_messages(opt.peer_max_messages),
+      peer_max_bytes(opt.peer_max_bytes) {
+  // A test knob: tiny queues everywhere force back-pressure on every path (the stress tests).
+  int send_hwm = opt.send_hwm, receive_hwm = opt.receive_hwm;
+  if (const char* depth = std::getenv("PSBED_QUEUE_DEPTH")) {
+    const int n = std::atoi(depth);
+    if (n > 0) send_hwm = receive_hwm = n;
+    if (n > 0) max_pending = std::size_t(n);
+  }
+  net.set(zmq::sockopt::sndhwm, send_hwm);
+  net.set(zmq::sockopt::rcvhwm, receive_hwm);
   net.set(zmq::sockopt::linger, static_cast<int>(opt.linger.count()));
   net.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(std::max<std::uint64_t>(
                                         opt.limits.max_message_bytes, kHeaderBytes)));
@@ -133,6 +159,7 @@ void ZmqTransport::Impl::run() {
       opt.thread_name.empty() ? (server ? "ps-server" : "ps-client") : opt.thread_name;
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
   owner_id = std::this_thread::get_id();
+  const transport_thread::Scope marked;
   bool stalled = false;  // see below
   std::chrono::milliseconds retry = kFirstRetry;
   try {
@@ -141,15 +168,14 @@ void ZmqTransport::Impl::run() {
       zmq_pollitem_t items[] = {
           {net.handle(), 0,
            static_cast<short>(ZMQ_POLLIN | (backlog && !stalled ? ZMQ_POLLOUT : 0)), 0},
-          {outbox_rx.handle(), 0,
-           static_cast<short>(pending_count < opt.max_pending ? ZMQ_POLLIN : 0), 0},
+          {outbox_rx.handle(), 0, static_cast<short>(gate_outbox() ? 0 : ZMQ_POLLIN), 0},
       };
       zmq::poll(items, 2, backlog && stalled ? retry : std::chrono::milliseconds(-1));
       if (items[0].revents & ZMQ_POLLIN)
         for (int i = 0; i < kReceiveBatch && receive_one(); ++i) {
         }
       if (items[1].revents & ZMQ_POLLIN)
-        while (pending_count < opt.max_pending && take_from_outbox()) {
+        while (!gate_outbox() && take_from_outbox()) {
         }
       if (pending_count == 0) continue;
       if (flush()) {
@@ -234,22 +260,42 @@ bool ZmqTransport::Impl::take_from_outbox() {
   return true;
 }
 
+// A server's peers are bounded one by one: a peer that does not read loses its own messages past
+// its bound, and nobody else waits for it (the owner thread takes every other thread's sends at
+// once). A client has one peer, the server: its senders wait for room instead (back-pressure).
 void ZmqTransport::Impl::enqueue(PeerId peer, Outgoing out) {
-  pending[std::move(peer)].push_back(std::move(out));
+  Backlog& b = pending[peer];
+  if (server && (b.queue.size() >= peer_max_messages.load(std::memory_order_relaxed) ||
+                 b.bytes + out.bytes() > peer_max_bytes.load(std::memory_order_relaxed))) {
+    dropped.fetch_add(1, std::memory_order_relaxed);
+    if (!b.logged) {
+      b.logged = true;
+      spdlog::warn(
+          "dropping messages to {}: {} ({:.1f} MiB) wait unread, its bound (it does not read what "
+          "it asked for; further drops are only counted)",
+          peer_name(peer), b.queue.size(), b.bytes / 1048576.0);
+    }
+    if (b.queue.empty()) pending.erase(peer);
+    return;
+  }
+  b.bytes += out.bytes();
+  b.queue.push_back(std::move(out));
   ++pending_count;
 }
 
 bool ZmqTransport::Impl::flush() {
   bool progress = false;
   for (auto it = pending.begin(); it != pending.end();) {
-    auto& queue = it->second;
-    while (!queue.empty()) {
-      if (send_now(it->first, queue.front()) == SendResult::kBlocked) break;
-      queue.pop_front();
+    Backlog& b = it->second;
+    while (!b.queue.empty()) {
+      if (send_now(it->first, b.queue.front()) == SendResult::kBlocked) break;
+      b.bytes -= b.queue.front().bytes();
+      b.queue.pop_front();
       --pending_count;
       progress = true;
     }
-    it = queue.empty() ? pending.erase(it) : std::next(it);
+    // Emptied: the peer reads again, and a later drop is worth a line again.
+    it = b.queue.empty() ? pending.erase(it) : std::next(it);
   }
   return progress;
 }
@@ -337,6 +383,7 @@ bool ZmqTransport::hand_over(Message msg, std::chrono::milliseconds wait) {
     impl_->enqueue(std::move(msg.peer), std::move(out));
     return true;
   }
+  if (wait.count() < 0) transport_thread::assert_may_block("a send that waits for room");
   std::unique_lock<std::timed_mutex> lock(impl_->outbox_mu, std::defer_lock);
   if (wait.count() < 0) {
     lock.lock();
@@ -411,6 +458,15 @@ void ZmqTransport::stop() {
 std::string ZmqTransport::endpoint() const { return impl_->endpoint; }
 
 const BadMessageCounter& ZmqTransport::bad_messages() const { return impl_->bad; }
+
+std::uint64_t ZmqTransport::dropped_unread() const {
+  return impl_->dropped.load(std::memory_order_relaxed);
+}
+
+void ZmqTransport::set_peer_bounds(std::size_t messages, std::size_t bytes) {
+  impl_->peer_max_messages = messages;
+  impl_->peer_max_bytes = bytes;
+}
 
 const zmq::message_t& ZmqTransport::frame_of(const Payload& received) {
   return *static_cast<const zmq::message_t*>(received.owner().get());

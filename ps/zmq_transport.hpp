@@ -35,9 +35,14 @@ struct ZmqOptions {
   // so the scheduler's order holds; loopback TCP buffers add a few MiB on top anyway.
   int send_hwm = 4;
   int receive_hwm = 8;
-  // Messages the owner thread holds for peers whose socket queue is full before it stops taking
-  // new ones from other threads (their send() then blocks).
+  // Client: messages the owner thread holds for the server while its socket queue is full before
+  // it stops taking new ones from other threads (their send() then blocks: back-pressure).
   std::size_t max_pending = 16;
+  // Server: what the owner thread holds for one peer whose socket queue is full (a peer that does
+  // not read). Past either bound that peer's messages are dropped (dropped_unread(), logged once
+  // per backlog); no other peer and no sending thread ever waits for it.
+  std::size_t peer_max_messages = 4096;
+  std::size_t peer_max_bytes = 64ull << 20;
   // Received messages are checked against these (and bigger frames make ZeroMQ drop the peer).
   Limits limits;
   // How long stop() lets messages already inside ZeroMQ drain to the network.
@@ -69,6 +74,10 @@ class ZmqTransport final : public Transport {
   void release_senders();
   std::string endpoint() const override;
   const BadMessageCounter& bad_messages() const override;
+  // Server: messages dropped because their peer did not read (ZmqOptions::peer_max_*).
+  std::uint64_t dropped_unread() const;
+  // Server: new per-peer bounds, for a shard that learns its parameters' size after it bound.
+  void set_peer_bounds(std::size_t messages, std::size_t bytes);
 
   // The ZeroMQ frame that owns a payload this transport delivered: its data() is the payload's
   // data(), which shows the receive path made no copy. Precondition: `received` came from a

@@ -46,11 +46,15 @@ namespace {
 class Progress {
  public:
   void moved() { last_us_ = now_us(); }
-  // While one lives, the compute thread waits on the servers: for a transfer, or for room to
+  // While one lives, the compute thread waits on the servers for `what`: a transfer, or room to
   // send one. The wait counts from its start: time spent computing is no lack of progress.
   class Waiting {
    public:
-    explicit Waiting(Progress& p) : p_(p) {
+    Waiting(Progress& p, std::string what) : p_(p) {
+      {
+        std::lock_guard<std::mutex> lock(p_.what_mu_);
+        p_.what_ = std::move(what);
+      }
       p_.moved();
       ++p_.waiting_;
     }
@@ -63,9 +67,17 @@ class Progress {
   };
   // Waiting on the servers, and nothing came for `us` microseconds.
   bool stuck_for(double us) const { return waiting_.load() > 0 && now_us() - last_us_.load() >= us; }
+  // When something last moved: one wait with nothing arriving keeps this value.
+  double last_moved_us() const { return last_us_.load(); }
+  std::string what() const {
+    std::lock_guard<std::mutex> lock(what_mu_);
+    return what_;
+  }
 
  private:
   std::atomic<double> last_us_{0};
+  mutable std::mutex what_mu_;
+  std::string what_;
   std::atomic<int> waiting_{0};
 };
 
@@ -96,14 +108,16 @@ class Arrivals {
     if (progress_) progress_->moved();
     cv_.notify_all();
   }
-  void wait_layer(int layer) { wait([&] { return remaining_[layer] == 0; }); }
-  void wait_all() { wait([&] { return total_ == 0; }); }
+  void wait_layer(int layer, std::string what) {
+    wait([&] { return remaining_[layer] == 0; }, std::move(what));
+  }
+  void wait_all(std::string what) { wait([&] { return total_ == 0; }, std::move(what)); }
 
  private:
   template <class Pred>
-  void wait(Pred ready) {
+  void wait(Pred ready, std::string what) {
     std::optional<Progress::Waiting> waiting;
-    if (progress_) waiting.emplace(*progress_);
+    if (progress_) waiting.emplace(*progress_, std::move(what));
     std::unique_lock<std::mutex> lock(mu_);
     while (!cv_.wait_for(lock, std::chrono::milliseconds(250), ready))
       if (abort_)
@@ -174,18 +188,26 @@ class PsWorker {
   // completing (a slow link, a long step); a step waiting on a shard that is gone never would,
   // so it is cut short once the compute thread has waited this long with nothing arriving.
   static constexpr double kGiveUpUs = 1e6;
+  // A wait this long with nothing arriving is told to the coordinator, which names it if the run
+  // stalls (a lost message, a deadlock, a shard that stopped answering).
+  static constexpr double kTellWaitUs = 2e6;
+  static constexpr const char* kRoomToSend = "room to send on a full link";
 
-  // Runs while the worker trains and evaluates. After a stop signal it watches for the compute
-  // thread stuck on the servers (kGiveUpUs with nothing arriving), then gives up: it stops the
-  // client, which also frees a thread waiting for room to send to a shard that is gone, and the
-  // waits end with the stop.
-  void watch_for_stuck(ps::PsClient& client) {
+  // Runs while the worker trains and evaluates. It tells the coordinator of a long wait (once
+  // per wait). After a stop signal it watches for the compute thread stuck on the servers
+  // (kGiveUpUs with nothing arriving), then gives up: it stops the client, which also frees a
+  // thread waiting for room to send to a shard that is gone, and the waits end with the stop.
+  void watch_for_stuck(ps::PsClient& client, ps::NodeLink& link) {
     std::unique_lock<std::mutex> lock(watch_mu_);
-    watch_cv_.wait(lock, [&] { return watch_done_ || stop_signalled_; });
-    // A part arriving just now is not known: the wait counts from the signal at the earliest.
-    progress_.moved();
+    double told = -1;  // last_moved_us() of the wait already told
+    bool signalled = false;
     while (!watch_done_) {
-      if (progress_.stuck_for(kGiveUpUs)) {
+      if (stop_signalled_ && !signalled) {
+        signalled = true;
+        // A part arriving just now is not known: the wait counts from the signal at the earliest.
+        progress_.moved();
+      }
+      if (signalled && progress_.stuck_for(kGiveUpUs)) {
         gave_up_ = true;
         lock.unlock();
         client.stop();
@@ -193,7 +215,17 @@ class PsWorker {
         pushes_.wake();
         return;
       }
-      watch_cv_.wait_for(lock, std::chrono::milliseconds(50), [&] { return watch_done_; });
+      if (!signalled && progress_.stuck_for(kTellWaitUs) && progress_.last_moved_us() != told) {
+        told = progress_.last_moved_us();
+        lock.unlock();
+        std::string on = progress_.what();
+        if (const std::string out = client.describe_outstanding(); !out.empty()) on += ": oldest, " + out;
+        link.try_send_control({{"event", "waiting"}, {"step", step_.load()}, {"on", on}});
+        lock.lock();
+        continue;
+      }
+      watch_cv_.wait_for(lock, std::chrono::milliseconds(signalled ? 50 : 250),
+                         [&] { return watch_done_ || (stop_signalled_ && !signalled); });
     }
   }
 
@@ -264,7 +296,7 @@ class PsWorker {
         self->watch_cv_.notify_all();
         if (thread.joinable()) thread.join();
       }
-    } watch{this, std::thread([this, &client] { watch_for_stuck(client); })};
+    } watch{this, std::thread([this, &client, &link] { watch_for_stuck(client, link); })};
     // A shard whose advertised address leads nowhere would leave the first step waiting forever.
     // Nothing is in flight yet: a stop ends this wait at once.
     client.check_shards(opt_.connect_timeout_s, [&] {
@@ -344,15 +376,15 @@ class PsWorker {
         parts.push_back({policy::Direction::kPull, i, layer_of(i), 0, map_.plan.parts[i].numel});
       {
         // Sends wait for room on a full link: a wait on the servers, as for their answers.
-        Progress::Waiting waiting(progress_);
+        Progress::Waiting waiting(progress_, kRoomToSend);
         sched.begin_step(std::uint64_t(s));
         sched.need(parts);
       }
-      if (pull_all_first) pulls_.wait_all();
+      if (pull_all_first) pulls_.wait_all("every parameter (the policy pulls all before forward)");
       batcher.next(images.data(), labels.data());
       net_->set_batch(images.data(), labels.data(), exp.batch);
       for (int l = 0; l < net_->num_layers(); ++l) {
-        pulls_.wait_layer(l);
+        pulls_.wait_layer(l, "the parameters of layer " + spec.layers[l].name);
         for (int t : spec.layers[l].tensors) net_->params_updated(t);
         const double t0 = now_us();
         net_->forward(l);
@@ -369,7 +401,7 @@ class PsWorker {
           for (int i : map_.plan.parts_of_key[t])
             parts.push_back({policy::Direction::kPush, i, l, 0, map_.plan.parts[i].numel});
         if (!parts.empty()) {
-          Progress::Waiting waiting(progress_);
+          Progress::Waiting waiting(progress_, kRoomToSend);
           sched.ready(parts);
         }
       }
@@ -379,10 +411,10 @@ class PsWorker {
         trace_.complete("straggle", "compute", t0, s);
       }
       {
-        Progress::Waiting waiting(progress_);
+        Progress::Waiting waiting(progress_, kRoomToSend);
         sched.backward_done();
       }
-      pushes_.wait_all();
+      pushes_.wait_all("the acks of its pushes");
       trace_.complete("step", "step", step_t0, s);
       step_ms.push_back(std::round((now_us() - step_t0) / 10) / 100);
       ++report_steps;
@@ -524,7 +556,7 @@ class PsWorker {
     }
     pulls_.reset(layer_floats_);
     {
-      Progress::Waiting waiting(progress_);  // a pull may wait for room
+      Progress::Waiting waiting(progress_, kRoomToSend);  // a pull may wait for room
       for (int i = 0; i < int(map_.plan.parts.size()); ++i) {
         const Part& p = map_.plan.parts[i];
         const int layer = layer_of(i);
@@ -532,7 +564,7 @@ class PsWorker {
                     [this, layer, n = p.numel] { pulls_.done(layer, n); });
       }
     }
-    pulls_.wait_all();
+    pulls_.wait_all("the final parameters, to evaluate them");
     net_->all_params_updated();
     const double acc = evaluate_accuracy(*net_, test);
     spdlog::info("{}: test accuracy of the final parameters {:.2f}% on {} samples", opt_.name, 100 * acc, test.size());

@@ -1,7 +1,11 @@
 #include "worker/scheduler.hpp"
 
+#include <pthread.h>
+#include <spdlog/spdlog.h>
+
 #include "core/error.hpp"
 #include "core/trace.hpp"
+#include "ps/transport_thread.hpp"
 
 namespace psbed::worker {
 
@@ -18,7 +22,21 @@ TransmissionScheduler::TransmissionScheduler(ps::PsClient& client,
     : client_(client),
       policy_(std::move(policy)),
       buffer_(std::move(buffer)),
-      done_(std::move(done)) {}
+      done_(std::move(done)),
+      sender_([this] { send_loop(); }) {}
+
+TransmissionScheduler::~TransmissionScheduler() {
+  bool mid_send;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    mid_send = sending_;
+  }
+  wake_cv_.notify_all();
+  // A send waiting for room on a link nobody drains (a shard gone) would never return.
+  if (mid_send) client_.stop();
+  sender_.join();
+}
 
 void TransmissionScheduler::set_policy(std::unique_ptr<policy::Policy> policy) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -68,6 +86,7 @@ std::int64_t TransmissionScheduler::bytes_in_flight() {
 }
 
 void TransmissionScheduler::pump() {
+  ps::transport_thread::assert_may_block("the transmission scheduler's pump");
   std::vector<Transfer> go;
   std::uint64_t clock;
   {
@@ -95,9 +114,31 @@ void TransmissionScheduler::complete(const Transfer& t, double started_us) {
     std::lock_guard<std::mutex> lock(mu_);
     in_flight_ -= t.bytes();
     policy_->acked(now_s(), t);
+    wake_ = true;
   }
+  wake_cv_.notify_one();
   done_(t, started_us);
-  pump();
+}
+
+void TransmissionScheduler::send_loop() {
+  pthread_setname_np(pthread_self(), "ps-sched");
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    wake_cv_.wait(lock, [&] { return wake_ || stopping_; });
+    if (stopping_) return;
+    wake_ = false;
+    sending_ = true;
+    lock.unlock();
+    try {
+      pump();
+    } catch (const std::exception& e) {
+      // As on the transport thread that used to pump: one transfer's failure is logged, and the
+      // wait for it ends with the run (a stop, or the coordinator's).
+      spdlog::error("sending the next transfers failed: {}", e.what());
+    }
+    lock.lock();
+    sending_ = false;
+  }
 }
 
 }  // namespace psbed::worker

@@ -3,10 +3,21 @@
 // gradients ready, backward done); whenever something changes (an event, or a transfer
 // completing) the scheduler asks the policy what to send next, given the bytes in flight, and
 // issues it. The predictor drives the same policy objects with a simulated clock.
+//
+// Who sends (the rule in DESIGN.md, "a transport thread never blocks on another connection"):
+// - events from the training loop send on the training thread, which may wait for room on a
+//   full link (that wait is the link's back-pressure on compute);
+// - completions run on transport threads, which must never wait: they only record the ack and
+//   wake the scheduler's own sender thread ("ps-sched"), which asks the policy and sends.
+// A completion that sent itself could wait on another shard's full queue while that shard's
+// receive thread waited on this one: neither socket would be read again (p3, two shards).
 #pragma once
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "core/policy.hpp"
@@ -18,10 +29,16 @@ class TransmissionScheduler {
  public:
   // Where a transfer's floats live: pulls write there, pushes read from there.
   using Buffer = std::function<float*(const policy::Transfer&)>;
+  // Runs on a transport thread: must not block.
   using Done = std::function<void(const policy::Transfer&, double started_us)>;
 
   TransmissionScheduler(ps::PsClient& client, std::unique_ptr<policy::Policy> policy, Buffer buffer,
                         Done done);
+  // Stops the sender thread. One waiting for room on a full link is released by stopping the
+  // client first (ps::PsClient::stop), which this does only if the sender is mid-send.
+  ~TransmissionScheduler();
+  TransmissionScheduler(const TransmissionScheduler&) = delete;
+  TransmissionScheduler& operator=(const TransmissionScheduler&) = delete;
 
   const policy::Policy& policy() const { return *policy_; }
   // Between steps only (nothing in flight): the live policy switch.
@@ -38,17 +55,21 @@ class TransmissionScheduler {
 
  private:
   // Asks the policy for everything it will send now; issues it outside the lock (a send may
-  // block on a full link, and completions, which run on transport threads, take the lock).
+  // wait on a full link, and completions take the lock). Never called on a transport thread.
   void pump();
   void complete(const policy::Transfer& t, double started_us);
+  void send_loop();
 
   ps::PsClient& client_;
   std::unique_ptr<policy::Policy> policy_;
   Buffer buffer_;
   Done done_;
   std::mutex mu_;
+  std::condition_variable wake_cv_;
+  bool wake_ = false, stopping_ = false, sending_ = false;  // under mu_
   std::int64_t in_flight_ = 0;
   std::uint64_t clock_ = 0;
+  std::thread sender_;
 };
 
 }  // namespace psbed::worker
