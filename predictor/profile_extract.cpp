@@ -160,26 +160,37 @@ HostCpu run_host_cpu(const std::string& run_dir, int workers, int servers,
   return host_cpu_per_step(ws, samples);
 }
 
-Profile extract_profile(const ProfileOptions& opt) {
-  const fs::path run(opt.run);
+namespace {
+
+// A run folder's traces, by role.
+struct RunTraces {
+  std::vector<LoadedTrace> workers, servers;
+};
+
+RunTraces load_traces(const ProfileOptions& opt, const fs::path& run) {
   if (!fs::is_directory(run))
     throw Error("run folder '" + opt.run +
                 "' does not exist (expected the --out folder of `psbed launch`)");
   const fs::path traces = run / "traces";
   if (!fs::is_directory(traces))
     throw Error("run folder '" + opt.run + "' has no traces/ (was it launched with --no-trace?)");
-  std::vector<LoadedTrace> workers, servers;
+  RunTraces t;
   for (const auto& path : trace_files(traces)) {
-    LoadedTrace t = read_trace(path);
-    const std::string role = t.metadata.value("role", std::string());
+    LoadedTrace trace = read_trace(path);
+    const std::string role = trace.metadata.value("role", std::string());
     if (role == "worker")
-      workers.push_back(std::move(t));
+      t.workers.push_back(std::move(trace));
     else if (role == "server")
-      servers.push_back(std::move(t));
+      t.servers.push_back(std::move(trace));
   }
-  if (workers.empty())
+  if (t.workers.empty())
     throw Error("run folder '" + opt.run +
                 "': no worker trace in traces/ (expected worker-N.trace.json)");
+  return t;
+}
+
+// The worker the profile is taken from: --worker, or the run's only one.
+const LoadedTrace& pick_worker(const ProfileOptions& opt, const std::vector<LoadedTrace>& workers) {
   const LoadedTrace* worker = nullptr;
   if (!opt.worker.empty()) {
     for (const auto& w : workers)
@@ -195,47 +206,40 @@ Profile extract_profile(const ProfileOptions& opt) {
   } else {
     worker = &workers[0];
   }
-  const std::string where = "trace of " + worker->node + " in '" + opt.run + "'";
-  const nlohmann::json& meta = worker->metadata;
-  if (!meta.contains("cluster") || !meta["cluster"].contains("model_toml"))
-    throw Error(
-        where +
-        ": metadata has no cluster experiment with the model spec (expected a psbed worker trace)");
-  const nlohmann::json& exp = meta["cluster"];
-  const ModelSpec spec =
-      parse_model_spec(exp["model_toml"].get<std::string>(), where + " (model spec)");
-  // A run cut short (Ctrl-C, --timeout) did fewer steps than planned: its warm-up is counted
-  // over those.
-  const std::int64_t steps = meta.value("steps_done", exp.value("steps", std::int64_t(0)));
-  const std::int64_t skip = opt.skip_steps >= 0 ? opt.skip_steps : default_warmup_steps(steps);
+  return *worker;
+}
 
-  Profile p;
-  p.model = spec.name;
-  p.batch = exp.value("batch", 0);
-  if (p.batch <= 0) throw Error(where + ": metadata has no positive batch");
-  for (const auto& t : spec.tensors) p.tensors.push_back({t.name, t.layer, t.bytes()});
-
-  // Per step: each layer's forward and backward duration, each layer's last pull arrival, and
-  // the compute lane's gaps.
+// Per step: each layer's forward and backward duration, each layer's last pull arrival, and
+// the compute lane's gaps.
+struct StepData {
+  std::vector<double> fwd, bwd;  // ms, -1 = missing
+  std::vector<const TraceEvent*> compute;
+  std::vector<double> pull_done;  // us, per layer
+  double all_pulls_done = 0, last_push_done = 0;
+  std::vector<double> push_issued;  // us: when the worker handed each push to the transport
+  const TraceEvent* step = nullptr;
+};
+struct WorkerSteps {
   std::map<std::string, int> layer_index;
-  for (int l = 0; l < int(spec.layers.size()); ++l) layer_index[spec.layers[l].name] = l;
-  struct StepData {
-    std::vector<double> fwd, bwd;  // ms, -1 = missing
-    std::vector<const TraceEvent*> compute;
-    std::vector<double> pull_done;  // us, per layer
-    double all_pulls_done = 0, last_push_done = 0;
-    std::vector<double> push_issued;  // us: when the worker handed each push to the transport
-    const TraceEvent* step = nullptr;
-  };
-  const int L = int(spec.layers.size());
   std::map<std::int64_t, StepData> by_step;
+  std::vector<std::pair<double, double>> pull_points;  // (bytes, us)
+};
+
+// The worker's events after the warm-up, per step.
+WorkerSteps collect_steps(const LoadedTrace& worker, const ModelSpec& spec, std::int64_t skip,
+                          const std::string& where) {
+  WorkerSteps ws;
+  auto& layer_index = ws.layer_index;
+  auto& by_step = ws.by_step;
+  auto& pull_points = ws.pull_points;
+  for (int l = 0; l < int(spec.layers.size()); ++l) layer_index[spec.layers[l].name] = l;
+  const int L = int(spec.layers.size());
   auto step_data = [&](std::int64_t s) -> StepData& {
     StepData& d = by_step[s];
     if (d.fwd.empty()) d.fwd.assign(L, -1), d.bwd.assign(L, -1), d.pull_done.assign(L, 0);
     return d;
   };
-  std::vector<std::pair<double, double>> pull_points;  // (bytes, us)
-  for (const auto& e : worker->events) {
+  for (const auto& e : worker.events) {
     if (e.step < skip) continue;
     if (e.lane == "compute" && (e.name.rfind("fwd:", 0) == 0 || e.name.rfind("bwd:", 0) == 0)) {
       auto it = layer_index.find(e.name.substr(4));
@@ -259,9 +263,15 @@ Profile extract_profile(const ProfileOptions& opt) {
       step_data(e.step).step = &e;
     }
   }
-  const bool bulk = meta.value("policy", std::string()) == "bulk";
+  return ws;
+}
+
+// Each whole step's per-layer samples and step overhead into `p`.
+void take_step_samples(Profile& p, const ModelSpec& spec, WorkerSteps& ws, bool bulk) {
+  const int L = int(spec.layers.size());
+  auto& layer_index = ws.layer_index;
   for (const auto& l : spec.layers) p.layers.push_back({l.name, {}, {}});
-  for (auto& [s, d] : by_step) {
+  for (auto& [s, d] : ws.by_step) {
     if (!d.step) continue;  // the last, unfinished step of a stopped run
     bool whole = true;
     for (int l = 0; l < L; ++l) whole = whole && d.fwd[l] >= 0 && d.bwd[l] >= 0;
@@ -298,7 +308,10 @@ Profile extract_profile(const ProfileOptions& opt) {
     overhead += std::max(0.0, step_end - std::max(cursor, std::min(d.last_push_done, step_end)));
     p.step_overhead_ms.push_back(overhead / 1e3);
   }
-  // The run's own pace over the profiled steps, for calibration.
+}
+
+// The run's own pace over the profiled steps, for calibration.
+double measured_pace(const std::map<std::int64_t, StepData>& by_step) {
   double first_start = 0, last_end = 0;
   std::int64_t counted = 0;
   for (const auto& [st, d] : by_step) {
@@ -307,14 +320,11 @@ Profile extract_profile(const ProfileOptions& opt) {
     last_end = std::max(last_end, d.step->ts_us + d.step->dur_us);
     ++counted;
   }
-  const double measured_sps =
-      counted > 0 && last_end > first_start ? counted / ((last_end - first_start) / 1e6) : 0;
-  if (p.layers.empty() || p.layers[0].forward_ms.empty())
-    throw Error(where + ": no complete step after the " + std::to_string(skip) +
-                " warm-up steps (expected fwd:/bwd: events of every layer and a step event; run "
-                "more steps)");
+  return counted > 0 && last_end > first_start ? counted / ((last_end - first_start) / 1e6) : 0;
+}
 
-  // Server: apply cost per byte from the apply events (a line through duration against bytes).
+// Server: apply cost per byte from the apply events (a line through duration against bytes).
+void fit_apply_cost(Profile& p, const std::vector<LoadedTrace>& servers, std::int64_t skip) {
   std::vector<std::pair<double, double>> apply_points;
   for (const auto& s : servers)
     for (const auto& e : s.events)
@@ -329,10 +339,11 @@ Profile extract_profile(const ProfileOptions& opt) {
     for (auto [x, y] : apply_points) mean += y;
     p.apply_overhead_us = mean / double(apply_points.size());
   }
+}
 
-  // Link: the run's configured emulation if it had one; otherwise what the pulls show (a pull
-  // is a request one way and the part the other: duration = 2 latency + bytes / bandwidth).
-  const std::string link = meta.value("link", std::string());
+// Link: the run's configured emulation if it had one; otherwise what the pulls show (a pull
+// is a request one way and the part the other: duration = 2 latency + bytes / bandwidth).
+void take_link(Profile& p, const std::string& link, const std::vector<std::pair<double, double>>& pull_points) {
   double bw = 0, lat = 0;
   if (parse_link_metadata(link, &bw, &lat)) {
     p.bandwidth_bytes_per_sec = bw, p.latency_us = lat * 1e6, p.shaped = link;
@@ -341,15 +352,14 @@ Profile extract_profile(const ProfileOptions& opt) {
     if (f.ok && f.slope > 0) p.bandwidth_bytes_per_sec = 1e6 / f.slope;
     if (f.ok) p.latency_us = std::max(0.0, f.intercept / 2);
   }
+}
 
-  int n_servers = int(servers.size());
-  std::string mode = exp.value("mode", std::string());
-  std::string policy = meta.value("policy", exp.value("policy", std::string()));
-  // summary.json says what the traces cannot: the host's CPU count (launch's record), the run's
-  // worker count (a worker killed leaves no trace), the nodes that failed. A damaged one is
-  // refused rather than read as absent: the profile would quietly lose the host's cores.
+// summary.json says what the traces cannot: the host's CPU count (launch's record), the run's
+// worker count (a worker killed leaves no trace), the nodes that failed. A damaged one is
+// refused rather than read as absent: the profile would quietly lose the host's cores. Null
+// where the run has none (said in `warnings`).
+nlohmann::json read_run_summary(const fs::path& run, const ProfileOptions& opt, nlohmann::json& warnings) {
   nlohmann::json summary;
-  nlohmann::json warnings = nlohmann::json::array();
   const fs::path summary_path = run / "summary.json";
   if (std::ifstream in(summary_path); in) {
     try {
@@ -384,18 +394,19 @@ Profile extract_profile(const ProfileOptions& opt) {
         expect(f, "failed_nodes[].", "name", {T::string}, "a string");
         expect(f, "failed_nodes[].", "reason", {T::string}, "a string");
       }
-    n_servers = int(summary.value("servers", double(n_servers)));
   } else {
     warnings.push_back("no summary.json in '" + opt.run +
                        "': the host's CPU count is unknown, so the host's cores are not modelled, and "
                        "a worker that died without a trace would go unseen; profile a run psbed launch made");
   }
+  return summary;
+}
+
+// What summary.json says against the profile: no host CPU count, nodes that failed.
+void warn_about_summary(const nlohmann::json& summary, nlohmann::json& warnings) {
   if (summary.is_object() && !(summary.contains("launch") && summary["launch"].value("host_cpus", 0.0) > 0))
     warnings.push_back("summary.json has no launch.host_cpus (a cluster started by hand, or an older psbed): "
                        "the host's cores are not modelled");
-  // Every worker the run had, traced or not.
-  const int run_workers =
-      std::max(int(workers.size()), summary.is_object() ? int(summary.value("workers", 0.0)) : 0);
   if (summary.is_object() && summary.contains("failed_nodes") && summary["failed_nodes"].is_array() &&
       !summary["failed_nodes"].empty()) {
     std::string names;
@@ -406,73 +417,61 @@ Profile extract_profile(const ProfileOptions& opt) {
                        "; the steps before shared the host and the shard with them: profile a run in which "
                        "no node failed");
   }
-  // Host: the CPU the worker and the shards spent over the worker's steady steps (its trace
-  // carries its own, the shards' traces samples of theirs), less the worker's computing, per
-  // message received on either side (a transfer is two messages: a push and its acknowledgment,
-  // a pull request and its reply). From a replay run that is all transport and bookkeeping; from
-  // a real one the compute's share is estimated as its duration x its threads.
-  const int host_cpus = summary.is_object() && summary.contains("launch")
-                            ? int(summary["launch"].value("host_cpus", 0.0))
-                            : 0;
-  double steady_cpu_s = -1;
-  HostCpu host_cpu;  // every process's CPU per step, compute included
-  // The shards' CPU serves every worker of the run, the worker's transfers are one worker's:
-  // only a single-worker run splits into a cost per message and per byte.
-  const bool single = run_workers == 1;
-  if (single && host_cpus > 0 && meta.contains("cpu_steady")) {
-    const auto& steady = meta["cpu_steady"];
-    const double t0 = steady.value("from_us", 0.0), t1 = steady.value("to_us", 0.0);
-    double cpu = steady.value("cpu_s", 0.0);
-    bool every_shard = t1 > t0;
-    for (const auto& sv : servers) {
-      const auto samples = sv.metadata.value("cpu_samples", nlohmann::json::array());
-      const double used = cpu_between(samples, t0, t1);
-      every_shard = every_shard && used >= 0;
-      cpu += std::max(0.0, used);
-    }
-    double transfers = 0, bytes = 0, compute_s = 0, steady_steps = 0;
-    for (const auto& e : worker->events) {
-      const double end = e.ts_us + e.dur_us;
-      if (end < t0 || end > t1) continue;
-      if (e.lane == "push" || e.lane == "pull") ++transfers, bytes += double(std::max<std::int64_t>(0, e.bytes));
-      if (e.lane == "step" && e.name == "step") ++steady_steps;
-      if (e.lane == "compute" && (e.name.rfind("fwd:", 0) == 0 || e.name.rfind("bwd:", 0) == 0))
-        compute_s += e.dur_us / 1e6;
-    }
-    // Every process's CPU so far, compute included: per step and per second of the span.
-    if (every_shard && steady_steps > 0)
-      host_cpu = {cpu / steady_steps, cpu / ((t1 - t0) / 1e6)};
-    if (meta.value("compute", std::string("real")) == "real")
-      cpu -= compute_s * std::max(1, meta.value("threads", 1));
-    if (every_shard && transfers > 0 && cpu > 0) {
-      p.host_cpus = host_cpus;
-      p.cpu_per_byte_ns = opt.copy_cpu_ns_per_byte >= 0 ? opt.copy_cpu_ns_per_byte
-                                                        : measure_copy_cpu_ns_per_byte();
-      p.cpu_per_message_us = std::max(0.0, cpu - bytes * p.cpu_per_byte_ns * 1e-9) / (2 * transfers) * 1e6;
-      steady_cpu_s = cpu;
-    }
+}
+
+// Host: the CPU the worker and the shards spent over the worker's steady steps (its trace
+// carries its own, the shards' traces samples of theirs), less the worker's computing, per
+// message received on either side (a transfer is two messages: a push and its acknowledgment,
+// a pull request and its reply). From a replay run that is all transport and bookkeeping; from
+// a real one the compute's share is estimated as its duration x its threads. Only a
+// single-worker run splits into a cost per message and per byte: the shards' CPU serves every
+// worker of the run, the worker's transfers are one worker's. Returns every process's CPU per
+// step (compute included); `steady_cpu_s` the CPU split, < 0 where none.
+HostCpu measure_host_cpu(Profile& p, const ProfileOptions& opt, const LoadedTrace& worker,
+                         const std::vector<LoadedTrace>& servers, int host_cpus, double& steady_cpu_s) {
+  const nlohmann::json& meta = worker.metadata;
+  HostCpu host_cpu;
+  if (!(host_cpus > 0 && meta.contains("cpu_steady"))) return host_cpu;
+  const auto& steady = meta["cpu_steady"];
+  const double t0 = steady.value("from_us", 0.0), t1 = steady.value("to_us", 0.0);
+  double cpu = steady.value("cpu_s", 0.0);
+  bool every_shard = t1 > t0;
+  for (const auto& sv : servers) {
+    const auto samples = sv.metadata.value("cpu_samples", nlohmann::json::array());
+    const double used = cpu_between(samples, t0, t1);
+    every_shard = every_shard && used >= 0;
+    cpu += std::max(0.0, used);
   }
-  p.source = {{"run", opt.run},
-              {"worker", worker->node},
-              {"workers", run_workers},  // the run's, traced or not (a killed worker leaves none)
-              {"servers", n_servers},
-              {"mode", mode},
-              {"policy", policy},
-              {"compute", meta.value("compute", std::string("real"))},
-              {"threads", meta.value("threads", 0)},
-              {"steps", steps},
-              {"skipped_steps", skip},
-              {"profiled_steps", p.layers[0].forward_ms.size()},
-              {"partition_bytes", exp.value("partition_bytes", std::int64_t(4 << 20))},
-              {"link", link},
-              {"slice_params", exp.value("slice_params", std::int64_t(40000))},
-              {"partition_params", exp.value("partition_params", std::int64_t(1000000))},
-              {"credit_bytes", exp.value("credit_bytes", std::int64_t(-1))},
-              {"straggle_ms", meta.value("straggle_ms", 0.0)},
-              {"measured_steps_per_sec", measured_sps},
-              {"model_toml", exp["model_toml"]}};
-  // A run switched to other policies (psbed ctl) mixes their paces and messages; a run that did
-  // not finish is profiled over the steps it did. Both are said, and kept in the profile.
+  double transfers = 0, bytes = 0, compute_s = 0, steady_steps = 0;
+  for (const auto& e : worker.events) {
+    const double end = e.ts_us + e.dur_us;
+    if (end < t0 || end > t1) continue;
+    if (e.lane == "push" || e.lane == "pull") ++transfers, bytes += double(std::max<std::int64_t>(0, e.bytes));
+    if (e.lane == "step" && e.name == "step") ++steady_steps;
+    if (e.lane == "compute" && (e.name.rfind("fwd:", 0) == 0 || e.name.rfind("bwd:", 0) == 0))
+      compute_s += e.dur_us / 1e6;
+  }
+  // Every process's CPU so far, compute included: per step and per second of the span.
+  if (every_shard && steady_steps > 0)
+    host_cpu = {cpu / steady_steps, cpu / ((t1 - t0) / 1e6)};
+  if (meta.value("compute", std::string("real")) == "real")
+    cpu -= compute_s * std::max(1, meta.value("threads", 1));
+  if (every_shard && transfers > 0 && cpu > 0) {
+    p.host_cpus = host_cpus;
+    p.cpu_per_byte_ns = opt.copy_cpu_ns_per_byte >= 0 ? opt.copy_cpu_ns_per_byte
+                                                      : measure_copy_cpu_ns_per_byte();
+    p.cpu_per_message_us = std::max(0.0, cpu - bytes * p.cpu_per_byte_ns * 1e-9) / (2 * transfers) * 1e6;
+    steady_cpu_s = cpu;
+  }
+  return host_cpu;
+}
+
+// A run switched to other policies (psbed ctl) mixes their paces and messages; a run that did
+// not finish is profiled over the steps it did; a handful of steps makes every per-layer figure
+// and the pace that handful's. Each is said in `warnings`, and kept in the profile. Returns the
+// run's policy switches.
+std::size_t warn_about_run(Profile& p, const nlohmann::json& summary, const std::string& policy,
+                           std::int64_t skip, nlohmann::json& warnings) {
   std::size_t switches = 0;
   if (summary.is_object() && summary.contains("policy_switches") && summary["policy_switches"].is_array())
     switches = summary["policy_switches"].size();
@@ -488,19 +487,16 @@ Profile extract_profile(const ProfileOptions& opt) {
     warnings.push_back("the run did not finish (" + summary.value("failure", std::string("failed")) +
                        "): profiled over the " + std::to_string(p.layers[0].forward_ms.size()) +
                        " steps it did after its warm-up");
-  // A handful of steps: every per-layer figure and the pace are that handful's.
   if (p.layers[0].forward_ms.size() < kFewProfiledSteps)
     warnings.push_back("only " + std::to_string(p.layers[0].forward_ms.size()) + " step(s) profiled after " +
                        std::to_string(skip) + " skipped: the compute samples and the pace are that few steps'; "
                        "profile a longer run (or a smaller --skip-steps)");
-  if (steady_cpu_s >= 0) p.source["steady_cpu_s"] = steady_cpu_s;
-  if (steady_cpu_s >= 0 && host_cpu.per_step_s > 0) {
-    p.source["host_cpu_per_step_ms"] = host_cpu.per_step_s * 1e3;
-    p.source["host_busy_cores"] = host_cpu.busy_cores;
-  }
-  // A node's serial time per message is its share, half, of the CPU a message costs both ends,
-  // calibrated or not.
-  if (p.host_cpus > 0) p.message_cost_us = p.cpu_per_message_us / 2;
+  return switches;
+}
+
+// Calibration against the run's own pace.
+void calibrate_to_pace(Profile& p, const ProfileOptions& opt, bool single, std::size_t switches,
+               int run_workers, double measured_sps) {
   // An unshaped run's latency is the intercept of its pulls' durations, which holds the
   // software time of both ends as well; where the host's CPU was measured the simulator charges
   // that time again (each message's CPU, a node's serial share of it). Where the simulated run
@@ -548,107 +544,108 @@ Profile extract_profile(const ProfileOptions& opt) {
       }
     }
   }
-  // The profile's own run, simulated: a profile that cannot reproduce it says by how much, in the
-  // file as well as on the terminal (every prediction from it carries that gap).
-  if (single && switches == 0 && measured_sps > 0) {
-    const double simulated = simulated_source_pace(p);
-    p.source["simulated_steps_per_sec"] = simulated;
-    const double off = 100 * (simulated - measured_sps) / measured_sps;
-    if (std::abs(off) > kSelfCheckTolerancePct) {
-      char text[256];
-      std::snprintf(text, sizeof text,
-                    "simulated, this profile's own run gives %.1f steps/s against the %.1f it measured "
-                    "(%+.0f%%): predictions from it carry that gap",
-                    simulated, measured_sps, off);
-      warnings.push_back(text);
-    }
-  }
-  if (!warnings.empty()) p.source["warnings"] = warnings;
-  return p;
 }
 
-namespace {
-
-// The source run's configuration: 1 worker, its servers, mode, policy, link and compute, bucket
-// links.
-SimConfig source_config(const Profile& profile) {
-  const auto& src = profile.source;
-  SimConfig c;
-  c.workers = 1;
-  c.servers = std::max(1, src.value("servers", 1));
-  c.mode = Consistency::parse(src.value("mode", std::string("bsp")));
-  c.policy.name = src.value("policy", std::string("wfbp"));
-  c.policy.slice_params = src.value("slice_params", c.policy.slice_params);
-  c.policy.partition_params = src.value("partition_params", c.policy.partition_params);
-  c.policy.credit_bytes = src.value("credit_bytes", c.policy.credit_bytes);
-  c.partition_bytes = src.value("partition_bytes", c.partition_bytes);
-  c.straggler_s = src.value("straggle_ms", 0.0) / 1e3;
-  c.bandwidth_bytes_per_sec = profile.bandwidth_bytes_per_sec;
-  c.latency_s = profile.latency_us * 1e-6;
-  take_host_costs(profile, c);
-  c.compute_on_cores = src.value("compute", std::string("real")) == "real";
-  c.link_model = LinkModel::kBucket;
-  c.steps = 120;
-  return c;
-}
-
-ModelSpec source_spec(const Profile& profile) {
-  return parse_model_spec(profile.source.at("model_toml").get<std::string>(),
-                          "profile source model");
-}
-
-// The source configuration with `set(c, x)` applied, bisected for the x that gives
-// `steps_per_sec`. x starts at `first` and doubles while the pace is still too fast; returns
-// `give_up` or more if even `give_up` is.
-template <typename Set>
-double calibrate(const Profile& profile, double steps_per_sec, double first, double give_up,
-                 Set set) {
-  const ModelSpec spec = source_spec(profile);
-  SimConfig c = source_config(profile);
-  auto pace = [&](double x) {
-    set(c, x);
-    return simulate(profile, spec, c).steps_per_sec;
-  };
-  // A gap under kCalibrationTolerance is within what repeated runs of one configuration vary
-  // here: no evidence of a missing cost.
-  if (pace(0) <= steps_per_sec * (1 + kCalibrationTolerance)) return 0;
-  // The pace falls as x grows: bracket the measured pace, then bisect.
-  double lo = 0, hi = first;
-  while (pace(hi) > steps_per_sec) {
-    lo = hi, hi *= 2;
-    if (hi > give_up) return hi;
+// The profile's own run, simulated: a profile that cannot reproduce it says by how much, in the
+// file as well as on the terminal (every prediction from it carries that gap).
+void self_check(Profile& p, double measured_sps, nlohmann::json& warnings) {
+  const double simulated = simulated_source_pace(p);
+  p.source["simulated_steps_per_sec"] = simulated;
+  const double off = 100 * (simulated - measured_sps) / measured_sps;
+  if (std::abs(off) > kSelfCheckTolerancePct) {
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "simulated, this profile's own run gives %.1f steps/s against the %.1f it measured "
+                  "(%+.0f%%): predictions from it carry that gap",
+                  simulated, measured_sps, off);
+    warnings.push_back(text);
   }
-  for (int i = 0; i < 30; ++i) {
-    const double mid = (lo + hi) / 2;
-    (pace(mid) > steps_per_sec ? lo : hi) = mid;
-  }
-  return (lo + hi) / 2;
 }
 
 }  // namespace
 
-double calibrate_message_cost_us(const Profile& profile, double steps_per_sec) {
-  return 1e6 * calibrate(profile, steps_per_sec, 1e-4, 1.0,
-                         [](SimConfig& c, double s) { c.message_cost_s = s; });
-}
+Profile extract_profile(const ProfileOptions& opt) {
+  const fs::path run(opt.run);
+  const RunTraces traces = load_traces(opt, run);
+  const LoadedTrace& worker = pick_worker(opt, traces.workers);
+  const std::string where = "trace of " + worker.node + " in '" + opt.run + "'";
+  const nlohmann::json& meta = worker.metadata;
+  if (!meta.contains("cluster") || !meta["cluster"].contains("model_toml"))
+    throw Error(
+        where +
+        ": metadata has no cluster experiment with the model spec (expected a psbed worker trace)");
+  const nlohmann::json& exp = meta["cluster"];
+  const ModelSpec spec =
+      parse_model_spec(exp["model_toml"].get<std::string>(), where + " (model spec)");
+  // A run cut short (Ctrl-C, --timeout) did fewer steps than planned: its warm-up is counted
+  // over those.
+  const std::int64_t steps = meta.value("steps_done", exp.value("steps", std::int64_t(0)));
+  const std::int64_t skip = opt.skip_steps >= 0 ? opt.skip_steps : default_warmup_steps(steps);
 
-double calibrate_message_latency_us(const Profile& profile, double steps_per_sec) {
-  return 1e6 * calibrate(profile, steps_per_sec, 1e-4, 1.0,
-                         [](SimConfig& c, double s) { c.message_latency_s = s; });
-}
-
-double calibrate_link_latency_us(const Profile& profile, double steps_per_sec) {
-  return 1e6 * calibrate(profile, steps_per_sec, 1e-6, profile.latency_us * 1e-6,
-                         [](SimConfig& c, double s) { c.latency_s = s; });
-}
-
-double simulated_source_pace(const Profile& profile) {
-  return simulate(profile, source_spec(profile), source_config(profile)).steps_per_sec;
-}
-
-double calibrate_transit_ns_per_byte(const Profile& profile, double steps_per_sec) {
-  return 1e9 * calibrate(profile, steps_per_sec, 1e-10, 1e-6,
-                         [](SimConfig& c, double s) { c.transit_s_per_byte = s; });
+  Profile p;
+  p.model = spec.name;
+  p.batch = exp.value("batch", 0);
+  if (p.batch <= 0) throw Error(where + ": metadata has no positive batch");
+  for (const auto& t : spec.tensors) p.tensors.push_back({t.name, t.layer, t.bytes()});
+  WorkerSteps steps_seen = collect_steps(worker, spec, skip, where);
+  take_step_samples(p, spec, steps_seen, meta.value("policy", std::string()) == "bulk");
+  const double measured_sps = measured_pace(steps_seen.by_step);
+  if (p.layers.empty() || p.layers[0].forward_ms.empty())
+    throw Error(where + ": no complete step after the " + std::to_string(skip) +
+                " warm-up steps (expected fwd:/bwd: events of every layer and a step event; run "
+                "more steps)");
+  fit_apply_cost(p, traces.servers, skip);
+  const std::string link = meta.value("link", std::string());
+  take_link(p, link, steps_seen.pull_points);
+  std::string mode = exp.value("mode", std::string());
+  std::string policy = meta.value("policy", exp.value("policy", std::string()));
+  nlohmann::json warnings = nlohmann::json::array();
+  const nlohmann::json summary = read_run_summary(run, opt, warnings);
+  int n_servers = int(traces.servers.size());
+  if (summary.is_object()) n_servers = int(summary.value("servers", double(n_servers)));
+  warn_about_summary(summary, warnings);
+  // Every worker the run had, traced or not.
+  const int run_workers =
+      std::max(int(traces.workers.size()), summary.is_object() ? int(summary.value("workers", 0.0)) : 0);
+  const int host_cpus = summary.is_object() && summary.contains("launch")
+                            ? int(summary["launch"].value("host_cpus", 0.0))
+                            : 0;
+  double steady_cpu_s = -1;
+  const bool single = run_workers == 1;
+  const HostCpu host_cpu =
+      single ? measure_host_cpu(p, opt, worker, traces.servers, host_cpus, steady_cpu_s) : HostCpu{};
+  p.source = {{"run", opt.run},
+              {"worker", worker.node},
+              {"workers", run_workers},  // the run's, traced or not (a killed worker leaves none)
+              {"servers", n_servers},
+              {"mode", mode},
+              {"policy", policy},
+              {"compute", meta.value("compute", std::string("real"))},
+              {"threads", meta.value("threads", 0)},
+              {"steps", steps},
+              {"skipped_steps", skip},
+              {"profiled_steps", p.layers[0].forward_ms.size()},
+              {"partition_bytes", exp.value("partition_bytes", std::int64_t(4 << 20))},
+              {"link", link},
+              {"slice_params", exp.value("slice_params", std::int64_t(40000))},
+              {"partition_params", exp.value("partition_params", std::int64_t(1000000))},
+              {"credit_bytes", exp.value("credit_bytes", std::int64_t(-1))},
+              {"straggle_ms", meta.value("straggle_ms", 0.0)},
+              {"measured_steps_per_sec", measured_sps},
+              {"model_toml", exp["model_toml"]}};
+  const std::size_t switches = warn_about_run(p, summary, policy, skip, warnings);
+  if (steady_cpu_s >= 0) p.source["steady_cpu_s"] = steady_cpu_s;
+  if (steady_cpu_s >= 0 && host_cpu.per_step_s > 0) {
+    p.source["host_cpu_per_step_ms"] = host_cpu.per_step_s * 1e3;
+    p.source["host_busy_cores"] = host_cpu.busy_cores;
+  }
+  // A node's serial time per message is its share, half, of the CPU a message costs both ends,
+  // calibrated or not.
+  if (p.host_cpus > 0) p.message_cost_us = p.cpu_per_message_us / 2;
+  calibrate_to_pace(p, opt, single, switches, run_workers, measured_sps);
+  if (single && switches == 0 && measured_sps > 0) self_check(p, measured_sps, warnings);
+  if (!warnings.empty()) p.source["warnings"] = warnings;
+  return p;
 }
 
 }  // namespace psbed::predictor

@@ -16,21 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "core/consistency.hpp"
 #include "core/model_spec.hpp"
 #include "core/policy.hpp"
 #include "core/profile.hpp"
 
 namespace psbed::predictor {
 
-// async: apply each gradient on arrival. bsp: a pull for clock c waits until every worker's
-// clock c-1 gradient of that part is applied. ssp:K: a pull for clock c waits until every
-// worker completed clock c-K.
-struct Consistency {
-  enum class Kind { kAsync, kBsp, kSsp } kind = Kind::kBsp;
-  int staleness = 0;
-  static Consistency parse(const std::string& text);  // throws Error naming the text
-  std::string str() const;
-};
+using psbed::Consistency;  // core/consistency.hpp
 
 // How a link carries concurrent messages.
 //  kFair: the pairs sending on a link share it max-min fairly, each limited by the sender's
@@ -48,7 +41,7 @@ std::string to_string(LinkModel m);
 struct SimConfig {
   int workers = 1;
   int servers = 1;
-  Consistency mode;
+  Consistency mode{Consistency::Kind::kBsp};  // the predictor's default (the testbed's is async)
   policy::PolicyOptions policy;
   double bandwidth_bytes_per_sec = 0;  // every node, each direction; 0 = unlimited
   double latency_s = 0;                // one way, every message

@@ -4,34 +4,6 @@
 
 namespace psbed::ps {
 
-Consistency Consistency::parse(const std::string& text) {
-  Consistency c;
-  if (text == "async") return c;
-  if (text == "bsp") {
-    c.kind = Kind::kBsp;
-    return c;
-  }
-  if (text.rfind("ssp:", 0) == 0) {
-    c.kind = Kind::kSsp;
-    try {
-      std::size_t used = 0;
-      c.staleness = std::stoi(text.substr(4), &used);
-      if (used == text.size() - 4 && c.staleness >= 0) return c;
-    } catch (const std::exception&) {
-    }
-  }
-  throw Error("unknown consistency mode '" + text + "', expected async, bsp or ssp:K (K >= 0)");
-}
-
-std::string Consistency::str() const {
-  switch (kind) {
-    case Kind::kAsync: return "async";
-    case Kind::kBsp: return "bsp";
-    case Kind::kSsp: return "ssp:" + std::to_string(staleness);
-  }
-  return "?";
-}
-
 nlohmann::json ClusterMap::to_json() const {
   nlohmann::json j;
   j["experiment"] = {{"model", exp.model_name}, {"model_toml", exp.model_toml}, {"mode", exp.mode.str()},

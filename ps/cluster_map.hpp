@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/consistency.hpp"
 #include "core/model_spec.hpp"
 #include "core/optimizer.hpp"
 #include "core/partition.hpp"
@@ -17,20 +18,12 @@
 
 namespace psbed::ps {
 
-// async: apply each gradient on arrival. bsp: average one gradient per worker per clock, apply,
-// then answer pulls of the next clock. ssp:K: apply on arrival; a pull for clock c waits until
-// every worker completed clock c - K (the fastest runs at most K clocks ahead).
-struct Consistency {
-  enum class Kind { kAsync, kBsp, kSsp } kind = Kind::kAsync;
-  int staleness = 0;  // K for ssp
-  static Consistency parse(const std::string& text);  // "async", "bsp", "ssp:2"
-  std::string str() const;
-};
+using psbed::Consistency;  // core/consistency.hpp
 
 struct Experiment {
   std::string model_name;
   std::string model_toml;  // the spec's full text
-  Consistency mode;
+  Consistency mode{Consistency::Kind::kAsync};
   SgdOptions sgd;
   std::string lr_schedule = "constant";
   std::int64_t steps = 0;  // steps per worker

@@ -1,0 +1,88 @@
+// Fair links: the pairs sending on a link share it max-min fairly (TCP flows under kernel shaping).
+#include "predictor/sim/simulation.hpp"
+
+namespace psbed::predictor::sim {
+
+void Simulation::send(std::size_t ci, int id) {
+  if (cfg_.bandwidth_bytes_per_sec <= 0) {  // unlimited links: latency (and host copies) only
+    arrive(id, now_ + cfg_.latency_s + wire_bytes(messages_[id]) * cfg_.transit_s_per_byte);
+    return;
+  }
+  Channel& c = channels_[ci];
+  c.queue.push_back(id);
+  if (c.queue.size() > 1) return;
+  c.head_left = wire_bytes(messages_[id]);
+  c.since = now_;
+  c.rate = 0;
+  c.active_index = int(active_.size());
+  active_.push_back(int(ci));
+  network_dirty_ = true;
+}
+
+void Simulation::channel_done(int ci) {
+  Channel& c = channels_[ci];
+  const int id = c.queue.front();
+  c.queue.pop_front();
+  arrive(id, now_ + cfg_.latency_s + wire_bytes(messages_[id]) * cfg_.transit_s_per_byte);
+  if (!c.queue.empty()) {
+    c.head_left = wire_bytes(messages_[c.queue.front()]);
+    c.since = now_;
+    if (network_dirty_) {
+      c.rate = 0;  // the coming reallocation reschedules it
+      events_.clear_channel(ci);
+    } else {
+      events_.set_channel(ci, now_ + c.head_left / c.rate);
+    }
+    return;
+  }
+  events_.clear_channel(ci);
+  // Idle: leave the active list (swap with the last).
+  const int pos = c.active_index;
+  active_[pos] = active_.back();
+  channels_[active_[pos]].active_index = pos;
+  active_.pop_back();
+  c.active_index = -1;
+  network_dirty_ = true;
+}
+
+// Max-min fair rates for the active pairs by progressive filling: repeatedly saturate the
+// link with the smallest fair share and freeze the pairs crossing it.
+void Simulation::reallocate() {
+  network_dirty_ = false;
+  const double bw = cfg_.bandwidth_bytes_per_sec;
+  touched_.clear();
+  for (int ci : active_) {
+    Channel& c = channels_[ci];
+    c.head_left = std::max(0.0, c.head_left - c.rate * (now_ - c.since));
+    c.since = now_;
+    for (int l : {c.up_link, c.down_link}) {
+      if (link_n_[l] == 0) link_cap_[l] = bw, touched_.push_back(l);
+      ++link_n_[l];
+    }
+  }
+  frozen_.assign(active_.size(), 0);
+  std::size_t left = active_.size();
+  while (left > 0) {
+    int best = -1;
+    double share = kInf;
+    for (int l : touched_)
+      if (link_n_[l] > 0 && link_cap_[l] / link_n_[l] < share)
+        share = link_cap_[l] / link_n_[l], best = l;
+    for (std::size_t k = 0; k < active_.size(); ++k) {
+      if (frozen_[k]) continue;
+      Channel& c = channels_[active_[k]];
+      if (c.up_link != best && c.down_link != best) continue;
+      frozen_[k] = 1, --left;
+      for (int l : {c.up_link, c.down_link}) link_cap_[l] -= share, --link_n_[l];
+      const double rate = std::max(share, 1e-9 * bw);
+      if (rate != c.rate || c.head_left == 0) {
+        c.rate = rate;
+        events_.set_channel(active_[k], now_ + c.head_left / c.rate);
+      }
+    }
+    link_n_[best] = 0;
+  }
+  for (int l : touched_) link_n_[l] = 0;
+}
+
+}  // namespace psbed::predictor::sim

@@ -1,0 +1,154 @@
+// A simulation's set-up from the profile, the model and the configuration, and its event loop.
+#include "predictor/sim/simulation.hpp"
+
+#include <chrono>
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace psbed::predictor::sim {
+
+Simulation::Simulation(const Profile& profile, const ModelSpec& spec, const SimConfig& cfg)
+    : profile_(profile), spec_(spec), cfg_(cfg) {
+  if (cfg.workers < 1) throw Error("simulation: workers must be at least 1");
+  if (cfg.servers < 1) throw Error("simulation: servers must be at least 1");
+  if (cfg.steps < 1) throw Error("simulation: steps must be at least 1");
+  if (cfg.start_stagger_s < 0) throw Error("simulation: the start stagger must not be negative");
+  if (!(cfg.compute_cpu_scale > 0) || !std::isfinite(cfg.compute_cpu_scale))
+    throw Error("simulation: the compute's CPU scale must be a positive number");
+  if (cfg.bandwidth_bytes_per_sec < 0 || cfg.latency_s < 0)
+    throw Error("simulation: bandwidth and latency must not be negative");
+  profile.check_matches(spec, "profile of " + profile.model);
+  plan_ = make_partition(spec, cfg.partition_bytes, cfg.servers);
+  W_ = cfg.workers, S_ = cfg.servers, L_ = int(spec.layers.size());
+  warmup_ = cfg.warmup_steps >= 0 ? std::min(cfg.warmup_steps, cfg.steps - 1)
+                                  : default_warmup_steps(cfg.steps);
+  layer_floats_.assign(L_, 0);
+  part_layer_.resize(plan_.parts.size());
+  for (std::size_t i = 0; i < plan_.parts.size(); ++i) {
+    part_layer_[i] = spec.tensors[plan_.parts[i].key].layer;
+    layer_floats_[part_layer_[i]] += plan_.parts[i].numel;
+    total_floats_ += plan_.parts[i].numel;
+  }
+  parts_of_layer_.resize(L_);
+  for (int l = 0; l < L_; ++l)
+    for (int t : spec.layers[l].tensors)
+      for (int i : plan_.parts_of_key[t]) parts_of_layer_[l].push_back(i);
+  const bool tracing = !cfg.trace_dir.empty();
+  workers_.reserve(std::size_t(W_));
+  for (int w = 0; w < W_; ++w) {
+    workers_.emplace_back(profile, cfg.seed * 1000003 + std::uint64_t(w));
+    policy::PolicyOptions po = cfg.policy;
+    po.seed = cfg.policy.seed + std::uint64_t(w);
+    workers_.back().policy = policy::make_policy(po);
+    if (tracing)
+      workers_.back().trace = std::make_unique<TraceRecorder>("worker-" + std::to_string(w));
+  }
+  parts_.resize(plan_.parts.size());
+  for (std::size_t i = 0; i < plan_.parts.size(); ++i) {
+    PartState& p = parts_[i];
+    p.bytes = plan_.parts[i].bytes();
+    p.got.assign(W_, 0);
+    p.completed.assign(W_, 0);
+    p.at_min = W_;
+  }
+  // The apply lane of each part: the live shard's hash of (key, part) over its lanes.
+  const int lanes = std::max(1, cfg.apply_lanes);
+  lanes_.resize(std::size_t(S_) * lanes);
+  for (const Part& p : plan_.parts)
+    part_lane_.push_back(p.shard * lanes +
+                         int((std::uint64_t(p.key) * 1000003u + std::uint64_t(p.part)) % lanes));
+  lane_started_.assign(lanes_.size(), 0.0);
+  if (tracing)
+    for (int s = 0; s < S_; ++s)
+      server_traces_.push_back(std::make_unique<TraceRecorder>("server-" + std::to_string(s)));
+  // Nodes: workers 0..W-1, servers W..W+S-1; link 2n is node n's uplink, 2n+1 its downlink.
+  const int nodes = W_ + S_;
+  link_cap_.assign(2 * nodes, 0);
+  link_n_.assign(2 * nodes, 0);
+  channels_.resize(2 * std::size_t(W_) * S_);
+  events_.set_slots(channels_.size(), 2 * std::size_t(W_ + S_));
+  bucket_ = cfg.link_model == LinkModel::kBucket;
+  if (cfg.arrival_jitter_s < 0) throw Error("simulation: the arrival jitter must not be negative");
+  connection_last_.assign(channels_.size(), -kInf);
+  jitter_rng_ = SplitMix(cfg.seed * 0x9E3779B97F4A7C15ull + 0x5851F42D4C957F2Dull);
+  rx_free_.assign(std::size_t(nodes), -kInf);
+  if (cfg.host_cpus > 0 && cfg.cpu_per_message_s + cfg.cpu_per_byte_s > 0)
+    cores_.resize(std::size_t(cfg.host_cpus));
+  if (!(cfg.cpu_contention >= 0) || !std::isfinite(cfg.cpu_contention))
+    throw Error("simulation: the host's contention must be a number, 0 or more");
+  contention_scale_ = contention_scale(cfg);
+  cfg_ = with_contention(cfg);
+  if (cfg.bandwidth_bytes_per_sec > 0)
+    burst_s_ =
+        std::max(64.0 * 1024, cfg.bandwidth_bytes_per_sec * 1e-3) / cfg.bandwidth_bytes_per_sec;
+  egress_free_.assign(std::size_t(nodes), -kInf);
+  ingress_free_.assign(std::size_t(nodes), -kInf);
+  if (bucket_) {
+    threads_.resize(2 * std::size_t(W_) + lanes_.size() + std::size_t(S_));
+    buffers_.resize(std::size_t(W_) * S_ + S_);
+    egress_.resize(std::size_t(nodes));
+    for (int n = 0; n < nodes; ++n) egress_[n].per_peer.resize(std::size_t(n < W_ ? S_ : W_));
+  }
+  for (int w = 0; w < W_; ++w)
+    for (int s = 0; s < S_; ++s) {
+      Channel& push = channels_[push_channel(w, s)];
+      push.up_link = 2 * w, push.down_link = 2 * (W_ + s) + 1;
+      Channel& pull = channels_[pull_channel(w, s)];
+      pull.up_link = 2 * (W_ + s), pull.down_link = 2 * w + 1;
+    }
+}
+
+SimResult Simulation::run() {
+  const auto wall0 = std::chrono::steady_clock::now();
+  for (int w = 0; w < W_; ++w) advance(w);
+  Event e;
+  while (events_.pop(e)) {
+    now_ = e.t;
+    ++processed_;
+    switch (e.type) {
+      case EventType::kComputeDone:
+        compute_done(e.a);
+        break;
+      case EventType::kDeliver:
+        deliver(e.a);
+        break;
+      case EventType::kChannelDone:
+        channel_done(e.a);
+        break;
+      case EventType::kApplyDone:
+        apply_done(e.a);
+        break;
+      case EventType::kEgressDone:
+        egress_done(e.a);
+        break;
+    }
+    // Rates change only when a pair starts or stops sending; events at one instant are
+    // settled together so a burst of sends costs one allocation.
+    if (network_dirty_ && (events_.empty() || events_.top()->t > now_)) reallocate();
+  }
+  SimResult r;
+  for (int w = 0; w < W_; ++w)
+    if (workers_[w].phase != Phase::kDone)
+      throw Error("simulation stalled: worker " + std::to_string(w) + " stopped at step " +
+                  std::to_string(workers_[w].step) + " (a bug in the simulator or the policy)");
+  for (const Worker& w : workers_) {
+    const double span = w.end - w.steady_start;
+    const double sps = span > 0 ? double(cfg_.steps - warmup_) / span : 0.0;
+    r.worker_steps_per_sec.push_back(sps);
+    r.steps_per_sec += sps;
+    r.simulated_seconds = std::max(r.simulated_seconds, w.end);
+  }
+  r.images_per_sec = r.steps_per_sec * profile_.batch;
+  r.seed = cfg_.seed;
+  r.seeds_min_images_per_sec = r.seeds_max_images_per_sec = r.images_per_sec;
+  r.events = processed_;
+  r.host_cpu_per_step_s = booked_cpu_s_ / (double(W_) * double(cfg_.steps));
+  r.cpu_contention_scale = contention_scale_;
+  r.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  if (!cfg_.trace_dir.empty()) write_traces();
+  return r;
+}
+
+}  // namespace psbed::predictor::sim
