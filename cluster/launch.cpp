@@ -209,7 +209,7 @@ class Launcher {
     po.name = opt_.policy, po.slice_params = opt_.slice_params, po.partition_params = opt_.partition_params;
     if (!opt_.credit.empty())
       po.credit_bytes = std::int64_t(for_flag("--credit", [&] { return parse_bytes(opt_.credit); }));
-    policy::make_policy(po);
+    policy::check_policy_options(po);
     warn_unused_policy_settings();
     if (!opt_.http.empty() && !ps::parse_http_address(opt_.http).loopback() && opt_.http_token.empty() &&
         !std::getenv("PSBED_HTTP_TOKEN"))

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/defaults.hpp"
 #include "core/model_spec.hpp"
 
 namespace psbed::cluster {
@@ -23,7 +24,7 @@ struct LaunchOptions {
   std::string data_dir;
   std::string mode = "async";
   std::string policy = "wfbp";
-  std::int64_t slice_params = 40000, partition_params = 1000000;
+  std::int64_t slice_params = defaults::kSliceParams, partition_params = defaults::kPartitionParams;
   std::string credit;              // "" = the policy's default
   int epochs = 1;
   std::int64_t steps = 0;
@@ -31,13 +32,13 @@ struct LaunchOptions {
   float lr = 0.03f, momentum = 0.9f, weight_decay = 0.0f;
   std::string lr_schedule = "cosine";
   std::uint64_t seed = 1;
-  std::string partition_bytes = "4MiB";
+  std::string partition_bytes = defaults::kPartitionBytesText;
   int threads = 1;                 // compute threads per worker
-  int apply_threads = 2;           // apply lanes per server shard (psbed server --apply-threads)
+  int apply_threads = defaults::kApplyThreads;  // apply lanes per server shard (psbed server --apply-threads)
   std::string device = "cpu";
   std::string compute = "real";    // or replay:<profile.json> (every worker)
   std::string out;                 // default runs/<model>-<mode>-<N>w<S>s-<time>
-  double heartbeat_s = 0.5, heartbeat_timeout_s = 3.0;
+  double heartbeat_s = defaults::kHeartbeatS, heartbeat_timeout_s = defaults::kHeartbeatTimeoutS;
   double timeout_s = 3600;         // the whole run
   bool trace = true;
   std::string bandwidth;           // link emulation on every server and worker ("" = none)

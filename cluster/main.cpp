@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/defaults.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/log.hpp"
@@ -694,7 +695,7 @@ int main(int argc, char** argv) {
   ps::BenchPsOptions bench_ps;
   add_bench_ps(root.get_subcommand("bench"), bench_ps, log_level);
   ps::CoordinatorOptions coord;
-  std::string partition = "4MiB";
+  std::string partition = defaults::kPartitionBytesText;
   ps::ServerOptions server;
   worker::WorkerOptions wopt;
   cluster::LaunchOptions launch;

@@ -603,7 +603,7 @@ int run_sweep(SweepOptions opt) {
   for (const auto& p : opt.policies) {
     policy::PolicyOptions po;
     po.name = p;
-    policy::make_policy(po);
+    policy::check_policy_options(po);
   }
   for (const auto& m : opt.modes) ps::Consistency::parse(m);
   // A GPU sweep on a machine without one fails here once, not at every point.
