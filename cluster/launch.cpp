@@ -24,6 +24,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/error.hpp"
 #include "core/files.hpp"
@@ -37,6 +38,7 @@
 #include "ps/cluster_map.hpp"
 #include "ps/http_server.hpp"
 #include "ps/link.hpp"
+#include "ps/stop_signals.hpp"
 #include "workloads/dataset.hpp"
 #include "worker/net.hpp"
 
@@ -229,16 +231,9 @@ class Launcher {
     }
     ensure_writable_dir(out_ + "/logs", "--out");
     if (opt_.trace) ensure_writable_dir(out_ + "/traces", "--out");
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
     // A closed terminal or ssh session ends the run as Ctrl-C does, unless SIGHUP is ignored
-    // (nohup, or a sweep under nohup): a blocked signal is queued even when ignored.
-    struct sigaction hup {};
-    if (sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler != SIG_IGN) sigaddset(&set, SIGHUP);
-    sigprocmask(SIG_BLOCK, &set, &old_mask_);
+    // (nohup, or a sweep under nohup). SIGCHLD wakes the supervision when a node ends.
+    stops_.emplace(true, std::initializer_list<int>{SIGCHLD});
     // Output into a closed pipe (`psbed launch ... | head`) is lost, not the run: writes fail
     // instead of killing the launcher, and the nodes (which inherit this) go on.
     ::signal(SIGPIPE, SIG_IGN);
@@ -260,7 +255,7 @@ class Launcher {
                  : why.rfind("coordinator ", 0) == 0 ? "the " + why + " before it listened"
                                                      : why;
       const int rc = finish(1);
-      unblock_signals(set);
+      stops_.reset();
       return rc;
     }
     if (!opt_.http.empty()) {
@@ -277,8 +272,8 @@ class Launcher {
     for (int i = 0; i < opt_.servers; ++i) spawn("server-" + std::to_string(i), "server", server_args(coord, i), true);
     for (int i = 0; i < opt_.workers; ++i) spawn("worker-" + std::to_string(i), "worker", worker_args(coord, i), true);
 
-    const int rc = finish(supervise(set));  // signals still blocked: the summary is always written
-    unblock_signals(set);
+    const int rc = finish(supervise());  // signals still blocked: the summary is always written
+    stops_.reset();
     return rc;
   }
 
@@ -396,7 +391,7 @@ class Launcher {
         std::fprintf(stderr, "cannot enter the network namespace of %s: %s\n", name.c_str(), std::strerror(errno));
         ::_exit(126);
       }
-      sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+      sigprocmask(SIG_SETMASK, &stops_->old_mask(), nullptr);
       int fd = to_log ? ::open(c.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
       if (fd >= 0) {
         ::dup2(fd, STDOUT_FILENO);
@@ -440,7 +435,7 @@ class Launcher {
   // terminal signals both, and timeout passes its signal on to the launcher and to its group):
   // after an interruption (`interrupted`), a repeat within kRepeatGraceS is the same Ctrl-C, not
   // a second one. Past --timeout any Ctrl-C is the user's.
-  void wind_down(const sigset_t& set, bool interrupted) {
+  void wind_down(bool interrupted) {
     bool told = false;  // a coordinator there to stop the nodes; a dead one tells them nothing
     for (auto& c : children_)
       if (c.running && c.role == "coordinator") ::kill(c.pid, SIGTERM), told = true;
@@ -457,26 +452,14 @@ class Launcher {
       for (const auto& c : children_) coordinator = coordinator || (c.running && c.role == "coordinator");
       if (!coordinator && coordinator_gone == Clock::time_point{}) coordinator_gone = Clock::now();
       if (!coordinator && Clock::now() - coordinator_gone > std::chrono::seconds(5)) break;
-      timespec ts{0, 20000000};
-      siginfo_t info;
-      const int sig = sigtimedwait(&set, &info, &ts);
-      if ((sig == SIGINT || sig == SIGTERM || sig == SIGHUP) &&
+      const int sig = stops_->wait(0.02);
+      if (stops_->is_stop(sig) &&
           (!interrupted || Clock::now() - began > std::chrono::duration<double>(kRepeatGraceS))) {
         spdlog::warn("interrupted again: stopping every process now");
         break;
       }
     }
     stop_all(3);
-  }
-
-  // Signals that came while they were blocked are dropped rather than delivered on unblocking
-  // (a second Ctrl-C would otherwise end this process after its summary was written).
-  void unblock_signals(const sigset_t& set) {
-    timespec zero{0, 0};
-    siginfo_t info;
-    while (sigtimedwait(&set, &info, &zero) > 0) {
-    }
-    sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
   }
 
   // A setting the run's policy does not use is kept (a switch to a policy that uses it, from the
@@ -560,23 +543,21 @@ class Launcher {
     }
   }
 
-  int supervise(const sigset_t& set) {
+  int supervise() {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(opt_.timeout_s);
     std::string failure;
     while (running() > 0) {
-      timespec ts{1, 0};
-      siginfo_t info;
-      int sig = sigtimedwait(&set, &info, &ts);
-      if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+      const int sig = stops_->wait(1.0);
+      if (stops_->is_stop(sig)) {
         spdlog::warn("interrupted{}: the run ends now, keeping what it measured",
                      sig == SIGHUP ? " (hangup: the terminal closed)" : "");
-        wind_down(set, true);
+        wind_down(true);
         failure_ = sig == SIGHUP ? "interrupted (hangup)" : "interrupted";
         return 130;
       }
       if (!reap(failure)) {
         spdlog::error("stopping the run: {}", failure);
-        wind_down(set, false);
+        wind_down(false);
         failure_ = failure;
         return 1;
       }
@@ -591,7 +572,7 @@ class Launcher {
       if (std::chrono::steady_clock::now() > deadline) {
         failure_ = "the run took longer than --timeout " + std::to_string(int(opt_.timeout_s)) + " s";
         spdlog::error("{}: ending it, keeping what it measured", failure_);
-        wind_down(set, false);
+        wind_down(false);
         return 1;
       }
     }
@@ -712,7 +693,8 @@ class Launcher {
 
   LaunchOptions opt_;
   std::string out_;
-  sigset_t old_mask_;
+  // Held from the first node's start to the summary (ps/stop_signals.hpp).
+  std::optional<ps::BlockedStopSignals> stops_;
   std::vector<Child> children_;
   std::unique_ptr<NetnsTestbed> netns_;
   std::map<std::string, std::string> addresses_;  // node -> address (--netns)

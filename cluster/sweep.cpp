@@ -30,6 +30,7 @@
 #include "core/units.hpp"
 #include "ps/cluster_map.hpp"
 #include "ps/link.hpp"
+#include "ps/stop_signals.hpp"
 #include "worker/net.hpp"
 
 #ifndef PSBED_SOURCE_DIR
@@ -142,44 +143,22 @@ std::map<std::string, std::string> shared_flags(const LaunchOptions& o) {
   return m;
 }
 
-// Whether the sweep was started with SIGHUP ignored (nohup): its launches keep ignoring it.
-bool g_hup_ignored = false;
-// The launch in flight (0: none), and the first stopping signal the sweep got (0: none).
-volatile sig_atomic_t g_child = 0;
-volatile sig_atomic_t g_stop = 0;
-
-// Ctrl-C, SIGTERM or a hang-up sent to the sweep alone (`kill PID`, not the terminal's whole
-// group) reaches the launch in flight as well: it winds its cluster down and keeps what it
-// measured, and the sweep stops after it with what it has. (A launch signalled twice within a
-// moment, by the terminal and by this, takes it as one interruption.)
-void on_stop_signal(int sig) {
-  const int saved = errno;
-  if (g_stop == 0) g_stop = sig;
-  if (g_child > 0) ::kill(pid_t(g_child), sig);
-  errno = saved;
-}
-
 // Runs `psbed launch` for one point, its output into LOG. Returns its exit status (130: Ctrl-C,
-// or a closed terminal).
-int run_launch_child(const std::vector<std::string>& args, const std::string& log) {
+// or a closed terminal). A stop the sweep takes meanwhile (Ctrl-C, SIGTERM or a hang-up sent to
+// the sweep alone: `kill PID`, not the terminal's whole group) reaches the launch as well: it
+// winds its cluster down and keeps what it measured, and the sweep stops after it with what it
+// has. (A launch signalled twice within a moment, by the terminal and by this, takes it as one
+// interruption.) The launch is signalled only before it is reaped: its pid is never another's.
+int run_launch_child(const std::vector<std::string>& args, const std::string& log, ps::BlockedStopSignals& stops) {
   const pid_t parent = ::getpid();
-  // The stopping signals wait until the child is known (g_child) or has its own dispositions:
-  // one that comes meanwhile is passed on to it, or ends it before it becomes the launch.
-  sigset_t stops, before;
-  sigemptyset(&stops);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, sig);
-  sigprocmask(SIG_BLOCK, &stops, &before);
   pid_t pid = ::fork();
-  if (pid < 0) {
-    sigprocmask(SIG_SETMASK, &before, nullptr);
-    throw Error("fork failed");
-  }
+  if (pid < 0) throw Error("fork failed");
   if (pid == 0) {
+    // The launch takes SIGINT and SIGTERM itself, even where the sweep was started ignoring them.
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
-    if (!g_hup_ignored) ::signal(SIGHUP, SIG_DFL);
-    sigprocmask(SIG_SETMASK, &before, nullptr);
+    sigprocmask(SIG_SETMASK, &stops.old_mask(), nullptr);
     if (::getppid() != parent) ::_exit(1);
     int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd >= 0) ::dup2(fd, STDOUT_FILENO), ::dup2(fd, STDERR_FILENO), ::close(fd);
@@ -189,17 +168,14 @@ int run_launch_child(const std::vector<std::string>& args, const std::string& lo
     ::execv("/proc/self/exe", argv.data());
     ::_exit(127);
   }
-  g_child = pid;
-  sigprocmask(SIG_SETMASK, &before, nullptr);
-  if (g_stop != 0) ::kill(pid, g_stop);  // a signal that came before it was started
-  // Waited for without reaping first, so that its pid is not passed on to a signal handler
-  // after another process could have taken it.
-  siginfo_t info;
-  while (::waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
-  }
-  g_child = 0;
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  for (;;) {
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid || (done < 0 && errno != EINTR)) break;
+    const int sig = stops.wait(0.5);  // SIGCHLD, a stop, or a look again
+    if (stops.is_stop(sig)) ::kill(pid, sig);
+  }
+  while (stops.poll() != 0) {  // a stop that came as it ended counts for it
   }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
@@ -743,18 +719,11 @@ int run_sweep(SweepOptions opt) {
                opt.repeat, base.model, out, base.compute);
 
   // The sweep outlives Ctrl-C: the launch in flight gets it too (from the terminal, or from
-  // on_stop_signal when only the sweep was signalled), stops its cluster and exits 130, after
+  // run_launch_child when only the sweep was signalled), stops its cluster and exits 130, after
   // which the sweep stops with what it has. So on SIGTERM, and on a closed terminal (SIGHUP,
   // unless the sweep runs under nohup): the launch winds down, the sweep writes its results.
-  struct sigaction stop {}, old_int {}, old_term {}, old_hup {};
-  stop.sa_handler = on_stop_signal;
-  sigemptyset(&stop.sa_mask);
-  g_stop = 0;
-  sigaction(SIGHUP, nullptr, &old_hup);
-  g_hup_ignored = old_hup.sa_handler == SIG_IGN;
-  sigaction(SIGINT, &stop, &old_int);
-  sigaction(SIGTERM, &stop, &old_term);
-  if (!g_hup_ignored) sigaction(SIGHUP, &stop, nullptr);
+  std::optional<ps::BlockedStopSignals> stops;
+  stops.emplace(true, std::initializer_list<int>{SIGCHLD});
 
   std::ofstream csv(out + "/results.csv");
   csv << kCsvHeader;
@@ -763,9 +732,11 @@ int run_sweep(SweepOptions opt) {
   int done = 0, failed = 0, ran = 0;
   bool interrupted = false;
   for (const Point& p : grid) {
-    if (g_stop != 0) {  // between two launches
+    while (stops->poll() != 0) {
+    }
+    if (stops->received() != 0) {  // between two launches
       interrupted = true;
-      spdlog::warn("interrupted ({}): stopping the sweep before {}", strsignal(g_stop), p.folder());
+      spdlog::warn("interrupted ({}): stopping the sweep before {}", strsignal(stops->received()), p.folder());
       break;
     }
     LaunchOptions o = base;
@@ -789,10 +760,10 @@ int run_sweep(SweepOptions opt) {
         spdlog::info("{}: the earlier failed run moved to {}", p.folder(), aside);
       }
       fs::create_directories(o.out);
-      const int rc = run_launch_child(launch_args(o), o.out + "/launch.log");
+      const int rc = run_launch_child(launch_args(o), o.out + "/launch.log", *stops);
       ++ran;
       s = read_summary(o.out + "/summary.json");
-      if (rc == 130 || (g_stop != 0 && rc != 0)) {
+      if (rc == 130 || (stops->received() != 0 && rc != 0)) {
         interrupted = true;
         spdlog::warn("interrupted during {}: stopping the sweep", p.folder());
         break;
@@ -852,9 +823,7 @@ int run_sweep(SweepOptions opt) {
       spdlog::info("kept {} finished run(s) this call did not visit in the results ({})", carried.size(), names);
     }
   }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
-  sigaction(SIGHUP, &old_hup, nullptr);
+  stops.reset();
   std::ofstream(out + "/results.json") << json{{"model", base.model}, {"compute", base.compute}, {"batch", base.batch},
                                                {"steps", base.steps}, {"repeat", opt.repeat}, {"runs", rows}}
                                               .dump(2)
