@@ -92,6 +92,14 @@ std::string tail_of(const std::string& path, int lines) {
 
 }  // namespace
 
+policy::PolicyOptions policy_options(const LaunchOptions& opt) {
+  policy::PolicyOptions po;
+  po.name = opt.policy, po.slice_params = opt.slice_params, po.partition_params = opt.partition_params;
+  if (!opt.credit.empty())
+    po.credit_bytes = std::int64_t(for_flag("--credit", [&] { return parse_bytes(opt.credit); }));
+  return po;
+}
+
 void check_compute(const std::string& compute, const ModelSpec& spec, const std::string& flag) {
   if (compute == "real") return;
   if (compute.rfind("replay:", 0) != 0)
@@ -204,14 +212,9 @@ class Launcher {
     check_launch_options(opt_);
     ps::Consistency::parse(opt_.mode);
     worker::require_device(opt_.device);  // a GPU run without a device: status 2, not a timeout
-    parse_bytes(opt_.partition_bytes);
     scheduled_lr(opt_.lr_schedule, opt_.lr, 0, 1);
-    const ps::LinkOptions link = ps::parse_link(opt_.bandwidth, opt_.latency);
-    policy::PolicyOptions po;
-    po.name = opt_.policy, po.slice_params = opt_.slice_params, po.partition_params = opt_.partition_params;
-    if (!opt_.credit.empty())
-      po.credit_bytes = std::int64_t(for_flag("--credit", [&] { return parse_bytes(opt_.credit); }));
-    policy::check_policy_options(po);
+    link_ = ps::parse_link(opt_.bandwidth, opt_.latency);
+    policy::check_policy_options(policy_options(opt_));
     warn_unused_policy_settings();
     if (!opt_.http.empty() && !ps::parse_http_address(opt_.http).loopback() && opt_.http_token.empty() &&
         !std::getenv("PSBED_HTTP_TOKEN"))
@@ -240,7 +243,7 @@ class Launcher {
 
     spdlog::info("launching {} server(s) + {} worker(s) of {} ({}) into {}", opt_.servers, opt_.workers, opt_.model,
                  opt_.mode, out_);
-    if (opt_.netns) make_namespaces(link);
+    if (opt_.netns) make_namespaces(link_);
     // The coordinator binds a free port itself and writes it down (no window in which another
     // process could take a port chosen here).
     const std::string endpoint_file = out_ + "/logs/coordinator.endpoint";
@@ -609,7 +612,7 @@ class Launcher {
                    // The link every node had, in the words of the traces' metadata (psbed
                    // validate reads it here when the run has no traces); with --netns tc
                    // shaped the bandwidth.
-                   {"link", ps::parse_link(opt_.bandwidth, opt_.latency).str()},
+                   {"link", link_.str()},
                    {"straggler_ms", opt_.straggler_ms > 0 ? opt_.straggler_ms : 0.0},
                    {"start_stagger_ms", opt_.start_stagger_ms > 0 ? opt_.start_stagger_ms : 0.0},
                    {"apply_threads", opt_.apply_threads},
@@ -692,6 +695,7 @@ class Launcher {
   }
 
   LaunchOptions opt_;
+  ps::LinkOptions link_;  // --bandwidth and --latency, read once
   std::string out_;
   // Held from the first node's start to the summary (ps/stop_signals.hpp).
   std::optional<ps::BlockedStopSignals> stops_;

@@ -13,6 +13,7 @@
 
 #include "core/defaults.hpp"
 #include "core/model_spec.hpp"
+#include "core/policy.hpp"
 
 namespace psbed::cluster {
 
@@ -65,6 +66,9 @@ std::int64_t check_coordinator_settings(const std::string& partition_bytes, doub
 // A --compute value a run can start with: real, or replay: of a readable profile of `spec`.
 // Errors (psbed::Error) name `flag`.
 void check_compute(const std::string& compute, const ModelSpec& spec, const std::string& flag);
+// The run's policy settings as the policies take them: --credit read into bytes (-1: the
+// policy's default). Errors (psbed::Error) name --credit.
+policy::PolicyOptions policy_options(const LaunchOptions& opt);
 int run_launch(const LaunchOptions& opt);
 
 }  // namespace psbed::cluster
