@@ -14,6 +14,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <toml++/toml.h>
 #include <vector>
 
 #include "core/error.hpp"
@@ -22,163 +23,212 @@
 namespace psbed::cluster {
 namespace {
 
-// The mistakes CLI11's reader takes in silence or reports far from their cause: an array or a
-// string left open (the reader runs on into the next lines: `workers = [1, 2` then `servers = 1`
-// reads as the value "2servers = 1"), text after an array, a key without a value or a value
-// without a key, a line that is neither `key = value` nor a bare flag name, a section left open.
-// Each is an error naming the file and the line. Returns what the reader takes well: the text
-// without its comments (it would take a comment inside an array, or a quoted '#', for part of a
-// value), each array on the line it opens on (it reads `workers = [` alone as the value "["), a
-// trailing comma dropped; the other lines of an array are left empty, so line numbers stay.
-// The first of `stops` in `line` from `from` on that is outside quotes ("..." with \ escapes, or
-// '...'), or line.size(); `open` is the quote left open at the end of the line, 0 if none.
-std::size_t find_unquoted(const std::string& line, std::size_t from, const char* stops, char& open) {
-  open = 0;
-  for (std::size_t i = from; i < line.size(); ++i) {
-    const char c = line[i];
-    if (open) {
-      if (c == '\\' && open == '"') ++i;
-      else if (c == open) open = 0;
-    } else if (c == '"' || c == '\'') {
-      open = c;
-    } else if (std::strchr(stops, c) != nullptr) {
-      return i;
-    }
-  }
-  return line.size();
+// ---- reading a --config file: toml++ parses, this names each mistake by its file and line ----
+
+struct Located {  // an item and where its key is, for the order CLI11 takes them in
+  CLI::ConfigItem item;
+  int line = 0, column = 0;
+};
+
+[[noreturn]] void fail_at(const std::string& file, int line, const std::string& what) {
+  throw CLI::ConfigError("'" + file + "' line " + std::to_string(line) + ": " + what);
 }
 
-// A key or section as CLI11 files it: dotted parts without quotes or blanks ("a" . b -> a.b).
-std::string key_path(const std::string& key) {
+std::string trim(const std::string& t) {
+  const std::size_t a = t.find_first_not_of(" \t");
+  if (a == std::string::npos) return std::string();
+  return t.substr(a, t.find_last_not_of(" \t") - a + 1);
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) {
+    if (!l.empty() && l.back() == '\r') l.pop_back();
+    lines.push_back(l);
+  }
+  return lines;
+}
+
+std::string joined_path(const std::vector<std::string>& parents, const std::string& name) {
+  std::string path;
+  for (const std::string& p : parents) path += p + ".";
+  return path + name;
+}
+
+// Every key's line by its path (section.key) and every section's as "[name]", as `lines` gets
+// them; `headers` the sections opened by a [name] line, by their line.
+void note_lines(const toml::table& t, const std::vector<std::string>& parents, std::map<std::string, int>& lines,
+                std::map<int, std::string>* headers = nullptr) {
+  for (auto&& [key, value] : t) {
+    const std::string name(key.str());
+    if (const toml::table* sub = value.as_table()) {
+      const int at = int(sub->source().begin.line);
+      lines.emplace("[" + joined_path(parents, name) + "]", at);
+      if (headers && !sub->is_inline()) headers->emplace(at, joined_path(parents, name));
+      std::vector<std::string> deeper = parents;
+      deeper.push_back(name);
+      note_lines(*sub, deeper, lines, headers);
+    } else {
+      lines.emplace(joined_path(parents, name), int(key.source().begin.line));
+    }
+  }
+}
+
+// The line on which a key or a section given twice at line `n` was first given: the lines
+// before n parse (the error is the first), and the key lies in the section opened last.
+std::string first_given(const std::vector<std::string>& lines, int n, const std::string& path, bool section) {
+  std::string before;
+  for (int i = 0; i + 1 < n && i < int(lines.size()); ++i) before += lines[i] + "\n";
+  std::map<std::string, int> at;
+  std::map<int, std::string> headers;
+  try {
+    note_lines(toml::parse(before), {}, at, &headers);
+  } catch (const toml::parse_error&) {
+    return "";
+  }
+  std::string full = path;
+  if (!section && !headers.empty()) full = headers.rbegin()->second + "." + path;
+  const auto it = at.find(section ? "[" + path + "]" : full);
+  return it == at.end() ? "" : " (first on line " + std::to_string(it->second) + ")";
+}
+
+// A key or a section as written, without its quotes and blanks ("a" . b -> a.b).
+std::string unquoted(const std::string& key) {
   std::string out;
   for (char c : key)
     if (c != '"' && c != '\'' && c != ' ' && c != '\t') out += c;
   return out;
 }
 
-// `key_lines` gets the line of each key by its full path (section.key, as key_path) and of each
-// section as "[name]".
-std::string check_toml_syntax(const std::string& text, const std::string& file,
-                              std::map<std::string, int>& key_lines) {
-  auto fail = [&](int line, const std::string& what) {
-    throw CLI::ConfigError("'" + file + "' line " + std::to_string(line) + ": " + what);
-  };
-  auto unclosed = [&](int line, char quote) {
-    fail(line, std::string("a string is not closed (its ") + quote + " has no match on the line)");
-  };
-  auto trim = [](std::string t) {
-    const std::size_t a = t.find_first_not_of(" \t");
-    if (a == std::string::npos) return std::string();
-    return t.substr(a, t.find_last_not_of(" \t") - a + 1);
-  };
-  std::istringstream lines(text);
-  std::vector<std::string> out;  // one line out for each line in
-  std::string line, array;       // the array being read, as one line
-  int n = 0, depth = 0, opened_at = 0;
-  std::size_t opened_index = 0;
-  std::string section;  // the [section] the lines are in, as key_path; "" before any
-  key_lines.clear();
-  auto once = [&](const std::string& key) {
-    const std::string path = section.empty() ? key_path(key) : section + "." + key_path(key);
-    const auto [at, fresh] = key_lines.emplace(path, n);
-    if (!fresh) fail(n, "'" + key + "' is given twice (first on line " + std::to_string(at->second) + ")");
-  };
-  while (std::getline(lines, line)) {
-    ++n;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    out.emplace_back();
-    const std::size_t first = line.find_first_not_of(" \t");
-    if (first == std::string::npos || line[first] == '#') continue;
-    std::size_t i = first;
-    if (depth == 0) {
-      if (line[first] == '[') {  // a section: [name] on one line
-        std::string head = trim(line.substr(first, line.find('#', first) - first));
-        if (head.size() < 3 || head.back() != ']')
-          fail(n, "expected a section as [name], got '" + trim(line) + "'");
-        out.back() = head;
-        section = key_path(head.substr(1, head.size() - 2));
-        key_lines.emplace("[" + section + "]", n);
-        continue;
-      }
-      // The key: up to the first '=' outside quotes.
-      char quote = 0;
-      i = find_unquoted(line, first, "=#", quote);
-      const std::string key = trim(line.substr(first, i - first));
-      if (i == line.size() || line[i] == '#') {  // no '=': a bare flag name (CLI11: true)
-        if (quote || key.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
-                         std::string::npos)
-          fail(n, "expected key = value, got '" + trim(line) + "'");
-        once(key);
-        out.back() = key;
-        continue;
-      }
-      if (key.empty()) fail(n, "a value with no key: '" + trim(line) + "'");
-      once(key);
-      i = line.find_first_not_of(" \t", i + 1);
-      if (i == std::string::npos || line[i] == '#') fail(n, "'" + key + "' has no value");
-      if (line[i] != '[') {  // a single value: ends at a '#' outside quotes
-        char q = 0;
-        const std::size_t end = find_unquoted(line, i, "#", q);
-        if (q) unclosed(n, q);
-        out.back() = key + " = " + trim(line.substr(i, end - i));
-        continue;
-      }
-      array = key + " = ";
-      opened_at = n, opened_index = out.size() - 1;
+// toml++'s error, in the words of the mistake: an array or a string left open (an array runs on
+// into the next lines, so toml++ finds it where the next key is), text after a value, a key
+// without a value or a value without a key, a key or a section given twice. Others keep its own
+// words. Always one line naming the file and the line.
+[[noreturn]] void explain(const toml::parse_error& e, const std::vector<std::string>& lines, const std::string& file) {
+  const int n = int(e.source().begin.line), column = int(e.source().begin.column);
+  std::string what(e.description()), context;
+  if (what.rfind("Error while parsing ", 0) == 0 && what.find(": ") != std::string::npos) {
+    context = what.substr(20, what.find(": ") - 20);
+    what = what.substr(what.find(": ") + 2);
+  }
+  const std::string line = n >= 1 && n <= int(lines.size()) ? lines[std::size_t(n - 1)] : "";
+  const bool at_end = what.find("end-of-file") != std::string::npos;
+  if (context == "array") {
+    static const std::regex opens(R"(=\s*\[)");
+    int opened = std::min(n, int(lines.size()));
+    while (opened >= 1 && !std::regex_search(lines[std::size_t(opened - 1)], opens)) --opened;
+    if (opened >= 1 && at_end) fail_at(file, opened, "the array opened here is not closed by the end of the file");
+    if (opened >= 1 && opened < n)
+      fail_at(file, opened, "the array opened here is not closed before line " + std::to_string(n));
+  }
+  if (column >= 1 && std::size_t(column) <= line.size() && line[std::size_t(column - 1)] == '=' &&
+      line.rfind('[', std::size_t(column - 1)) != std::string::npos)
+    fail_at(file, n, "an '=' inside an array (quote the value)");
+  if (context.find("string") != std::string::npos &&
+      (at_end || what.find("end-of-line") != std::string::npos || what.find("control characters") != std::string::npos)) {
+    const std::size_t eq = line.find('=');
+    const std::size_t q = line.find_first_of("\"'", eq == std::string::npos ? 0 : eq);
+    fail_at(file, n, std::string("a string is not closed (its ") + (q == std::string::npos ? '"' : line[q]) +
+                         " has no match on the line)");
+  }
+  if (what.rfind("expected '='", 0) == 0) fail_at(file, n, "expected key = value, got '" + trim(line) + "'");
+  if (what.rfind("expected value", 0) == 0 && line.find('=') != std::string::npos)
+    fail_at(file, n, "'" + trim(line.substr(0, line.find('='))) + "' has no value");
+  if (what.rfind("expected a comment or whitespace", 0) == 0 && column >= 1) {
+    const std::string before = trim(line.substr(0, std::size_t(column - 1)));
+    fail_at(file, n, std::string("unexpected text after the ") + (!before.empty() && before.back() == ']' ? "array" : "value") +
+                         ": '" + trim(line.substr(std::size_t(column - 1))) + "'");
+  }
+  if (context == "root table" && trim(line).rfind('=', 0) == 0)
+    fail_at(file, n, "a value with no key: '" + trim(line) + "'");
+  if (what.find("cannot redefine existing") != std::string::npos) {
+    if (context == "table header") {
+      const std::string head = trim(line.substr(0, line.find('#')));
+      fail_at(file, n, "the section " + head + " is given twice" +
+                           first_given(lines, n, unquoted(head.substr(1, head.size() - 2)), true));
     }
-    // Inside an array (from its '[' on the opening line, or a later line of it).
-    char quote = 0;
-    std::string piece;
-    for (; i < line.size(); ++i) {
-      const char c = line[i];
-      if (quote) {
-        piece += c;
-        if (c == '\\' && quote == '"' && i + 1 < line.size()) piece += line[++i];
-        else if (c == quote) quote = 0;
-        continue;
-      }
-      if (c == '#') break;
-      // Blanks around the brackets and commas go (CLI11 would read `"a" , "b"` as three values).
-      if (c == ' ' || c == '\t') {
-        if (!piece.empty() && std::string("[, \t").find(piece.back()) == std::string::npos) piece += ' ';
-        continue;
-      }
-      if (c == ',' || c == ']') {
-        if (!piece.empty() && piece.back() == ' ') piece.pop_back();
-        if (piece.empty() && !array.empty() && array.back() == ' ') array.pop_back();  // from the line before
-      }
-      if (c == '"' || c == '\'') {
-        quote = c;
-      } else if (c == '=') {
-        if (n != opened_at) fail(opened_at, "the array opened here is not closed before line " + std::to_string(n));
-        fail(n, "an '=' inside an array (quote the value)");
-      } else if (c == '[') {
-        if (++depth > 1) fail(n, "an array inside an array: an option takes a list of values");
-      } else if (c == ']') {
-        if (--depth == 0) {
-          // TOML allows a comma after the last value; CLI11 would read an empty one.
-          std::string body = trim(array + piece);
-          if (!body.empty() && body.back() == ',') body.pop_back();
-          out[opened_index] = trim(body) + "]";
-          const std::size_t rest = line.find_first_not_of(" \t", i + 1);
-          if (rest != std::string::npos && line[rest] != '#')
-            fail(n, "unexpected text after the array: '" + trim(line.substr(rest)) + "'");
-          break;
-        }
-      }
-      piece += c;
+    const std::string key = trim(line.substr(0, line.find('=')));
+    fail_at(file, n, "'" + key + "' is given twice" + first_given(lines, n, unquoted(key), false));
+  }
+  fail_at(file, n, what);
+}
+
+// A value as CLI11 reads it from the command line. A float keeps its spelling where CLI11 reads
+// that (0.1, not 0.10000000000000001), so an error about it quotes what the file says.
+std::string value_text(const toml::node& v, const std::vector<std::string>& lines) {
+  if (const auto* s = v.as_string()) return s->get();
+  if (const auto* i = v.as_integer()) return std::to_string(i->get());
+  if (const auto* b = v.as_boolean()) return b->get() ? "true" : "false";
+  if (const auto* f = v.as_floating_point()) {
+    const auto& src = v.source();
+    if (src.begin.line == src.end.line && src.begin.line >= 1 && src.begin.line <= lines.size() &&
+        src.end.column > src.begin.column) {
+      const std::string raw =
+          lines[src.begin.line - 1].substr(src.begin.column - 1, src.end.column - src.begin.column);
+      if (!raw.empty() && raw.find_first_not_of("0123456789+-.eE") == std::string::npos) return raw;
     }
-    if (quote) unclosed(n, quote);
-    if (depth > 0) {  // the next line's values follow, after a blank unless a comma or the '[' ends this one
-      piece = trim(piece);
-      if (!piece.empty() && piece.back() != ',' && piece.back() != '[') piece += ' ';
-      array += piece;
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", f->get());
+    return buf;
+  }
+  std::ostringstream out;  // a date or a time
+  if (const auto* d = v.as_date()) out << *d;
+  else if (const auto* t = v.as_time()) out << *t;
+  else if (const auto* dt = v.as_date_time()) out << *dt;
+  return out.str();
+}
+
+// The file's values as CLI11's items, in the order the file gives them: a table's keys go under
+// the subcommand it names (a section), an array is one option's list.
+void collect(const toml::table& t, const std::vector<std::string>& parents, const std::vector<std::string>& lines,
+             const std::string& file, std::vector<Located>& out) {
+  for (auto&& [key, value] : t) {
+    const std::string name(key.str());
+    if (const toml::table* sub = value.as_table()) {
+      std::vector<std::string> deeper = parents;
+      deeper.push_back(name);
+      collect(*sub, deeper, lines, file, out);
+      continue;
+    }
+    Located l;
+    l.item.parents = parents;
+    l.item.name = name;
+    l.line = int(key.source().begin.line), l.column = int(key.source().begin.column);
+    if (const toml::array* a = value.as_array()) {
+      for (const toml::node& x : *a) {
+        if (x.is_array() || x.is_table())
+          fail_at(file, int(x.source().begin.line),
+                  std::string(x.is_array() ? "an array" : "a table") + " inside an array: an option takes a list of values");
+        l.item.inputs.push_back(value_text(x, lines));
+      }
+    } else {
+      l.item.inputs.push_back(value_text(value, lines));
+    }
+    out.push_back(std::move(l));
+  }
+}
+
+// Parses `text` as TOML. A key alone on its line is `key = true`, as CLI11's reader took it (a
+// flag); any other mistake is refused in one line (explain).
+toml::table parse_config(std::string text, const std::string& file) {
+  static const std::regex bare(R"(^(\s*)([A-Za-z0-9_.-]+)(\s*(#.*)?)$)");
+  for (;;) {
+    try {
+      return toml::parse(text);
+    } catch (const toml::parse_error& e) {
+      std::vector<std::string> lines = split_lines(text);
+      const std::size_t n = e.source().begin.line;
+      const std::string what(e.description());
+      std::smatch m;
+      if (what.find("expected '='") == std::string::npos || n < 1 || n > lines.size() ||
+          !std::regex_match(lines[n - 1], m, bare))
+        explain(e, lines, file);
+      lines[n - 1] = m[1].str() + m[2].str() + " = true" + m[3].str();
+      text.clear();
+      for (const std::string& l : lines) text += l + "\n";
     }
   }
-  if (depth > 0) fail(opened_at, "the array opened here is not closed by the end of the file");
-  std::string clean;
-  for (const std::string& l : out) clean += l + "\n";
-  return clean;
 }
 
 // TOML whose keys belong to one subcommand: each item is filed under that subcommand's path. A
@@ -186,9 +236,6 @@ std::string check_toml_syntax(const std::string& text, const std::string& file,
 // --coordinator) is dropped: the command line wins there too.
 class SubcommandToml final : public CLI::ConfigBase {
  public:
-  // Comments are gone before the reader sees the text (check_toml_syntax): its own search for
-  // '#' would cut a quoted value such as "runs/#3" short.
-  SubcommandToml() { comment('\0'); }
   std::vector<std::string> scope;  // subcommand names from the top, e.g. {"bench", "predict"}
   CLI::App* app = nullptr;         // the subcommand that named the file
   std::string file;                // its name, for errors
@@ -199,12 +246,18 @@ class SubcommandToml final : public CLI::ConfigBase {
     std::string body = text.str();
     // A byte-order mark (editors on Windows write one) is no part of the first key.
     if (body.rfind("\xEF\xBB\xBF", 0) == 0) body.erase(0, 3);
-    std::istringstream clean(check_toml_syntax(body, file, key_lines_));
-    std::vector<CLI::ConfigItem> items = CLI::ConfigBase::from_config(clean), kept;
-    for (CLI::ConfigItem& item : items) {
-      // A section's open and close marks would count its subcommand as given on the command
-      // line (a [policy] section would switch `ctl status` to `ctl policy`): values only.
-      if (item.name == "++" || item.name == "--") continue;
+    const toml::table root = parse_config(body, file);
+    const std::vector<std::string> lines = split_lines(body);
+    key_lines_.clear();
+    note_lines(root, {}, key_lines_);
+    std::vector<Located> found;
+    collect(root, {}, lines, file, found);
+    std::stable_sort(found.begin(), found.end(), [](const Located& a, const Located& b) {
+      return a.line != b.line ? a.line < b.line : a.column < b.column;
+    });
+    std::vector<CLI::ConfigItem> kept;
+    for (Located& l : found) {
+      CLI::ConfigItem& item = l.item;
       check_key(item);
       if (app != nullptr && item.parents.empty() && overruled(item.name)) continue;
       item.parents.insert(item.parents.begin(), scope.begin(), scope.end());

@@ -5,6 +5,8 @@
 // CLI11 (2.1) reads configuration files for the top-level app only, so a subcommand's --config
 // hands its file to the top-level app, whose reader files every key under the subcommand that
 // named it. Call enable_subcommand_configs on the top-level app before add_config_option.
+// The file is TOML as toml++ reads it (CLI11's own reader ran an open array on into the next
+// lines); a key alone on its line is `key = true`, as CLI11 took it.
 #pragma once
 #include <CLI/CLI.hpp>
 #include <string>

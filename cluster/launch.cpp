@@ -24,6 +24,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/error.hpp"
 #include "core/files.hpp"
@@ -37,6 +38,7 @@
 #include "ps/cluster_map.hpp"
 #include "ps/http_server.hpp"
 #include "ps/link.hpp"
+#include "ps/stop_signals.hpp"
 #include "workloads/dataset.hpp"
 #include "worker/net.hpp"
 
@@ -89,6 +91,14 @@ std::string tail_of(const std::string& path, int lines) {
 }
 
 }  // namespace
+
+policy::PolicyOptions policy_options(const LaunchOptions& opt) {
+  policy::PolicyOptions po;
+  po.name = opt.policy, po.slice_params = opt.slice_params, po.partition_params = opt.partition_params;
+  if (!opt.credit.empty())
+    po.credit_bytes = std::int64_t(for_flag("--credit", [&] { return parse_bytes(opt.credit); }));
+  return po;
+}
 
 void check_compute(const std::string& compute, const ModelSpec& spec, const std::string& flag) {
   if (compute == "real") return;
@@ -202,14 +212,9 @@ class Launcher {
     check_launch_options(opt_);
     ps::Consistency::parse(opt_.mode);
     worker::require_device(opt_.device);  // a GPU run without a device: status 2, not a timeout
-    parse_bytes(opt_.partition_bytes);
     scheduled_lr(opt_.lr_schedule, opt_.lr, 0, 1);
-    const ps::LinkOptions link = ps::parse_link(opt_.bandwidth, opt_.latency);
-    policy::PolicyOptions po;
-    po.name = opt_.policy, po.slice_params = opt_.slice_params, po.partition_params = opt_.partition_params;
-    if (!opt_.credit.empty())
-      po.credit_bytes = std::int64_t(for_flag("--credit", [&] { return parse_bytes(opt_.credit); }));
-    policy::make_policy(po);
+    link_ = ps::parse_link(opt_.bandwidth, opt_.latency);
+    policy::check_policy_options(policy_options(opt_));
     warn_unused_policy_settings();
     if (!opt_.http.empty() && !ps::parse_http_address(opt_.http).loopback() && opt_.http_token.empty() &&
         !std::getenv("PSBED_HTTP_TOKEN"))
@@ -229,23 +234,16 @@ class Launcher {
     }
     ensure_writable_dir(out_ + "/logs", "--out");
     if (opt_.trace) ensure_writable_dir(out_ + "/traces", "--out");
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
     // A closed terminal or ssh session ends the run as Ctrl-C does, unless SIGHUP is ignored
-    // (nohup, or a sweep under nohup): a blocked signal is queued even when ignored.
-    struct sigaction hup {};
-    if (sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler != SIG_IGN) sigaddset(&set, SIGHUP);
-    sigprocmask(SIG_BLOCK, &set, &old_mask_);
+    // (nohup, or a sweep under nohup). SIGCHLD wakes the supervision when a node ends.
+    stops_.emplace(true, std::initializer_list<int>{SIGCHLD});
     // Output into a closed pipe (`psbed launch ... | head`) is lost, not the run: writes fail
     // instead of killing the launcher, and the nodes (which inherit this) go on.
     ::signal(SIGPIPE, SIG_IGN);
 
     spdlog::info("launching {} server(s) + {} worker(s) of {} ({}) into {}", opt_.servers, opt_.workers, opt_.model,
                  opt_.mode, out_);
-    if (opt_.netns) make_namespaces(link);
+    if (opt_.netns) make_namespaces(link_);
     // The coordinator binds a free port itself and writes it down (no window in which another
     // process could take a port chosen here).
     const std::string endpoint_file = out_ + "/logs/coordinator.endpoint";
@@ -260,7 +258,7 @@ class Launcher {
                  : why.rfind("coordinator ", 0) == 0 ? "the " + why + " before it listened"
                                                      : why;
       const int rc = finish(1);
-      unblock_signals(set);
+      stops_.reset();
       return rc;
     }
     if (!opt_.http.empty()) {
@@ -277,8 +275,8 @@ class Launcher {
     for (int i = 0; i < opt_.servers; ++i) spawn("server-" + std::to_string(i), "server", server_args(coord, i), true);
     for (int i = 0; i < opt_.workers; ++i) spawn("worker-" + std::to_string(i), "worker", worker_args(coord, i), true);
 
-    const int rc = finish(supervise(set));  // signals still blocked: the summary is always written
-    unblock_signals(set);
+    const int rc = finish(supervise());  // signals still blocked: the summary is always written
+    stops_.reset();
     return rc;
   }
 
@@ -397,7 +395,7 @@ class Launcher {
         std::fprintf(stderr, "cannot enter the network namespace of %s: %s\n", name.c_str(), std::strerror(errno));
         ::_exit(126);
       }
-      sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+      sigprocmask(SIG_SETMASK, &stops_->old_mask(), nullptr);
       int fd = to_log ? ::open(c.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
       if (fd >= 0) {
         ::dup2(fd, STDOUT_FILENO);
@@ -441,7 +439,7 @@ class Launcher {
   // terminal signals both, and timeout passes its signal on to the launcher and to its group):
   // after an interruption (`interrupted`), a repeat within kRepeatGraceS is the same Ctrl-C, not
   // a second one. Past --timeout any Ctrl-C is the user's.
-  void wind_down(const sigset_t& set, bool interrupted) {
+  void wind_down(bool interrupted) {
     bool told = false;  // a coordinator there to stop the nodes; a dead one tells them nothing
     for (auto& c : children_)
       if (c.running && c.role == "coordinator") ::kill(c.pid, SIGTERM), told = true;
@@ -458,26 +456,14 @@ class Launcher {
       for (const auto& c : children_) coordinator = coordinator || (c.running && c.role == "coordinator");
       if (!coordinator && coordinator_gone == Clock::time_point{}) coordinator_gone = Clock::now();
       if (!coordinator && Clock::now() - coordinator_gone > std::chrono::seconds(5)) break;
-      timespec ts{0, 20000000};
-      siginfo_t info;
-      const int sig = sigtimedwait(&set, &info, &ts);
-      if ((sig == SIGINT || sig == SIGTERM || sig == SIGHUP) &&
+      const int sig = stops_->wait(0.02);
+      if (stops_->is_stop(sig) &&
           (!interrupted || Clock::now() - began > std::chrono::duration<double>(kRepeatGraceS))) {
         spdlog::warn("interrupted again: stopping every process now");
         break;
       }
     }
     stop_all(3);
-  }
-
-  // Signals that came while they were blocked are dropped rather than delivered on unblocking
-  // (a second Ctrl-C would otherwise end this process after its summary was written).
-  void unblock_signals(const sigset_t& set) {
-    timespec zero{0, 0};
-    siginfo_t info;
-    while (sigtimedwait(&set, &info, &zero) > 0) {
-    }
-    sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
   }
 
   // A setting the run's policy does not use is kept (a switch to a policy that uses it, from the
@@ -571,23 +557,21 @@ class Launcher {
     return stall;
   }
 
-  int supervise(const sigset_t& set) {
+  int supervise() {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(opt_.timeout_s);
     std::string failure;
     while (running() > 0) {
-      timespec ts{1, 0};
-      siginfo_t info;
-      int sig = sigtimedwait(&set, &info, &ts);
-      if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+      const int sig = stops_->wait(1.0);
+      if (stops_->is_stop(sig)) {
         spdlog::warn("interrupted{}: the run ends now, keeping what it measured",
                      sig == SIGHUP ? " (hangup: the terminal closed)" : "");
-        wind_down(set, true);
+        wind_down(true);
         failure_ = sig == SIGHUP ? "interrupted (hangup)" : "interrupted";
         return 130;
       }
       if (!reap(failure)) {
         spdlog::error("stopping the run: {}", failure);
-        wind_down(set, false);
+        wind_down(false);
         failure_ = failure;
         return 1;
       }
@@ -603,7 +587,7 @@ class Launcher {
         failure_ = "the run took longer than --timeout " + std::to_string(int(opt_.timeout_s)) + " s";
         if (const std::string stall = last_stall(); !stall.empty()) failure_ += "; it had stalled: " + stall;
         spdlog::error("{}: ending it, keeping what it measured", failure_);
-        wind_down(set, false);
+        wind_down(false);
         return 1;
       }
     }
@@ -640,7 +624,7 @@ class Launcher {
                    // The link every node had, in the words of the traces' metadata (psbed
                    // validate reads it here when the run has no traces); with --netns tc
                    // shaped the bandwidth.
-                   {"link", ps::parse_link(opt_.bandwidth, opt_.latency).str()},
+                   {"link", link_.str()},
                    {"straggler_ms", opt_.straggler_ms > 0 ? opt_.straggler_ms : 0.0},
                    {"start_stagger_ms", opt_.start_stagger_ms > 0 ? opt_.start_stagger_ms : 0.0},
                    {"apply_threads", opt_.apply_threads},
@@ -723,8 +707,10 @@ class Launcher {
   }
 
   LaunchOptions opt_;
+  ps::LinkOptions link_;  // --bandwidth and --latency, read once
   std::string out_;
-  sigset_t old_mask_;
+  // Held from the first node's start to the summary (ps/stop_signals.hpp).
+  std::optional<ps::BlockedStopSignals> stops_;
   std::vector<Child> children_;
   std::unique_ptr<NetnsTestbed> netns_;
   std::map<std::string, std::string> addresses_;  // node -> address (--netns)

@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "core/defaults.hpp"
 #include "core/model_spec.hpp"
+#include "core/policy.hpp"
 
 namespace psbed::cluster {
 
@@ -23,7 +25,7 @@ struct LaunchOptions {
   std::string data_dir;
   std::string mode = "async";
   std::string policy = "wfbp";
-  std::int64_t slice_params = 40000, partition_params = 1000000;
+  std::int64_t slice_params = defaults::kSliceParams, partition_params = defaults::kPartitionParams;
   std::string credit;              // "" = the policy's default
   int epochs = 1;
   std::int64_t steps = 0;
@@ -31,13 +33,13 @@ struct LaunchOptions {
   float lr = 0.03f, momentum = 0.9f, weight_decay = 0.0f;
   std::string lr_schedule = "cosine";
   std::uint64_t seed = 1;
-  std::string partition_bytes = "4MiB";
+  std::string partition_bytes = defaults::kPartitionBytesText;
   int threads = 1;                 // compute threads per worker
-  int apply_threads = 2;           // apply lanes per server shard (psbed server --apply-threads)
+  int apply_threads = defaults::kApplyThreads;  // apply lanes per server shard (psbed server --apply-threads)
   std::string device = "cpu";
   std::string compute = "real";    // or replay:<profile.json> (every worker)
   std::string out;                 // default runs/<model>-<mode>-<N>w<S>s-<time>
-  double heartbeat_s = 0.5, heartbeat_timeout_s = 3.0;
+  double heartbeat_s = defaults::kHeartbeatS, heartbeat_timeout_s = defaults::kHeartbeatTimeoutS;
   double timeout_s = 3600;         // the whole run
   double stall_timeout_s = 30;     // psbed coordinator --stall-timeout
   bool trace = true;
@@ -65,6 +67,9 @@ std::int64_t check_coordinator_settings(const std::string& partition_bytes, doub
 // A --compute value a run can start with: real, or replay: of a readable profile of `spec`.
 // Errors (psbed::Error) name `flag`.
 void check_compute(const std::string& compute, const ModelSpec& spec, const std::string& flag);
+// The run's policy settings as the policies take them: --credit read into bytes (-1: the
+// policy's default). Errors (psbed::Error) name --credit.
+policy::PolicyOptions policy_options(const LaunchOptions& opt);
 int run_launch(const LaunchOptions& opt);
 
 }  // namespace psbed::cluster

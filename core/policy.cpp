@@ -249,8 +249,10 @@ bool uses_credit(const std::string& policy) {
 std::int64_t credit_in_effect(const PolicyOptions& o) {
   if (!uses_credit(o.name)) return -1;
   if (o.credit_bytes >= 0) return o.credit_bytes;
-  return o.name == "bytescheduler" ? 4000000 * 4 : 4 << 20;
+  return o.name == "bytescheduler" ? defaults::kByteSchedulerCreditBytes : defaults::kCreditBytes;
 }
+
+void check_policy_options(const PolicyOptions& o) { (void)make_policy(o); }
 
 std::unique_ptr<Policy> make_policy(const PolicyOptions& o) {
   if (o.name == "bulk") return std::make_unique<Bulk>();

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "core/defaults.hpp"
+
 namespace psbed::policy {
 
 enum class Direction { kPull, kPush };
@@ -33,8 +35,8 @@ struct Transfer {
 
 struct PolicyOptions {
   std::string name = "wfbp";          // bulk | wfbp | tf-random | p3 | bytescheduler | prophet
-  std::int64_t slice_params = 40000;  // p3, prophet: floats per slice
-  std::int64_t partition_params = 1000000;  // bytescheduler: floats per partition
+  std::int64_t slice_params = defaults::kSliceParams;  // p3, prophet: floats per slice
+  std::int64_t partition_params = defaults::kPartitionParams;  // bytescheduler: floats per partition
   // Bytes in flight at most; < 0: the policy's default (p3 4 MiB, bytescheduler 4,000,000
   // parameters = 16,000,000 bytes). prophet: the largest block (default 4 MiB).
   std::int64_t credit_bytes = -1;
@@ -71,6 +73,8 @@ std::int64_t credit_in_effect(const PolicyOptions& options);
 
 // Throws psbed::Error naming the policy if unknown or its parameters are invalid.
 std::unique_ptr<Policy> make_policy(const PolicyOptions& options);
+// The same checks without a policy to keep: for options refused before anything runs.
+void check_policy_options(const PolicyOptions& options);
 std::vector<std::string> policy_names();
 
 }  // namespace psbed::policy

@@ -110,6 +110,41 @@ int StopSignals::received() const {
   return received_;
 }
 
+BlockedStopSignals::BlockedStopSignals(bool hangup, std::initializer_list<int> extra) {
+  sigemptyset(&stops_);
+  sigaddset(&stops_, SIGINT);
+  sigaddset(&stops_, SIGTERM);
+  struct sigaction hup {};
+  if (hangup && sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler != SIG_IGN) sigaddset(&stops_, SIGHUP);
+  set_ = stops_;
+  for (int sig : extra) sigaddset(&set_, sig);
+  pthread_sigmask(SIG_BLOCK, &set_, &old_mask_);
+}
+
+BlockedStopSignals::~BlockedStopSignals() {
+  timespec zero{0, 0};
+  siginfo_t info;
+  while (sigtimedwait(&set_, &info, &zero) > 0) {
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+}
+
+int BlockedStopSignals::wait(double timeout_s) {
+  siginfo_t info;
+  int sig;
+  if (timeout_s < 0) {
+    sig = sigwaitinfo(&set_, &info);
+  } else {
+    const timespec ts{time_t(timeout_s), long((timeout_s - double(time_t(timeout_s))) * 1e9)};
+    sig = sigtimedwait(&set_, &info, &ts);
+  }
+  if (sig <= 0) return 0;
+  if (received_ == 0 && is_stop(sig)) received_ = sig;
+  return sig;
+}
+
+bool BlockedStopSignals::is_stop(int sig) const { return sig > 0 && sigismember(&stops_, sig) == 1; }
+
 std::string StopSignals::name(int sig) {
   switch (sig) {
     case SIGTERM: return "SIGTERM";

@@ -17,6 +17,7 @@
 
 #include <condition_variable>
 #include <functional>
+#include <initializer_list>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -72,6 +73,42 @@ class StopHook {
 
  private:
   StopSignals& signals_;
+};
+
+// Ctrl-C (SIGINT), SIGTERM and a closed terminal (SIGHUP) as a process that supervises others
+// takes them (`psbed launch`, `psbed sweep`): it passes the stop on to what it started, lets
+// that wind down, and ends with what it has. The signals are blocked for as long as this lives
+// and taken with wait() where the process can act on them; a handler would interrupt whatever
+// the process was doing. Unlike StopSignals, SIGINT and SIGTERM are taken even where they were
+// ignored at the start (a launch started with & from a script still stops on SIGINT), SIGHUP only
+// where it was not (nohup): a blocked signal is queued even when ignored, so it is left out.
+// Construct it before any thread starts: threads inherit the mask, and one started earlier would
+// take the signals' default action.
+class BlockedStopSignals {
+ public:
+  // Blocks SIGINT, SIGTERM, SIGHUP (if `hangup` and it is not ignored) and `extra` (launch:
+  // SIGCHLD, to wake on a child's end) in this thread.
+  explicit BlockedStopSignals(bool hangup = true, std::initializer_list<int> extra = {});
+  // Drops the signals that came meanwhile and restores the mask: delivered on unblocking, a
+  // second Ctrl-C would end the process after its work was done.
+  ~BlockedStopSignals();
+  BlockedStopSignals(const BlockedStopSignals&) = delete;
+  BlockedStopSignals& operator=(const BlockedStopSignals&) = delete;
+
+  // The next signal of the set (a stop or an extra) within `timeout_s` seconds, 0 if none came;
+  // a negative timeout waits for one. Takes it: it is not delivered again.
+  int wait(double timeout_s);
+  int poll() { return wait(0); }
+  bool is_stop(int sig) const;  // SIGINT, SIGTERM, or SIGHUP where it is taken
+  int received() const { return received_; }  // the first stop that wait() took, 0 if none
+  // The mask from before, for a child to restore between fork and exec.
+  const sigset_t& old_mask() const { return old_mask_; }
+
+ private:
+  sigset_t set_{};    // stops and extras
+  sigset_t stops_{};  // the stops alone
+  sigset_t old_mask_{};
+  int received_ = 0;
 };
 
 }  // namespace psbed::ps

@@ -223,4 +223,7 @@ TEST_CASE("unknown policies and bad parameters are named", "[core][policy]") {
   o.name = "p3";
   o.slice_params = 0;
   CHECK_THROWS_AS(make_policy(o), psbed::Error);
+  CHECK_THROWS_AS(check_policy_options(o), psbed::Error);
+  CHECK_THROWS_WITH(check_policy_options({"fastest"}), Catch::Contains("unknown policy 'fastest'"));
+  for (const auto& name : policy_names()) CHECK_NOTHROW(check_policy_options({name}));
 }

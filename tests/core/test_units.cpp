@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include "core/defaults.hpp"
 #include "core/error.hpp"
 #include "core/optimizer.hpp"
 #include "core/units.hpp"
@@ -49,4 +50,8 @@ TEST_CASE("seconds in log lines are printed as given", "[core][units]") {
   CHECK(format_seconds(2.25) == "2.25");
   CHECK(format_seconds(10.2049) == "10.2");
   CHECK(format_seconds(0) == "0");
+}
+
+TEST_CASE("the default partition size reads, as the flags show it, as the bytes it is", "[core][units]") {
+  CHECK(parse_bytes(defaults::kPartitionBytesText) == std::uint64_t(defaults::kPartitionBytes));
 }
