@@ -149,7 +149,7 @@ void add_coordinator(CLI::App& root, ps::CoordinatorOptions& o, std::string& par
   app->add_option("--partition-params", o.policy.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
   app->add_option("--credit", credit, "p3/bytescheduler: bytes in flight at most; prophet: largest block (default, or 'default': the policy's)")
       ->transform(cluster::credit_value());
-  app->add_option("--lr", o.sgd.lr, "learning rate (async needs a smaller one than bsp: README, \"Consistency\")")
+  app->add_option("--lr", o.sgd.lr, "learning rate (async needs a smaller one than bsp: docs/concepts.md, \"Consistency\")")
       ->capture_default_str()
       ->check(non_negative("a learning rate", true));
   app->add_option("--momentum", o.sgd.momentum, "SGD momentum")->capture_default_str()->check(momentum_range());
@@ -265,7 +265,7 @@ void add_launch(CLI::App& root, cluster::LaunchOptions& o, std::string& log_leve
       ->check(CLI::Range(1, 1000000));
   app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")->capture_default_str();
   app->add_option("--batch", o.batch, "batch per worker")->capture_default_str();
-  app->add_option("--lr", o.lr, "learning rate (async needs a smaller one than bsp: README, \"Consistency\")")
+  app->add_option("--lr", o.lr, "learning rate (async needs a smaller one than bsp: docs/concepts.md, \"Consistency\")")
       ->capture_default_str()
       ->check(non_negative("a learning rate", true));
   app->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str()->check(momentum_range());
@@ -400,7 +400,7 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
                    "a second run of the same model and batch on this host with at least twice as many "
                    "workers + shards as cores (real compute on one thread a worker, traces): the extra "
                    "CPU a crowded host spends per step, which the single-worker run cannot show "
-                   "(host.contention; README, \"The host's contention\")");
+                   "(host.contention; docs/prediction.md, \"The host's contention\")");
   prof->add_option("--skip-steps", o.profile.extract.skip_steps, "warm-up steps left out (default: the worker's rule)")
       ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
   prof->add_option("--copy-ns-per-byte", o.profile.extract.copy_cpu_ns_per_byte,
@@ -436,7 +436,7 @@ void add_predictor(CLI::App& root, PredictorCommands& o, std::string& log_level)
               "their images/s; the report gives each one's range, and the error of every run alone beside it.\n"
               "Where a run's traces measured the host's CPU per worker-step, the report sets it beside what the\n"
               "simulation booked on the cores and simulates the run again at it: how much of an error is the CPU per\n"
-              "step (no prediction: it takes the run's figure; README, \"The host's CPU per step\").");
+              "step (no prediction: it takes the run's figure; docs/predictor-model.md, \"The host's CPU per step\").");
   add_common(val, log_level);
   val->add_option("--profile", o.validate.profile, "profile.json from psbed profile")->required();
   val->add_option("runs", o.validate.runs, "measured run folders")->required();
