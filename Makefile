@@ -28,7 +28,7 @@ build-asan: deps
 
 # The main job on a local default cluster: single-process training as the reference, then a
 # coordinator + 2 server shards + 4 workers training the same model through the parameter server
-# (async: a smaller step than one process takes, over more epochs; README, "Consistency").
+# (async: a smaller step than one process takes, over more epochs; docs/concepts.md, "Consistency").
 # Before it: a single-worker run to profile, and a short crowded one (twice as many workers +
 # shards as the host's cores, as launch counts them) that measures what time-sharing the cores
 # adds to each step's CPU. On one CPU the single-worker run is crowded itself: no crowded run.

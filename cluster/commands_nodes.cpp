@@ -34,7 +34,7 @@ void add_coordinator(CLI::App& root, CoordinatorCommand& c, std::string& log_lev
   app->add_option("--partition-params", o.policy.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
   app->add_option("--credit", credit, "p3/bytescheduler: bytes in flight at most; prophet: largest block (default, or 'default': the policy's)")
       ->transform(credit_value());
-  app->add_option("--lr", o.sgd.lr, "learning rate (async needs a smaller one than bsp: README, \"Consistency\")")
+  app->add_option("--lr", o.sgd.lr, "learning rate (async needs a smaller one than bsp: docs/concepts.md, \"Consistency\")")
       ->capture_default_str()
       ->check(non_negative("a learning rate", true));
   app->add_option("--momentum", o.sgd.momentum, "SGD momentum")->capture_default_str()->check(momentum_range());
@@ -155,7 +155,7 @@ void add_launch(CLI::App& root, LaunchOptions& o, std::string& log_level) {
       ->check(CLI::Range(1, 1000000));
   app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")->capture_default_str();
   app->add_option("--batch", o.batch, "batch per worker")->capture_default_str();
-  app->add_option("--lr", o.lr, "learning rate (async needs a smaller one than bsp: README, \"Consistency\")")
+  app->add_option("--lr", o.lr, "learning rate (async needs a smaller one than bsp: docs/concepts.md, \"Consistency\")")
       ->capture_default_str()
       ->check(non_negative("a learning rate", true));
   app->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str()->check(momentum_range());

@@ -103,7 +103,7 @@ void add_profile_predict_validate(CLI::App& root, PredictorCommands& o, std::str
                    "a second run of the same model and batch on this host with at least twice as many "
                    "workers + shards as cores (real compute on one thread a worker, traces): the extra "
                    "CPU a crowded host spends per step, which the single-worker run cannot show "
-                   "(host.contention; README, \"The host's contention\")");
+                   "(host.contention; docs/prediction.md, \"The host's contention\")");
   prof->add_option("--skip-steps", o.profile.extract.skip_steps, "warm-up steps left out (default: the worker's rule)")
       ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
   prof->add_option("--copy-ns-per-byte", o.profile.extract.copy_cpu_ns_per_byte,
@@ -139,7 +139,7 @@ void add_profile_predict_validate(CLI::App& root, PredictorCommands& o, std::str
               "their images/s; the report gives each one's range, and the error of every run alone beside it.\n"
               "Where a run's traces measured the host's CPU per worker-step, the report sets it beside what the\n"
               "simulation booked on the cores and simulates the run again at it: how much of an error is the CPU per\n"
-              "step (no prediction: it takes the run's figure; README, \"The host's CPU per step\").");
+              "step (no prediction: it takes the run's figure; docs/predictor-model.md, \"The host's CPU per step\").");
   add_common(val, log_level);
   val->add_option("--profile", o.validate.profile, "profile.json from psbed profile")->required();
   val->add_option("runs", o.validate.runs, "measured run folders")->required();

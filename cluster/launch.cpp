@@ -674,7 +674,7 @@ class Launcher {
 
   // The loss at the first step and the last, per worker (one batch each), and whether it fell:
   // a run whose loss ends above half its first value, or not a number, did not converge. Async
-  // with a learning rate one process takes does that (README, "Consistency").
+  // with a learning rate one process takes does that (docs/concepts.md, "Consistency").
   void print_losses(const nlohmann::json& per_worker) const {
     double first = 0, lo = INFINITY, hi = -INFINITY, sum = 0;
     int n = 0;
@@ -693,7 +693,7 @@ class Launcher {
     if (n == 0 && !not_a_number) return;
     const std::string hint = opt_.lr <= 0           ? "an --lr above 0 (with 0 nothing is learnt)"
                              : opt_.mode == "bsp" ? "more steps or another --lr"
-                                                  : "a smaller --lr (README, \"Consistency\")";
+                                                  : "a smaller --lr (docs/concepts.md, \"Consistency\")";
     if (not_a_number) {
       std::printf("loss: not a number at the last step: training diverged; try %s\n", hint.c_str());
       return;

@@ -527,7 +527,7 @@ class Coordinator {
                        "worker ({})",
                        100 * test_accuracy_, spec_.classes, 100 * chance, steps_,
                        opt_.sgd.lr > 0 ? "too few steps, or too large an --lr: asynchronous SGD with several workers "
-                                         "needs a smaller one, README \"Consistency\""
+                                         "needs a smaller one, docs/concepts.md, \"Consistency\""
                                        : "--lr 0 changes nothing");
       } else
         spdlog::info("no test accuracy: {}", evaluation_note_.empty() ? "none reported" : evaluation_note_);

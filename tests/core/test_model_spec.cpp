@@ -7,7 +7,7 @@ using namespace psbed;
 using Catch::Contains;
 
 TEST_CASE("every shipped spec builds with the documented parameter count", "[core][spec]") {
-  // The counts follow from the layer lists in the README (weights + biases).
+  // The counts follow from the layer lists in docs/models-and-data.md (weights + biases).
   struct Expect {
     const char* name;
     std::int64_t params;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's "Measured again" accuracy table is what `psbed validate` gives on the measured grid
+# The "Measured again" accuracy table of docs/results/prediction-accuracy.md is what `psbed validate`
+# gives on the measured grid
 # kept in docs/grid/ (docs/grid/README.md's commands): a change to the simulator that moves a
 # figure fails here until the table (and the text around it) is measured and written again.
 source "$(dirname "$0")/lib.sh"
@@ -30,7 +31,7 @@ done
 # configurations, runs, mean |error|, max, median and configurations within 10%. The simulations
 # are seeded, so the figures are the same on every run; another compiler could move one across a
 # rounding boundary, and then the table is written again from its validation.
-python3 - "$SRC/README.md" "$WORK" <<'PY'
+python3 - "$SRC/docs/results/prediction-accuracy.md" "$WORK" <<'PY'
 import json, re, statistics, sys
 
 readme, work = sys.argv[1], sys.argv[2]
@@ -44,7 +45,7 @@ rows = {"lenet5, medians of 3": ["lenet5"], "lenet5, first run alone": ["lenet5-
         "all, by medians of 3": ["lenet5", "cnn-cifar", "vgg-mini"]}
 text = open(readme).read()
 if "**Measured again on" not in text:
-    sys.exit("README: no 'Measured again' paragraph in 'Prediction accuracy'")
+    sys.exit(f"{readme}: no 'Measured again' paragraph")
 # The table: the first lines starting with '|' after the paragraph's opening.
 lines = text[text.index("**Measured again on"):].splitlines()
 start = next(i for i, line in enumerate(lines) if line.startswith("|"))
@@ -54,11 +55,11 @@ failed = []
 for label, parts in rows.items():
     m = re.search(r"^\| " + re.escape(label) + r" \|(.*)$", table, re.M)
     if not m:
-        failed.append(f"README: no row '{label}' in the 'Measured again' table")
+        failed.append(f"{readme}: no row '{label}' in the 'Measured again' table")
         continue
     cells = [c.strip().strip("*").rstrip("%") for c in m.group(1).split("|")][:6]
     if len(cells) < 6 or not all(cells):
-        failed.append(f"README row '{label}': expected configurations, runs, mean, max, median "
+        failed.append(f"{readme} row '{label}': expected configurations, runs, mean, max, median "
                       f"and within 10%, found {cells}")
         continue
     errors = [abs(r["error_pct"]) for p in parts for r in v[p]["runs"]]
@@ -71,13 +72,13 @@ for label, parts in rows.items():
     for what, (measured, printed) in got.items():
         digits = len(cells[list(got).index(what)].partition(".")[2])
         if round(measured, digits) != printed:
-            failed.append(f"README row '{label}': {what} printed {printed}, "
+            failed.append(f"{readme} row '{label}': {what} printed {printed}, "
                           f"validate gives {measured:.{digits + 2}f}")
     print(f"{label}: " + ", ".join(f"{k} {p}" for k, (_, p) in got.items()))
 if failed:
     print("\n".join(failed), file=sys.stderr)
     print("the simulator's figures moved: validate docs/grid/ again (docs/grid/README.md) and "
-          "rewrite the README's table and worst cases", file=sys.stderr)
+          "rewrite the table and worst cases in docs/results/prediction-accuracy.md", file=sys.stderr)
     sys.exit(1)
 PY
-echo "PASS: the README's accuracy table is what validate gives on docs/grid/"
+echo "PASS: the accuracy table in docs/results/prediction-accuracy.md is what validate gives on docs/grid/"

@@ -7,7 +7,7 @@ need_data
 # worker is descheduled on this host's few cores), so it takes a smaller step than bsp, which
 # averages the three gradients of a clock into one update, and more epochs. At lr 0.01, 3 of 312
 # runs over 4 epochs and 1 of 61 over 5 ended below 95% (88.7-94.55%: the step overshot); at lr
-# 0.005 over 5 epochs, 100 of 100 reached 96.0-96.8% (README, "Consistency").
+# 0.005 over 5 epochs, 100 of 100 reached 96.0-96.8% (docs/results/async-learning-rate.md).
 for cfg in "async 0.005 5" "bsp 0.05 3"; do
   set -- $cfg
   timeout 300 "$PSBED" launch --servers 2 --workers 3 --model lenet5 --data mnist --epochs "$3" --batch 32 \
