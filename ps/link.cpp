@@ -74,10 +74,11 @@ void ShapedTransport::start(ReceiveFn on_receive) {
 void ShapedTransport::deliver_loop() {
   pthread_setname_np(pthread_self(), "ps-link-in");
   const transport_thread::Scope marked;
+  delivery_id_ = std::this_thread::get_id();
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stopping_ || !arrivals_.empty(); });
-    if (stopping_) return;
+    if (stopping_) break;
     const auto due = arrivals_.front().first;
     if (TokenBucket::Clock::now() < due) {
       cv_.wait_until(lock, due, [&] { return stopping_; });
@@ -89,15 +90,23 @@ void ShapedTransport::deliver_loop() {
     on_receive_(std::move(m));
     lock.lock();
   }
+  delivery_id_ = std::thread::id();  // ids are reused: a later thread must not pass for this one
 }
 
 bool ShapedTransport::send(Message msg) {
-  if (!link_->egress) return inner_->send(std::move(msg));
-  transport_thread::assert_may_block("a send on a shaped link");
+  // From the callback: the delivery thread must not wait, here or in the inner transport.
+  const bool from_callback = std::this_thread::get_id() == delivery_id_.load();
+  if (!link_->egress && !from_callback) return inner_->send(std::move(msg));
+  // Checked here, on the caller's thread: the pacing thread could only die of it.
+  inner_->check_send(msg);
+  if (!from_callback) transport_thread::assert_may_block("a send on a shaped link");
   const std::uint64_t bytes = wire_bytes(msg);
   std::unique_lock<std::mutex> lock(out_mu_);
   // A message bigger than the whole buffer still goes, alone.
-  out_cv_.wait(lock, [&] { return out_stopping_ || queued_bytes_ == 0 || queued_bytes_ + bytes <= kSendBufferBytes; });
+  out_cv_.wait(lock, [&] {
+    return from_callback || out_stopping_ || queued_bytes_ == 0 ||
+           queued_bytes_ + bytes <= kSendBufferBytes;
+  });
   if (out_stopping_) return false;
   if (!pacer_.joinable()) pacer_ = std::thread([this] { pace_loop(); });
   queued_bytes_ += bytes;
@@ -124,8 +133,10 @@ void ShapedTransport::pace_loop() {
     turn.second.pop_front();
     if (!turn.second.empty()) out_.push_back(std::move(turn));
     const std::uint64_t bytes = wire_bytes(m);
-    const auto due = link_->egress->reserve(bytes);
-    if (out_cv_.wait_until(lock, due, [&] { return out_stopping_; })) return;
+    if (link_->egress) {
+      const auto due = link_->egress->reserve(bytes);
+      if (out_cv_.wait_until(lock, due, [&] { return out_stopping_; })) return;
+    }
     lock.unlock();
     inner_->send(std::move(m));
     lock.lock();
@@ -140,13 +151,15 @@ void ShapedTransport::stop() {
     out_stopping_ = true;
   }
   out_cv_.notify_all();
-  if (pacer_.joinable()) pacer_.join();
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
+  // The inner transport first: the pacing thread may be inside its send(), waiting for room on
+  // a link nobody reads, and only stopping it releases that send.
   inner_->stop();
+  if (pacer_.joinable()) pacer_.join();
   if (delivery_.joinable()) delivery_.join();
 }
 

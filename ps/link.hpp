@@ -10,8 +10,11 @@
 // the transport when its bytes would have left the link. So a worker's compute thread is not
 // held up by its own pushes, and a server's reply to one worker does not stall another's ack
 // behind a long queue. Arrivals are delivered by a delivery thread at the time their last byte
-// would have arrived plus the latency, in order.
+// would have arrived plus the latency, in order. A send from that thread (the callback's) never
+// waits: it is queued past the buffer's bound and the pacing thread hands it on, also when only
+// a latency is set, since handing it to the transport directly may wait for room there.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -62,6 +65,7 @@ class ShapedTransport final : public Transport {
   ~ShapedTransport() override;
   void start(ReceiveFn on_receive) override;
   bool send(Message msg) override;
+  void check_send(const Message& msg) const override { inner_->check_send(msg); }
   void stop() override;
   std::string endpoint() const override { return inner_->endpoint(); }
   const BadMessageCounter& bad_messages() const override { return inner_->bad_messages(); }
@@ -78,6 +82,7 @@ class ShapedTransport final : public Transport {
   std::deque<std::pair<TokenBucket::Clock::time_point, Message>> arrivals_;
   bool stopping_ = false;
   std::thread delivery_;
+  std::atomic<std::thread::id> delivery_id_{};  // sends from there never wait
   // Egress: per-peer queues served round-robin by the pacing thread.
   std::mutex out_mu_;
   std::condition_variable out_cv_;

@@ -54,6 +54,10 @@ class Transport {
   // contradicts itself (a payload whose size isn't header.length, a payload on an op that has
   // none, a server message naming no peer).
   virtual bool send(Message msg) = 0;
+  // Throws what send() would throw for `msg` (before start(), or a message that contradicts
+  // itself), and nothing else. A transport that queues messages for another one checks them
+  // with it on the caller's thread, where the error belongs, not later on its own.
+  virtual void check_send(const Message& msg) const { (void)msg; }
   // Stops and joins the owner thread. Messages not yet handed to the network are dropped; callers
   // that need delivery wait for the protocol's acknowledgments first. Idempotent.
   virtual void stop() = 0;

@@ -355,7 +355,7 @@ bool ZmqTransport::try_send(Message msg, std::chrono::milliseconds wait) {
   return hand_over(std::move(msg), std::max(wait, std::chrono::milliseconds(0)));
 }
 
-bool ZmqTransport::hand_over(Message msg, std::chrono::milliseconds wait) {
+void ZmqTransport::check_send(const Message& msg) const {
   const Header& h = msg.header;
   const bool carries = payload_kind(h.op) != PayloadKind::kNone;
   if (!carries && !msg.payload.empty())
@@ -371,11 +371,15 @@ bool ZmqTransport::hand_over(Message msg, std::chrono::milliseconds wait) {
   if (impl_->server && msg.peer.empty())
     throw Error("send: a server must name the peer (Message::peer)");
   // Before start() nothing drains the hand-over socket: a send would wait forever.
-  const Impl::State state = impl_->state.load();
-  if (state == Impl::State::kNew) throw Error("send on " + impl_->endpoint + " before start()");
-  if (state == Impl::State::kStopped) return false;
+  if (impl_->state.load() == Impl::State::kNew)
+    throw Error("send on " + impl_->endpoint + " before start()");
+}
 
-  const HeaderBytes bytes = encode_header(h);
+bool ZmqTransport::hand_over(Message msg, std::chrono::milliseconds wait) {
+  check_send(msg);
+  if (impl_->state.load() == Impl::State::kStopped) return false;
+
+  const HeaderBytes bytes = encode_header(msg.header);
   Outgoing out{zmq::message_t(bytes.data(), bytes.size()), zero_copy_frame(msg.payload),
                !msg.payload.empty()};
   if (std::this_thread::get_id() == impl_->owner_id.load()) {

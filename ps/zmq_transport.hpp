@@ -61,6 +61,7 @@ class ZmqTransport final : public Transport {
 
   void start(ReceiveFn on_receive) override;
   bool send(Message msg) override;
+  void check_send(const Message& msg) const override;
   // send() that waits at most `wait` for room: false, and the message dropped, when the queue
   // towards the peer stays full (or the transport is stopped). For messages that must not hold
   // their caller up while the peer is gone: heartbeats, retried registrations, a last word.
