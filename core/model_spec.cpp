@@ -212,9 +212,9 @@ Shape window_out(int channels, const Shape& in, const LayerSpec& L, const LayerC
   return {channels, static_cast<int>(h), static_cast<int>(w)};
 }
 
-}  // namespace
+// ---- parse_model_spec, stage by stage ----
 
-ModelSpec parse_model_spec(const std::string& toml_text, const std::string& source) {
+toml::table parse_toml(const std::string& toml_text, const std::string& source) {
   toml::table root;
   try {
     root = toml::parse(toml_text, source);
@@ -229,7 +229,11 @@ ModelSpec parse_model_spec(const std::string& toml_text, const std::string& sour
       throw Error(source + ": unknown key '" + std::string(key) + "', expected " +
                   key_list(kTopKeys));
   }
-  ModelSpec m;
+  return root;
+}
+
+// The model's name, input shape and classes.
+void parse_top(const toml::table& root, const std::string& source, ModelSpec& m) {
   m.source = source;
   m.name = get_name(root.get("name"), fs::path(source).stem().string(), source + ": ");
   m.input = get_shape(root, source);
@@ -237,7 +241,9 @@ ModelSpec parse_model_spec(const std::string& toml_text, const std::string& sour
   if (const toml::node* n = root.get("classes"))
     m.classes = checked_int(*n, "classes", 2, kMaxSize,
                             [&](const std::string& msg) { throw Error(source + ": " + msg); });
+}
 
+const toml::array& layer_array(const toml::table& root, const std::string& source) {
   const toml::node* layers_node = root.get("layer");
   const toml::array* layers = layers_node ? layers_node->as_array() : nullptr;
   if (layers_node && !layers)
@@ -245,120 +251,163 @@ ModelSpec parse_model_spec(const std::string& toml_text, const std::string& sour
                 type_words(*layers_node));
   if (!layers || layers->empty())
     throw Error(source + ": no layers: expected [[layer]] tables with a 'type'");
+  return *layers;
+}
 
-  // Default names ("relu3": the third relu) skip every name given explicitly anywhere in the
-  // model, so an unnamed layer never collides with a named one before or after it.
-  std::set<std::string> explicit_names;
-  for (const toml::node& n : *layers)
-    if (const toml::table* t = n.as_table())
-      if (const auto* name = t->get_as<std::string>("name")) explicit_names.insert(name->get());
-  std::map<std::string, int> type_counts;
-  std::map<std::string, int> taken;  // name -> layer index
+LayerType layer_type(const toml::table& t, const LayerContext& ctx) {
+  const toml::node* type_node = t.get("type");
+  if (!type_node) ctx.fail("missing 'type', expected conv, fc, relu or maxpool");
+  if (!type_node->is_string()) ctx.fail("'type' must be a string, got " + type_words(*type_node));
+  const std::string type = type_node->as_string()->get();
+  if (type == "conv") return LayerType::kConv;
+  if (type == "fc" || type == "linear") return LayerType::kFc;
+  if (type == "relu") return LayerType::kRelu;
+  if (type == "maxpool") return LayerType::kMaxPool;
+  ctx.fail("unknown type '" + type + "', expected conv, fc, relu or maxpool");
+}
 
-  Shape cur = m.input;
-  std::int64_t total_params = 0;
-  for (std::size_t i = 0; i < layers->size(); ++i) {
-    const toml::table* t = (*layers)[i].as_table();
-    LayerContext ctx{source, static_cast<int>(i), ""};
-    if (!t) ctx.fail("expected a table");
-    const toml::node* type_node = t->get("type");
-    if (!type_node) ctx.fail("missing 'type', expected conv, fc, relu or maxpool");
-    if (!type_node->is_string()) ctx.fail("'type' must be a string, got " + type_words(*type_node));
-    const std::string type = type_node->as_string()->get();
-    LayerSpec L;
-    if (type == "conv") L.type = LayerType::kConv;
-    else if (type == "fc" || type == "linear") L.type = LayerType::kFc;
-    else if (type == "relu") L.type = LayerType::kRelu;
-    else if (type == "maxpool") L.type = LayerType::kMaxPool;
-    else ctx.fail("unknown type '" + type + "', expected conv, fc, relu or maxpool");
+// Gives each layer its name: its own, or a default ("relu3": the third relu) that skips every
+// name given explicitly anywhere in the model, so an unnamed layer never collides with a named
+// one before or after it.
+class LayerNames {
+ public:
+  explicit LayerNames(const toml::array& layers) {
+    for (const toml::node& n : layers)
+      if (const toml::table* t = n.as_table())
+        if (const auto* name = t->get_as<std::string>("name")) explicit_.insert(name->get());
+  }
+
+  // Names layer #i (of type L.type) in L and ctx; throws on a bad or duplicate name.
+  void assign(const toml::table& t, std::size_t i, LayerSpec& L, LayerContext& ctx) {
     const std::string tname = to_string(L.type);
-    const std::string where = source + ": layer #" + std::to_string(i + 1) + ": ";
-    const int nth = ++type_counts[tname];  // this is the nth layer of its type
-    if (t->contains("name")) {
-      L.name = get_name(t->get("name"), "", where);
+    const std::string where = ctx.source + ": layer #" + std::to_string(i + 1) + ": ";
+    const int nth = ++type_counts_[tname];  // this is the nth layer of its type
+    if (t.contains("name")) {
+      L.name = get_name(t.get("name"), "", where);
     } else {
       int k = nth;
       do L.name = tname + std::to_string(k++);
-      while (explicit_names.count(L.name) || taken.count(L.name));
+      while (explicit_.count(L.name) || taken_.count(L.name));
     }
     ctx.name = L.name;
-    if (auto it = taken.find(L.name); it != taken.end())
+    if (auto it = taken_.find(L.name); it != taken_.end())
       ctx.fail("duplicate layer name: layer #" + std::to_string(it->second + 1) + " is also '" +
                L.name + "'");
-    taken.emplace(L.name, static_cast<int>(i));
-    for (const auto& entry : *t) {
-      // Not a structured binding: C++17 lambdas cannot capture one (clang rejects it).
-      const std::string_view key = entry.first.str();
-      const Keys& takes = layer_keys(L.type);
-      if (has_key(takes, key)) continue;
-      const bool known =
-          has_key(layer_keys(LayerType::kConv), key) || has_key(layer_keys(LayerType::kFc), key);
-      if (!known) ctx.fail("unknown key '" + std::string(key) + "', expected " + key_list(takes));
-      ctx.fail("key '" + std::string(key) + "' does not apply to type " + tname + ", which takes " +
-               key_list(takes));
+    taken_.emplace(L.name, static_cast<int>(i));
+  }
+
+ private:
+  std::set<std::string> explicit_;
+  std::map<std::string, int> type_counts_;
+  std::map<std::string, int> taken_;  // name -> layer index
+};
+
+void check_layer_keys(const toml::table& t, LayerType type, const LayerContext& ctx) {
+  const std::string tname = to_string(type);
+  for (const auto& entry : t) {
+    // Not a structured binding: C++17 lambdas cannot capture one (clang rejects it).
+    const std::string_view key = entry.first.str();
+    const Keys& takes = layer_keys(type);
+    if (has_key(takes, key)) continue;
+    const bool known =
+        has_key(layer_keys(LayerType::kConv), key) || has_key(layer_keys(LayerType::kFc), key);
+    if (!known) ctx.fail("unknown key '" + std::string(key) + "', expected " + key_list(takes));
+    ctx.fail("key '" + std::string(key) + "' does not apply to type " + tname + ", which takes " +
+             key_list(takes));
+  }
+}
+
+// The layer's own keys, and its output shape from its input `cur`.
+void infer_layer(const toml::table& t, const Shape& cur, LayerSpec& L, const LayerContext& ctx) {
+  L.in = cur;
+  switch (L.type) {
+    case LayerType::kConv: {
+      int declared_in = get_int(t, "in_channels", ctx, cur.c, false);
+      if (declared_in != cur.c)
+        ctx.fail("in_channels = " + std::to_string(declared_in) + " but its input is " + cur.str());
+      L.out_channels = get_int(t, "out_channels", ctx, 0, true, 1);
+      L.kernel = get_int(t, "kernel", ctx, 0, true, 1);
+      L.stride = get_int(t, "stride", ctx, 1, false, 1);
+      // pad >= kernel is allowed: windows wholly in the zero padding just output the bias.
+      L.pad = get_int(t, "pad", ctx, 0, false);
+      L.out = window_out(L.out_channels, cur, L, ctx);
+      break;
     }
-    L.in = cur;
-    switch (L.type) {
-      case LayerType::kConv: {
-        int declared_in = get_int(*t, "in_channels", ctx, cur.c, false);
-        if (declared_in != cur.c)
-          ctx.fail("in_channels = " + std::to_string(declared_in) + " but its input is " + cur.str());
-        L.out_channels = get_int(*t, "out_channels", ctx, 0, true, 1);
-        L.kernel = get_int(*t, "kernel", ctx, 0, true, 1);
-        L.stride = get_int(*t, "stride", ctx, 1, false, 1);
-        // pad >= kernel is allowed: windows wholly in the zero padding just output the bias.
-        L.pad = get_int(*t, "pad", ctx, 0, false);
-        L.out = window_out(L.out_channels, cur, L, ctx);
-        break;
-      }
-      case LayerType::kFc: {
-        // cur.numel() <= kMaxCount: the input and every layer's output are checked.
-        const int features_in = static_cast<int>(cur.numel());
-        int declared_in = get_int(*t, "in", ctx, features_in, false, 0, kMaxCount);
-        if (declared_in != features_in)
-          ctx.fail("in = " + std::to_string(declared_in) + " but its input " + cur.str() + " has " +
-                   std::to_string(features_in) + " features");
-        L.out_channels = get_int(*t, "out", ctx, 0, true, 1);
-        L.out = {L.out_channels, 1, 1};
-        break;
-      }
-      case LayerType::kRelu:
-        L.out = cur;
-        break;
-      case LayerType::kMaxPool: {
-        L.kernel = get_int(*t, "kernel", ctx, 2, false, 1);
-        L.stride = get_int(*t, "stride", ctx, L.kernel, false, 1);
-        L.pad = get_int(*t, "pad", ctx, 0, false);
-        // A window wholly in the padding has no input to take the maximum of.
-        if (L.pad >= L.kernel)
-          ctx.fail("pad = " + std::to_string(L.pad) + " must be less than kernel = " +
-                   std::to_string(L.kernel) + " (a window wholly in the padding has no input)");
-        L.out = window_out(cur.c, cur, L, ctx);
-        break;
-      }
+    case LayerType::kFc: {
+      // cur.numel() <= kMaxCount: the input and every layer's output are checked.
+      const int features_in = static_cast<int>(cur.numel());
+      int declared_in = get_int(t, "in", ctx, features_in, false, 0, kMaxCount);
+      if (declared_in != features_in)
+        ctx.fail("in = " + std::to_string(declared_in) + " but its input " + cur.str() + " has " +
+                 std::to_string(features_in) + " features");
+      L.out_channels = get_int(t, "out", ctx, 0, true, 1);
+      L.out = {L.out_channels, 1, 1};
+      break;
     }
-    int li = static_cast<int>(m.layers.size());
-    if (L.type == LayerType::kConv || L.type == LayerType::kFc) {
-      TensorSpec w{L.name + ".weight", li, {}, 0}, b{L.name + ".bias", li, {L.out_channels}, L.out_channels};
-      if (L.type == LayerType::kConv) w.dims = {L.out_channels, cur.c, L.kernel, L.kernel};
-      else w.dims = {L.out_channels, cur.numel()};
-      w.numel = L.type == LayerType::kConv ? product({L.out_channels, cur.c, L.kernel, L.kernel})
-                                           : product({L.out_channels, cur.numel()});
-      const std::int64_t own =
-          w.numel < 0 || w.numel > std::numeric_limits<std::int64_t>::max() - b.numel
-              ? -1
-              : w.numel + b.numel;
-      if (own < 0 || own > kMaxCount - total_params)
-        ctx.fail("has " + count_str(own) + " parameters" +
-                 (total_params
-                      ? " after " + std::to_string(total_params) + " in the layers before it"
-                      : "") +
-                 ", expected at most " + std::to_string(kMaxCount) + " in the model");
-      total_params += own;
-      L.tensors = {static_cast<int>(m.tensors.size()), static_cast<int>(m.tensors.size() + 1)};
-      m.tensors.push_back(w);
-      m.tensors.push_back(b);
+    case LayerType::kRelu:
+      L.out = cur;
+      break;
+    case LayerType::kMaxPool: {
+      L.kernel = get_int(t, "kernel", ctx, 2, false, 1);
+      L.stride = get_int(t, "stride", ctx, L.kernel, false, 1);
+      L.pad = get_int(t, "pad", ctx, 0, false);
+      // A window wholly in the padding has no input to take the maximum of.
+      if (L.pad >= L.kernel)
+        ctx.fail("pad = " + std::to_string(L.pad) + " must be less than kernel = " +
+                 std::to_string(L.kernel) + " (a window wholly in the padding has no input)");
+      L.out = window_out(cur.c, cur, L, ctx);
+      break;
     }
+  }
+}
+
+// A conv or fc layer's weight and bias, added to m.tensors; `total_params` counts the model's
+// parameters so far, which stay within kMaxCount.
+void add_tensors(LayerSpec& L, const Shape& cur, const LayerContext& ctx, ModelSpec& m,
+                 std::int64_t& total_params) {
+  if (L.type != LayerType::kConv && L.type != LayerType::kFc) return;
+  const int li = static_cast<int>(m.layers.size());
+  TensorSpec w{L.name + ".weight", li, {}, 0}, b{L.name + ".bias", li, {L.out_channels}, L.out_channels};
+  if (L.type == LayerType::kConv) w.dims = {L.out_channels, cur.c, L.kernel, L.kernel};
+  else w.dims = {L.out_channels, cur.numel()};
+  w.numel = L.type == LayerType::kConv ? product({L.out_channels, cur.c, L.kernel, L.kernel})
+                                       : product({L.out_channels, cur.numel()});
+  const std::int64_t own =
+      w.numel < 0 || w.numel > std::numeric_limits<std::int64_t>::max() - b.numel
+          ? -1
+          : w.numel + b.numel;
+  if (own < 0 || own > kMaxCount - total_params)
+    ctx.fail("has " + count_str(own) + " parameters" +
+             (total_params
+                  ? " after " + std::to_string(total_params) + " in the layers before it"
+                  : "") +
+             ", expected at most " + std::to_string(kMaxCount) + " in the model");
+  total_params += own;
+  L.tensors = {static_cast<int>(m.tensors.size()), static_cast<int>(m.tensors.size() + 1)};
+  m.tensors.push_back(w);
+  m.tensors.push_back(b);
+}
+
+}  // namespace
+
+ModelSpec parse_model_spec(const std::string& toml_text, const std::string& source) {
+  const toml::table root = parse_toml(toml_text, source);
+  ModelSpec m;
+  parse_top(root, source, m);
+  const toml::array& layers = layer_array(root, source);
+  LayerNames names(layers);
+  Shape cur = m.input;
+  std::int64_t total_params = 0;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const toml::table* t = layers[i].as_table();
+    LayerContext ctx{source, static_cast<int>(i), ""};
+    if (!t) ctx.fail("expected a table");
+    LayerSpec L;
+    L.type = layer_type(*t, ctx);
+    names.assign(*t, i, L, ctx);
+    check_layer_keys(*t, L.type, ctx);
+    infer_layer(*t, cur, L, ctx);
+    add_tensors(L, cur, ctx, m, total_params);
     cur = L.out;
     m.layers.push_back(std::move(L));
   }
