@@ -8,6 +8,7 @@
 #include "cluster/launch.hpp"
 #include "cluster/verify.hpp"
 #include "core/defaults.hpp"
+#include "core/status.hpp"
 #include "predictor/commands.hpp"
 #include "ps/bench_ps.hpp"
 #include "ps/coordinator.hpp"
@@ -64,6 +65,6 @@ int run_predictor(CLI::App& root, const PredictorCommands& o, const std::string&
 // the last of them in `leaf`.
 std::string command_path(const CLI::App& root, const CLI::App** leaf = nullptr);
 std::string usage_error(const CLI::App& root, const CLI::ParseError& e, int argc, char** argv);
-std::string empty_list_item(const CLI::App& root, int argc, char** argv);
+Status empty_list_item(const CLI::App& root, int argc, char** argv);
 
 }  // namespace psbed::cluster

@@ -14,6 +14,7 @@
 #include "cluster/sweep.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/status.hpp"
 #include "ps/probe.hpp"
 #include "ps/stop_signals.hpp"
 
@@ -127,8 +128,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", cluster::usage_error(root, e, argc, argv).c_str());
     return kUsageError;
   }
-  if (const std::string empty = cluster::empty_list_item(root, argc, argv); !empty.empty()) {
-    std::fprintf(stderr, "%s\n", empty.c_str());
+  if (const Status items = cluster::empty_list_item(root, argc, argv); !items.ok()) {
+    std::fprintf(stderr, "%s\n", items.message().c_str());
     return kUsageError;
   }
   try {

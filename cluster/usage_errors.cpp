@@ -45,15 +45,15 @@ const CLI::App* subcommand_named(const CLI::App& app, const std::string& word) {
 
 // `psbed --log-level debug bench ps`: a subcommand's options before it (the root takes only
 // --help and the hidden --config). One line saying where they go, or naming the word that is
-// no subcommand; "" if the command line has no such options.
-std::string options_first_error(const CLI::App& root, int argc, char** argv) {
+// no subcommand; success if the command line has no such options.
+Status options_first_error(const CLI::App& root, int argc, char** argv) {
   int i = 1;
   for (; i < argc && argv[i][0] == '-'; ++i) {  // the root's own options stay where they are
     const CLI::Option* o = root.get_option_no_throw(option_name(argv[i]));
     if (o == nullptr) break;
     if (o->get_items_expected_min() > 0 && std::string(argv[i]).find('=') == std::string::npos) ++i;
   }
-  if (i >= argc || argv[i][0] != '-' || std::string(argv[i]) == "--") return "";
+  if (i >= argc || argv[i][0] != '-' || std::string(argv[i]) == "--") return Status::success();
   std::string options;
   for (; i < argc; ++i) {
     const std::string word = argv[i];
@@ -61,8 +61,9 @@ std::string options_first_error(const CLI::App& root, int argc, char** argv) {
     if (!word.empty() && word[0] == '-') {
       const std::string name = option_name(word);
       if (!any_option_below(root, name, [](const CLI::Option&) { return true; }))
-        return "psbed: unknown option '" + name +  // a typo: its value would pass for a subcommand
-               "' (a subcommand's options go after it; `psbed SUBCOMMAND --help` lists them)";
+        return Status::error(
+            "psbed: unknown option '" + name +  // a typo: its value would pass for a subcommand
+            "' (a subcommand's options go after it; `psbed SUBCOMMAND --help` lists them)");
       options += (options.empty() ? "" : " ") + word;
       // `--log-level debug`: the next word is the option's value, not the subcommand.
       const bool value_next =
@@ -74,16 +75,16 @@ std::string options_first_error(const CLI::App& root, int argc, char** argv) {
     }
     const CLI::App* sub = subcommand_named(root, word);
     if (sub == nullptr)
-      return "psbed: unknown subcommand '" + word + "', expected one of: " +
-             subcommand_names(root) + " (a subcommand's options go after it)";
+      return Status::error("psbed: unknown subcommand '" + word + "', expected one of: " +
+                           subcommand_names(root) + " (a subcommand's options go after it)");
     std::string path = "psbed " + word;  // and its own subcommands named after it
     for (++i; i < argc && (sub = subcommand_named(*sub, argv[i])) != nullptr; ++i)
       path += std::string(" ") + argv[i];
-    return "psbed: " + options + ": a subcommand's options go after it (`" + path + " " +
-           options + " ...`)";
+    return Status::error("psbed: " + options + ": a subcommand's options go after it (`" + path +
+                         " " + options + " ...`)");
   }
-  return "psbed: no subcommand given (" + options + "); expected one of: " +
-         subcommand_names(root);
+  return Status::error("psbed: no subcommand given (" + options + "); expected one of: " +
+                       subcommand_names(root));
 }
 
 }  // namespace
@@ -93,7 +94,7 @@ std::string options_first_error(const CLI::App& root, int argc, char** argv) {
 // than CLI11's "A subcommand is required"; a subcommand's options given before it are said to
 // go after it.
 std::string usage_error(const CLI::App& root, const CLI::ParseError& e, int argc, char** argv) {
-  if (std::string first = options_first_error(root, argc, argv); !first.empty()) return first;
+  if (const Status first = options_first_error(root, argc, argv); !first.ok()) return first.message();
   const CLI::App* leaf = nullptr;
   const std::string where = command_path(root, &leaf);
   if (leaf->get_require_subcommand_min() > 0)
@@ -106,8 +107,8 @@ std::string usage_error(const CLI::App& root, const CLI::ParseError& e, int argc
 
 // A list flag's empty item (`--workers 1,,2`, `--workers ""`): CLI11 drops empty items between
 // commas (1,,2 ran as 1,2) and reads an empty value as 0, so the raw words are looked at after a
-// parse. One line naming the flag, or "" if there is none.
-std::string empty_list_item(const CLI::App& root, int argc, char** argv) {
+// parse. An error naming the flag, or success if there is none.
+Status empty_list_item(const CLI::App& root, int argc, char** argv) {
   const CLI::App* leaf = nullptr;
   const std::string where = command_path(root, &leaf);
   for (int i = 1; i < argc; ++i) {
@@ -136,15 +137,15 @@ std::string empty_list_item(const CLI::App& root, int argc, char** argv) {
         type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0 || type.rfind("FLOAT", 0) == 0;
     for (const std::string& value : values) {
       if (value.empty() && numbers)
-        return where + ": " + name + ": an empty value (expected one or more numbers, " +
-               separated + ")";
+        return Status::error(where + ": " + name + ": an empty value (expected one or more numbers, " +
+                             separated + ")");
       if ((!value.empty() && (value.front() == d || value.back() == d)) ||
           value.find(doubled) != std::string::npos)
-        return where + ": " + name + ": an empty item in '" + value + "' (expected values " +
-               separated + ", none empty)";
+        return Status::error(where + ": " + name + ": an empty item in '" + value +
+                             "' (expected values " + separated + ", none empty)");
     }
   }
-  return "";
+  return Status::success();
 }
 
 }  // namespace psbed::cluster

@@ -181,11 +181,11 @@ void Shard::handle(Lane& lane, Message&& m) {
       std::memcpy(aligned.data(), m.payload.data(), h.length);
       grad = aligned.data();
     }
-    const std::string refused = store_->push(int(h.sender), h.clock, int(h.key), int(h.part), h.offset, grad, h.length);
-    if (!refused.empty()) {
+    const Status pushed = store_->push(int(h.sender), h.clock, int(h.key), int(h.part), h.offset, grad, h.length);
+    if (!pushed.ok()) {
       if (bad_.record(m.peer, Problem::kRange))
         spdlog::warn("push from {} refused: {} (further bad messages from it are only counted)", peer_name(m.peer),
-                     refused);
+                     pushed.message());
       return;
     }
     ++pushes_;

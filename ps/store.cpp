@@ -85,22 +85,25 @@ void Store::apply(PartState& s, std::uint64_t clock, std::uint64_t off, const fl
   sgd_apply(o, w.data() + off, grad, s.velocity.data() + off, n, scale);
 }
 
-std::string Store::push(int worker, std::uint64_t clock, int key, int part, std::uint64_t offset_bytes,
-                        const float* grad, std::uint64_t bytes) {
+Status Store::push(int worker, std::uint64_t clock, int key, int part, std::uint64_t offset_bytes,
+                   const float* grad, std::uint64_t bytes) {
   PartState& s = state(key, part);
   std::lock_guard<std::mutex> lock(*s.mu);
   const std::uint64_t off = offset_bytes / 4, n = bytes / 4;
   const std::uint64_t part_bytes = std::uint64_t(s.part.bytes());
-  if (!alive_[worker]) return "worker " + std::to_string(worker) + " was declared dead";
+  if (!alive_[worker]) return Status::error("worker " + std::to_string(worker) + " was declared dead");
   if (mode_.kind == Consistency::Kind::kBsp) {
     if (clock < s.applied_clocks)
-      return "clock " + std::to_string(clock) + " of this part was already applied (bsp is at " +
-             std::to_string(s.applied_clocks) + ")";
+      return Status::error("clock " + std::to_string(clock) +
+                           " of this part was already applied (bsp is at " +
+                           std::to_string(s.applied_clocks) + ")");
     if (clock > s.applied_clocks + 64)
-      return "clock " + std::to_string(clock) + " is too far ahead of the part's clock " + std::to_string(s.applied_clocks);
+      return Status::error("clock " + std::to_string(clock) + " is too far ahead of the part's clock " +
+                           std::to_string(s.applied_clocks));
     auto pb = s.pending_bytes.find(clock);
     if (pb != s.pending_bytes.end() && pb->second[worker] + bytes > part_bytes)
-      return "more than the part's " + std::to_string(part_bytes) + " bytes for clock " + std::to_string(clock);
+      return Status::error("more than the part's " + std::to_string(part_bytes) + " bytes for clock " +
+                           std::to_string(clock));
     auto& sum = s.pending_sum[clock];
     auto& got = s.pending_bytes[clock];
     if (sum.empty()) sum.assign(s.part.numel, 0.0f), got.assign(workers_, 0);
@@ -108,12 +111,13 @@ std::string Store::push(int worker, std::uint64_t clock, int key, int part, std:
     got[worker] += bytes;
     if (got[worker] == part_bytes) s.completed[worker] = std::max<std::uint64_t>(s.completed[worker], clock + 1);
     drain_bsp(s);  // may erase this clock's entries: `sum` and `got` are dead after it
-    return {};
+    return Status::success();
   }
   auto& got = s.partial[clock];
   if (got.empty()) got.assign(workers_, 0);
   if (got[worker] + bytes > part_bytes)
-    return "more than the part's " + std::to_string(part_bytes) + " bytes for clock " + std::to_string(clock);
+    return Status::error("more than the part's " + std::to_string(part_bytes) + " bytes for clock " +
+                         std::to_string(clock));
   apply(s, clock, off, grad, n, 1.0f);
   got[worker] += bytes;
   if (got[worker] == part_bytes) {
@@ -122,7 +126,7 @@ std::string Store::push(int worker, std::uint64_t clock, int key, int part, std:
     for (int w = 0; w < workers_; ++w) all = all && (!alive_[w] || got[w] == part_bytes);
     if (all) s.partial.erase(clock);
   }
-  return {};
+  return Status::success();
 }
 
 std::uint64_t Store::min_completed(const PartState& s) const {

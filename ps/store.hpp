@@ -15,6 +15,7 @@
 
 #include "core/optimizer.hpp"
 #include "core/partition.hpp"
+#include "core/status.hpp"
 #include "ps/cluster_map.hpp"
 
 namespace psbed::ps {
@@ -43,10 +44,10 @@ class Store {
 
   bool owns(int key, int part) const;
   PartState& state(int key, int part);
-  // Applies or accumulates a gradient range. Returns an empty string, or why the push was
-  // refused (a dead worker, a clock bsp has already applied, more bytes than the part).
-  std::string push(int worker, std::uint64_t clock, int key, int part, std::uint64_t offset_bytes,
-            const float* grad, std::uint64_t bytes);
+  // Applies or accumulates a gradient range; or refuses it, saying why (a dead worker, a clock
+  // bsp has already applied, more bytes than the part).
+  Status push(int worker, std::uint64_t clock, int key, int part, std::uint64_t offset_bytes,
+              const float* grad, std::uint64_t bytes);
   // Whether a pull of (key, part) for `clock` may be answered now.
   bool pull_ready(int key, int part, std::uint64_t clock) const;
   // The current version to reply with (shared, read-only while shared). From the part's lane.
