@@ -3,7 +3,6 @@
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
-#include "core/error.hpp"
 #include "core/trace.hpp"
 #include "ps/transport_thread.hpp"
 
@@ -20,9 +19,9 @@ TransmissionScheduler::TransmissionScheduler(ps::PsClient& client,
                                              std::unique_ptr<policy::Policy> policy, Buffer buffer,
                                              Done done)
     : client_(client),
-      policy_(std::move(policy)),
       buffer_(std::move(buffer)),
       done_(std::move(done)),
+      driver_(std::move(policy)),
       sender_([this] { send_loop(); }) {}
 
 TransmissionScheduler::~TransmissionScheduler() {
@@ -40,16 +39,14 @@ TransmissionScheduler::~TransmissionScheduler() {
 
 void TransmissionScheduler::set_policy(std::unique_ptr<policy::Policy> policy) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (in_flight_ != 0)
-    throw Error("a policy can only be switched between steps, with nothing in flight");
-  policy_ = std::move(policy);
+  driver_.set_policy(std::move(policy));  // refused with anything in flight
 }
 
 void TransmissionScheduler::begin_step(std::uint64_t step) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     clock_ = step;
-    policy_->begin_step(now_s(), step);
+    driver_.begin_step(now_s(), step);
   }
   pump();
 }
@@ -58,7 +55,7 @@ void TransmissionScheduler::need(const std::vector<Transfer>& parts) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     const double now = now_s();
-    for (const Transfer& t : parts) policy_->parameter_needed(now, t);
+    for (const Transfer& t : parts) driver_.parameter_needed(now, t);
   }
   pump();
 }
@@ -67,7 +64,7 @@ void TransmissionScheduler::ready(const std::vector<Transfer>& parts) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     const double now = now_s();
-    for (const Transfer& t : parts) policy_->gradient_ready(now, t);
+    for (const Transfer& t : parts) driver_.gradient_ready(now, t);
   }
   pump();
 }
@@ -75,14 +72,14 @@ void TransmissionScheduler::ready(const std::vector<Transfer>& parts) {
 void TransmissionScheduler::backward_done() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    policy_->backward_done(now_s());
+    driver_.backward_done(now_s());
   }
   pump();
 }
 
 std::int64_t TransmissionScheduler::bytes_in_flight() {
   std::lock_guard<std::mutex> lock(mu_);
-  return in_flight_;
+  return driver_.bytes_in_flight();
 }
 
 void TransmissionScheduler::pump() {
@@ -91,12 +88,7 @@ void TransmissionScheduler::pump() {
   std::uint64_t clock;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const double now = now_s();
-    while (auto t = policy_->next(now, in_flight_)) {
-      in_flight_ += t->bytes();
-      policy_->sent(now, *t);
-      go.push_back(*t);
-    }
+    driver_.take_sends(now_s(), go);
     clock = clock_;
   }
   for (const Transfer& t : go) {
@@ -112,8 +104,7 @@ void TransmissionScheduler::pump() {
 void TransmissionScheduler::complete(const Transfer& t, double started_us) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    in_flight_ -= t.bytes();
-    policy_->acked(now_s(), t);
+    driver_.acked(now_s(), t);
     wake_ = true;
   }
   wake_cv_.notify_one();

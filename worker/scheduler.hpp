@@ -2,7 +2,8 @@
 // loop and the parameter-server client. The loop reports what happens (parameters needed,
 // gradients ready, backward done); whenever something changes (an event, or a transfer
 // completing) the scheduler asks the policy what to send next, given the bytes in flight, and
-// issues it. The predictor drives the same policy objects with a simulated clock.
+// issues it. The asking and the counting are core/policy_driver.hpp's, which the predictor
+// drives with a simulated clock; this class adds the real clock, the lock and the threads.
 //
 // Who sends (the rule in DESIGN.md, "a transport thread never blocks on another connection"):
 // - events from the training loop send on the training thread, which may wait for room on a
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "core/policy.hpp"
+#include "core/policy_driver.hpp"
 #include "ps/client.hpp"
 
 namespace psbed::worker {
@@ -40,7 +42,7 @@ class TransmissionScheduler {
   TransmissionScheduler(const TransmissionScheduler&) = delete;
   TransmissionScheduler& operator=(const TransmissionScheduler&) = delete;
 
-  const policy::Policy& policy() const { return *policy_; }
+  const policy::Policy& policy() const { return driver_.policy(); }
   // Between steps only (nothing in flight): the live policy switch.
   void set_policy(std::unique_ptr<policy::Policy> policy);
   void begin_step(std::uint64_t step);
@@ -61,13 +63,12 @@ class TransmissionScheduler {
   void send_loop();
 
   ps::PsClient& client_;
-  std::unique_ptr<policy::Policy> policy_;
   Buffer buffer_;
   Done done_;
   std::mutex mu_;
   std::condition_variable wake_cv_;
   bool wake_ = false, stopping_ = false, sending_ = false;  // under mu_
-  std::int64_t in_flight_ = 0;
+  policy::PolicyDriver driver_;                             // under mu_
   std::uint64_t clock_ = 0;
   std::thread sender_;
 };

@@ -37,10 +37,9 @@ Simulation::Simulation(const Profile& profile, const ModelSpec& spec, const SimC
   const bool tracing = !cfg.trace_dir.empty();
   workers_.reserve(std::size_t(W_));
   for (int w = 0; w < W_; ++w) {
-    workers_.emplace_back(profile, cfg.seed * 1000003 + std::uint64_t(w));
     policy::PolicyOptions po = cfg.policy;
     po.seed = cfg.policy.seed + std::uint64_t(w);
-    workers_.back().policy = policy::make_policy(po);
+    workers_.emplace_back(profile, cfg.seed * 1000003 + std::uint64_t(w), policy::make_policy(po));
     if (tracing)
       workers_.back().trace = std::make_unique<TraceRecorder>("worker-" + std::to_string(w));
   }

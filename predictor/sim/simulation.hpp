@@ -15,6 +15,7 @@
 #include "core/model_spec.hpp"
 #include "core/partition.hpp"
 #include "core/policy.hpp"
+#include "core/policy_driver.hpp"
 #include "core/profile.hpp"
 #include "core/trace.hpp"
 #include "predictor/sim/event_queue.hpp"
@@ -113,7 +114,7 @@ enum class Phase {
 };
 
 struct Worker {
-  std::unique_ptr<policy::Policy> policy;
+  policy::PolicyDriver driver;  // the policy and the bytes in flight, as the live scheduler's
   ComputeSampler sampler;
   std::int64_t step = 0;
   Phase phase = Phase::kStart;
@@ -127,10 +128,10 @@ struct Worker {
   double compute_started = 0;
   std::vector<std::int64_t> pulls_left;  // floats still to arrive, per layer
   std::int64_t pulls_total = 0, pushes_total = 0;
-  std::int64_t in_flight = 0;
   double step_started = 0, steady_start = 0, end = 0;
   std::unique_ptr<TraceRecorder> trace;
-  Worker(const Profile& p, std::uint64_t seed) : sampler(p, seed) {}
+  Worker(const Profile& p, std::uint64_t seed, std::unique_ptr<policy::Policy> policy)
+      : driver(std::move(policy)), sampler(p, seed) {}
 };
 
 // The store's view of one part on its shard.
@@ -337,6 +338,7 @@ class Simulation {
   std::vector<SendBuffer> buffers_;  // bucket links: per (worker, shard), then per shard
   std::vector<Egress> egress_;       // bucket links: per node
   std::vector<int> retry_;           // bucket links: egress_done's threads to retry
+  std::vector<Transfer> sends_;      // pump's scratch list: what the policy lets go
   // Arrival jitter: each connection's last delivery time, and the draws (seeded by cfg.seed).
   std::vector<double> connection_last_;
   SplitMix jitter_rng_;

@@ -33,9 +33,9 @@ void Simulation::advance(int wi) {
         w.step_started = now_;
         w.pulls_left = layer_floats_;
         w.pulls_total = w.pushes_total = total_floats_;
-        w.policy->begin_step(now_, std::uint64_t(w.step));
+        w.driver.begin_step(now_, std::uint64_t(w.step));
         for (int i = 0; i < int(plan_.parts.size()); ++i)
-          w.policy->parameter_needed(
+          w.driver.parameter_needed(
               now_, {Direction::kPull, i, part_layer_[i], 0, plan_.parts[i].numel});
         pump(wi, true);
         w.phase = Phase::kOverhead;
@@ -43,7 +43,7 @@ void Simulation::advance(int wi) {
       }
       case Phase::kOverhead:
         // Batch loading runs while the pulls are in flight, except under "pull everything first".
-        if (w.policy->pull_all_before_forward() && w.pulls_total > 0) return;
+        if (w.driver.policy().pull_all_before_forward() && w.pulls_total > 0) return;
         w.phase = Phase::kOverheadRunning;
         start_compute(w, wi, w.sampler.step_overhead_s(), true);
         break;
@@ -73,7 +73,7 @@ void Simulation::advance(int wi) {
           break;
         }
         w.straggled = false;
-        w.policy->backward_done(now_);
+        w.driver.backward_done(now_);
         pump(wi, true);
         w.phase = Phase::kWaitPush;
         break;
@@ -107,7 +107,7 @@ void Simulation::compute_done(int wi) {
     if (w.trace)
       record(*w.trace, "bwd:" + spec_.layers[l].name, "compute", w.compute_started, now_, w.step);
     for (int i : parts_of_layer_[l])
-      w.policy->gradient_ready(now_, {Direction::kPush, i, l, 0, plan_.parts[i].numel});
+      w.driver.gradient_ready(now_, {Direction::kPush, i, l, 0, plan_.parts[i].numel});
     if (!parts_of_layer_[l].empty()) pump(wi, true);
     --w.layer;
   } else if (w.phase == Phase::kStraggle) {
@@ -120,16 +120,18 @@ void Simulation::compute_done(int wi) {
 
 // The transmission scheduler's loop: take whatever the policy lets go now. With bucket links
 // the calling thread (compute, or the one receiving replies) hands them to the send buffer and
-// waits there while it is full.
+// waits there while it is full. The policy chooses them all before the first is issued, as in
+// the live scheduler; issuing only schedules events and never comes back to the policy, so
+// this is the same as choosing and issuing one at a time.
 void Simulation::pump(int wi, bool from_compute) {
   Worker& w = workers_[wi];
   const int thread = from_compute ? wi : W_ + wi;
-  while (auto t = w.policy->next(now_, w.in_flight)) {
-    w.in_flight += t->bytes();
-    w.policy->sent(now_, *t);
-    const int shard = plan_.parts[t->part].shard;
-    if (t->dir == Direction::kPull) {
-      const int id = new_message({MsgKind::kPullRequest, wi, shard, *t, w.step, now_});
+  sends_.clear();
+  w.driver.take_sends(now_, sends_);
+  for (const Transfer& t : sends_) {
+    const int shard = plan_.parts[t.part].shard;
+    if (t.dir == Direction::kPull) {
+      const int id = new_message({MsgKind::kPullRequest, wi, shard, t, w.step, now_});
       if (bucket_) {
         send_from(thread, id);
       } else {
@@ -137,7 +139,7 @@ void Simulation::pump(int wi, bool from_compute) {
         arrive(id, now_ + cfg_.latency_s);
       }
     } else {
-      const int id = new_message({MsgKind::kPushData, wi, shard, *t, w.step, now_});
+      const int id = new_message({MsgKind::kPushData, wi, shard, t, w.step, now_});
       if (bucket_)
         send_from(thread, id);
       else
@@ -148,8 +150,7 @@ void Simulation::pump(int wi, bool from_compute) {
 
 void Simulation::transfer_done(const Message& m) {
   Worker& w = workers_[m.worker];
-  w.in_flight -= m.t.bytes();
-  w.policy->acked(now_, m.t);
+  w.driver.acked(now_, m.t);
   if (w.trace) record_transfer(w, m);
   if (m.kind == MsgKind::kPullReply) {
     w.pulls_left[m.t.layer] -= m.t.count;
