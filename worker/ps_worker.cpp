@@ -229,8 +229,9 @@ class PsWorker {
     }
   }
 
-  int run_joined(ps::NodeLink& link, const ModelSpec& local, const std::string& replay,
-                 const std::optional<Profile>& profile) {
+  // Loads the data and joins the cluster with it; refuses a cluster whose model or input this
+  // worker's does not fit.
+  std::unique_ptr<workloads::Split> join_cluster(ps::NodeLink& link, const ModelSpec& local) {
     auto data = std::make_unique<workloads::Split>(
         workloads::load_dataset(opt_.data, opt_.data_dir, local.input, local.classes, 1));
     workloads::standardize(*data);
@@ -257,20 +258,26 @@ class PsWorker {
                   spec.name + " takes " + spec.input.str());
     id_ = link.id();
     joined_ = true;
-    auto stop_reason = [&link, this]() -> std::string {
-      if (!link.shutdown_requested()) return "";
-      const std::string lost = link.coordinator_lost();
-      if (!lost.empty()) return lost;
-      if (const std::string why = link.stopped(); !why.empty())
-        return gave_up_ ? why + ", the step in flight cut short" : "";
-      if (const std::string why = link.ended_because(); !why.empty()) return "the run failed: " + why;
-      return "told to stop by the coordinator (the run ended, or this worker was declared dead)";
-    };
-    pulls_.set_abort(stop_reason);
-    pushes_.set_abort(stop_reason);
+    return data;
+  }
+
+  // Why a wait on the servers ends with the run, or "" while it goes on.
+  std::string stop_reason(ps::NodeLink& link) const {
+    if (!link.shutdown_requested()) return "";
+    const std::string lost = link.coordinator_lost();
+    if (!lost.empty()) return lost;
+    if (const std::string why = link.stopped(); !why.empty())
+      return gave_up_ ? why + ", the step in flight cut short" : "";
+    if (const std::string why = link.ended_because(); !why.empty()) return "the run failed: " + why;
+    return "told to stop by the coordinator (the run ended, or this worker was declared dead)";
+  }
+
+  // After joining: the waits' way out, the trace's description of this worker, the net.
+  void set_up(ps::NodeLink& link, const std::string& replay, const std::optional<Profile>& profile) {
+    pulls_.set_abort([this, &link] { return stop_reason(link); });
+    pushes_.set_abort([this, &link] { return stop_reason(link); });
     pulls_.set_progress(&progress_);
     pushes_.set_progress(&progress_);
-    const int workers = int(map_.workers.size());
     const auto& exp = map_.exp;
     trace_.set_metadata("role", "worker");
     trace_.set_metadata("cluster", map_.to_json()["experiment"]);
@@ -280,8 +287,57 @@ class PsWorker {
     trace_.set_metadata("start_stagger_ms", opt_.start_stagger_ms);
 
     replay_ = !replay.empty();
-    net_ = replay_ ? make_replay_net(spec, exp.batch, exp.seed + std::uint64_t(id_), *profile, "profile '" + replay + "'")
-                   : make_net(opt_.device, spec, exp.batch, exp.seed);
+    net_ = replay_ ? make_replay_net(map_.spec, exp.batch, exp.seed + std::uint64_t(id_), *profile, "profile '" + replay + "'")
+                   : make_net(opt_.device, map_.spec, exp.batch, exp.seed);
+  }
+
+  // A step cut short (the coordinator gone, or this worker declared dead) still leaves the
+  // trace of the steps before it.
+  struct TraceOnError {
+    PsWorker* self;
+    bool armed = true;
+    ~TraceOnError() {
+      if (!armed) return;
+      try {
+        self->write_trace();
+      } catch (const std::exception&) {
+      }
+    }
+  };
+
+  // What the steps share: the objects they drive, and what the loop keeps from step to step for
+  // the progress reports and the final report.
+  struct Training {
+    Training(ps::NodeLink& link, ps::PsClient& client, TransmissionScheduler& sched, Batcher& batcher,
+             std::int64_t warmup, std::size_t image_floats, std::size_t batch)
+        : link(link), client(client), sched(sched), batcher(batcher), warmup(warmup),
+          pull_all_first(sched.policy().pull_all_before_forward()), images(image_floats), labels(batch) {}
+    ps::NodeLink& link;
+    ps::PsClient& client;
+    TransmissionScheduler& sched;
+    Batcher& batcher;
+    std::int64_t warmup;
+    bool pull_all_first;
+    std::vector<float> images;
+    std::vector<std::int32_t> labels;
+    double steady_start = 0, steady_cpu = 0, last_report = now_us();
+    double loss = 0, first_loss = 0;  // the last step's and the first's (is training going anywhere?)
+    std::int64_t report_steps = 0;
+    // For the coordinator's live view: link use per interval and each step's time.
+    std::uint64_t last_pushed = 0, last_pulled = 0;
+    nlohmann::json step_ms = nlohmann::json::array();
+    std::int64_t done_steps = 0;
+    double last_step_end = 0;
+    std::vector<double> step_end_us;  // for the steady window of a run cut short
+  };
+
+  int run_joined(ps::NodeLink& link, const ModelSpec& local, const std::string& replay,
+                 const std::optional<Profile>& profile) {
+    const std::unique_ptr<workloads::Split> data = join_cluster(link, local);
+    set_up(link, replay, profile);
+    const ModelSpec& spec = map_.spec;
+    const int workers = int(map_.workers.size());
+    const auto& exp = map_.exp;
     const ps::LinkOptions shaping = ps::parse_link(opt_.bandwidth, opt_.latency);
     ps::PsClient client(map_, id_, opt_.name, ps::LinkBuckets::make(shaping));
     // Declared after the client: it ends first.
@@ -300,7 +356,7 @@ class PsWorker {
     // A shard whose advertised address leads nowhere would leave the first step waiting forever.
     // Nothing is in flight yet: a stop ends this wait at once.
     client.check_shards(opt_.connect_timeout_s, [&] {
-      const std::string why = stop_reason();
+      const std::string why = stop_reason(link);
       return why.empty() ? link.stopped() : why;
     });
     trace_.set_metadata("link", shaping.str());
@@ -325,141 +381,142 @@ class PsWorker {
           record_transfer(t, t0);
           (t.dir == policy::Direction::kPull ? pulls_ : pushes_).done(t.layer, t.count);
         });
-    bool pull_all_first = sched.policy().pull_all_before_forward();
+    Training tr(link, client, sched, batcher, warmup_steps(exp.steps),
+                std::size_t(spec.input.numel()) * exp.batch, std::size_t(exp.batch));
     trace_.set_metadata("policy", sched.policy().name());
-    std::vector<float> images(std::size_t(spec.input.numel()) * exp.batch);
-    std::vector<std::int32_t> labels(exp.batch);
-    const std::int64_t warmup = warmup_steps(exp.steps);
-    double steady_start = 0, steady_cpu = 0, last_report = now_us();
-    double loss = 0, first_loss = 0;  // the last step's and the first's (is training going anywhere?)
-    std::int64_t report_steps = 0;
-    // For the coordinator's live view: link use per interval and each step's time.
-    std::uint64_t last_pushed = 0, last_pulled = 0;
-    nlohmann::json step_ms = nlohmann::json::array();
     if (opt_.start_stagger_ms > 0) {
       const double t0 = now_us();
       const double delay_ms = opt_.start_stagger_ms * id_ / workers;
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay_ms));
       trace_.complete("start-delay", "compute", t0, -1);
     }
-    // A step cut short (the coordinator gone, or this worker declared dead) still leaves the
-    // trace of the steps before it.
-    struct TraceOnError {
-      PsWorker* self;
-      bool armed = true;
-      ~TraceOnError() {
-        if (!armed) return;
-        try {
-          self->write_trace();
-        } catch (const std::exception&) {
-        }
-      }
-    } trace_on_error{this};
+    TraceOnError trace_on_error{this};
+    tr.last_step_end = now_us();
+    tr.step_end_us.reserve(std::size_t(std::min<std::int64_t>(exp.steps, 1 << 20)));
     // An interrupted run (the coordinator's shutdown says "interrupted") ends the step in flight
     // at once; the steps done before it are reported.
-    std::int64_t done_steps = 0;
-    double last_step_end = now_us();
-    std::vector<double> step_end_us;  // for the steady window of a run cut short
-    step_end_us.reserve(std::size_t(std::min<std::int64_t>(exp.steps, 1 << 20)));
     for (std::int64_t s = 0; s < exp.steps && !link.shutdown_requested(); ++s) try {
-      if (s == warmup) steady_start = now_us(), steady_cpu = process_cpu_s();
-      step_ = s;
-      if (auto j = take_pending_policy()) {
-        switch_policy(sched, link, *j, s);
-        pull_all_first = sched.policy().pull_all_before_forward();
-      }
-      const double step_t0 = now_us();
-      pulls_.reset(layer_floats_);
-      pushes_.reset(layer_floats_);
-      std::vector<policy::Transfer> parts;
-      for (int i = 0; i < int(map_.plan.parts.size()); ++i)
-        parts.push_back({policy::Direction::kPull, i, layer_of(i), 0, map_.plan.parts[i].numel});
-      {
-        // Sends wait for room on a full link: a wait on the servers, as for their answers.
-        Progress::Waiting waiting(progress_, kRoomToSend);
-        sched.begin_step(std::uint64_t(s));
-        sched.need(parts);
-      }
-      if (pull_all_first) pulls_.wait_all("every parameter (the policy pulls all before forward)");
-      batcher.next(images.data(), labels.data());
-      net_->set_batch(images.data(), labels.data(), exp.batch);
-      for (int l = 0; l < net_->num_layers(); ++l) {
-        pulls_.wait_layer(l, "the parameters of layer " + spec.layers[l].name);
-        for (int t : spec.layers[l].tensors) net_->params_updated(t);
-        const double t0 = now_us();
-        net_->forward(l);
-        trace_.complete("fwd:" + spec.layers[l].name, "compute", t0, s);
-      }
-      loss = net_->compute_loss().loss;
-      if (s == 0) first_loss = loss;
-      for (int l = net_->num_layers() - 1; l >= 0; --l) {
-        const double t0 = now_us();
-        net_->backward(l);
-        trace_.complete("bwd:" + spec.layers[l].name, "compute", t0, s);
-        parts.clear();
-        for (int t : spec.layers[l].tensors)
-          for (int i : map_.plan.parts_of_key[t])
-            parts.push_back({policy::Direction::kPush, i, l, 0, map_.plan.parts[i].numel});
-        if (!parts.empty()) {
-          Progress::Waiting waiting(progress_, kRoomToSend);
-          sched.ready(parts);
-        }
-      }
-      if (opt_.straggle_ms > 0) {
-        const double t0 = now_us();
-        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opt_.straggle_ms));
-        trace_.complete("straggle", "compute", t0, s);
-      }
-      {
-        Progress::Waiting waiting(progress_, kRoomToSend);
-        sched.backward_done();
-      }
-      pushes_.wait_all("the acks of its pushes");
-      trace_.complete("step", "step", step_t0, s);
-      step_ms.push_back(std::round((now_us() - step_t0) / 10) / 100);
-      ++report_steps;
-      if (now_us() - last_report >= opt_.progress_every_s * 1e6 || s + 1 == exp.steps) {
-        const double dt = (now_us() - last_report) / 1e6;
-        const std::uint64_t pushed = client.bytes_pushed(), pulled = client.bytes_pulled();
-        link.send_control({{"event", "progress"}, {"step", s + 1}, {"loss", loss}, {"policy", sched.policy().name()},
-                           {"steps_per_sec", report_steps / dt}, {"images_per_sec", report_steps * exp.batch / dt},
-                           {"bytes_pushed", pushed}, {"bytes_pulled", pulled},
-                           {"bytes_pushed_per_sec", (pushed - last_pushed) / dt},
-                           {"bytes_pulled_per_sec", (pulled - last_pulled) / dt}, {"step_ms", std::move(step_ms)}});
-        last_report = now_us();
-        report_steps = 0;
-        last_pushed = pushed, last_pulled = pulled;
-        step_ms = nlohmann::json::array();
-      }
-      done_steps = s + 1;
-      done_steps_ = done_steps;
-      last_step_end = now_us();
-      step_end_us.push_back(last_step_end);
+      train_step(tr, s);
     } catch (const Error&) {
       if (!link.stopped().empty()) break;  // a stop signal: the step in flight is not counted
       if (!link.shutdown_requested() || link.shutdown_reason() != "interrupted") throw;
       break;
     }
+    return finish(tr, trace_on_error, data->test);
+  }
+
+  // One training step: pull (as the policy sends), forward layer by layer as the parameters
+  // arrive, backward handing each layer's gradients over, then wait for the pushes' acks.
+  void train_step(Training& tr, std::int64_t s) {
+    const ModelSpec& spec = map_.spec;
+    const auto& exp = map_.exp;
+    if (s == tr.warmup) tr.steady_start = now_us(), tr.steady_cpu = process_cpu_s();
+    step_ = s;
+    if (auto j = take_pending_policy()) {
+      switch_policy(tr.sched, tr.link, *j, s);
+      tr.pull_all_first = tr.sched.policy().pull_all_before_forward();
+    }
+    const double step_t0 = now_us();
+    pulls_.reset(layer_floats_);
+    pushes_.reset(layer_floats_);
+    std::vector<policy::Transfer> parts;
+    for (int i = 0; i < int(map_.plan.parts.size()); ++i)
+      parts.push_back({policy::Direction::kPull, i, layer_of(i), 0, map_.plan.parts[i].numel});
+    {
+      // Sends wait for room on a full link: a wait on the servers, as for their answers.
+      Progress::Waiting waiting(progress_, kRoomToSend);
+      tr.sched.begin_step(std::uint64_t(s));
+      tr.sched.need(parts);
+    }
+    if (tr.pull_all_first) pulls_.wait_all("every parameter (the policy pulls all before forward)");
+    tr.batcher.next(tr.images.data(), tr.labels.data());
+    net_->set_batch(tr.images.data(), tr.labels.data(), exp.batch);
+    for (int l = 0; l < net_->num_layers(); ++l) {
+      pulls_.wait_layer(l, "the parameters of layer " + spec.layers[l].name);
+      for (int t : spec.layers[l].tensors) net_->params_updated(t);
+      const double t0 = now_us();
+      net_->forward(l);
+      trace_.complete("fwd:" + spec.layers[l].name, "compute", t0, s);
+    }
+    tr.loss = net_->compute_loss().loss;
+    if (s == 0) tr.first_loss = tr.loss;
+    for (int l = net_->num_layers() - 1; l >= 0; --l) {
+      const double t0 = now_us();
+      net_->backward(l);
+      trace_.complete("bwd:" + spec.layers[l].name, "compute", t0, s);
+      parts.clear();
+      for (int t : spec.layers[l].tensors)
+        for (int i : map_.plan.parts_of_key[t])
+          parts.push_back({policy::Direction::kPush, i, l, 0, map_.plan.parts[i].numel});
+      if (!parts.empty()) {
+        Progress::Waiting waiting(progress_, kRoomToSend);
+        tr.sched.ready(parts);
+      }
+    }
+    if (opt_.straggle_ms > 0) {
+      const double t0 = now_us();
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opt_.straggle_ms));
+      trace_.complete("straggle", "compute", t0, s);
+    }
+    {
+      Progress::Waiting waiting(progress_, kRoomToSend);
+      tr.sched.backward_done();
+    }
+    pushes_.wait_all("the acks of its pushes");
+    trace_.complete("step", "step", step_t0, s);
+    tr.step_ms.push_back(std::round((now_us() - step_t0) / 10) / 100);
+    ++tr.report_steps;
+    if (now_us() - tr.last_report >= opt_.progress_every_s * 1e6 || s + 1 == exp.steps) report_progress(tr, s);
+    tr.done_steps = s + 1;
+    done_steps_ = tr.done_steps;
+    tr.last_step_end = now_us();
+    tr.step_end_us.push_back(tr.last_step_end);
+  }
+
+  // The coordinator's live view, every progress_every_s and after the last step.
+  void report_progress(Training& tr, std::int64_t s) {
+    const auto& exp = map_.exp;
+    const double dt = (now_us() - tr.last_report) / 1e6;
+    const std::uint64_t pushed = tr.client.bytes_pushed(), pulled = tr.client.bytes_pulled();
+    tr.link.send_control({{"event", "progress"}, {"step", s + 1}, {"loss", tr.loss}, {"policy", tr.sched.policy().name()},
+                          {"steps_per_sec", tr.report_steps / dt}, {"images_per_sec", tr.report_steps * exp.batch / dt},
+                          {"bytes_pushed", pushed}, {"bytes_pulled", pulled},
+                          {"bytes_pushed_per_sec", (pushed - tr.last_pushed) / dt},
+                          {"bytes_pulled_per_sec", (pulled - tr.last_pulled) / dt}, {"step_ms", std::move(tr.step_ms)}});
+    tr.last_report = now_us();
+    tr.report_steps = 0;
+    tr.last_pushed = pushed, tr.last_pulled = pulled;
+    tr.step_ms = nlohmann::json::array();
+  }
+
+  // After the steps: the report to the coordinator, the evaluation, the wait for the shutdown,
+  // the trace.
+  int finish(Training& tr, TraceOnError& trace_on_error, const workloads::Dataset& test) {
+    ps::NodeLink& link = tr.link;
+    ps::PsClient& client = tr.client;
+    const auto& exp = map_.exp;
+    const std::int64_t done_steps = tr.done_steps;
     trace_.set_metadata("steps_done", done_steps);  // fewer than planned in a run cut short
     if (done_steps < exp.steps && link.stopped().empty() && link.coordinator_lost().empty())
       spdlog::warn("{} stopped after {} of {} steps: {}", opt_.name, done_steps, exp.steps,
                    link.ended_because().empty() ? std::string("the coordinator ended the run")
                                                 : "the coordinator ended the run: " + link.ended_because());
-    const double end = last_step_end;
+    const double end = tr.last_step_end;
+    double steady_start = tr.steady_start;
     // What this process spent over the steady steps (compute, transfers, everything): the
     // profile's host cost per message comes from it.
-    if (done_steps > warmup)
+    if (done_steps > tr.warmup)
       trace_.set_metadata("cpu_steady", {{"from_us", steady_start}, {"to_us", end},
-                                         {"cpu_s", process_cpu_s() - steady_cpu}});
+                                         {"cpu_s", process_cpu_s() - tr.steady_cpu}});
     // A run cut short before its warm-up ended: the same rule over the steps it did.
-    std::int64_t first_steady = warmup;
-    if (done_steps <= warmup && done_steps >= 2) {
+    std::int64_t first_steady = tr.warmup;
+    if (done_steps <= tr.warmup && done_steps >= 2) {
       first_steady = std::min<std::int64_t>(std::max<std::int64_t>(1, done_steps / 20), done_steps / 2);
-      steady_start = step_end_us[std::size_t(first_steady - 1)];
+      steady_start = tr.step_end_us[std::size_t(first_steady - 1)];
     }
     const std::int64_t steady_steps = std::max<std::int64_t>(0, done_steps - first_steady);
     const double steady_s = steady_steps > 0 ? (end - steady_start) / 1e6 : 0.0;
-    nlohmann::json report = {{"event", "report"}, {"steps", done_steps}, {"first_loss", first_loss}, {"final_loss", loss},
+    nlohmann::json report = {{"event", "report"}, {"steps", done_steps}, {"first_loss", tr.first_loss}, {"final_loss", tr.loss},
                              {"steady_steps", steady_steps},
                              {"steps_per_sec", steady_s > 0 ? steady_steps / steady_s : 0.0},
                              {"images_per_sec", steady_s > 0 ? steady_steps * exp.batch / steady_s : 0.0},
@@ -480,7 +537,7 @@ class PsWorker {
                  report["steps_per_sec"].get<double>(), report["images_per_sec"].get<double>());
     link.barrier("trained");
     if (!link.stopped().empty()) return stop_now();
-    if (link.evaluator() == id_) evaluate(client, link, data->test);
+    if (link.evaluator() == id_) evaluate(client, link, test);
     link.wait_shutdown(600);
     if (!link.stopped().empty()) return stop_now();
     client.stop();
