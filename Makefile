@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 PSBED := build/release/cluster/psbed
 export PSBED_DATA_DIR ?= $(CURDIR)/data/mnist
 
-.PHONY: all deps data web build build-asan demo test test-unit test-asan bench clean
+.PHONY: all deps data web build build-asan demo test test-unit test-asan lint bench clean
 
 all: build
 
@@ -59,6 +59,12 @@ test: build data build-asan
 	@cluster/fetch-web.sh test
 	@cd build/release && ctest --output-on-failure --timeout 900
 	@cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest -L unit --output-on-failure --timeout 900
+
+# The house rules: every source clang-format clean, no file over 800 lines, no function over 150.
+lint:
+	@cluster/install-deps.sh test
+	@tests/format_check.sh
+	@tests/house_check.sh
 
 test-unit: build
 	@cd build/release && ctest -L unit --output-on-failure

@@ -7,7 +7,8 @@
 #   cluster/install-deps.sh plot      also matplotlib for sweep/validate plots
 #   cluster/install-deps.sh test      also curl, prometheus (promtool) and chromium for the tests
 #                                     of the coordinator's HTTP API and dashboard, python3-zmq for
-#                                     those that speak to the nodes as a raw ZeroMQ peer (`make test`)
+#                                     those that speak to the nodes as a raw ZeroMQ peer (`make test`),
+#                                     clang-format and universal-ctags for the house checks (`make lint`)
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config git ca-certificates
@@ -20,7 +21,7 @@ for extra in "$@"; do
   case "$extra" in
     bench) pkgs+=(python3-torch libopenblas0-pthread) ;;
     plot)  pkgs+=(python3-matplotlib) ;;
-    test)  pkgs+=(curl prometheus chromium python3-zmq) ;;
+    test)  pkgs+=(curl prometheus chromium python3-zmq clang-format universal-ctags) ;;
     *) echo "install-deps: unknown extra '$extra' (expected: bench, plot, test)" >&2; exit 2 ;;
   esac
 done
