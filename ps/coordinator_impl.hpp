@@ -1,0 +1,214 @@
+// The coordinator's one class, private to its files (ps/coordinator.hpp is its public face). It
+// is a single state behind one mutex, so it stays one class; its code is split by seam:
+//   coordinator.cpp           the run loop, messages in and out, a stop by signal
+//   coordinator_nodes.cpp     registration, the cluster map, barriers, heartbeats and failures
+//   coordinator_control.cpp   `psbed ctl`, the live policy switch, the HTTP control plane
+//   coordinator_status.cpp    progress, stall reporting, /api/status, /metrics
+//   coordinator_summary.cpp   summary.json
+#pragma once
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/consistency.hpp"
+#include "core/model_spec.hpp"
+#include "core/policy.hpp"
+#include "core/trace.hpp"
+#include "ps/coordinator.hpp"
+#include "ps/http_server.hpp"
+#include "ps/protocol.hpp"
+#include "ps/stop_signals.hpp"
+#include "ps/zmq_transport.hpp"
+
+namespace psbed::ps::coordinator_detail {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// Workers' JSON is input like any other: a field of the wrong type reads as the default.
+inline double num(const json& j, const char* key, double dflt = 0) {
+  if (!j.is_object()) return dflt;
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : dflt;
+}
+
+// A peer's field of a kind, or the default where it is absent or of another kind (json::value
+// throws on a wrong kind: a peer's message must not).
+inline std::int64_t whole(const json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_number_integer() ? j[key].get<std::int64_t>() : -1;
+}
+inline std::string text(const json& j, const char* key, const std::string& dflt = "") {
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : dflt;
+}
+
+// A worker's loss: JSON has no NaN, so a diverged worker's NaN arrives as null, and reads as NaN
+// here (num's 0 would show a diverged run as a converged one).
+inline double loss_of(const json& j) {
+  if (j.is_object() && j.contains("loss") && j["loss"].is_null()) return std::nan("");
+  return num(j, "loss");
+}
+
+struct Node {
+  std::string role, name, address;
+  PeerId peer;
+  int id = 0;
+  Clock::time_point last_seen;
+  bool alive = true;
+  std::string failure;
+  json extra;
+  // Workers: latest progress and the final report. Servers: latest stats.
+  json progress, report, stats;
+  // Workers: what the worker said it waits on, when it waited long (cleared by a step done).
+  json waiting;
+  // Workers: step times reported so far, binned as kStepBuckets (the last bin is +Inf).
+  std::vector<double> step_bins;
+  double step_sum_s = 0;
+};
+
+// Bounds of the step-time histogram in /metrics, in seconds: a tiny CNN on a fast link steps in
+// a millisecond, a large one on a slow link in seconds.
+inline const std::vector<double> kStepBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+
+// Functions named *_locked are called with mu_ held.
+class Coordinator {
+ public:
+  explicit Coordinator(const CoordinatorOptions& opt);
+  int run();
+
+ private:
+  static std::chrono::duration<double> dsec(double s) { return std::chrono::duration<double>(s); }
+  static double age_s(Clock::time_point now, Clock::time_point t) {
+    return std::chrono::duration<double>(now - t).count();
+  }
+  double since_start_s() const { return (now_us() - started_us_) / 1e6; }
+
+  // ---- coordinator.cpp: the run loop, messages in and out ----------------------------------
+  void serve_locked(std::unique_lock<std::mutex>& lock);
+  bool go_on_after_stop_locked(int sig, Clock::time_point now);
+  std::string read_spec_text();
+  void send_to(const PeerId& peer, Op op, const json& j, std::uint64_t clock = 0);
+  void flush_outbox();
+  void broadcast_locked(Op op, const json& j);
+  void receive(Message&& m);
+  void handle(Message&& m);
+  bool first_drop_locked(const PeerId& peer);
+  void on_control(Node& n, const json& j);
+  void fail_locked(const std::string& why);
+
+  // Messages the coordinator drops are logged once a peer: a chatty or broken peer must not
+  // flood the log, and each one that misbehaves still shows up in it. A flood of fresh
+  // identities is counted but not remembered past kMaxWarnedPeers.
+  static constexpr const char* kLaterDropped = " (later ones from this peer are dropped without a word)";
+  static constexpr std::size_t kMaxWarnedPeers = 4096;
+
+  // ---- coordinator_nodes.cpp: registration, map, barriers, heartbeats, failures -------------
+  int count(const std::string& role) const;
+  std::vector<Node*> live(const std::string& role);
+  void on_register(const PeerId& peer, const json& j);
+  std::string worker_mismatch_locked(const json& j) const;
+  static int numbered_id(const std::string& role, const std::string& name);
+  int free_id_locked(const std::string& role, const std::string& name, int want) const;
+  void send_map_locked();
+  void on_barrier(Node& n, const std::string& name);
+  void release_barriers_locked();
+  void check_heartbeats_locked(Clock::time_point now);
+  void fail_node_locked(Node& n, const std::string& reason);
+
+  // ---- coordinator_control.cpp: ctl, live policy switch, HTTP ------------------------------
+  static constexpr double kSwitchTimeoutS = 30;
+
+  // Answers a switch request: `psbed ctl` over ZeroMQ, or an HTTP client. Called with mu_ held,
+  // so it must only queue its answer.
+  using SwitchReply = std::function<void(json)>;
+
+  struct Switch {
+    std::uint64_t seq = 0;
+    SwitchReply reply;
+    policy::PolicyOptions options;
+    Clock::time_point requested;
+    double requested_s = 0;  // since the coordinator started
+    json workers = json::object();  // worker name -> step at which it switched
+  };
+
+  void ctl_reply(const PeerId& peer, json j);
+  void on_ctl(const json& j, const SwitchReply& reply);
+  std::optional<std::pair<int, std::string>> start_switch_locked(const json& req, SwitchReply reply);
+  void finish_switch_locked(bool timeout);
+  void start_http();
+  HttpResponse prediction();
+
+  // ---- coordinator_status.cpp: progress, stalls, status, metrics ---------------------------
+  // The dashboard's memory: one sample a second of what it charts, the last ten minutes, so a
+  // page opened in the middle of a run starts with its history (GET /api/history).
+  static constexpr std::size_t kHistory = 600;
+
+  void record_sample_locked();
+  bool training_locked() const;
+  void advanced_locked(Node& n);
+  std::string stall_text_locked(Clock::time_point now) const;
+  json stall_json_locked(Clock::time_point now) const;
+  void check_stall_locked(Clock::time_point now);
+  json status_locked();
+  std::string metrics_locked();
+  void print_progress_locked();
+
+  // ---- coordinator_summary.cpp -------------------------------------------------------------
+  json data_described_locked() const;
+  void write_summary_locked();
+
+  CoordinatorOptions opt_;
+  ModelSpec spec_;
+  std::string spec_text_;
+  Consistency mode_;
+  std::unique_ptr<ZmqTransport> transport_;
+  std::mutex mu_;
+  std::set<PeerId> warned_peers_;        // first_drop_locked
+  std::uint64_t dropped_messages_ = 0;  // well-formed frames whose content the coordinator dropped
+  std::condition_variable cv_;
+  std::map<PeerId, Node> nodes_;
+  std::vector<Message> outbox_;
+  std::map<std::string, std::set<std::string>> barriers_;
+  json map_json_;
+  json failed_ = json::array();
+  policy::PolicyOptions policy_;  // what the workers run now
+  std::optional<Switch> switch_;
+  std::uint64_t switch_seq_ = 0;
+  json switches_ = json::array();
+  bool map_sent_ = false, finished_ = false;
+  Clock::time_point last_advance_{};  // when a worker last finished a step (or the start)
+  json stall_;                        // the stall under way, said once; null when none
+  Clock::time_point stall_since_{};
+  json stalls_ = json::array();       // every stall said, for the summary
+  int exit_code_ = 0, evaluator_ = -1;
+  std::string failure_, evaluation_note_;
+  double test_accuracy_ = -1;
+  std::int64_t steps_ = 0;
+  Clock::time_point started_, training_started_;
+  double started_us_ = 0;
+  std::deque<json> history_;
+  std::mutex predict_mu_;  // one prediction at a time; guards the two below
+  std::string predicted_for_;
+  double predicted_ = 0;
+  // Interrupted: the workers were told to stop; their reports are awaited until stop_deadline_.
+  static constexpr double kStopReportS = 5;
+  bool stopping_ = false;
+  Clock::time_point stop_deadline_;
+  std::string stop_reason_;
+  // Last: destroyed first, so no request is being handled while the state it reads goes away.
+  std::unique_ptr<HttpServer> http_;
+};
+
+}  // namespace psbed::ps::coordinator_detail
