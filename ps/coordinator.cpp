@@ -2,11 +2,9 @@
 // seams of the class are in coordinator_*.cpp (see ps/coordinator_impl.hpp).
 #include "ps/coordinator.hpp"
 
-#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <atomic>
 #include <csignal>
 #include <chrono>
 #include <cstdio>
@@ -21,13 +19,6 @@
 
 namespace psbed::ps {
 namespace coordinator_detail {
-namespace {
-
-// SIGTERM or SIGINT received by the coordinator process: it ends the run (see Coordinator::run).
-std::atomic<int> g_stop_signal{0};
-extern "C" void note_stop_signal(int sig) { g_stop_signal = sig; }
-
-}  // namespace
 
 Coordinator::Coordinator(const CoordinatorOptions& opt) : opt_(opt) {
   spec_text_ = read_spec_text();
@@ -45,33 +36,14 @@ Coordinator::Coordinator(const CoordinatorOptions& opt) : opt_(opt) {
 }
 
 int Coordinator::run() {
-  // The handlers only note the signal; the loop below acts on it. Restored on the way out.
-  struct sigaction note {}, old_term {}, old_int {};
-  note.sa_handler = note_stop_signal;
-  sigemptyset(&note.sa_mask);
-  sigaction(SIGTERM, &note, &old_term);
-  sigaction(SIGINT, &note, &old_int);
-  struct Restore {
-    struct sigaction term, intr;
-    ~Restore() {
-      sigaction(SIGTERM, &term, nullptr);
-      sigaction(SIGINT, &intr, nullptr);
-    }
-  } restore{old_term, old_int};
+  // SIGTERM and SIGINT are blocked from here on, in this thread and in the threads started below
+  // (they inherit the mask), so no poll of theirs is interrupted by one; the loop takes them.
+  // SIGHUP keeps its default action. The mask is restored on the way out.
+  BlockedStopSignals stops(/*hangup=*/false);
   started_ = Clock::now();
   started_us_ = now_us();
-  {
-    // The threads started here leave SIGTERM and SIGINT to this one (the handler's), so that
-    // no poll of theirs is interrupted by one.
-    sigset_t stop, old;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &stop, &old);
-    transport_->start([this](Message&& m) { receive(std::move(m)); });
-    if (!opt_.http.empty()) start_http();
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  }
+  transport_->start([this](Message&& m) { receive(std::move(m)); });
+  if (!opt_.http.empty()) start_http();
   if (!opt_.endpoint_file.empty()) {
     // Written whole, then renamed: a reader never sees half an address.
     const std::string tmp = opt_.endpoint_file + ".tmp";
@@ -81,7 +53,7 @@ int Coordinator::run() {
   spdlog::info("coordinator on {}: waiting for {} server(s) and {} worker(s); model {}, mode {}, policy {}",
                transport_->endpoint(), opt_.servers, opt_.workers, spec_.name, mode_.str(), opt_.policy.name);
   std::unique_lock<std::mutex> lock(mu_);
-  serve_locked(lock);
+  serve_locked(lock, stops);
   if (switch_) finish_switch_locked(true);
   write_summary_locked();
   // The nodes hear why the run failed (a shutdown carries no payload): a registration timeout,
@@ -100,14 +72,15 @@ int Coordinator::run() {
 
 // The run loop: until the run finishes, fails or is stopped, it watches registration,
 // heartbeats, stalls and the policy switch, and sends what the others queued.
-void Coordinator::serve_locked(std::unique_lock<std::mutex>& lock) {
+void Coordinator::serve_locked(std::unique_lock<std::mutex>& lock, BlockedStopSignals& stops) {
   auto next_progress = Clock::now() + dsec(opt_.progress_every_s);
   auto next_sample = Clock::now();
   const auto register_deadline = Clock::now() + dsec(opt_.register_timeout_s);
   while (!finished_) {
     cv_.wait_for(lock, dsec(std::min(opt_.heartbeat_s / 2, 0.25)));
     const auto now = Clock::now();
-    if (!go_on_after_stop_locked(g_stop_signal.load(), now)) break;
+    stops.poll();
+    if (!go_on_after_stop_locked(stops.received(), now)) break;
     if (!map_sent_ && now > register_deadline) {
       fail_locked("not every node registered within " + format_seconds(opt_.register_timeout_s) +
                   " s: have " + std::to_string(count("server")) + "/" + std::to_string(opt_.servers) +

@@ -96,7 +96,7 @@ class Coordinator {
   double since_start_s() const { return (now_us() - started_us_) / 1e6; }
 
   // ---- coordinator.cpp: the run loop, messages in and out ----------------------------------
-  void serve_locked(std::unique_lock<std::mutex>& lock);
+  void serve_locked(std::unique_lock<std::mutex>& lock, BlockedStopSignals& stops);
   bool go_on_after_stop_locked(int sig, Clock::time_point now);
   std::string read_spec_text();
   void send_to(const PeerId& peer, Op op, const json& j, std::uint64_t clock = 0);
