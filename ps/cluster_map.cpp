@@ -45,7 +45,7 @@ ClusterMap ClusterMap::from_json(const nlohmann::json& j) {
     m.exp.policy.partition_params = e.value("partition_params", m.exp.policy.partition_params);
     m.exp.policy.credit_bytes = e.value("credit_bytes", m.exp.policy.credit_bytes);
     m.exp.policy.seed = m.exp.seed;
-    policy::make_policy(m.exp.policy);  // an unknown name or bad parameter fails here, named
+    policy::check_policy_options(m.exp.policy);  // an unknown name or bad parameter fails here, named
     auto nodes = [](const nlohmann::json& a) {
       std::vector<NodeInfo> v;
       for (const auto& n : a) v.push_back({n.at("role"), n.at("id"), n.at("name"), n.at("address")});

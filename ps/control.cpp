@@ -36,7 +36,7 @@ policy::PolicyOptions policy_from_json(const json& j) {
   } catch (const json::exception& e) {
     throw Error(std::string("a policy description is malformed: ") + e.what());
   }
-  policy::make_policy(o);
+  policy::check_policy_options(o);
   return o;
 }
 
@@ -94,7 +94,7 @@ policy::PolicyOptions policy_from_request(const json& req, policy::PolicyOptions
     throw Error("field 'partition_params' is for bytescheduler, not " + n);
   if (req.contains("credit") && req["credit"] != "default" && !policy::uses_credit(n))
     throw Error("field 'credit' is for p3, bytescheduler and prophet, not " + n);
-  policy::make_policy(o);  // unknown names and bad parameters are refused here, named
+  policy::check_policy_options(o);  // unknown names and bad parameters are refused here, named
   return o;
 }
 

@@ -301,7 +301,7 @@ int run_coordinator(const CoordinatorOptions& opt) {
   if (opt.servers < 1 || opt.workers < 1)
     throw Error("--servers and --workers must be at least 1, got " + std::to_string(opt.servers) +
                 " and " + std::to_string(opt.workers));
-  policy::make_policy(opt.policy);  // refuse an unknown policy before anyone registers
+  policy::check_policy_options(opt.policy);  // refuse an unknown policy before anyone registers
   if (!opt.profile.empty() && !std::ifstream(opt.profile)) throw Error("cannot read the profile '" + opt.profile + "'");
   coordinator_detail::Coordinator c(opt);
   return c.run();
