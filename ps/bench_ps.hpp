@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/defaults.hpp"
+
 namespace psbed::ps {
 
 struct BenchPsOptions {
@@ -12,7 +14,7 @@ struct BenchPsOptions {
   int aggregate_mib = 25;                    // model for the workers x servers grid
   std::vector<int> workers = {1, 2, 4};
   std::vector<int> servers = {1, 2};
-  std::string partition = "4MiB";
+  std::string partition = defaults::kPartitionBytesText;
   double min_seconds = 2.0;
   int repeat = 3;  // psbed runs per single-worker row, interleaved with raw runs
   std::string json_out;

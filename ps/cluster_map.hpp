@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/consistency.hpp"
+#include "core/defaults.hpp"
 #include "core/model_spec.hpp"
 #include "core/optimizer.hpp"
 #include "core/partition.hpp"
@@ -29,7 +30,7 @@ struct Experiment {
   std::int64_t steps = 0;  // steps per worker
   int batch = 64;
   std::uint64_t seed = 1;
-  std::int64_t partition_bytes = 4 << 20;
+  std::int64_t partition_bytes = defaults::kPartitionBytes;
   policy::PolicyOptions policy;  // transmission policy of every worker
 };
 

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/defaults.hpp"
 #include "core/optimizer.hpp"
 #include "core/policy.hpp"
 
@@ -25,9 +26,9 @@ struct CoordinatorOptions {
   std::int64_t steps = 0;             // > 0: steps per worker instead of epochs
   int batch = 64;                     // per worker
   std::uint64_t seed = 1;
-  std::int64_t partition_bytes = 4 << 20;
-  double heartbeat_s = 0.5;
-  double heartbeat_timeout_s = 3.0;
+  std::int64_t partition_bytes = defaults::kPartitionBytes;
+  double heartbeat_s = defaults::kHeartbeatS;
+  double heartbeat_timeout_s = defaults::kHeartbeatTimeoutS;
   double progress_every_s = 2.0;
   double register_timeout_s = 120;    // all nodes must have registered by then
   // No worker advancing a step for this long is a stall: said in the log, /api/status, /metrics

@@ -172,7 +172,7 @@ class Coordinator {
   CoordinatorOptions opt_;
   ModelSpec spec_;
   std::string spec_text_;
-  Consistency mode_;
+  Consistency mode_{Consistency::Kind::kAsync};  // opt_.mode's, once read_spec_text has read it
   std::unique_ptr<ZmqTransport> transport_;
   std::mutex mu_;
   std::set<PeerId> warned_peers_;        // first_drop_locked

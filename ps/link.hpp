@@ -24,6 +24,7 @@
 #include <string>
 #include <thread>
 
+#include "core/defaults.hpp"
 #include "ps/transport.hpp"
 
 namespace psbed::ps {
@@ -92,7 +93,7 @@ class ShapedTransport final : public Transport {
   std::thread pacer_;
 
  public:
-  static constexpr std::uint64_t kSendBufferBytes = 16ull << 20;
+  static constexpr std::uint64_t kSendBufferBytes = std::uint64_t(defaults::kSendBufferBytes);
 };
 
 }  // namespace psbed::ps

@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/defaults.hpp"
 #include "ps/cluster_map.hpp"
 #include "ps/zmq_transport.hpp"
 
@@ -31,7 +32,7 @@ struct NodeLinkOptions {
   std::string name;     // unique; the coordinator logs the node by it
   std::string address;  // servers: endpoint workers connect to
   double connect_timeout_s = 30;
-  double heartbeat_s = 0.5;
+  double heartbeat_s = defaults::kHeartbeatS;
   // Once registered: silence from the coordinator this long (it answers every heartbeat) means
   // it is gone; the node then stops as if told to shut down, and coordinator_lost() says so.
   double coordinator_timeout_s = 30;

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/defaults.hpp"
+
 namespace psbed::ps {
 
 struct ServerOptions {
@@ -14,10 +16,10 @@ struct ServerOptions {
   std::string name;                         // default server-<pid>
   double connect_timeout_s = 30;
   double coordinator_timeout_s = 30;  // silence from the coordinator after joining: it is gone
-  double heartbeat_s = 0.5;
+  double heartbeat_s = defaults::kHeartbeatS;
   std::string trace_dir;                    // write <name>.trace.json here at the end
   std::uint64_t max_message_bytes = 256ull << 20;
-  int apply_threads = 2;                    // parts are applied in parallel across these
+  int apply_threads = defaults::kApplyThreads;  // parts are applied in parallel across these
   std::string bandwidth;                    // link emulation: "1gbit" per direction ("" = none)
   std::string latency;                      // link emulation: one-way latency, "200us"
 };

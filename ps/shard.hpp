@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/defaults.hpp"
 #include "core/trace.hpp"
 #include "ps/bad_message_counter.hpp"
 #include "ps/cluster_map.hpp"
@@ -30,7 +31,8 @@ namespace psbed::ps {
 
 class Shard {
  public:
-  Shard(std::uint64_t max_message_bytes, Transport& transport, TraceRecorder& trace, int lanes = 2);
+  Shard(std::uint64_t max_message_bytes, Transport& transport, TraceRecorder& trace,
+        int lanes = defaults::kApplyThreads);
   ~Shard();
   // From the transport's receive callback: queue and return at once.
   void enqueue(Message&& m);

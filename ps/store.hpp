@@ -72,7 +72,7 @@ class Store {
   void drain_bsp(PartState& s);
   std::uint64_t min_completed(const PartState& s) const;
 
-  Consistency mode_;
+  Consistency mode_{Consistency::Kind::kAsync};
   SgdOptions sgd_;
   std::string schedule_;
   std::int64_t steps_;
