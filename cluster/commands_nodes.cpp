@@ -73,64 +73,69 @@ void add_coordinator(CLI::App& root, CoordinatorCommand& c, std::string& log_lev
   app->add_option("--profile", o.profile, "profile.json (psbed profile): /api/prediction predicts from it");
 }
 
-void add_server(CLI::App& root, ps::ServerOptions& o, std::string& log_level) {
-  auto* app = root.add_subcommand("server", "One parameter-server shard");
-  app->footer("Example: psbed server --coordinator tcp://HOST:7000 --bind tcp://0.0.0.0:7100 --advertise tcp://HOST:7100");
-  add_common(app, log_level);
-  app->add_option("--coordinator", o.coordinator, "coordinator endpoint")->capture_default_str();
-  app->add_option("--bind", o.bind, "endpoint workers connect to (':*' = any free port)")->capture_default_str();
-  app->add_option("--advertise", o.advertise, "address given to workers (default: the bound endpoint)");
-  app->add_option("--name", o.name, "node name (default server-<pid>)")->check(node_name_value());
-  app->add_option("--connect-timeout", o.connect_timeout_s, "seconds to reach the coordinator")->capture_default_str()
+namespace {
+
+// The flags a server and a worker share, in the order both list them.
+void add_liveness(CLI::App* app, ps::NodeOptions& n, const std::string& connect_help) {
+  app->add_option("--connect-timeout", n.connect_timeout_s, connect_help)->capture_default_str()
       ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
-  app->add_option("--coordinator-timeout", o.coordinator_timeout_s,
+  app->add_option("--coordinator-timeout", n.coordinator_timeout_s,
                   "once joined: seconds of silence from the coordinator (it answers every heartbeat) after which "
                   "it is gone and this node stops with an error")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 1e6));
-  app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str()
+  app->add_option("--heartbeat", n.heartbeat_s, "seconds between heartbeats")->capture_default_str()
       ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
-  app->add_option("--trace-dir", o.trace_dir, "write <name>.trace.json here");
+}
+
+void add_link(CLI::App* app, ps::NodeOptions& n, const std::string& example_rate) {
+  app->add_option("--bandwidth", n.bandwidth,
+                  "emulated link rate per direction, e.g. " + example_rate +
+                      " (a number needs its unit; default or 0: unshaped)")
+      ->check(bandwidth_value(false));
+  app->add_option("--latency", n.latency, "emulated one-way latency, e.g. 200us")->check(duration_value());
+}
+
+}  // namespace
+
+void add_server(CLI::App& root, ps::ServerOptions& o, std::string& log_level) {
+  auto* app = root.add_subcommand("server", "One parameter-server shard");
+  app->footer("Example: psbed server --coordinator tcp://HOST:7000 --bind tcp://0.0.0.0:7100 --advertise tcp://HOST:7100");
+  add_common(app, log_level);
+  app->add_option("--coordinator", o.node.coordinator, "coordinator endpoint")->capture_default_str();
+  app->add_option("--bind", o.bind, "endpoint workers connect to (':*' = any free port)")->capture_default_str();
+  app->add_option("--advertise", o.advertise, "address given to workers (default: the bound endpoint)");
+  app->add_option("--name", o.node.name, "node name (default server-<pid>)")->check(node_name_value());
+  add_liveness(app, o.node, "seconds to reach the coordinator");
+  app->add_option("--trace-dir", o.node.trace_dir, "write <name>.trace.json here");
   app->add_option("--max-message-bytes", o.max_message_bytes, "larger messages are dropped")->capture_default_str();
   app->add_option("--apply-threads", o.apply_threads, "threads applying updates (each owns a subset of parts)")->capture_default_str();
-  app->add_option("--bandwidth", o.bandwidth, "emulated link rate per direction, e.g. 1gbit (a number needs its unit; default or 0: unshaped)")
-      ->check(bandwidth_value(false));
-  app->add_option("--latency", o.latency, "emulated one-way latency, e.g. 200us")->check(duration_value());
+  add_link(app, o.node, "1gbit");
 }
 
 void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level) {
   auto* app = root.add_subcommand("worker", "A worker training through the parameter server");
   app->footer("Example: psbed worker --coordinator tcp://HOST:7000 --model lenet5 --data mnist");
   add_common(app, log_level);
-  app->add_option("--coordinator", o.coordinator, "coordinator endpoint")->capture_default_str();
-  app->add_option("--name", o.name, "node name (default worker-<pid>)")->check(node_name_value());
+  app->add_option("--coordinator", o.node.coordinator, "coordinator endpoint")->capture_default_str();
+  app->add_option("--name", o.node.name, "node name (default worker-<pid>)")->check(node_name_value());
   app->add_option("--model", o.model, "the cluster's model (its input shape is needed to load data)")->capture_default_str();
   app->add_option("--data", o.data, "mnist or synthetic")->capture_default_str();
   app->add_option("--data-dir", o.data_dir, "directory with IDX files");
   app->add_option("--device", o.device, "cpu or gpu")->capture_default_str();
   app->add_option("--compute", o.compute, "real, or replay:<profile.json>: sleep per layer for durations drawn from a profile (psbed profile) instead of computing")->capture_default_str();
   app->add_option("--threads", o.threads, "compute threads")->capture_default_str();
-  app->add_option("--connect-timeout", o.connect_timeout_s, "seconds to reach the coordinator, and each server shard")->capture_default_str()
-      ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
-  app->add_option("--coordinator-timeout", o.coordinator_timeout_s,
-                  "once joined: seconds of silence from the coordinator (it answers every heartbeat) after which "
-                  "it is gone and this node stops with an error")
-      ->capture_default_str()
-      ->check(CLI::Range(0.1, 1e6));
-  app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str()
-      ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
+  add_liveness(app, o.node, "seconds to reach the coordinator, and each server shard");
   app->add_option("--progress-every", o.progress_every_s, "seconds between progress reports")->capture_default_str()
       ->check(positive("a number of seconds"));
-  app->add_option("--trace-dir", o.trace_dir, "write <name>.trace.json here");
+  app->add_option("--trace-dir", o.node.trace_dir, "write <name>.trace.json here");
   app->add_option("--save-params", o.save_params, "the evaluating worker writes final parameters here (raw float32)");
   app->add_option("--straggler-ms,--straggle-ms", o.straggle_ms,
                   "sleep this long every step (a deliberate straggler; --straggle-ms: the older name)")
       ->check(non_negative("milliseconds"));
   app->add_option("--start-stagger-ms", o.start_stagger_ms,
                   "worker i of N waits i x this / N before its first step (a de-synchronized start)");
-  app->add_option("--bandwidth", o.bandwidth, "emulated link rate per direction, e.g. 100mbit (a number needs its unit; default or 0: unshaped)")
-      ->check(bandwidth_value(false));
-  app->add_option("--latency", o.latency, "emulated one-way latency, e.g. 200us")->check(duration_value());
+  add_link(app, o.node, "100mbit");
 }
 
 void add_launch(CLI::App& root, LaunchOptions& o, std::string& log_level) {

@@ -70,11 +70,11 @@ int run_command(CLI::App& root, Commands& c) {
   }
   if (root.got_subcommand("coordinator")) return cluster::run_coordinator_command(c.coordinator, log_level);
   if (root.got_subcommand("server")) {
-    setup_logging(c.server.name.empty() ? "server" : c.server.name, log_level);
+    setup_logging(c.server.node.name.empty() ? "server" : c.server.node.name, log_level);
     return ps::run_server(c.server);
   }
   if (root.got_subcommand("worker")) {
-    setup_logging(c.worker.name.empty() ? "worker" : c.worker.name, log_level);
+    setup_logging(c.worker.node.name.empty() ? "worker" : c.worker.node.name, log_level);
     return worker::run_worker(c.worker);
   }
   if (root.got_subcommand("probe")) {

@@ -21,7 +21,7 @@ int run_bench_predict(const BenchPredictOptions& o, bool model_given) {
   {
     policy::PolicyOptions po;
     po.name = o.policy;
-    for_flag("--policy", [&] { return policy::make_policy(po); });
+    for_flag("--policy", [&] { policy::check_policy_options(po); });
   }
   const double bandwidth_bps = for_flag("--bandwidth", [&] { return parse_bandwidth_bps(o.bandwidth); });
   const LinkModel link_model = for_flag("--link-model", [&] { return parse_link_model(o.link_model); });

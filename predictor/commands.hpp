@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/defaults.hpp"
 #include "core/model_spec.hpp"
 #include "predictor/profile_extract.hpp"
 
@@ -43,11 +44,11 @@ struct SimFlags {
   std::string bandwidth;              // "1gbit"; empty: the profile's link
   std::string latency;                // "200us"; empty: the profile's link
   std::string link_model = "bucket";  // bucket (psbed's in-process emulation) or fair
-  std::string partition_bytes = "4MiB";
-  std::int64_t slice_params = 40000;
-  std::int64_t partition_params = 1000000;
+  std::string partition_bytes = defaults::kPartitionBytesText;
+  std::int64_t slice_params = defaults::kSliceParams;
+  std::int64_t partition_params = defaults::kPartitionParams;
   std::string credit;  // empty: the policy's default
-  int apply_lanes = 2;
+  int apply_lanes = defaults::kApplyThreads;
   std::int64_t steps = 200;
   std::uint64_t seed = 1;
   int seeds = 1;  // simulations per configuration (seed, seed + 1, ...); their median counts
@@ -130,7 +131,7 @@ struct BenchPredictOptions {
   std::string policy = "p3";
   // Slice sizes (p3, prophet) or partition sizes (bytescheduler) in parameters; each is run
   // for every worker count, to show the cost per slice.
-  std::vector<std::int64_t> slice_params{40000};
+  std::vector<std::int64_t> slice_params{defaults::kSliceParams};
   std::int64_t steps = 1000;
   std::string bandwidth = "1gbit";
   std::string link_model = "bucket";

@@ -132,8 +132,7 @@ SimConfig run_nodes(const std::string& dir, const nlohmann::json& s, const std::
                   std::to_string(c.servers) + " server(s), expected at least one of each");
     c.mode = Consistency::parse(summary_field(s, "mode", T::string, path).get<std::string>());
     c.policy.name = summary_field(s, "policy", T::string, path).get<std::string>();
-    policy::PolicyOptions check = c.policy;
-    (void)policy::make_policy(check);  // an unknown policy is refused here, naming the run
+    policy::check_policy_options(c.policy);  // an unknown policy is refused here, naming the run
   } catch (const Error& e) {
     throw Error("run folder '" + dir + "': " + e.what());
   }

@@ -65,7 +65,7 @@ SimConfig optimize_base(const OptimizeOptions& o, const Profile& profile) {
   for (const auto& name : expand_policies(o.policies)) {  // an unknown name: before the search
     policy::PolicyOptions po = base.policy;
     po.name = name;
-    for_flag("--policy", [&] { return policy::make_policy(po); });
+    for_flag("--policy", [&] { policy::check_policy_options(po); });
   }
   return base;
 }

@@ -63,7 +63,7 @@ std::vector<SimConfig> predicted_configs(const PredictOptions& o, const SimConfi
           c.workers = w, c.servers = s, c.policy.name = pol;
           c.mode = for_flag("--mode", [&] { return Consistency::parse(mode); });
           // An unknown policy fails before any simulation.
-          for_flag("--policy", [&] { return policy::make_policy(c.policy); });
+          for_flag("--policy", [&] { policy::check_policy_options(c.policy); });
           configs.push_back(c);
         }
   return configs;

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 
+#include "core/defaults.hpp"
 #include "core/error.hpp"
 #include "core/model_spec.hpp"
 #include "core/trace.hpp"
@@ -625,7 +626,7 @@ Profile extract_profile(const ProfileOptions& opt) {
               {"steps", steps},
               {"skipped_steps", skip},
               {"profiled_steps", p.layers[0].forward_ms.size()},
-              {"partition_bytes", exp.value("partition_bytes", std::int64_t(4 << 20))},
+              {"partition_bytes", exp.value("partition_bytes", defaults::kPartitionBytes)},
               {"link", link},
               {"slice_params", exp.value("slice_params", std::int64_t(40000))},
               {"partition_params", exp.value("partition_params", std::int64_t(1000000))},

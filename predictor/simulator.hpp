@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/defaults.hpp"
 #include "core/consistency.hpp"
 #include "core/model_spec.hpp"
 #include "core/policy.hpp"
@@ -83,12 +84,12 @@ struct SimConfig {
   // Host time per byte from the sender's link to the receiver's (loopback and ZeroMQ copies):
   // every message arrives bytes x this later (a delay, not a shared resource).
   double transit_s_per_byte = 0;
-  std::int64_t partition_bytes = 4 << 20;    // largest part (the live default)
-  int apply_lanes = 2;                       // apply threads per shard (the live default)
+  std::int64_t partition_bytes = defaults::kPartitionBytes;  // largest part
+  int apply_lanes = defaults::kApplyThreads;                  // apply threads per shard
   std::int64_t message_overhead_bytes = 64;  // wire header of a data message
   // Bucket links: a send buffer's size (the live ShapedTransport::kSendBufferBytes): a worker
   // has one per shard connection, a shard one for all its workers.
-  std::int64_t send_buffer_bytes = 16 << 20;
+  std::int64_t send_buffer_bytes = defaults::kSendBufferBytes;
   std::int64_t steps = 200;                  // per worker
   std::int64_t warmup_steps = -1;  // excluded from the figures; < 0: the live worker's rule
   std::uint64_t seed = 1;

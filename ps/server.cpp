@@ -39,18 +39,18 @@ bool wildcard_endpoint(const std::string& endpoint) {
 
 int run_server(const ServerOptions& in) {
   ServerOptions opt = in;
-  if (opt.name.empty()) opt.name = "server-" + std::to_string(::getpid());
+  if (opt.node.name.empty()) opt.node.name = "server-" + std::to_string(::getpid());
   if (!opt.advertise.empty() && wildcard_endpoint(opt.advertise))
     throw Error("--advertise " + opt.advertise + " is no address workers can reach: give this host's name or IP");
   // The trace is written when the server stops: a folder it cannot write in is said now.
-  ensure_writable_dir(opt.trace_dir, "--trace-dir");
+  ensure_writable_dir(opt.node.trace_dir, "--trace-dir");
   StopSignals signals;  // before any thread starts: they all leave SIGTERM and SIGINT to it
   ZmqOptions z;
   z.role = ZmqOptions::Role::kServer;
   z.endpoint = opt.bind;
   z.thread_name = "ps-router";
   z.limits.max_message_bytes = opt.max_message_bytes;
-  const LinkOptions shaping = parse_link(opt.bandwidth, opt.latency);
+  const LinkOptions shaping = parse_link(opt.node.bandwidth, opt.node.latency);
   // Acks are tiny and a worker asks for each slice once a step: the bytes bound is what holds a
   // peer that never reads; it grows with this shard's parameters once they are known.
   z.peer_max_messages = 1 << 16;
@@ -59,17 +59,17 @@ int run_server(const ServerOptions& in) {
   std::unique_ptr<Transport> owned = std::move(zmq_owned);
   if (shaping.shaped()) owned = std::make_unique<ShapedTransport>(std::move(owned), LinkBuckets::make(shaping));
   Transport& transport = *owned;
-  TraceRecorder trace(opt.name, !opt.trace_dir.empty());
+  TraceRecorder trace(opt.node.name, !opt.node.trace_dir.empty());
   Shard shard(opt.max_message_bytes, transport, trace, opt.apply_threads);
   std::string address = opt.advertise.empty() ? transport.endpoint() : opt.advertise;  // bound already
   if (opt.advertise.empty() && wildcard_endpoint(address))
     throw Error("--bind " + opt.bind + " listens on every interface, and workers cannot connect to " + address +
                 ": give --advertise tcp://THIS_HOST:PORT, the address workers reach this server at");
   transport.start([&](Message&& m) { shard.enqueue(std::move(m)); });
-  spdlog::info("{} serving on {} (link: {})", opt.name, transport.endpoint(), shaping.str());
+  spdlog::info("{} serving on {} (link: {})", opt.node.name, transport.endpoint(), shaping.str());
 
-  NodeLink link({opt.coordinator, "server", opt.name, address, opt.connect_timeout_s, opt.heartbeat_s,
-                 opt.coordinator_timeout_s});
+  NodeLink link({opt.node.coordinator, "server", opt.node.name, address, opt.node.connect_timeout_s, opt.node.heartbeat_s,
+                 opt.node.coordinator_timeout_s});
   link.on_control([&](const nlohmann::json& j) {
     if (j.value("event", "") == "worker_dead") shard.worker_dead(j.value("worker", -1));
   });
@@ -86,7 +86,7 @@ int run_server(const ServerOptions& in) {
     if (link.stopped().empty()) throw;
     // The coordinator counts a registered server, and hears now rather than at the heartbeat
     // timeout that it is gone.
-    spdlog::warn("{} {} {}", opt.name, link.stopped(), link.leave_before_start());
+    spdlog::warn("{} {} {}", opt.node.name, link.stopped(), link.leave_before_start());
     return kStoppedStatus;
   }
   trace.set_metadata("role", "server");
@@ -116,7 +116,7 @@ int run_server(const ServerOptions& in) {
   const auto& bad = shard.bad();
   const auto& tbad = transport.bad_messages();
   if (stopped.empty())
-    spdlog::info("{} shutting down: {} pushes, {} pulls, {} bad messages dropped", opt.name, shard.pushes(),
+    spdlog::info("{} shutting down: {} pushes, {} pulls, {} bad messages dropped", opt.node.name, shard.pushes(),
                  shard.pulls(), bad.total() + tbad.total());
   nlohmann::json by_kind = nlohmann::json::object();
   for (int k = 1; k < kProblemKinds; ++k) {
@@ -126,17 +126,17 @@ int run_server(const ServerOptions& in) {
       spdlog::info("  bad messages, {}: {}", problem_name(p), n);
     }
   }
-  if (!opt.trace_dir.empty()) {
+  if (!opt.node.trace_dir.empty()) {
     trace.set_metadata("bad_messages", bad.total() + tbad.total());
     trace.set_metadata("cpu_samples", cpu_samples);
     trace.set_metadata("bad_messages_by_kind", by_kind);
-    std::filesystem::create_directories(opt.trace_dir);
-    trace.write(opt.trace_dir + "/" + opt.name + ".trace.json");
+    std::filesystem::create_directories(opt.node.trace_dir);
+    trace.write(opt.node.trace_dir + "/" + opt.node.name + ".trace.json");
   }
   if (const std::string lost = link.coordinator_lost(); !lost.empty()) throw Error(lost);  // traces kept
   if (!stopped.empty()) {
-    spdlog::warn("{} {} after {} pushes, {} pulls{}", opt.name, stopped, shard.pushes(), shard.pulls(),
-                 opt.trace_dir.empty() ? std::string() : "; trace in " + opt.trace_dir + "/" + opt.name + ".trace.json");
+    spdlog::warn("{} {} after {} pushes, {} pulls{}", opt.node.name, stopped, shard.pushes(), shard.pulls(),
+                 opt.node.trace_dir.empty() ? std::string() : "; trace in " + opt.node.trace_dir + "/" + opt.node.name + ".trace.json");
     return kStoppedStatus;
   }
   return 0;

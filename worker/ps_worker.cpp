@@ -134,12 +134,12 @@ class Arrivals {
 class PsWorker {
  public:
   PsWorker(const WorkerOptions& opt, ps::StopSignals& signals)
-      : opt_(opt), signals_(signals), trace_(opt.name, !opt.trace_dir.empty()) {}
+      : opt_(opt), signals_(signals), trace_(opt.node.name, !opt.node.trace_dir.empty()) {}
 
   int run() {
     // The trace is written when the worker stops: a folder it cannot write in is said now, not
     // after the run.
-    ensure_writable_dir(opt_.trace_dir, "--trace-dir");
+    ensure_writable_dir(opt_.node.trace_dir, "--trace-dir");
     set_compute_threads(opt_.threads);
     require_device(opt_.device);  // before joining: a worker without its GPU never joins
     // Data first: the coordinator needs the training-set size to turn epochs into steps.
@@ -151,8 +151,8 @@ class PsWorker {
       profile = Profile::load(replay);
       profile->check_matches(local, "profile '" + replay + "'");
     }
-    ps::NodeLink link({opt_.coordinator, "worker", opt_.name, "", opt_.connect_timeout_s, opt_.heartbeat_s,
-                       opt_.coordinator_timeout_s});
+    ps::NodeLink link({opt_.node.coordinator, "worker", opt_.node.name, "", opt_.node.connect_timeout_s, opt_.node.heartbeat_s,
+                       opt_.node.coordinator_timeout_s});
     // SIGTERM or SIGINT: training stops at the next step boundary (see stop_reason below).
     const ps::StopHook hook(signals_, [this, &link](int sig) {  // removed before `link` goes
       link.stop("stopped by " + ps::StopSignals::name(sig));
@@ -169,7 +169,7 @@ class PsWorker {
         // The coordinator counts a registered worker, even before the cluster map came, and
         // would otherwise notice only when its heartbeats stop.
         if (!joined_) {
-          spdlog::warn("{} {} {}", opt_.name, link.stopped(), link.leave_before_start());
+          spdlog::warn("{} {} {}", opt_.node.name, link.stopped(), link.leave_before_start());
           return ps::kStoppedStatus;
         }
         link.leave(link.stopped() + " after " + std::to_string(done_steps_) + " steps", 0.5);
@@ -338,8 +338,8 @@ class PsWorker {
     const ModelSpec& spec = map_.spec;
     const int workers = int(map_.workers.size());
     const auto& exp = map_.exp;
-    const ps::LinkOptions shaping = ps::parse_link(opt_.bandwidth, opt_.latency);
-    ps::PsClient client(map_, id_, opt_.name, ps::LinkBuckets::make(shaping));
+    const ps::LinkOptions shaping = ps::parse_link(opt_.node.bandwidth, opt_.node.latency);
+    ps::PsClient client(map_, id_, opt_.node.name, ps::LinkBuckets::make(shaping));
     // Declared after the client: it ends first.
     struct Watch {
       PsWorker* self;
@@ -355,7 +355,7 @@ class PsWorker {
     } watch{this, std::thread([this, &client, &link] { watch_for_stuck(client, link); })};
     // A shard whose advertised address leads nowhere would leave the first step waiting forever.
     // Nothing is in flight yet: a stop ends this wait at once.
-    client.check_shards(opt_.connect_timeout_s, [&] {
+    client.check_shards(opt_.node.connect_timeout_s, [&] {
       const std::string why = stop_reason(link);
       return why.empty() ? link.stopped() : why;
     });
@@ -363,7 +363,7 @@ class PsWorker {
     net_->set_trace(&trace_, [this] { return step_.load(); });  // GPU copies: h2d/d2h lanes
     Batcher batcher(data->train, id_, workers, exp.batch, exp.seed);
     spdlog::info("{} (worker {} of {}): {} on {}, {} steps of batch {} from a shard of {} samples, mode {}",
-                 opt_.name, id_, workers, spec.name, opt_.device, exp.steps, exp.batch, batcher.shard_size(),
+                 opt_.node.name, id_, workers, spec.name, opt_.device, exp.steps, exp.batch, batcher.shard_size(),
                  exp.mode.str());
 
     layer_floats_.assign(spec.layers.size(), 0);
@@ -498,7 +498,7 @@ class PsWorker {
     const std::int64_t done_steps = tr.done_steps;
     trace_.set_metadata("steps_done", done_steps);  // fewer than planned in a run cut short
     if (done_steps < exp.steps && link.stopped().empty() && link.coordinator_lost().empty())
-      spdlog::warn("{} stopped after {} of {} steps: {}", opt_.name, done_steps, exp.steps,
+      spdlog::warn("{} stopped after {} of {} steps: {}", opt_.node.name, done_steps, exp.steps,
                    link.ended_because().empty() ? std::string("the coordinator ended the run")
                                                 : "the coordinator ended the run: " + link.ended_because());
     const double end = tr.last_step_end;
@@ -533,7 +533,7 @@ class PsWorker {
     };
     if (!link.stopped().empty()) return stop_now();
     link.send_control(report);
-    spdlog::info("{} trained {} steps: {:.1f} steps/s, {:.0f} images/s steady", opt_.name, done_steps,
+    spdlog::info("{} trained {} steps: {:.1f} steps/s, {:.0f} images/s steady", opt_.node.name, done_steps,
                  report["steps_per_sec"].get<double>(), report["images_per_sec"].get<double>());
     link.barrier("trained");
     if (!link.stopped().empty()) return stop_now();
@@ -549,16 +549,16 @@ class PsWorker {
   }
 
   void write_trace() {
-    if (opt_.trace_dir.empty()) return;
-    std::filesystem::create_directories(opt_.trace_dir);
-    const std::string path = opt_.trace_dir + "/" + opt_.name + ".trace.json";
+    if (opt_.node.trace_dir.empty()) return;
+    std::filesystem::create_directories(opt_.node.trace_dir);
+    const std::string path = opt_.node.trace_dir + "/" + opt_.node.name + ".trace.json";
     trace_.write(path);
     trace_path_ = path;
   }
 
   // The one line a worker stopped after it joined leaves.
   void log_stopped(const ps::NodeLink& link) {
-    spdlog::warn("{} {} after {} steps (of {}){}{}", opt_.name, link.stopped(), done_steps_, map_.exp.steps,
+    spdlog::warn("{} {} after {} steps (of {}){}{}", opt_.node.name, link.stopped(), done_steps_, map_.exp.steps,
                  gave_up_ ? "; the step in flight cut short: nothing arrived from the servers for 1 s" : "",
                  trace_path_.empty() ? std::string() : "; trace in " + trace_path_);
   }
@@ -583,10 +583,10 @@ class PsWorker {
       e.note = "switched from " + was + " to " + ps::describe_policy(o);
       trace_.record(std::move(e));
       switches_.push_back({{"step", step}, {"policy", o.name}, {"seq", seq}});
-      spdlog::info("{}: policy {} from step {} (was {})", opt_.name, ps::describe_policy(o), step, was);
+      spdlog::info("{}: policy {} from step {} (was {})", opt_.node.name, ps::describe_policy(o), step, was);
       link.send_control({{"event", "policy_switched"}, {"seq", seq}, {"step", step}, {"policy", o.name}});
     } catch (const std::exception& e) {
-      spdlog::error("{}: policy switch {} refused: {}", opt_.name, seq, e.what());
+      spdlog::error("{}: policy switch {} refused: {}", opt_.node.name, seq, e.what());
     }
   }
 
@@ -607,7 +607,7 @@ class PsWorker {
 
   void evaluate(ps::PsClient& client, ps::NodeLink& link, const workloads::Dataset& test) {
     if (replay_) {
-      spdlog::info("{}: compute replay trains nothing; no test accuracy", opt_.name);
+      spdlog::info("{}: compute replay trains nothing; no test accuracy", opt_.node.name);
       link.send_control({{"event", "evaluated"}, {"note", "compute replay: no accuracy"}});
       return;
     }
@@ -624,7 +624,7 @@ class PsWorker {
     pulls_.wait_all("the final parameters, to evaluate them");
     net_->all_params_updated();
     const double acc = evaluate_accuracy(*net_, test);
-    spdlog::info("{}: test accuracy of the final parameters {:.2f}% on {} samples", opt_.name, 100 * acc, test.size());
+    spdlog::info("{}: test accuracy of the final parameters {:.2f}% on {} samples", opt_.node.name, 100 * acc, test.size());
     if (!opt_.save_params.empty()) {
       std::vector<std::vector<float>> tensors;
       for (int t = 0; t < int(map_.spec.tensors.size()); ++t)
@@ -663,8 +663,8 @@ class PsWorker {
 
 int run_worker(const WorkerOptions& in) {
   WorkerOptions opt = in;
-  if (opt.name.empty()) opt.name = "worker-" + std::to_string(::getpid());
-  ps::parse_link(opt.bandwidth, opt.latency);  // a bad --bandwidth/--latency fails before joining
+  if (opt.node.name.empty()) opt.node.name = "worker-" + std::to_string(::getpid());
+  ps::parse_link(opt.node.bandwidth, opt.node.latency);  // a bad --bandwidth/--latency fails before joining
   ps::StopSignals signals;  // before any thread starts: they all leave the signals to it
   PsWorker w(opt, signals);
   return w.run();

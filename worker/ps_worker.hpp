@@ -7,23 +7,18 @@
 #include <string>
 #include <vector>
 
+#include "ps/node_options.hpp"
+
 namespace psbed::worker {
 
 struct WorkerOptions {
-  std::string coordinator = "tcp://127.0.0.1:7000";
-  std::string name;           // default worker-<pid>
+  ps::NodeOptions node;          // name: default worker-<pid>
   std::string model = "lenet5";  // must be the cluster's model (its data shape is read first)
   std::string data = "mnist";
   std::string data_dir;
   std::string device = "cpu";
   int threads = 1;
-  double connect_timeout_s = 30;
-  double coordinator_timeout_s = 30;  // silence from the coordinator after joining: it is gone
-  double heartbeat_s = 0.5;
   double progress_every_s = 1.0;
-  std::string trace_dir;      // write <name>.trace.json here at the end
-  std::string bandwidth;       // link emulation: "100mbit" per direction ("" = none)
-  std::string latency;         // link emulation: one-way latency
   double straggle_ms = 0;     // sleep this long every step (a deliberate straggler, for experiments)
   // Worker i of N waits i x this / N before its first step: a de-synchronized start, for
   // experiments with regimes that depend on how the workers start (0 = all at once).
