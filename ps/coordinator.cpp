@@ -160,6 +160,7 @@ void Coordinator::send_to(const PeerId& peer, Op op, const json& j, std::uint64_
     m.payload = Payload::copy(text);
   }
   outbox_.push_back(std::move(m));
+  cv_.notify_all();  // the loop sends it now, not at its next tick
 }
 
 void Coordinator::flush_outbox() {

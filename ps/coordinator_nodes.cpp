@@ -194,9 +194,10 @@ void Coordinator::fail_node_locked(Node& n, const std::string& reason) {
   spdlog::error("{} ({} {}) is dead: {}", n.name, n.role, n.id, reason);
   failed_.push_back({{"name", n.name}, {"role", n.role}, {"id", n.id}, {"reason", reason}});
   if (n.role == "server") return fail_locked("server " + n.name + " died: its parameters are lost");
-  if (live("worker").empty()) return fail_locked("every worker died");
-  // If it is only silent, not gone, it must stop: its pushes are refused from now on.
+  // If it is only silent, not gone, it must stop: its pushes are refused from now on. A worker
+  // that said it leaves waits for this word before it goes.
   send_to(n.peer, Op::kShutdown, json());
+  if (live("worker").empty()) return fail_locked("every worker died");
   // Servers stop waiting for it (bsp/ssp), barriers stop counting it.
   for (Node* s : live("server")) send_to(s->peer, Op::kControl, {{"event", "worker_dead"}, {"worker", n.id}});
   release_barriers_locked();

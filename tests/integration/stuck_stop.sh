@@ -14,11 +14,11 @@ start() {
   COORD=$!
   PIDS+=($COORD)
   EP=$(endpoint_of "$dir/ep") || exit 1
-  timeout 120 "$PSBED" server --coordinator "$EP" --bind "tcp://127.0.0.1:*" --name server-0 \
+  "$PSBED" server --coordinator "$EP" --bind "tcp://127.0.0.1:*" --name server-0 \
     --coordinator-timeout 60 >"$dir/server-0.out" 2>&1 &
   SERVER=$!
   PIDS+=($SERVER)
-  timeout 120 "$PSBED" worker --coordinator "$EP" --name worker-0 --model "$model" --data synthetic \
+  "$PSBED" worker --coordinator "$EP" --name worker-0 --model "$model" --data synthetic \
     --threads 1 --coordinator-timeout 60 >"$dir/worker-0.out" 2>&1 &
   WORKER=$!
   PIDS+=($WORKER)
@@ -39,37 +39,25 @@ stops_within() {
   [ "$ms" -le $((limit * 1000)) ] || fail "$what took $ms ms to end, expected at most ${limit} s"
 }
 
-# 1. A worker waiting on a frozen shard's answers.
-d="$WORK/answers"
-start "$d" lenet5
-kill -STOP "$SERVER"
-sleep 1.5
-stops_within "$WORKER" 2 "a worker waiting on a frozen shard"
-kill -CONT "$SERVER"
-kill -TERM "$SERVER" "$COORD" 2>/dev/null || true
-
-# 2. A worker waiting for room to send to a frozen shard: one-message queues, 11 MiB of tensors.
-d="$WORK/room"
-PSBED_QUEUE_DEPTH=1 start "$d" "$SRC/tests/fixtures/models/stress-fc.toml"
-kill -STOP "$SERVER"
-sleep 1.5
-stops_within "$WORKER" 2 "a worker waiting for room to send"
-kill -CONT "$SERVER"
-kill -TERM "$SERVER" "$COORD" 2>/dev/null || true
-
-# 3. A shard whose only worker froze with replies on their way to it.
-d="$WORK/shard"
-PSBED_QUEUE_DEPTH=1 start "$d" "$SRC/tests/fixtures/models/stress-fc.toml"
-kill -STOP "$WORKER"
-sleep 1.5
-stops_within "$SERVER" 2 "a shard whose worker froze"
-kill -CONT "$WORKER"
-
-# 4. A coordinator whose worker froze: it waits at most 5 s for the report that cannot come.
-d="$WORK/coordinator"
-start "$d" lenet5
-kill -STOP "$WORKER"
-sleep 0.5
-stops_within "$COORD" 6 "a coordinator whose worker froze"
-kill -CONT "$WORKER"
+# case NAME MODEL FROZEN STOPPED SECONDS LIMIT WHAT: starts a cluster, freezes the node FROZEN
+# (SERVER, WORKER) with SIGSTOP, waits SECONDS, then SIGTERM to STOPPED must end it within
+# LIMIT seconds. The frozen node is thawed and every node stopped after.
+case_() {
+  local name=$1 model=$2 frozen=$3 stopped=$4 wait_s=$5 limit=$6 what=$7
+  start "$WORK/$name" "$model"
+  kill -STOP "${!frozen}"
+  sleep "$wait_s"
+  stops_within "${!stopped}" "$limit" "$what"
+  kill -CONT "${!frozen}"
+  kill -TERM "$SERVER" "$WORKER" "$COORD" 2>/dev/null || true
+}
+FC="$SRC/tests/fixtures/models/stress-fc.toml"
+# A worker waiting on a frozen shard's answers.
+case_ answers lenet5 SERVER WORKER 1.5 2 "a worker waiting on a frozen shard"
+# A worker waiting for room to send to a frozen shard: one-message queues, 11 MiB of tensors.
+PSBED_QUEUE_DEPTH=1 case_ room "$FC" SERVER WORKER 1.5 2 "a worker waiting for room to send"
+# A shard whose only worker froze with replies on their way to it.
+PSBED_QUEUE_DEPTH=1 case_ shard "$FC" WORKER SERVER 1.5 2 "a shard whose worker froze"
+# A coordinator whose worker froze: it waits at most 5 s for the report that cannot come.
+case_ coordinator lenet5 WORKER COORD 0.5 6 "a coordinator whose worker froze"
 echo "PASS"
