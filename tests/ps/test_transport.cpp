@@ -1,12 +1,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <csignal>
-#include <cstdio>
-#include <cstdlib>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -18,71 +18,13 @@
 #include "ps/bench_raw.hpp"
 #include "ps/transport_thread.hpp"
 #include "ps/zmq_transport.hpp"
+#include "transport_test_util.hpp"
 
 using namespace psbed::ps;
+using namespace psbed::ps::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-// Every wait in these tests is bounded: a broken transport fails a check, it never hangs.
-constexpr auto kWait = 10s;
-
-// Collects what a transport delivers; the tests wait on it with a timeout.
-class Inbox {
- public:
-  ReceiveFn fn() {
-    return [this](Message&& m) {
-      std::lock_guard<std::mutex> lock(mu_);
-      messages_.push_back(std::move(m));
-      cv_.notify_all();
-    };
-  }
-  bool wait_for(std::size_t n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, kWait, [&] { return messages_.size() >= n; });
-  }
-  std::vector<Message> messages() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return messages_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Message> messages_;
-};
-
-ZmqOptions server_options() {
-  ZmqOptions o;
-  o.role = ZmqOptions::Role::kServer;
-  o.endpoint = "tcp://127.0.0.1:*";
-  return o;
-}
-
-ZmqOptions client_options(const std::string& endpoint, const std::string& identity) {
-  ZmqOptions o;
-  o.role = ZmqOptions::Role::kClient;
-  o.endpoint = endpoint;
-  o.identity = identity;
-  return o;
-}
-
-std::shared_ptr<std::vector<std::uint8_t>> pattern(std::size_t bytes, std::uint8_t seed) {
-  auto v = std::make_shared<std::vector<std::uint8_t>>(bytes);
-  for (std::size_t i = 0; i < bytes; ++i)
-    (*v)[i] = static_cast<std::uint8_t>(i * 31 + seed + (i >> 12));
-  return v;
-}
-
-Message push_message(const Payload& payload, std::uint32_t key, std::uint64_t sequence) {
-  Message m;
-  m.header.op = Op::kPush;
-  m.header.key = key;
-  m.header.length = payload.size();
-  m.header.sequence = sequence;
-  m.payload = payload;
-  return m;
-}
 
 // A server that answers every Push with a PullReply carrying the very payload it received
 // (sent from its receive callback, as a real server replies).
@@ -109,10 +51,10 @@ TEST_CASE("small and 16 MiB payloads round-trip byte for byte", "[ps][transport]
   REQUIRE(server.endpoint() != "tcp://127.0.0.1:*");
 
   const std::vector<std::size_t> sizes = {0, 1, 100, 4096, 16u << 20};
-  std::vector<std::shared_ptr<std::vector<std::uint8_t>>> sent;
+  std::vector<Bytes> sent;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     sent.push_back(pattern(sizes[i], static_cast<std::uint8_t>(i)));
-    Payload p = Payload::share(std::shared_ptr<const std::vector<std::uint8_t>>(sent.back()));
+    Payload p = Payload::share(sent.back());
     REQUIRE(client.send(push_message(p, static_cast<std::uint32_t>(i), 100 + i)));
   }
   REQUIRE(inbox.wait_for(sizes.size()));
@@ -291,7 +233,8 @@ TEST_CASE("a peer that stops reading holds up nobody and loses its own messages 
   std::this_thread::sleep_for(100ms);
   const auto got = slow_inbox.messages();
   CHECK(got.size() == kToSlow - dropped);
-  for (std::size_t i = 1; i < got.size(); ++i) CHECK(got[i].header.sequence > got[i - 1].header.sequence);
+  for (std::size_t i = 1; i < got.size(); ++i)
+    CHECK(got[i].header.sequence > got[i - 1].header.sequence);
 }
 
 TEST_CASE("a transport thread that would wait on a send is caught", "[ps][transport]") {

@@ -29,13 +29,13 @@
 #include "ps/link.hpp"
 #include "ps/transport_thread.hpp"
 #include "ps/zmq_transport.hpp"
+#include "transport_test_util.hpp"
 
 using namespace psbed::ps;
+using namespace psbed::ps::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-constexpr auto kWait = 10s;
 
 // ---- the implementations and sizes every case runs over ----
 
@@ -99,67 +99,6 @@ class StrictThreads {
 
 // ---- helpers ----
 
-ZmqOptions server_options() {
-  ZmqOptions o;
-  o.role = ZmqOptions::Role::kServer;
-  o.endpoint = "tcp://127.0.0.1:*";
-  return o;
-}
-
-ZmqOptions client_options(const std::string& endpoint, const std::string& identity) {
-  ZmqOptions o;
-  o.endpoint = endpoint;
-  o.identity = identity;
-  return o;
-}
-
-using Bytes = std::shared_ptr<const std::vector<std::uint8_t>>;
-
-Bytes pattern(std::size_t bytes, std::uint8_t seed) {
-  auto v = std::make_shared<std::vector<std::uint8_t>>(bytes);
-  for (std::size_t i = 0; i < bytes; ++i)
-    (*v)[i] = static_cast<std::uint8_t>(i * 31 + seed + (i >> 12));
-  return v;
-}
-
-Message push(const Bytes& bytes, std::uint32_t key, std::uint64_t sequence) {
-  Message m;
-  m.header.op = Op::kPush;
-  m.header.key = key;
-  m.header.length = bytes->size();
-  m.header.sequence = sequence;
-  m.payload = Payload::share(bytes);
-  return m;
-}
-
-// What a transport delivered, and whether each callback ran on a transport thread. Shared, so a
-// transport that outlives a failed case still has somewhere to deliver.
-struct Inbox {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<Message> messages;
-  bool off_transport_thread = false;
-
-  void add(Message&& m) {
-    std::lock_guard<std::mutex> lock(mu);
-    off_transport_thread = off_transport_thread || !transport_thread::current();
-    messages.push_back(std::move(m));
-    cv.notify_all();
-  }
-  bool wait_for(std::size_t n) {
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, kWait, [&] { return messages.size() >= n; });
-  }
-  std::vector<Message> copy() {
-    std::lock_guard<std::mutex> lock(mu);
-    return messages;
-  }
-};
-
-ReceiveFn into(const std::shared_ptr<Inbox>& inbox) {
-  return [inbox](Message&& m) { inbox->add(std::move(m)); };
-}
-
 // A server that answers each Push from its receive callback, as a shard may: a PullReply with
 // the very payload it received. The reply goes out through `self`, which it must not own.
 ReceiveFn echo(const std::shared_ptr<Inbox>& inbox, const std::weak_ptr<Transport>& self) {
@@ -214,20 +153,37 @@ std::future<bool> fill(const std::shared_ptr<Transport>& client, bool& blocked) 
   return sender;
 }
 
+// Strict mode, a server, and a client "worker-0" connected to it; each end records what it
+// receives in its inbox. kEcho starts both as most cases want them: the server answers each Push
+// with echo(). kIdle leaves both unstarted, for a case that checks them idle first or gives them
+// callbacks of its own.
+struct Connected {
+  enum class Start { kEcho, kIdle };
+
+  explicit Connected(const Implementation& impl, Start start = Start::kEcho)
+      : server(impl.make(server_options())),
+        client(impl.make(client_options(server->endpoint(), "worker-0"))) {
+    if (start == Start::kIdle) return;
+    server->start(echo(server_inbox, server));
+    client->start(into(inbox));
+  }
+  Connected(const Connected&) = delete;
+  Connected& operator=(const Connected&) = delete;
+
+  const StrictThreads strict;  // first: strict before either end exists
+  const std::shared_ptr<Inbox> server_inbox = std::make_shared<Inbox>();
+  const std::shared_ptr<Inbox> inbox = std::make_shared<Inbox>();
+  const std::shared_ptr<Transport> server;
+  const std::shared_ptr<Transport> client;
+};
+
 }  // namespace
 
 TEST_CASE("contract: a message round-trips byte for byte", "[ps][transport][contract]") {
   const Implementation& impl = implementation();
   const std::size_t bytes = payload_size();
   INFO(impl.name << ", " << bytes << "-byte payloads");
-  const StrictThreads strict;
-
-  auto server_inbox = std::make_shared<Inbox>();
-  auto inbox = std::make_shared<Inbox>();
-  std::shared_ptr<Transport> server = impl.make(server_options());
-  server->start(echo(server_inbox, server));
-  std::shared_ptr<Transport> client = impl.make(client_options(server->endpoint(), "worker-0"));
-  client->start(into(inbox));
+  const Connected c(impl);
 
   const Bytes sent = pattern(bytes, 7);
   Message m = push(sent, 3, 42);
@@ -236,10 +192,10 @@ TEST_CASE("contract: a message round-trips byte for byte", "[ps][transport][cont
   m.header.clock = 9;
   m.header.priority = -2;
   m.header.sender = 11;
-  REQUIRE(client->send(std::move(m)));
-  REQUIRE(inbox->wait_for(1));
+  REQUIRE(c.client->send(std::move(m)));
+  REQUIRE(c.inbox->wait_for(1));
 
-  for (const Message& got : {server_inbox->copy().at(0), inbox->copy().at(0)}) {
+  for (const Message& got : {c.server_inbox->messages().at(0), c.inbox->messages().at(0)}) {
     CHECK(got.header.key == 3);
     CHECK(got.header.part == 5);
     CHECK(got.header.offset == 128);
@@ -251,13 +207,13 @@ TEST_CASE("contract: a message round-trips byte for byte", "[ps][transport][cont
     REQUIRE(got.payload.size() == bytes);
     CHECK(std::equal(sent->begin(), sent->end(), got.payload.data()));
   }
-  CHECK(server_inbox->copy().at(0).peer == "worker-0");
-  CHECK(server_inbox->copy().at(0).header.op == Op::kPush);
-  CHECK(inbox->copy().at(0).header.op == Op::kPullReply);
-  CHECK(server->bad_messages().total() == 0);
-  CHECK(client->bad_messages().total() == 0);
-  CHECK(stops_within(client));
-  CHECK(stops_within(server));
+  CHECK(c.server_inbox->messages().at(0).peer == "worker-0");
+  CHECK(c.server_inbox->messages().at(0).header.op == Op::kPush);
+  CHECK(c.inbox->messages().at(0).header.op == Op::kPullReply);
+  CHECK(c.server->bad_messages().total() == 0);
+  CHECK(c.client->bad_messages().total() == 0);
+  CHECK(stops_within(c.client));
+  CHECK(stops_within(c.server));
 }
 
 TEST_CASE("contract: one sender's messages arrive in the order sent both ways",
@@ -265,24 +221,17 @@ TEST_CASE("contract: one sender's messages arrive in the order sent both ways",
   const Implementation& impl = implementation();
   const std::size_t bytes = payload_size();
   INFO(impl.name << ", " << bytes << "-byte payloads");
-  const StrictThreads strict;
-
-  auto server_inbox = std::make_shared<Inbox>();
-  auto inbox = std::make_shared<Inbox>();
-  std::shared_ptr<Transport> server = impl.make(server_options());
-  server->start(echo(server_inbox, server));
-  std::shared_ptr<Transport> client = impl.make(client_options(server->endpoint(), "worker-0"));
-  client->start(into(inbox));
+  const Connected c(impl);
 
   const int n = messages_of(bytes);
   std::vector<Bytes> sent;
   for (int i = 0; i < n; ++i) {
     sent.push_back(pattern(bytes, std::uint8_t(i)));
-    REQUIRE(client->send(push(sent.back(), std::uint32_t(i), std::uint64_t(i))));
+    REQUIRE(c.client->send(push(sent.back(), std::uint32_t(i), std::uint64_t(i))));
   }
-  REQUIRE(inbox->wait_for(std::size_t(n)));
-  const auto arrived = server_inbox->copy();
-  const auto replies = inbox->copy();
+  REQUIRE(c.inbox->wait_for(std::size_t(n)));
+  const auto arrived = c.server_inbox->messages();
+  const auto replies = c.inbox->messages();
   REQUIRE(arrived.size() == std::size_t(n));
   REQUIRE(replies.size() == std::size_t(n));
   for (int i = 0; i < n; ++i) {
@@ -292,8 +241,8 @@ TEST_CASE("contract: one sender's messages arrive in the order sent both ways",
     REQUIRE(replies[i].payload.size() == bytes);
     CHECK(std::equal(sent[i]->begin(), sent[i]->end(), replies[i].payload.data()));
   }
-  CHECK(stops_within(client));
-  CHECK(stops_within(server));
+  CHECK(stops_within(c.client));
+  CHECK(stops_within(c.server));
 }
 
 TEST_CASE("contract: several clients share one server each in its own order",
@@ -347,7 +296,7 @@ TEST_CASE("contract: several clients share one server each in its own order",
   for (int c = 0; c < kClients; ++c) {
     INFO("client " << c);
     REQUIRE(inboxes[c]->wait_for(std::size_t(n)));
-    const auto acks = inboxes[c]->copy();
+    const auto acks = inboxes[c]->messages();
     for (int i = 0; i < n; ++i) {
       CHECK(acks[i].header.op == Op::kPushAck);
       CHECK(acks[i].header.key == std::uint32_t(c));  // only its own acks
@@ -372,21 +321,14 @@ TEST_CASE("contract: callbacks run on a thread marked as a transport thread",
   const Implementation& impl = implementation();
   const std::size_t bytes = payload_size();
   INFO(impl.name << ", " << bytes << "-byte payloads");
-  const StrictThreads strict;
-
-  auto server_inbox = std::make_shared<Inbox>();
-  auto inbox = std::make_shared<Inbox>();
-  std::shared_ptr<Transport> server = impl.make(server_options());
-  server->start(echo(server_inbox, server));
-  std::shared_ptr<Transport> client = impl.make(client_options(server->endpoint(), "worker-0"));
-  client->start(into(inbox));
+  const Connected c(impl);
   CHECK_FALSE(transport_thread::current());  // the case's own thread is none
-  REQUIRE(client->send(push(pattern(bytes, 1), 0, 0)));
-  REQUIRE(inbox->wait_for(1));
-  CHECK_FALSE(server_inbox->off_transport_thread);
-  CHECK_FALSE(inbox->off_transport_thread);
-  CHECK(stops_within(client));
-  CHECK(stops_within(server));
+  REQUIRE(c.client->send(push(pattern(bytes, 1), 0, 0)));
+  REQUIRE(c.inbox->wait_for(1));
+  CHECK_FALSE(c.server_inbox->off_transport_thread());
+  CHECK_FALSE(c.inbox->off_transport_thread());
+  CHECK(stops_within(c.client));
+  CHECK(stops_within(c.server));
 }
 
 TEST_CASE("contract: send() from inside the callback never waits on a full link",
@@ -489,22 +431,18 @@ TEST_CASE("contract: send() after stop() returns false and drops the message",
   const Implementation& impl = implementation();
   const std::size_t bytes = payload_size();
   INFO(impl.name << ", " << bytes << "-byte payloads");
-  const StrictThreads strict;
+  const Connected c(impl, Connected::Start::kIdle);
+  c.server->start(into(c.server_inbox));
+  c.client->start([](Message&&) {});
+  REQUIRE(c.client->send(push(pattern(bytes, 4), 0, 0)));
+  REQUIRE(c.server_inbox->wait_for(1));
 
-  auto server_inbox = std::make_shared<Inbox>();
-  std::shared_ptr<Transport> server = impl.make(server_options());
-  server->start(into(server_inbox));
-  std::shared_ptr<Transport> client = impl.make(client_options(server->endpoint(), "worker-0"));
-  client->start([](Message&&) {});
-  REQUIRE(client->send(push(pattern(bytes, 4), 0, 0)));
-  REQUIRE(server_inbox->wait_for(1));
-
-  CHECK(stops_within(client));
-  CHECK_FALSE(client->send(push(pattern(bytes, 4), 0, 1)));
-  CHECK(stops_within(server));
+  CHECK(stops_within(c.client));
+  CHECK_FALSE(c.client->send(push(pattern(bytes, 4), 0, 1)));
+  CHECK(stops_within(c.server));
   Message to_peer = push(pattern(bytes, 4), 0, 2);
   to_peer.peer = "worker-0";
-  CHECK_FALSE(server->send(std::move(to_peer)));
+  CHECK_FALSE(c.server->send(std::move(to_peer)));
 }
 
 TEST_CASE("contract: a message that contradicts itself is refused with an error",
@@ -512,33 +450,30 @@ TEST_CASE("contract: a message that contradicts itself is refused with an error"
   const Implementation& impl = implementation();
   const std::size_t bytes = payload_size();
   INFO(impl.name << ", " << bytes << "-byte payloads");
-  const StrictThreads strict;
-
-  std::shared_ptr<Transport> server = impl.make(server_options());
-  std::shared_ptr<Transport> client = impl.make(client_options(server->endpoint(), "w"));
+  const Connected c(impl, Connected::Start::kIdle);
   Header beat;
   beat.op = Op::kHeartbeat;
-  CHECK_THROWS_WITH(client->send(Message{beat, {}, {}}), Catch::Contains("before start()"));
-  server->start([](Message&&) {});
-  client->start([](Message&&) {});
+  CHECK_THROWS_WITH(c.client->send(Message{beat, {}, {}}), Catch::Contains("before start()"));
+  c.server->start([](Message&&) {});
+  c.client->start([](Message&&) {});
 
-  const Bytes payload = pattern(bytes + 1, 5);                         // never empty
-  CHECK_THROWS_AS(server->send(Message{beat, {}, {}}), psbed::Error);  // no peer named
-  CHECK_THROWS_WITH(client->send(Message{beat, Payload::share(payload), {}}),
+  const Bytes payload = pattern(bytes + 1, 5);                           // never empty
+  CHECK_THROWS_AS(c.server->send(Message{beat, {}, {}}), psbed::Error);  // no peer named
+  CHECK_THROWS_WITH(c.client->send(Message{beat, Payload::share(payload), {}}),
                     Catch::Contains("Heartbeat carries no payload"));
   Message lies = push(payload, 0, 0);
   lies.header.length = bytes;  // one byte short of the payload
-  CHECK_THROWS_WITH(client->send(std::move(lies)),
+  CHECK_THROWS_WITH(c.client->send(std::move(lies)),
                     Catch::Contains("the header says " + std::to_string(bytes)));
   Message huge = push(pattern(0, 0), 0, 0);
   huge.header.length = Limits{}.max_message_bytes + 1;
-  CHECK_THROWS_AS(client->send(std::move(huge)), psbed::Error);
+  CHECK_THROWS_AS(c.client->send(std::move(huge)), psbed::Error);
   // The transports still work after refusing them.
   Message fine = push(payload, 0, 1);
-  fine.peer = "w";
-  CHECK(server->send(std::move(fine)));
-  CHECK(stops_within(client));
-  CHECK(stops_within(server));
+  fine.peer = "worker-0";
+  CHECK(c.server->send(std::move(fine)));
+  CHECK(stops_within(c.client));
+  CHECK(stops_within(c.server));
 }
 
 TEST_CASE("contract: a server's send() never waits for a peer that does not read",
