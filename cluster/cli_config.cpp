@@ -1,5 +1,7 @@
 #include "cluster/cli_config.hpp"
 
+#include <toml++/toml.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -14,7 +16,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
-#include <toml++/toml.h>
 #include <vector>
 
 #include "core/error.hpp"
@@ -58,8 +59,8 @@ std::string joined_path(const std::vector<std::string>& parents, const std::stri
 
 // Every key's line by its path (section.key) and every section's as "[name]", as `lines` gets
 // them; `headers` the sections opened by a [name] line, by their line.
-void note_lines(const toml::table& t, const std::vector<std::string>& parents, std::map<std::string, int>& lines,
-                std::map<int, std::string>* headers = nullptr) {
+void note_lines(const toml::table& t, const std::vector<std::string>& parents,
+                std::map<std::string, int>& lines, std::map<int, std::string>* headers = nullptr) {
   for (auto&& [key, value] : t) {
     const std::string name(key.str());
     if (const toml::table* sub = value.as_table()) {
@@ -77,7 +78,8 @@ void note_lines(const toml::table& t, const std::vector<std::string>& parents, s
 
 // The line on which a key or a section given twice at line `n` was first given: the lines
 // before n parse (the error is the first), and the key lies in the section opened last.
-std::string first_given(const std::vector<std::string>& lines, int n, const std::string& path, bool section) {
+std::string first_given(const std::vector<std::string>& lines, int n, const std::string& path,
+                        bool section) {
   std::string before;
   for (int i = 0; i + 1 < n && i < int(lines.size()); ++i) before += lines[i] + "\n";
   std::map<std::string, int> at;
@@ -105,7 +107,8 @@ std::string unquoted(const std::string& key) {
 // into the next lines, so toml++ finds it where the next key is), text after a value, a key
 // without a value or a value without a key, a key or a section given twice. Others keep its own
 // words. Always one line naming the file and the line.
-[[noreturn]] void explain(const toml::parse_error& e, const std::vector<std::string>& lines, const std::string& file) {
+[[noreturn]] void explain(const toml::parse_error& e, const std::vector<std::string>& lines,
+                          const std::string& file) {
   const int n = int(e.source().begin.line), column = int(e.source().begin.column);
   std::string what(e.description()), context;
   if (what.rfind("Error while parsing ", 0) == 0 && what.find(": ") != std::string::npos) {
@@ -118,7 +121,8 @@ std::string unquoted(const std::string& key) {
     static const std::regex opens(R"(=\s*\[)");
     int opened = std::min(n, int(lines.size()));
     while (opened >= 1 && !std::regex_search(lines[std::size_t(opened - 1)], opens)) --opened;
-    if (opened >= 1 && at_end) fail_at(file, opened, "the array opened here is not closed by the end of the file");
+    if (opened >= 1 && at_end)
+      fail_at(file, opened, "the array opened here is not closed by the end of the file");
     if (opened >= 1 && opened < n)
       fail_at(file, opened, "the array opened here is not closed before line " + std::to_string(n));
   }
@@ -126,27 +130,33 @@ std::string unquoted(const std::string& key) {
       line.rfind('[', std::size_t(column - 1)) != std::string::npos)
     fail_at(file, n, "an '=' inside an array (quote the value)");
   if (context.find("string") != std::string::npos &&
-      (at_end || what.find("end-of-line") != std::string::npos || what.find("control characters") != std::string::npos)) {
+      (at_end || what.find("end-of-line") != std::string::npos ||
+       what.find("control characters") != std::string::npos)) {
     const std::size_t eq = line.find('=');
     const std::size_t q = line.find_first_of("\"'", eq == std::string::npos ? 0 : eq);
-    fail_at(file, n, std::string("a string is not closed (its ") + (q == std::string::npos ? '"' : line[q]) +
-                         " has no match on the line)");
+    fail_at(file, n,
+            std::string("a string is not closed (its ") + (q == std::string::npos ? '"' : line[q]) +
+                " has no match on the line)");
   }
-  if (what.rfind("expected '='", 0) == 0) fail_at(file, n, "expected key = value, got '" + trim(line) + "'");
+  if (what.rfind("expected '='", 0) == 0)
+    fail_at(file, n, "expected key = value, got '" + trim(line) + "'");
   if (what.rfind("expected value", 0) == 0 && line.find('=') != std::string::npos)
     fail_at(file, n, "'" + trim(line.substr(0, line.find('='))) + "' has no value");
   if (what.rfind("expected a comment or whitespace", 0) == 0 && column >= 1) {
     const std::string before = trim(line.substr(0, std::size_t(column - 1)));
-    fail_at(file, n, std::string("unexpected text after the ") + (!before.empty() && before.back() == ']' ? "array" : "value") +
-                         ": '" + trim(line.substr(std::size_t(column - 1))) + "'");
+    fail_at(file, n,
+            std::string("unexpected text after the ") +
+                (!before.empty() && before.back() == ']' ? "array" : "value") + ": '" +
+                trim(line.substr(std::size_t(column - 1))) + "'");
   }
   if (context == "root table" && trim(line).rfind('=', 0) == 0)
     fail_at(file, n, "a value with no key: '" + trim(line) + "'");
   if (what.find("cannot redefine existing") != std::string::npos) {
     if (context == "table header") {
       const std::string head = trim(line.substr(0, line.find('#')));
-      fail_at(file, n, "the section " + head + " is given twice" +
-                           first_given(lines, n, unquoted(head.substr(1, head.size() - 2)), true));
+      fail_at(file, n,
+              "the section " + head + " is given twice" +
+                  first_given(lines, n, unquoted(head.substr(1, head.size() - 2)), true));
     }
     const std::string key = trim(line.substr(0, line.find('=')));
     fail_at(file, n, "'" + key + "' is given twice" + first_given(lines, n, unquoted(key), false));
@@ -173,16 +183,20 @@ std::string value_text(const toml::node& v, const std::vector<std::string>& line
     return buf;
   }
   std::ostringstream out;  // a date or a time
-  if (const auto* d = v.as_date()) out << *d;
-  else if (const auto* t = v.as_time()) out << *t;
-  else if (const auto* dt = v.as_date_time()) out << *dt;
+  if (const auto* d = v.as_date())
+    out << *d;
+  else if (const auto* t = v.as_time())
+    out << *t;
+  else if (const auto* dt = v.as_date_time())
+    out << *dt;
   return out.str();
 }
 
 // The file's values as CLI11's items, in the order the file gives them: a table's keys go under
 // the subcommand it names (a section), an array is one option's list.
-void collect(const toml::table& t, const std::vector<std::string>& parents, const std::vector<std::string>& lines,
-             const std::string& file, std::vector<Located>& out) {
+void collect(const toml::table& t, const std::vector<std::string>& parents,
+             const std::vector<std::string>& lines, const std::string& file,
+             std::vector<Located>& out) {
   for (auto&& [key, value] : t) {
     const std::string name(key.str());
     if (const toml::table* sub = value.as_table()) {
@@ -199,7 +213,8 @@ void collect(const toml::table& t, const std::vector<std::string>& parents, cons
       for (const toml::node& x : *a) {
         if (x.is_array() || x.is_table())
           fail_at(file, int(x.source().begin.line),
-                  std::string(x.is_array() ? "an array" : "a table") + " inside an array: an option takes a list of values");
+                  std::string(x.is_array() ? "an array" : "a table") +
+                      " inside an array: an option takes a list of values");
         l.item.inputs.push_back(value_text(x, lines));
       }
     } else {
@@ -286,8 +301,8 @@ class SubcommandToml final : public CLI::ConfigBase {
         where = where->get_subcommand(section);
       } catch (const CLI::OptionNotFound&) {
         const std::string subs = subcommand_names(*where, "[", "]");
-        throw CLI::ConfigError("'" + file + "'" + line_of("[" + path + "]") + ": the section [" + path +
-                               "] is no subcommand of `" + command + "`" +
+        throw CLI::ConfigError("'" + file + "'" + line_of("[" + path + "]") + ": the section [" +
+                               path + "] is no subcommand of `" + command + "`" +
                                (subs.empty() ? ", which takes no sections" : ", expected " + subs));
       }
       command += " " + section;
@@ -297,9 +312,9 @@ class SubcommandToml final : public CLI::ConfigBase {
     if (opt == nullptr && item.name.size() == 1) opt = where->get_option_no_throw("-" + item.name);
     if (opt == nullptr) opt = where->get_option_no_throw(item.name);  // a positional, by its name
     if (opt == nullptr)
-      throw CLI::ConfigError("'" + file + "'" + line_of(path) + ": unknown key '" + item.name + "': `" +
-                             command + "` has no --" + item.name + " (keys are its long flag names, as in `" +
-                             command + " --help`)");
+      throw CLI::ConfigError("'" + file + "'" + line_of(path) + ": unknown key '" + item.name +
+                             "': `" + command + "` has no --" + item.name +
+                             " (keys are its long flag names, as in `" + command + " --help`)");
     if (!opt->get_configurable())
       throw CLI::ConfigError("'" + file + "'" + line_of(path) + ": '" + item.name +
                              "' cannot be given in a file, only on the command line");
@@ -320,13 +335,16 @@ void check_readable(const std::string& file) {
   std::error_code ec;
   const fs::file_status st = fs::status(file, ec);
   if (!fs::exists(st))
-    throw CLI::ValidationError("--config", "cannot read '" + file + "': " + (ec ? ec.message() : "no such file"));
+    throw CLI::ValidationError(
+        "--config", "cannot read '" + file + "': " + (ec ? ec.message() : "no such file"));
   if (fs::is_directory(st))
-    throw CLI::ValidationError("--config", "cannot read '" + file + "': a folder, expected a TOML file");
+    throw CLI::ValidationError("--config",
+                               "cannot read '" + file + "': a folder, expected a TOML file");
   errno = 0;
   if (fs::is_regular_file(st) && !std::ifstream(file))
-    throw CLI::ValidationError("--config", "cannot read '" + file + "'" +
-                                               (errno ? std::string(": ") + std::strerror(errno) : ""));
+    throw CLI::ValidationError(
+        "--config",
+        "cannot read '" + file + "'" + (errno ? std::string(": ") + std::strerror(errno) : ""));
 }
 
 CLI::App* top_of(CLI::App* app) {
@@ -372,8 +390,8 @@ CLI::Validator momentum_range() {
 CLI::Validator seed_validator() {
   return CLI::Validator(
       [](std::string& v) {
-        const bool digits = !v.empty() && v.size() <= 20 &&
-                            v.find_first_not_of("0123456789") == std::string::npos;
+        const bool digits =
+            !v.empty() && v.size() <= 20 && v.find_first_not_of("0123456789") == std::string::npos;
         errno = 0;
         const unsigned long long x = digits ? std::strtoull(v.c_str(), nullptr, 10) : 0;
         if (!digits || errno == ERANGE)
@@ -393,7 +411,8 @@ void enable_subcommand_configs(CLI::App& root) {
 
 std::string subcommand_names(const CLI::App& app, const char* open, const char* close) {
   std::string names;
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App* s) { return !s->get_name().empty(); }))
+  for (const CLI::App* sub :
+       app.get_subcommands([](const CLI::App* s) { return !s->get_name().empty(); }))
     names += (names.empty() ? "" : ", ") + (open + sub->get_name() + close);
   return names;
 }
@@ -408,7 +427,8 @@ void add_config_option(CLI::App* app) {
          "--config",
          [app, root, target, toml](const std::string& file) {
            if (target->count() > 0)
-             throw CLI::ValidationError("--config", "one file at a time, '" + file + "' is a second");
+             throw CLI::ValidationError("--config",
+                                        "one file at a time, '" + file + "' is a second");
            if (file.empty()) throw CLI::ValidationError("--config", "expected a file name, got ''");
            check_readable(file);
            toml->scope.clear();
@@ -448,8 +468,10 @@ CLI::Validator node_name_value() {
                           return std::isalnum(c) || c == '.' || c == '_' || c == '-';
                         });
         return ok ? std::string()
-                  : "expected letters, digits, '.', '_' and '-' (not first), at most 64 (it names the node's "
-                    "trace file), got '" + v + "'";
+                  : "expected letters, digits, '.', '_' and '-' (not first), at most 64 (it names "
+                    "the node's "
+                    "trace file), got '" +
+                        v + "'";
       },
       "NAME");
 }
@@ -506,11 +528,12 @@ std::string plain_parse_error(const std::string& what) {
     const std::string value = m[2], lo = m[3], hi = m[4];
     const bool whole = std::regex_match(lo, integer) && std::regex_match(hi, integer);
     if (!std::regex_match(value, whole ? integer : real))
-      return m[1].str() + ": expected " + (whole ? "a whole number" : "a number") + " from " + lo + " to " + hi +
-             ", got '" + value + "'";
+      return m[1].str() + ": expected " + (whole ? "a whole number" : "a number") + " from " + lo +
+             " to " + hi + ", got '" + value + "'";
   }
   if (std::regex_match(what, m, at_most))
-    return m[1].str() + ": takes one value, got " + m[2].str() + " (given twice, or a list in --config)";
+    return m[1].str() + ": takes one value, got " + m[2].str() +
+           " (given twice, or a list in --config)";
   return what;
 }
 

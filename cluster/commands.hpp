@@ -31,7 +31,7 @@ void add_bench_ps(CLI::App* bench, ps::BenchPsOptions& o, std::string& log_level
 struct CoordinatorCommand {
   ps::CoordinatorOptions options;
   std::string partition = defaults::kPartitionBytesText;  // --partition-bytes, read by run
-  std::string credit;                                      // --credit ("" = the policy's)
+  std::string credit;                                     // --credit ("" = the policy's)
   std::string log_file;
 };
 struct ProbeCommand {

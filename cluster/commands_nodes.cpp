@@ -1,5 +1,4 @@
 #include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -19,72 +18,109 @@ namespace psbed::cluster {
 void add_coordinator(CLI::App& root, CoordinatorCommand& c, std::string& log_level) {
   ps::CoordinatorOptions& o = c.options;
   std::string &partition = c.partition, &credit = c.credit, &log_file = c.log_file;
-  auto* app = root.add_subcommand("coordinator", "Rendezvous, cluster map, heartbeats, barriers, progress, summary");
-  app->footer("Example: psbed coordinator --bind tcp://0.0.0.0:7000 --servers 2 --workers 4 --model lenet5 --mode bsp");
+  auto* app = root.add_subcommand(
+      "coordinator", "Rendezvous, cluster map, heartbeats, barriers, progress, summary");
+  app->footer(
+      "Example: psbed coordinator --bind tcp://0.0.0.0:7000 --servers 2 --workers 4 --model lenet5 "
+      "--mode bsp");
   add_common(app, log_level);
-  app->add_option("--log-file", log_file,
-                  "write the log lines to this file as well as to stderr (launch: OUT/logs/coordinator.log)");
+  app->add_option(
+      "--log-file", log_file,
+      "write the log lines to this file as well as to stderr (launch: OUT/logs/coordinator.log)");
   app->add_option("--bind", o.bind, "ZeroMQ endpoint to listen on")->capture_default_str();
   app->add_option("--servers", o.servers, "server shards to wait for")->capture_default_str();
   app->add_option("--workers", o.workers, "workers to wait for")->capture_default_str();
-  app->add_option("--model", o.model, "model name or .toml path (sent to every node)")->capture_default_str();
+  app->add_option("--model", o.model, "model name or .toml path (sent to every node)")
+      ->capture_default_str();
   app->add_option("--mode", o.mode, "consistency: async, bsp or ssp:K")->capture_default_str();
-  app->add_option("--policy", o.policy.name, "transmission policy: bulk, wfbp, tf-random, p3, bytescheduler, prophet")->capture_default_str();
-  app->add_option("--slice-params", o.policy.slice_params, "p3, prophet: parameters per slice")->capture_default_str();
-  app->add_option("--partition-params", o.policy.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
-  app->add_option("--credit", credit, "p3/bytescheduler: bytes in flight at most; prophet: largest block (default, or 'default': the policy's)")
+  app->add_option("--policy", o.policy.name,
+                  "transmission policy: bulk, wfbp, tf-random, p3, bytescheduler, prophet")
+      ->capture_default_str();
+  app->add_option("--slice-params", o.policy.slice_params, "p3, prophet: parameters per slice")
+      ->capture_default_str();
+  app->add_option("--partition-params", o.policy.partition_params,
+                  "bytescheduler: parameters per partition")
+      ->capture_default_str();
+  app->add_option("--credit", credit,
+                  "p3/bytescheduler: bytes in flight at most; prophet: largest block (default, or "
+                  "'default': the policy's)")
       ->transform(credit_value());
-  app->add_option("--lr", o.sgd.lr, "learning rate (async needs a smaller one than bsp: docs/concepts.md, \"Consistency\")")
+  app->add_option(
+         "--lr", o.sgd.lr,
+         "learning rate (async needs a smaller one than bsp: docs/concepts.md, \"Consistency\")")
       ->capture_default_str()
       ->check(non_negative("a learning rate", true));
-  app->add_option("--momentum", o.sgd.momentum, "SGD momentum")->capture_default_str()->check(momentum_range());
-  app->add_option("--weight-decay", o.sgd.weight_decay, "L2 weight decay")->capture_default_str()
+  app->add_option("--momentum", o.sgd.momentum, "SGD momentum")
+      ->capture_default_str()
+      ->check(momentum_range());
+  app->add_option("--weight-decay", o.sgd.weight_decay, "L2 weight decay")
+      ->capture_default_str()
       ->check(non_negative("a weight decay", true));
   app->add_option("--lr-schedule", o.lr_schedule, "constant or cosine")->capture_default_str();
   app->add_option("--epochs", o.epochs, "passes over the training set, all workers together")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
-  app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")->capture_default_str()
+  app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")
+      ->capture_default_str()
       ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
-  app->add_option("--batch", o.batch, "batch per worker")->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  app->add_option("--seed", o.seed, "seed for initial parameters and data order")->capture_default_str()->transform(seed_validator());
-  app->add_option("--partition-bytes", partition, "largest part a tensor is cut into")->capture_default_str()
+  app->add_option("--batch", o.batch, "batch per worker")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app->add_option("--seed", o.seed, "seed for initial parameters and data order")
+      ->capture_default_str()
+      ->transform(seed_validator());
+  app->add_option("--partition-bytes", partition, "largest part a tensor is cut into")
+      ->capture_default_str()
       ->check(size_value());
-  app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str()
-      ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
-  app->add_option("--heartbeat-timeout", o.heartbeat_timeout_s, "seconds of silence before a node is dead (at least twice --heartbeat)")
+  app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")
       ->capture_default_str()
       ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
-  app->add_option("--progress-every", o.progress_every_s, "seconds between progress lines")->capture_default_str()
+  app->add_option("--heartbeat-timeout", o.heartbeat_timeout_s,
+                  "seconds of silence before a node is dead (at least twice --heartbeat)")
+      ->capture_default_str()
+      ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
+  app->add_option("--progress-every", o.progress_every_s, "seconds between progress lines")
+      ->capture_default_str()
       ->check(positive("a number of seconds"));
-  app->add_option("--register-timeout", o.register_timeout_s, "seconds for every node to register")->capture_default_str()
+  app->add_option("--register-timeout", o.register_timeout_s, "seconds for every node to register")
+      ->capture_default_str()
       ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
   app->add_option("--stall-timeout", o.stall_timeout_s,
-                  "seconds without any worker finishing a step before the stall is reported, naming what each "
+                  "seconds without any worker finishing a step before the stall is reported, "
+                  "naming what each "
                   "worker waits on (0 = never)")
       ->capture_default_str()
       ->check(number_in("a number of seconds", 0, false, 1e6, "0 or above, below 10^6"));
   app->add_option("--summary", o.summary_path, "write summary.json here at the end");
-  app->add_option("--endpoint-file", o.endpoint_file, "write the bound endpoint here (for --bind with port *)");
-  app->add_option("--compute", o.compute, "compute mode recorded in the summary")->capture_default_str();
-  app->add_option("--http", o.http, "serve the dashboard and HTTP API on HOST:PORT (:PORT = loopback; port 0 = any)");
-  app->add_option("--http-token", o.http_token, "token every HTTP request must carry (required beyond loopback; default $PSBED_HTTP_TOKEN)");
+  app->add_option("--endpoint-file", o.endpoint_file,
+                  "write the bound endpoint here (for --bind with port *)");
+  app->add_option("--compute", o.compute, "compute mode recorded in the summary")
+      ->capture_default_str();
+  app->add_option("--http", o.http,
+                  "serve the dashboard and HTTP API on HOST:PORT (:PORT = loopback; port 0 = any)");
+  app->add_option(
+      "--http-token", o.http_token,
+      "token every HTTP request must carry (required beyond loopback; default $PSBED_HTTP_TOKEN)");
   app->add_option("--http-file", o.http_file, "write the dashboard's URL here once listening");
-  app->add_option("--profile", o.profile, "profile.json (psbed profile): /api/prediction predicts from it");
+  app->add_option("--profile", o.profile,
+                  "profile.json (psbed profile): /api/prediction predicts from it");
 }
 
 namespace {
 
 // The flags a server and a worker share, in the order both list them.
 void add_liveness(CLI::App* app, ps::NodeOptions& n, const std::string& connect_help) {
-  app->add_option("--connect-timeout", n.connect_timeout_s, connect_help)->capture_default_str()
+  app->add_option("--connect-timeout", n.connect_timeout_s, connect_help)
+      ->capture_default_str()
       ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
   app->add_option("--coordinator-timeout", n.coordinator_timeout_s,
-                  "once joined: seconds of silence from the coordinator (it answers every heartbeat) after which "
+                  "once joined: seconds of silence from the coordinator (it answers every "
+                  "heartbeat) after which "
                   "it is gone and this node stops with an error")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 1e6));
-  app->add_option("--heartbeat", n.heartbeat_s, "seconds between heartbeats")->capture_default_str()
+  app->add_option("--heartbeat", n.heartbeat_s, "seconds between heartbeats")
+      ->capture_default_str()
       ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
 }
 
@@ -93,23 +129,33 @@ void add_link(CLI::App* app, ps::NodeOptions& n, const std::string& example_rate
                   "emulated link rate per direction, e.g. " + example_rate +
                       " (a number needs its unit; default or 0: unshaped)")
       ->check(bandwidth_value(false));
-  app->add_option("--latency", n.latency, "emulated one-way latency, e.g. 200us")->check(duration_value());
+  app->add_option("--latency", n.latency, "emulated one-way latency, e.g. 200us")
+      ->check(duration_value());
 }
 
 }  // namespace
 
 void add_server(CLI::App& root, ps::ServerOptions& o, std::string& log_level) {
   auto* app = root.add_subcommand("server", "One parameter-server shard");
-  app->footer("Example: psbed server --coordinator tcp://HOST:7000 --bind tcp://0.0.0.0:7100 --advertise tcp://HOST:7100");
+  app->footer(
+      "Example: psbed server --coordinator tcp://HOST:7000 --bind tcp://0.0.0.0:7100 --advertise "
+      "tcp://HOST:7100");
   add_common(app, log_level);
-  app->add_option("--coordinator", o.node.coordinator, "coordinator endpoint")->capture_default_str();
-  app->add_option("--bind", o.bind, "endpoint workers connect to (':*' = any free port)")->capture_default_str();
-  app->add_option("--advertise", o.advertise, "address given to workers (default: the bound endpoint)");
-  app->add_option("--name", o.node.name, "node name (default server-<pid>)")->check(node_name_value());
+  app->add_option("--coordinator", o.node.coordinator, "coordinator endpoint")
+      ->capture_default_str();
+  app->add_option("--bind", o.bind, "endpoint workers connect to (':*' = any free port)")
+      ->capture_default_str();
+  app->add_option("--advertise", o.advertise,
+                  "address given to workers (default: the bound endpoint)");
+  app->add_option("--name", o.node.name, "node name (default server-<pid>)")
+      ->check(node_name_value());
   add_liveness(app, o.node, "seconds to reach the coordinator");
   app->add_option("--trace-dir", o.node.trace_dir, "write <name>.trace.json here");
-  app->add_option("--max-message-bytes", o.max_message_bytes, "larger messages are dropped")->capture_default_str();
-  app->add_option("--apply-threads", o.apply_threads, "threads applying updates (each owns a subset of parts)")->capture_default_str();
+  app->add_option("--max-message-bytes", o.max_message_bytes, "larger messages are dropped")
+      ->capture_default_str();
+  app->add_option("--apply-threads", o.apply_threads,
+                  "threads applying updates (each owns a subset of parts)")
+      ->capture_default_str();
   add_link(app, o.node, "1gbit");
 }
 
@@ -117,31 +163,44 @@ void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level
   auto* app = root.add_subcommand("worker", "A worker training through the parameter server");
   app->footer("Example: psbed worker --coordinator tcp://HOST:7000 --model lenet5 --data mnist");
   add_common(app, log_level);
-  app->add_option("--coordinator", o.node.coordinator, "coordinator endpoint")->capture_default_str();
-  app->add_option("--name", o.node.name, "node name (default worker-<pid>)")->check(node_name_value());
-  app->add_option("--model", o.model, "the cluster's model (its input shape is needed to load data)")->capture_default_str();
+  app->add_option("--coordinator", o.node.coordinator, "coordinator endpoint")
+      ->capture_default_str();
+  app->add_option("--name", o.node.name, "node name (default worker-<pid>)")
+      ->check(node_name_value());
+  app->add_option("--model", o.model,
+                  "the cluster's model (its input shape is needed to load data)")
+      ->capture_default_str();
   app->add_option("--data", o.data, "mnist or synthetic")->capture_default_str();
   app->add_option("--data-dir", o.data_dir, "directory with IDX files");
   app->add_option("--device", o.device, "cpu or gpu")->capture_default_str();
-  app->add_option("--compute", o.compute, "real, or replay:<profile.json>: sleep per layer for durations drawn from a profile (psbed profile) instead of computing")->capture_default_str();
+  app->add_option("--compute", o.compute,
+                  "real, or replay:<profile.json>: sleep per layer for durations drawn from a "
+                  "profile (psbed profile) instead of computing")
+      ->capture_default_str();
   app->add_option("--threads", o.threads, "compute threads")->capture_default_str();
   add_liveness(app, o.node, "seconds to reach the coordinator, and each server shard");
-  app->add_option("--progress-every", o.progress_every_s, "seconds between progress reports")->capture_default_str()
+  app->add_option("--progress-every", o.progress_every_s, "seconds between progress reports")
+      ->capture_default_str()
       ->check(positive("a number of seconds"));
   app->add_option("--trace-dir", o.node.trace_dir, "write <name>.trace.json here");
-  app->add_option("--save-params", o.save_params, "the evaluating worker writes final parameters here (raw float32)");
-  app->add_option("--straggler-ms,--straggle-ms", o.straggle_ms,
-                  "sleep this long every step (a deliberate straggler; --straggle-ms: the older name)")
+  app->add_option("--save-params", o.save_params,
+                  "the evaluating worker writes final parameters here (raw float32)");
+  app->add_option(
+         "--straggler-ms,--straggle-ms", o.straggle_ms,
+         "sleep this long every step (a deliberate straggler; --straggle-ms: the older name)")
       ->check(non_negative("milliseconds"));
-  app->add_option("--start-stagger-ms", o.start_stagger_ms,
-                  "worker i of N waits i x this / N before its first step (a de-synchronized start)");
+  app->add_option(
+      "--start-stagger-ms", o.start_stagger_ms,
+      "worker i of N waits i x this / N before its first step (a de-synchronized start)");
   add_link(app, o.node, "100mbit");
 }
 
 void add_launch(CLI::App& root, LaunchOptions& o, std::string& log_level) {
-  auto* app = root.add_subcommand("launch", "Start a whole cluster on this host and collect its results");
+  auto* app =
+      root.add_subcommand("launch", "Start a whole cluster on this host and collect its results");
   app->footer(
-      "Example: psbed launch --servers 2 --workers 4 --model lenet5 --data mnist --epochs 5 --lr 0.005 --mode async --out runs/NAME\n"
+      "Example: psbed launch --servers 2 --workers 4 --model lenet5 --data mnist --epochs 5 --lr "
+      "0.005 --mode async --out runs/NAME\n"
       "Writes OUT/summary.json, OUT/traces/*.trace.json (open in Perfetto) and OUT/logs/*.log.");
   add_common(app, log_level);
   app->add_option("--servers", o.servers, "server shards")->capture_default_str();
@@ -150,61 +209,95 @@ void add_launch(CLI::App& root, LaunchOptions& o, std::string& log_level) {
   app->add_option("--data", o.data, "mnist or synthetic")->capture_default_str();
   app->add_option("--data-dir", o.data_dir, "directory with IDX files");
   app->add_option("--mode", o.mode, "async, bsp or ssp:K")->capture_default_str();
-  app->add_option("--policy", o.policy, "transmission policy: bulk, wfbp, tf-random, p3, bytescheduler, prophet")->capture_default_str();
-  app->add_option("--slice-params", o.slice_params, "p3, prophet: parameters per slice")->capture_default_str();
-  app->add_option("--partition-params", o.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
-  app->add_option("--credit", o.credit, "p3/bytescheduler: bytes in flight at most; prophet: largest block; e.g. 4MiB (default, or 'default': the policy's)")
+  app->add_option("--policy", o.policy,
+                  "transmission policy: bulk, wfbp, tf-random, p3, bytescheduler, prophet")
+      ->capture_default_str();
+  app->add_option("--slice-params", o.slice_params, "p3, prophet: parameters per slice")
+      ->capture_default_str();
+  app->add_option("--partition-params", o.partition_params,
+                  "bytescheduler: parameters per partition")
+      ->capture_default_str();
+  app->add_option("--credit", o.credit,
+                  "p3/bytescheduler: bytes in flight at most; prophet: largest block; e.g. 4MiB "
+                  "(default, or 'default': the policy's)")
       ->transform(credit_value());
   app->add_option("--epochs", o.epochs, "passes over the training set, all workers together")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
-  app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")->capture_default_str();
+  app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")
+      ->capture_default_str();
   app->add_option("--batch", o.batch, "batch per worker")->capture_default_str();
-  app->add_option("--lr", o.lr, "learning rate (async needs a smaller one than bsp: docs/concepts.md, \"Consistency\")")
+  app->add_option(
+         "--lr", o.lr,
+         "learning rate (async needs a smaller one than bsp: docs/concepts.md, \"Consistency\")")
       ->capture_default_str()
       ->check(non_negative("a learning rate", true));
-  app->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str()->check(momentum_range());
+  app->add_option("--momentum", o.momentum, "SGD momentum")
+      ->capture_default_str()
+      ->check(momentum_range());
   app->add_option("--weight-decay", o.weight_decay, "L2 weight decay")
       ->capture_default_str()
       ->check(non_negative("a weight decay", true));
   app->add_option("--lr-schedule", o.lr_schedule, "constant or cosine")->capture_default_str();
   app->add_option("--seed", o.seed, "seed")->capture_default_str()->transform(seed_validator());
-  app->add_option("--partition-bytes", o.partition_bytes, "largest part a tensor is cut into")->capture_default_str()
+  app->add_option("--partition-bytes", o.partition_bytes, "largest part a tensor is cut into")
+      ->capture_default_str()
       ->check(size_value());
   app->add_option("--threads", o.threads, "compute threads per worker")->capture_default_str();
-  app->add_option("--apply-threads", o.apply_threads, "threads applying updates per server shard")->capture_default_str()
+  app->add_option("--apply-threads", o.apply_threads, "threads applying updates per server shard")
+      ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   app->add_option("--device", o.device, "cpu or gpu")->capture_default_str();
-  app->add_option("--compute", o.compute, "real, or replay:<profile.json>: sleep per layer for durations drawn from a profile (psbed profile) instead of computing")->capture_default_str();
+  app->add_option("--compute", o.compute,
+                  "real, or replay:<profile.json>: sleep per layer for durations drawn from a "
+                  "profile (psbed profile) instead of computing")
+      ->capture_default_str();
   app->add_option("--out", o.out, "run folder (default runs/<model>-<mode>-<N>w<S>s-<time>)");
-  app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")->capture_default_str();
-  app->add_option("--heartbeat-timeout", o.heartbeat_timeout_s, "seconds of silence before a node is dead")->capture_default_str();
-  app->add_option("--timeout", o.timeout_s, "stop the run after this many seconds")->capture_default_str();
+  app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")
+      ->capture_default_str();
+  app->add_option("--heartbeat-timeout", o.heartbeat_timeout_s,
+                  "seconds of silence before a node is dead")
+      ->capture_default_str();
+  app->add_option("--timeout", o.timeout_s, "stop the run after this many seconds")
+      ->capture_default_str();
   app->add_option("--stall-timeout", o.stall_timeout_s,
-                  "seconds without any worker finishing a step before the coordinator reports a stall, naming "
+                  "seconds without any worker finishing a step before the coordinator reports a "
+                  "stall, naming "
                   "what each worker waits on (0 = never)")
       ->capture_default_str()
       ->check(number_in("a number of seconds", 0, false, 1e6, "0 or above, below 10^6"));
   app->add_flag("!--no-trace", o.trace, "do not write traces");
   app->add_option("--save-params", o.save_params, "final parameters to this file (raw float32)");
-  app->add_option("--straggler-ms", o.straggler_ms, "make worker-0 a straggler: it sleeps this long every step");
-  app->add_option("--start-stagger-ms", o.start_stagger_ms,
-                  "worker i of N waits i x this / N before its first step (default: all start together)");
-  app->add_option("--bandwidth", o.bandwidth, "emulated link rate of every server and worker, per direction (e.g. 1gbit; 0: unshaped)")
+  app->add_option("--straggler-ms", o.straggler_ms,
+                  "make worker-0 a straggler: it sleeps this long every step");
+  app->add_option(
+      "--start-stagger-ms", o.start_stagger_ms,
+      "worker i of N waits i x this / N before its first step (default: all start together)");
+  app->add_option(
+         "--bandwidth", o.bandwidth,
+         "emulated link rate of every server and worker, per direction (e.g. 1gbit; 0: unshaped)")
       ->check(bandwidth_value(false));
-  app->add_flag("--netns", o.netns, "one network namespace per node on a bridge, --bandwidth shaped by tc tbf (needs root; all removed on exit)");
-  app->add_option("--latency", o.latency, "emulated one-way latency of every link (e.g. 200us)")->check(duration_value());
-  app->add_option("--http", o.http, "the coordinator serves the dashboard and HTTP API on HOST:PORT (:PORT = loopback; port 0 = any)");
-  app->add_option("--http-token", o.http_token, "token for the HTTP API (required beyond loopback; default $PSBED_HTTP_TOKEN)");
-  app->add_option("--profile", o.profile, "profile.json given to the coordinator for /api/prediction");
+  app->add_flag("--netns", o.netns,
+                "one network namespace per node on a bridge, --bandwidth shaped by tc tbf (needs "
+                "root; all removed on exit)");
+  app->add_option("--latency", o.latency, "emulated one-way latency of every link (e.g. 200us)")
+      ->check(duration_value());
+  app->add_option("--http", o.http,
+                  "the coordinator serves the dashboard and HTTP API on HOST:PORT (:PORT = "
+                  "loopback; port 0 = any)");
+  app->add_option("--http-token", o.http_token,
+                  "token for the HTTP API (required beyond loopback; default $PSBED_HTTP_TOKEN)");
+  app->add_option("--profile", o.profile,
+                  "profile.json given to the coordinator for /api/prediction");
 }
 
-
 void add_probe(CLI::App& root, ProbeCommand& o, std::string& log_level) {
-  auto* app = root.add_subcommand("probe", "Send a server shard one malformed message of each kind");
+  auto* app =
+      root.add_subcommand("probe", "Send a server shard one malformed message of each kind");
   app->footer("The shard should log a reason for each, count it, and keep serving its workers.");
   add_common(app, log_level);
-  app->add_option("--endpoint", o.endpoint, "the shard's endpoint (from its log: 'serving on ...')")->required();
+  app->add_option("--endpoint", o.endpoint, "the shard's endpoint (from its log: 'serving on ...')")
+      ->required();
   app->add_option("--sender", o.sender, "worker id to claim in otherwise well-formed headers")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
@@ -220,7 +313,8 @@ int run_coordinator_command(CoordinatorCommand& c, const std::string& log_level)
   if (!c.credit.empty())
     coord.policy.credit_bytes =
         std::int64_t(for_flag("--credit", [&] { return parse_bytes(c.credit); }));
-  if (const char* t = std::getenv("PSBED_HTTP_TOKEN"); coord.http_token.empty() && t) coord.http_token = t;
+  if (const char* t = std::getenv("PSBED_HTTP_TOKEN"); coord.http_token.empty() && t)
+    coord.http_token = t;
   // /api/prediction: the simulator on the profile's link, for the cluster as it runs now.
   coord.predict = [](const std::string& profile_path, const nlohmann::json& cfg) {
     const Profile profile = Profile::load(profile_path);
@@ -248,7 +342,8 @@ int run_coordinator_command(CoordinatorCommand& c, const std::string& log_level)
   ensure_writable_file(coord.http_file, "--http-file");
   // A profile that cannot be read is one line now, not a failed prediction later.
   if (!coord.profile.empty())
-    Profile::load(coord.profile).check_matches(load_model(coord.model), "--profile " + coord.profile);
+    Profile::load(coord.profile)
+        .check_matches(load_model(coord.model), "--profile " + coord.profile);
   return ps::run_coordinator(coord);
 }
 

@@ -1,6 +1,7 @@
 #include "cluster/ctl.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -9,8 +10,6 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
-
-#include <fmt/format.h>
 
 #include "cluster/cli_config.hpp"
 #include "core/error.hpp"
@@ -21,59 +20,77 @@ namespace psbed::cluster {
 using json = nlohmann::json;
 
 void add_ctl(CLI::App& root, CtlOptions& o, std::string& log_level) {
-  auto* app = root.add_subcommand("ctl", "Control a running cluster: switch the transmission policy, show status");
+  auto* app = root.add_subcommand(
+      "ctl", "Control a running cluster: switch the transmission policy, show status");
   app->footer(
       "Examples:\n"
       "  psbed ctl --run runs/demo/cluster policy p3 --credit 2MiB\n"
       "  psbed ctl --coordinator tcp://10.0.0.1:7000 status --json\n"
-      "Workers switch at their next step boundary; ctl prints the step from which every worker runs\n"
+      "Workers switch at their next step boundary; ctl prints the step from which every worker "
+      "runs\n"
       "the new policy. The switch is marked in each worker's trace (control lane) and listed in\n"
       "summary.json under policy_switches.");
   add_config_option(app);
-  app->add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
-  auto* where = app->add_option("--coordinator", o.coordinator, "the coordinator's endpoint, e.g. tcp://127.0.0.1:7000");
-  app->add_option("--run", o.run, "or: a `psbed launch` run folder still running (reads logs/coordinator.endpoint)")
+  app->add_option("--log-level", log_level, "trace, debug, info, warn or error")
+      ->capture_default_str();
+  auto* where = app->add_option("--coordinator", o.coordinator,
+                                "the coordinator's endpoint, e.g. tcp://127.0.0.1:7000");
+  app->add_option("--run", o.run,
+                  "or: a `psbed launch` run folder still running (reads logs/coordinator.endpoint)")
       ->excludes(where);
-  app->add_option("--timeout", o.timeout_s, "seconds to wait for the answer")->capture_default_str()
+  app->add_option("--timeout", o.timeout_s, "seconds to wait for the answer")
+      ->capture_default_str()
       ->check(CLI::Range(0.001, 1e6));
   app->add_flag("--json", o.json, "print the coordinator's answer as JSON");
   app->require_subcommand(1);
   auto* pol = app->add_subcommand("policy", "Switch every worker to this transmission policy");
   pol->fallthrough();  // --timeout, --json after the subcommand still reach ctl
-  pol->add_option("name", o.policy, "bulk, wfbp, tf-random, p3, bytescheduler or prophet")->required();
+  pol->add_option("name", o.policy, "bulk, wfbp, tf-random, p3, bytescheduler or prophet")
+      ->required();
   pol->add_option("--slice-params", o.slice_params, "p3, prophet: parameters per slice")
       ->check(positive("a parameter count"));
-  pol->add_option("--partition-params", o.partition_params, "bytescheduler: parameters per partition")
+  pol->add_option("--partition-params", o.partition_params,
+                  "bytescheduler: parameters per partition")
       ->check(positive("a parameter count"));
-  pol->add_option("--credit", o.credit, "p3/bytescheduler: bytes in flight; prophet: largest block (e.g. 2MiB, or 'default')")
+  pol->add_option(
+         "--credit", o.credit,
+         "p3/bytescheduler: bytes in flight; prophet: largest block (e.g. 2MiB, or 'default')")
       ->transform(credit_value());
-  app->add_subcommand("status", "Print the current policy, the mode and each worker's progress")->fallthrough();
+  app->add_subcommand("status", "Print the current policy, the mode and each worker's progress")
+      ->fallthrough();
 }
 
 namespace {
 
 std::string endpoint_of(const CtlOptions& o) {
   if (!o.coordinator.empty()) return o.coordinator;
-  if (o.run.empty()) throw UsageError("say which cluster: --coordinator ENDPOINT or --run RUN_FOLDER");
+  if (o.run.empty())
+    throw UsageError("say which cluster: --coordinator ENDPOINT or --run RUN_FOLDER");
   const std::string path = o.run + "/logs/coordinator.endpoint";
   // A finished run has no coordinator to ask (it would wait out --timeout, or its namespace is
   // gone): say so at once.
   if (std::ifstream done(o.run + "/summary.json"); done)
-    throw Error("the run in " + o.run + " has finished (its summary.json is written): there is no coordinator to ask");
+    throw Error("the run in " + o.run +
+                " has finished (its summary.json is written): there is no coordinator to ask");
   // A --netns run: its coordinator listens inside its own namespace; join it to reach it.
   if (std::ifstream ns(o.run + "/logs/coordinator.netns"); ns) {
     std::string name;
     if (ns >> name) {
       const int fd = ::open(("/var/run/netns/" + name).c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0)
-        throw Error("cannot enter the run's network namespace " + name + ": " + std::strerror(errno) +
-                    (errno == EPERM ? " (needs root)" : errno == ENOENT ? " (the run is not running)" : ""));
+        throw Error("cannot enter the run's network namespace " + name + ": " +
+                    std::strerror(errno) +
+                    (errno == EPERM    ? " (needs root)"
+                     : errno == ENOENT ? " (the run is not running)"
+                                       : ""));
       ::close(fd);
     }
   }
   std::ifstream in(path);
   std::string ep;
-  if (!(in >> ep)) throw Error("no coordinator endpoint in '" + path + "' (is " + o.run + " a running `psbed launch` folder?)");
+  if (!(in >> ep))
+    throw Error("no coordinator endpoint in '" + path + "' (is " + o.run +
+                " a running `psbed launch` folder?)");
   return ep;
 }
 
@@ -90,7 +107,8 @@ int run_ctl(CLI::App& root, const CtlOptions& o) {
     const CLI::App* pol = app->get_subcommand("policy");
     if (pol->count("--slice-params") > 0) req["slice_params"] = o.slice_params;
     if (pol->count("--partition-params") > 0) req["partition_params"] = o.partition_params;
-    if (pol->count("--credit") > 0) req["credit"] = o.credit.empty() ? std::string("default") : o.credit;
+    if (pol->count("--credit") > 0)
+      req["credit"] = o.credit.empty() ? std::string("default") : o.credit;
   } else {
     req = {{"command", "status"}};
   }
@@ -104,10 +122,12 @@ int run_ctl(CLI::App& root, const CtlOptions& o) {
     if (!o.json) {
       // The request's fields by the flags that set them.
       std::string why = reply.value("error", std::string("refused"));
-      for (const auto& [field, flag] : {std::pair<std::string, std::string>{"field 'slice_params'", "--slice-params"},
-                                        {"field 'partition_params'", "--partition-params"},
-                                        {"field 'credit'", "--credit"}})
-        for (std::size_t at; (at = why.find(field)) != std::string::npos;) why.replace(at, field.size(), flag);
+      for (const auto& [field, flag] :
+           {std::pair<std::string, std::string>{"field 'slice_params'", "--slice-params"},
+            {"field 'partition_params'", "--partition-params"},
+            {"field 'credit'", "--credit"}})
+        for (std::size_t at; (at = why.find(field)) != std::string::npos;)
+          why.replace(at, field.size(), flag);
       std::fprintf(stderr, "psbed ctl: %s\n", why.c_str());
     }
     return 1;
@@ -117,23 +137,30 @@ int run_ctl(CLI::App& root, const CtlOptions& o) {
     std::printf("policy %s took effect at step %lld", reply.value("describe", o.policy).c_str(),
                 (long long)reply.value("step", std::int64_t(-1)));
     std::string per;
-    for (const auto& [name, step] : reply["workers"].items()) per += (per.empty() ? "" : ", ") + name + " " + step.dump();
+    for (const auto& [name, step] : reply["workers"].items())
+      per += (per.empty() ? "" : ", ") + name + " " + step.dump();
     std::printf(" (%s)\n", per.c_str());
   } else {
-    std::printf("policy %s, mode %s, %lld steps per worker%s\n", reply.value("describe", std::string("?")).c_str(),
-                reply.value("mode", std::string("?")).c_str(), (long long)reply.value("steps", std::int64_t(0)),
+    std::printf("policy %s, mode %s, %lld steps per worker%s\n",
+                reply.value("describe", std::string("?")).c_str(),
+                reply.value("mode", std::string("?")).c_str(),
+                (long long)reply.value("steps", std::int64_t(0)),
                 reply.value("started", false) ? "" : " (not started: waiting for nodes)");
     for (const auto& w : reply["workers"]) {
       // A diverged worker's NaN loss comes as null (JSON has no NaN).
       std::string loss = "-";
-      if (w.contains("loss") && w["loss"].is_number()) loss = fmt::format("{:.4f}", w["loss"].get<double>());
+      if (w.contains("loss") && w["loss"].is_number())
+        loss = fmt::format("{:.4f}", w["loss"].get<double>());
       if (w.contains("loss") && w["loss"].is_null()) loss = "nan";
-      std::printf("  %-12s %s step %-6s %8.1f images/s  loss %s  policy %s\n", w.value("name", std::string("?")).c_str(),
-                  w.value("alive", false) ? "alive" : "dead ", w.contains("step") ? w["step"].dump().c_str() : "-",
-                  w.value("images_per_sec", 0.0), loss.c_str(), w.value("policy", std::string("-")).c_str());
+      std::printf(
+          "  %-12s %s step %-6s %8.1f images/s  loss %s  policy %s\n",
+          w.value("name", std::string("?")).c_str(), w.value("alive", false) ? "alive" : "dead ",
+          w.contains("step") ? w["step"].dump().c_str() : "-", w.value("images_per_sec", 0.0),
+          loss.c_str(), w.value("policy", std::string("-")).c_str());
     }
     for (const auto& s : reply["policy_switches"])
-      std::printf("  switched to %s at step %s\n", s.value("describe", std::string("?")).c_str(), s["step"].dump().c_str());
+      std::printf("  switched to %s at step %s\n", s.value("describe", std::string("?")).c_str(),
+                  s["step"].dump().c_str());
   }
   return 0;
 }

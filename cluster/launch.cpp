@@ -1,5 +1,4 @@
 #include "cluster/launch.hpp"
-#include "cluster/netns.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -14,18 +13,19 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstring>
-#include <memory>
 #include <ctime>
 #include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "cluster/netns.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/model_spec.hpp"
@@ -39,8 +39,8 @@
 #include "ps/http_server.hpp"
 #include "ps/link.hpp"
 #include "ps/stop_signals.hpp"
-#include "workloads/dataset.hpp"
 #include "worker/net.hpp"
+#include "workloads/dataset.hpp"
 
 namespace psbed::cluster {
 namespace fs = std::filesystem;
@@ -66,8 +66,9 @@ pid_t reap_child(pid_t which, int* status, int options, double* cpu_s) {
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
-                                  strsignal(WTERMSIG(status)) + ")";
+  if (WIFSIGNALED(status))
+    return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
   return "stopped";
 }
 
@@ -114,14 +115,16 @@ class Launcher {
     link_ = ps::parse_link(opt_.bandwidth, opt_.latency);
     policy::check_policy_options(policy_options(opt_));
     warn_unused_policy_settings();
-    if (!opt_.http.empty() && !ps::parse_http_address(opt_.http).loopback() && opt_.http_token.empty() &&
-        !std::getenv("PSBED_HTTP_TOKEN"))
-      throw Error("--http " + opt_.http + " is reachable beyond this host: give --http-token (or bind 127.0.0.1)");
+    if (!opt_.http.empty() && !ps::parse_http_address(opt_.http).loopback() &&
+        opt_.http_token.empty() && !std::getenv("PSBED_HTTP_TOKEN"))
+      throw Error("--http " + opt_.http +
+                  " is reachable beyond this host: give --http-token (or bind 127.0.0.1)");
     // Checked before the run rather than by the worker after it (a run trained for nothing).
     ensure_writable_file(opt_.save_params, "--save-params");
     out_ = opt_.out.empty() ? default_out() : opt_.out;
     if (fs::exists(out_ + "/summary.json"))
-      throw Error("--out " + out_ + " holds a run already (summary.json): give another --out, or remove it");
+      throw Error("--out " + out_ +
+                  " holds a run already (summary.json): give another --out, or remove it");
     // A run that left no summary (every process killed) left its traces and logs: this run's
     // would lie beside them and be read as one run (profile counts the workers by their traces).
     for (const char* sub : {"/traces", "/logs"}) {
@@ -139,20 +142,22 @@ class Launcher {
     // instead of killing the launcher, and the nodes (which inherit this) go on.
     ::signal(SIGPIPE, SIG_IGN);
 
-    spdlog::info("launching {} server(s) + {} worker(s) of {} ({}) into {}", opt_.servers, opt_.workers, opt_.model,
-                 opt_.mode, out_);
+    spdlog::info("launching {} server(s) + {} worker(s) of {} ({}) into {}", opt_.servers,
+                 opt_.workers, opt_.model, opt_.mode, out_);
     if (opt_.netns) make_namespaces(link_);
     // The coordinator binds a free port itself and writes it down (no window in which another
     // process could take a port chosen here).
     const std::string endpoint_file = out_ + "/logs/coordinator.endpoint";
     std::remove(endpoint_file.c_str());
-    spawn("coordinator", "coordinator", coordinator_args("tcp://" + host_of("coordinator") + ":*", endpoint_file), false);
+    spawn("coordinator", "coordinator",
+          coordinator_args("tcp://" + host_of("coordinator") + ":*", endpoint_file), false);
     std::string why;
     const std::string coord = wait_for_endpoint(endpoint_file, why);
     if (coord.empty()) {
       stop_all(3);
       // Its stderr is this terminal (the live progress), so an error line it wrote is above.
-      failure_ = why.rfind("coordinator exited", 0) == 0   ? "the " + why + " before it listened (its error is above)"
+      failure_ = why.rfind("coordinator exited", 0) == 0
+                     ? "the " + why + " before it listened (its error is above)"
                  : why.rfind("coordinator ", 0) == 0 ? "the " + why + " before it listened"
                                                      : why;
       const int rc = finish(1);
@@ -164,14 +169,19 @@ class Launcher {
       std::string url;
       if (std::ifstream in(out_ + "/logs/coordinator.http"); in) std::getline(in, url);
       if (!url.empty())
-        spdlog::info("dashboard: {}{}", url, opt_.http_token.empty() ? "" : "?token=<your --http-token>");
+        spdlog::info("dashboard: {}{}", url,
+                     opt_.http_token.empty() ? "" : "?token=<your --http-token>");
       // The coordinator listens inside its own namespace, which this host's browser cannot enter.
       if (netns_ && !url.empty())
-        spdlog::warn("with --netns the dashboard is inside the namespace {}: reach it with `ip netns exec {} curl {}api/status`",
-                     netns_->namespaces().front(), netns_->namespaces().front(), url);
+        spdlog::warn(
+            "with --netns the dashboard is inside the namespace {}: reach it with `ip netns exec "
+            "{} curl {}api/status`",
+            netns_->namespaces().front(), netns_->namespaces().front(), url);
     }
-    for (int i = 0; i < opt_.servers; ++i) spawn("server-" + std::to_string(i), "server", server_args(coord, i), true);
-    for (int i = 0; i < opt_.workers; ++i) spawn("worker-" + std::to_string(i), "worker", worker_args(coord, i), true);
+    for (int i = 0; i < opt_.servers; ++i)
+      spawn("server-" + std::to_string(i), "server", server_args(coord, i), true);
+    for (int i = 0; i < opt_.workers; ++i)
+      spawn("worker-" + std::to_string(i), "worker", worker_args(coord, i), true);
 
     const int rc = finish(supervise());  // signals still blocked: the summary is always written
     stops_.reset();
@@ -197,7 +207,8 @@ class Launcher {
     for (const auto& n : nodes) addresses_[n] = netns_->add_node(n);
     std::ofstream(out_ + "/logs/coordinator.netns") << netns_->namespaces().front() << "\n";
     spdlog::info("{} network namespaces on a bridge, links {}", nodes.size(),
-                 link.bandwidth_bps > 0 ? "shaped by tc tbf to " + opt_.bandwidth + " per direction" : "unshaped");
+                 link.bandwidth_bps > 0 ? "shaped by tc tbf to " + opt_.bandwidth + " per direction"
+                                        : "unshaped");
   }
 
   std::string host_of(const std::string& node) const {
@@ -206,7 +217,8 @@ class Launcher {
   }
 
   std::vector<std::string> common(const std::string& coord, const std::string& name) const {
-    std::vector<std::string> a = {"--coordinator", coord, "--name", name, "--heartbeat", exact(opt_.heartbeat_s)};
+    std::vector<std::string> a = {"--coordinator",        coord, "--name", name, "--heartbeat",
+                                  exact(opt_.heartbeat_s)};
     if (!opt_.bandwidth.empty() && !opt_.netns) a.insert(a.end(), {"--bandwidth", opt_.bandwidth});
     if (!opt_.latency.empty()) a.insert(a.end(), {"--latency", opt_.latency});
     if (opt_.trace) a.insert(a.end(), {"--trace-dir", out_ + "/traces"});
@@ -233,22 +245,60 @@ class Launcher {
     return "";
   }
 
-  std::vector<std::string> coordinator_args(const std::string& coord, const std::string& endpoint_file) const {
-    std::vector<std::string> a = {"coordinator", "--bind", coord, "--servers", std::to_string(opt_.servers),
-                                  "--workers", std::to_string(opt_.workers), "--model", opt_.model,
-                                  "--mode", opt_.mode, "--policy", opt_.policy, "--slice-params", std::to_string(opt_.slice_params),
-                                  "--partition-params", std::to_string(opt_.partition_params), "--epochs", std::to_string(opt_.epochs),
-                                  "--steps", std::to_string(opt_.steps), "--batch", std::to_string(opt_.batch),
-                                  "--lr", exact(opt_.lr), "--momentum", exact(opt_.momentum),
-                                  "--weight-decay", exact(opt_.weight_decay), "--lr-schedule", opt_.lr_schedule,
-                                  "--seed", std::to_string(opt_.seed), "--partition-bytes", opt_.partition_bytes,
-                                  "--heartbeat", exact(opt_.heartbeat_s),
-                                  "--heartbeat-timeout", exact(opt_.heartbeat_timeout_s),
-                                  "--stall-timeout", exact(opt_.stall_timeout_s),
-                                  "--summary", out_ + "/summary.json", "--endpoint-file", endpoint_file,
-                                  "--compute", opt_.compute, "--log-file", out_ + "/logs/coordinator.log"};
+  std::vector<std::string> coordinator_args(const std::string& coord,
+                                            const std::string& endpoint_file) const {
+    std::vector<std::string> a = {"coordinator",
+                                  "--bind",
+                                  coord,
+                                  "--servers",
+                                  std::to_string(opt_.servers),
+                                  "--workers",
+                                  std::to_string(opt_.workers),
+                                  "--model",
+                                  opt_.model,
+                                  "--mode",
+                                  opt_.mode,
+                                  "--policy",
+                                  opt_.policy,
+                                  "--slice-params",
+                                  std::to_string(opt_.slice_params),
+                                  "--partition-params",
+                                  std::to_string(opt_.partition_params),
+                                  "--epochs",
+                                  std::to_string(opt_.epochs),
+                                  "--steps",
+                                  std::to_string(opt_.steps),
+                                  "--batch",
+                                  std::to_string(opt_.batch),
+                                  "--lr",
+                                  exact(opt_.lr),
+                                  "--momentum",
+                                  exact(opt_.momentum),
+                                  "--weight-decay",
+                                  exact(opt_.weight_decay),
+                                  "--lr-schedule",
+                                  opt_.lr_schedule,
+                                  "--seed",
+                                  std::to_string(opt_.seed),
+                                  "--partition-bytes",
+                                  opt_.partition_bytes,
+                                  "--heartbeat",
+                                  exact(opt_.heartbeat_s),
+                                  "--heartbeat-timeout",
+                                  exact(opt_.heartbeat_timeout_s),
+                                  "--stall-timeout",
+                                  exact(opt_.stall_timeout_s),
+                                  "--summary",
+                                  out_ + "/summary.json",
+                                  "--endpoint-file",
+                                  endpoint_file,
+                                  "--compute",
+                                  opt_.compute,
+                                  "--log-file",
+                                  out_ + "/logs/coordinator.log"};
     if (!opt_.credit.empty()) a.insert(a.end(), {"--credit", opt_.credit});
-    if (!opt_.http.empty()) a.insert(a.end(), {"--http", opt_.http, "--http-file", out_ + "/logs/coordinator.http"});
+    if (!opt_.http.empty())
+      a.insert(a.end(), {"--http", opt_.http, "--http-file", out_ + "/logs/coordinator.http"});
     if (!opt_.http_token.empty()) a.insert(a.end(), {"--http-token", opt_.http_token});
     if (!opt_.profile.empty()) a.insert(a.end(), {"--profile", opt_.profile});
     return a;
@@ -257,25 +307,29 @@ class Launcher {
   std::vector<std::string> server_args(const std::string& coord, int i) const {
     auto a = common(coord, "server-" + std::to_string(i));
     a.insert(a.begin(), "server");
-    a.insert(a.end(), {"--bind", "tcp://" + host_of("server-" + std::to_string(i)) + ":*", "--apply-threads",
-                       std::to_string(opt_.apply_threads)});
+    a.insert(a.end(), {"--bind", "tcp://" + host_of("server-" + std::to_string(i)) + ":*",
+                       "--apply-threads", std::to_string(opt_.apply_threads)});
     return a;
   }
 
   std::vector<std::string> worker_args(const std::string& coord, int i) const {
     auto a = common(coord, "worker-" + std::to_string(i));
     a.insert(a.begin(), "worker");
-    a.insert(a.end(), {"--model", opt_.model, "--data", opt_.data, "--threads", std::to_string(opt_.threads),
-                       "--device", opt_.device, "--compute", opt_.compute});
+    a.insert(a.end(),
+             {"--model", opt_.model, "--data", opt_.data, "--threads", std::to_string(opt_.threads),
+              "--device", opt_.device, "--compute", opt_.compute});
     if (!opt_.data_dir.empty()) a.insert(a.end(), {"--data-dir", opt_.data_dir});
     if (!opt_.save_params.empty()) a.insert(a.end(), {"--save-params", opt_.save_params});
-    if (i == 0 && opt_.straggler_ms > 0) a.insert(a.end(), {"--straggle-ms", std::to_string(opt_.straggler_ms)});
-    if (opt_.start_stagger_ms > 0) a.insert(a.end(), {"--start-stagger-ms", std::to_string(opt_.start_stagger_ms)});
+    if (i == 0 && opt_.straggler_ms > 0)
+      a.insert(a.end(), {"--straggle-ms", std::to_string(opt_.straggler_ms)});
+    if (opt_.start_stagger_ms > 0)
+      a.insert(a.end(), {"--start-stagger-ms", std::to_string(opt_.start_stagger_ms)});
     a.insert(a.end(), opt_.worker_args.begin(), opt_.worker_args.end());
     return a;
   }
 
-  void spawn(const std::string& name, const std::string& role, const std::vector<std::string>& args, bool to_log) {
+  void spawn(const std::string& name, const std::string& role, const std::vector<std::string>& args,
+             bool to_log) {
     Child c;
     c.name = name, c.role = role, c.log = out_ + "/logs/" + name + ".log";
     std::vector<std::string> argv = {"/proc/self/exe"};
@@ -290,7 +344,8 @@ class Launcher {
       if (::getppid() != parent) ::_exit(1);
       ::setpgid(0, 0);
       if (netns_ && !netns_->enter(name)) {
-        std::fprintf(stderr, "cannot enter the network namespace of %s: %s\n", name.c_str(), std::strerror(errno));
+        std::fprintf(stderr, "cannot enter the network namespace of %s: %s\n", name.c_str(),
+                     std::strerror(errno));
         ::_exit(126);
       }
       sigprocmask(SIG_SETMASK, &stops_->old_mask(), nullptr);
@@ -351,7 +406,8 @@ class Launcher {
     while (running() > 0 && Clock::now() < deadline) {
       reap(ignored);
       bool coordinator = false;
-      for (const auto& c : children_) coordinator = coordinator || (c.running && c.role == "coordinator");
+      for (const auto& c : children_)
+        coordinator = coordinator || (c.running && c.role == "coordinator");
       if (!coordinator && coordinator_gone == Clock::time_point{}) coordinator_gone = Clock::now();
       if (!coordinator && Clock::now() - coordinator_gone > std::chrono::seconds(5)) break;
       const int sig = stops_->wait(0.02);
@@ -371,11 +427,13 @@ class Launcher {
     const bool sliced = policy::uses_slice_params(n), credited = policy::uses_credit(n);
     const LaunchOptions defaults;
     auto warn = [&](const std::string& flag, const char* users) {
-      spdlog::warn("{}: policy {} does not use it ({}); it applies only if the run switches to one of those", flag, n,
-                   users);
+      spdlog::warn(
+          "{}: policy {} does not use it ({}); it applies only if the run switches to one of those",
+          flag, n, users);
     };
     if (!opt_.credit.empty() && !credited)
-      warn("--credit " + opt_.credit, "p3 and bytescheduler: bytes in flight; prophet: largest block");
+      warn("--credit " + opt_.credit,
+           "p3 and bytescheduler: bytes in flight; prophet: largest block");
     if (opt_.slice_params != defaults.slice_params && !sliced)
       warn("--slice-params " + std::to_string(opt_.slice_params), "p3, prophet");
     if (opt_.partition_params != defaults.partition_params && !policy::uses_partition_params(n))
@@ -405,11 +463,13 @@ class Launcher {
           // to start): it is the process that failed. One that exits 1 after its summary reports
           // a failed run, whose nodes the summary names.
           if (!fs::exists(out_ + "/summary.json"))
-            failed_.push_back({{"name", c->name}, {"role", c->role}, {"reason", describe_status(status)}});
+            failed_.push_back(
+                {{"name", c->name}, {"role", c->role}, {"reason", describe_status(status)}});
         }
       } else if (!clean && !coordinator_done_) {
         const std::string why = c->name + " " + describe_status(status);
-        failed_.push_back({{"name", c->name}, {"role", c->role}, {"reason", describe_status(status)}});
+        failed_.push_back(
+            {{"name", c->name}, {"role", c->role}, {"reason", describe_status(status)}});
         spdlog::error("{}; last lines of {}:\n{}", why, c->log, tail_of(c->log, 5));
         // A shard is always needed; a worker that never joined leaves the coordinator waiting
         // for it until the registration timeout (a bad --data-dir, say): both end the run now.
@@ -451,12 +511,14 @@ class Launcher {
     std::ifstream in(out_ + "/logs/coordinator.log");
     std::string line, stall;
     while (std::getline(in, line))
-      if (const auto at = line.find("no progress for "); at != std::string::npos) stall = line.substr(at);
+      if (const auto at = line.find("no progress for "); at != std::string::npos)
+        stall = line.substr(at);
     return stall;
   }
 
   int supervise() {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(opt_.timeout_s);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(opt_.timeout_s);
     std::string failure;
     while (running() > 0) {
       const int sig = stops_->wait(1.0);
@@ -475,15 +537,20 @@ class Launcher {
       }
       if (coordinator_done_ && running() > 0) {
         // The coordinator told everyone to shut down: give them time to write their traces.
-        if (coordinator_done_at_ == std::chrono::steady_clock::time_point{}) coordinator_done_at_ = std::chrono::steady_clock::now();
+        if (coordinator_done_at_ == std::chrono::steady_clock::time_point{})
+          coordinator_done_at_ = std::chrono::steady_clock::now();
         if (std::chrono::steady_clock::now() - coordinator_done_at_ > std::chrono::seconds(15)) {
-          spdlog::warn("{} process(es) still running 15 s after the coordinator ended: stopping them", running());
+          spdlog::warn(
+              "{} process(es) still running 15 s after the coordinator ended: stopping them",
+              running());
           stop_all(3);
         }
       }
       if (std::chrono::steady_clock::now() > deadline) {
-        failure_ = "the run took longer than --timeout " + std::to_string(int(opt_.timeout_s)) + " s";
-        if (const std::string stall = last_stall(); !stall.empty()) failure_ += "; it had stalled: " + stall;
+        failure_ =
+            "the run took longer than --timeout " + std::to_string(int(opt_.timeout_s)) + " s";
+        if (const std::string stall = last_stall(); !stall.empty())
+          failure_ += "; it had stalled: " + stall;
         spdlog::error("{}: ending it, keeping what it measured", failure_);
         wind_down(false);
         return 1;
@@ -497,9 +564,13 @@ class Launcher {
   int finish(int rc) {
     nlohmann::json netns_json;
     if (netns_) {
-      // Every process is gone by now; the namespaces (and with them the veths and the bridge) go too.
-      netns_json = {{"namespaces", netns_->namespaces()}, {"addresses", addresses_},
-                    {"shaping", opt_.bandwidth.empty() ? "none" : "tc tbf " + opt_.bandwidth + " per direction"}};
+      // Every process is gone by now; the namespaces (and with them the veths and the bridge) go
+      // too.
+      netns_json = {
+          {"namespaces", netns_->namespaces()},
+          {"addresses", addresses_},
+          {"shaping",
+           opt_.bandwidth.empty() ? "none" : "tc tbf " + opt_.bandwidth + " per direction"}};
       netns_->remove_all();
       std::remove((out_ + "/logs/coordinator.netns").c_str());
     }
@@ -511,13 +582,20 @@ class Launcher {
       } catch (const std::exception&) {
       }
     }
-    if (!s.is_object()) s = {{"model", opt_.model}, {"workers", opt_.workers}, {"servers", opt_.servers}, {"mode", opt_.mode},
-                          {"policy", opt_.policy}, {"ok", false}};
+    if (!s.is_object())
+      s = {{"model", opt_.model}, {"workers", opt_.workers}, {"servers", opt_.servers},
+           {"mode", opt_.mode},   {"policy", opt_.policy},   {"ok", false}};
     nlohmann::json procs = nlohmann::json::array();
     for (const auto& c : children_)
-      procs.push_back({{"name", c.name}, {"role", c.role}, {"pid", c.pid}, {"status", describe_status(c.status)},
-                       {"cpu_s", c.cpu_s >= 0 ? nlohmann::json(c.cpu_s) : nlohmann::json()}, {"log", c.log}});
-    s["launch"] = {{"processes", procs}, {"failed_processes", failed_}, {"out", out_},
+      procs.push_back({{"name", c.name},
+                       {"role", c.role},
+                       {"pid", c.pid},
+                       {"status", describe_status(c.status)},
+                       {"cpu_s", c.cpu_s >= 0 ? nlohmann::json(c.cpu_s) : nlohmann::json()},
+                       {"log", c.log}});
+    s["launch"] = {{"processes", procs},
+                   {"failed_processes", failed_},
+                   {"out", out_},
                    {"host_cpus", ::sysconf(_SC_NPROCESSORS_ONLN)},
                    // The link every node had, in the words of the traces' metadata (psbed
                    // validate reads it here when the run has no traces); with --netns tc
@@ -547,11 +625,13 @@ class Launcher {
     }
     std::ofstream(path) << s.dump(2) << "\n";
     std::printf("\n== summary (%s) ==\n", path.c_str());
-    std::printf("model %s, %d worker(s), %d server(s), mode %s, policy %s%s%s\n", opt_.model.c_str(), opt_.workers,
-                opt_.servers, opt_.mode.c_str(), opt_.policy.c_str(), opt_.compute == "real" ? "" : ", compute ",
+    std::printf("model %s, %d worker(s), %d server(s), mode %s, policy %s%s%s\n",
+                opt_.model.c_str(), opt_.workers, opt_.servers, opt_.mode.c_str(),
+                opt_.policy.c_str(), opt_.compute == "real" ? "" : ", compute ",
                 opt_.compute == "real" ? "" : opt_.compute.c_str());
     for (const auto& sw : s.value("policy_switches", nlohmann::json::array()))
-      std::printf("policy switched to %s at step %s\n", sw.value("describe", std::string("?")).c_str(),
+      std::printf("policy switched to %s at step %s\n",
+                  sw.value("describe", std::string("?")).c_str(),
                   sw.value("step", nlohmann::json(-1)).dump().c_str());
     if (s.contains("images_per_sec"))
       std::printf("throughput: %.2f steps/s, %.0f images/s (aggregate, steady state)\n",
@@ -560,11 +640,14 @@ class Launcher {
       std::printf("test accuracy: %.2f%%\n", 100 * s["test_accuracy"].get<double>());
     if (opt_.compute == "real") print_losses(s.value("per_worker", nlohmann::json::array()));
     for (const auto& f : s.value("failed_nodes", nlohmann::json::array()))
-      std::printf("failed: %s (%s)\n", f.value("name", "?").c_str(), f.value("reason", "?").c_str());
+      std::printf("failed: %s (%s)\n", f.value("name", "?").c_str(),
+                  f.value("reason", "?").c_str());
     if (!failure_.empty()) std::printf("run failed: %s\n", failure_.c_str());
     if (opt_.trace)
-      std::printf("traces: %s/traces/ (open them together in Perfetto, ui.perfetto.dev, or chrome://tracing)\n",
-                  out_.c_str());
+      std::printf(
+          "traces: %s/traces/ (open them together in Perfetto, ui.perfetto.dev, or "
+          "chrome://tracing)\n",
+          out_.c_str());
     std::printf("logs: %s/logs/\n", out_.c_str());
     std::fflush(stdout);
     return rc;
@@ -579,7 +662,8 @@ class Launcher {
     bool not_a_number = false;
     for (const auto& w : per_worker) {
       // Died, sent no report, or did no step (a run interrupted at once).
-      if (!w.contains("first_loss") || !w.contains("final_loss") || w.value("steps", 0) < 1) continue;
+      if (!w.contains("first_loss") || !w.contains("final_loss") || w.value("steps", 0) < 1)
+        continue;
       const auto& f = w["final_loss"];  // a NaN or an infinity is written as null
       if (!f.is_number() || !std::isfinite(f.get<double>())) {
         not_a_number = true;
@@ -589,9 +673,10 @@ class Launcher {
       lo = std::min(lo, f.get<double>()), hi = std::max(hi, f.get<double>());
     }
     if (n == 0 && !not_a_number) return;
-    const std::string hint = opt_.lr <= 0           ? "an --lr above 0 (with 0 nothing is learnt)"
-                             : opt_.mode == "bsp" ? "more steps or another --lr"
-                                                  : "a smaller --lr (docs/concepts.md, \"Consistency\")";
+    const std::string hint = opt_.lr <= 0 ? "an --lr above 0 (with 0 nothing is learnt)"
+                             : opt_.mode == "bsp"
+                                 ? "more steps or another --lr"
+                                 : "a smaller --lr (docs/concepts.md, \"Consistency\")";
     if (not_a_number) {
       std::printf("loss: not a number at the last step: training diverged; try %s\n", hint.c_str());
       return;
@@ -601,7 +686,8 @@ class Launcher {
     if (hi > lo) std::printf(" to %.3f", hi);
     std::printf(" at the last (per worker, one batch each)\n");
     if (sum / n > first / 2)
-      std::printf("the loss fell by less than half: training did not converge; try %s\n", hint.c_str());
+      std::printf("the loss fell by less than half: training did not converge; try %s\n",
+                  hint.c_str());
   }
 
   LaunchOptions opt_;

@@ -26,7 +26,7 @@ struct LaunchOptions {
   std::string mode = "async";
   std::string policy = "wfbp";
   std::int64_t slice_params = defaults::kSliceParams, partition_params = defaults::kPartitionParams;
-  std::string credit;              // "" = the policy's default
+  std::string credit;  // "" = the policy's default
   int epochs = 1;
   std::int64_t steps = 0;
   int batch = 64;
@@ -34,25 +34,26 @@ struct LaunchOptions {
   std::string lr_schedule = "cosine";
   std::uint64_t seed = 1;
   std::string partition_bytes = defaults::kPartitionBytesText;
-  int threads = 1;                 // compute threads per worker
-  int apply_threads = defaults::kApplyThreads;  // apply lanes per server shard (psbed server --apply-threads)
+  int threads = 1;  // compute threads per worker
+  int apply_threads =
+      defaults::kApplyThreads;  // apply lanes per server shard (psbed server --apply-threads)
   std::string device = "cpu";
-  std::string compute = "real";    // or replay:<profile.json> (every worker)
-  std::string out;                 // default runs/<model>-<mode>-<N>w<S>s-<time>
+  std::string compute = "real";  // or replay:<profile.json> (every worker)
+  std::string out;               // default runs/<model>-<mode>-<N>w<S>s-<time>
   double heartbeat_s = defaults::kHeartbeatS, heartbeat_timeout_s = defaults::kHeartbeatTimeoutS;
-  double timeout_s = 3600;         // the whole run
-  double stall_timeout_s = 30;     // psbed coordinator --stall-timeout
+  double timeout_s = 3600;      // the whole run
+  double stall_timeout_s = 30;  // psbed coordinator --stall-timeout
   bool trace = true;
-  std::string bandwidth;           // link emulation on every server and worker ("" = none)
-  bool netns = false;              // one network namespace per node, links shaped by tc (root)
+  std::string bandwidth;  // link emulation on every server and worker ("" = none)
+  bool netns = false;     // one network namespace per node, links shaped by tc (root)
   std::string latency;
-  double straggler_ms = 0;         // worker-0 sleeps this long every step
-  double start_stagger_ms = 0;     // worker i of N starts i x this / N later
-  std::string save_params;         // evaluating worker writes the final parameters here
+  double straggler_ms = 0;               // worker-0 sleeps this long every step
+  double start_stagger_ms = 0;           // worker i of N starts i x this / N later
+  std::string save_params;               // evaluating worker writes the final parameters here
   std::vector<std::string> worker_args;  // extra flags passed to every worker
-  std::string http;                // the coordinator's dashboard and HTTP API (HOST:PORT; "" = off)
+  std::string http;  // the coordinator's dashboard and HTTP API (HOST:PORT; "" = off)
   std::string http_token;
-  std::string profile;             // for the coordinator's /api/prediction
+  std::string profile;  // for the coordinator's /api/prediction
 };
 
 // Throws Error, naming the flag, for settings a run cannot start with (a batch of 0, a

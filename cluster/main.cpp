@@ -2,7 +2,6 @@
 // --config FILE.toml (keys are the long flag names; flags given on the command line win),
 // logs progress to stderr and writes machine results as JSON.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <new>
 #include <string>
@@ -68,7 +67,8 @@ int run_command(CLI::App& root, Commands& c) {
     // Stopped by a signal: its results kept, and the status a stopped node has.
     return worker::run_train(c.train).stopped_by.empty() ? 0 : ps::kStoppedStatus;
   }
-  if (root.got_subcommand("coordinator")) return cluster::run_coordinator_command(c.coordinator, log_level);
+  if (root.got_subcommand("coordinator"))
+    return cluster::run_coordinator_command(c.coordinator, log_level);
   if (root.got_subcommand("server")) {
     setup_logging(c.server.node.name.empty() ? "server" : c.server.node.name, log_level);
     return ps::run_server(c.server);
@@ -124,7 +124,8 @@ int main(int argc, char** argv) {
                  key ? " (keys are the subcommand's long flag names)" : "");
     return kUsageError;
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return root.exit(e);  // --help
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success))
+      return root.exit(e);  // --help
     std::fprintf(stderr, "%s\n", cluster::usage_error(root, e, argc, argv).c_str());
     return kUsageError;
   }
@@ -142,8 +143,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "psbed: error: %s\n", e.what());
     return kDeviceUnavailable;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "psbed: error: out of memory (the model's parameters and activations, "
-                         "times the batch, or the data set, need more than this process may use)\n");
+    std::fprintf(stderr,
+                 "psbed: error: out of memory (the model's parameters and activations, "
+                 "times the batch, or the data set, need more than this process may use)\n");
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "psbed: error: %s\n", e.what());

@@ -60,8 +60,11 @@ std::string joined(const std::vector<std::string>& argv) {
 void must(const std::vector<std::string>& argv) {
   std::string err;
   const int rc = run_cmd(argv, err);
-  if (rc == 127) throw Error("'" + argv[0] + "' is not installed (Debian package iproute2); --netns needs it");
-  if (rc != 0) throw Error("'" + joined(argv) + "' failed: " + (err.empty() ? "exit " + std::to_string(rc) : err));
+  if (rc == 127)
+    throw Error("'" + argv[0] + "' is not installed (Debian package iproute2); --netns needs it");
+  if (rc != 0)
+    throw Error("'" + joined(argv) +
+                "' failed: " + (err.empty() ? "exit " + std::to_string(rc) : err));
 }
 
 bool quietly(const std::vector<std::string>& argv) {
@@ -75,9 +78,12 @@ const char* kNetnsDir = "/var/run/netns";
 
 NetnsTestbed::NetnsTestbed(std::uint64_t rate_bits_per_s) : rate_(rate_bits_per_s) {
   if (::geteuid() != 0)
-    throw Error("--netns needs root (it creates network namespaces, veth pairs and tc qdiscs); run as root, or "
-                "leave out --netns to shape links in-process with --bandwidth");
-  if (const int n = remove_stale(); n > 0) spdlog::info("removed {} network namespace(s) left by a launcher that died", n);
+    throw Error(
+        "--netns needs root (it creates network namespaces, veth pairs and tc qdiscs); run as "
+        "root, or "
+        "leave out --netns to shape links in-process with --bandwidth");
+  if (const int n = remove_stale(); n > 0)
+    spdlog::info("removed {} network namespace(s) left by a launcher that died", n);
   prefix_ = "psbed" + std::to_string(::getpid()) + "-";
   bridge_ns_ = prefix_ + "br";
   must({"ip", "netns", "add", bridge_ns_});
@@ -93,10 +99,12 @@ std::string NetnsTestbed::ns_of(const std::string& node) const { return prefix_ 
 std::string NetnsTestbed::add_node(const std::string& node) {
   const int k = int(nodes_.size());
   const std::string ns = ns_of(node), peer = "v" + std::to_string(k);
-  const std::string addr = "10.213." + std::to_string((k + 2) / 256) + "." + std::to_string((k + 2) % 256);
+  const std::string addr =
+      "10.213." + std::to_string((k + 2) / 256) + "." + std::to_string((k + 2) % 256);
   must({"ip", "netns", "add", ns});
   nodes_.push_back(node);
-  must({"ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", peer, "netns", bridge_ns_});
+  must({"ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", peer, "netns",
+        bridge_ns_});
   must({"ip", "-n", bridge_ns_, "link", "set", peer, "master", "br0"});
   must({"ip", "-n", bridge_ns_, "link", "set", peer, "up"});
   must({"ip", "-n", ns, "addr", "add", addr + "/16", "dev", "eth0"});
@@ -106,8 +114,9 @@ std::string NetnsTestbed::add_node(const std::string& node) {
     // Token bucket per direction: the node's egress on its eth0, its ingress as the egress of the
     // bridge-side peer. The bucket holds 2 ms of traffic (at least 64 KiB, one GSO segment).
     const std::uint64_t burst = std::max<std::uint64_t>(64 * 1024, rate_ / 8 / 500);
-    const std::vector<std::string> tbf = {"root", "tbf", "rate", std::to_string(rate_) + "bit", "burst",
-                                          std::to_string(burst), "latency", "100ms"};
+    const std::vector<std::string> tbf = {
+        "root",    "tbf",  "rate", std::to_string(rate_) + "bit", "burst", std::to_string(burst),
+        "latency", "100ms"};
     auto shape = [&](const std::string& in_ns, const std::string& dev) {
       std::vector<std::string> cmd = {"tc", "-n", in_ns, "qdisc", "add", "dev", dev};
       cmd.insert(cmd.end(), tbf.begin(), tbf.end());
@@ -136,9 +145,11 @@ std::vector<std::string> NetnsTestbed::namespaces() const {
 }
 
 void NetnsTestbed::remove_all() {
-  // A node namespace goes first (its eth0 and the bridge-side peer vanish with it), the bridge last.
+  // A node namespace goes first (its eth0 and the bridge-side peer vanish with it), the bridge
+  // last.
   for (const auto& ns : namespaces())
-    if (!quietly({"ip", "netns", "del", ns})) spdlog::warn("could not remove network namespace {}", ns);
+    if (!quietly({"ip", "netns", "del", ns}))
+      spdlog::warn("could not remove network namespace {}", ns);
   nodes_.clear();
   bridge_made_ = false;
 }

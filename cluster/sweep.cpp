@@ -1,10 +1,10 @@
 #include "cluster/sweep.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -34,7 +34,8 @@ namespace {
 // winds its cluster down and keeps what it measured, and the sweep stops after it with what it
 // has. (A launch signalled twice within a moment, by the terminal and by this, takes it as one
 // interruption.) The launch is signalled only before it is reaped: its pid is never another's.
-int run_launch_child(const std::vector<std::string>& args, const std::string& log, ps::BlockedStopSignals& stops) {
+int run_launch_child(const std::vector<std::string>& args, const std::string& log,
+                     ps::BlockedStopSignals& stops) {
   const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) throw Error("fork failed");
@@ -76,8 +77,8 @@ struct Progress {
 
 // Runs the grid's points in order (or keeps a finished one, with --resume), a row each into
 // `csv` as it ends; stops before the next point once the sweep is told to stop.
-Progress run_grid(const SweepOptions& opt, const std::vector<Point>& grid, ps::BlockedStopSignals& stops,
-                  std::ostream& csv) {
+Progress run_grid(const SweepOptions& opt, const std::vector<Point>& grid,
+                  ps::BlockedStopSignals& stops, std::ostream& csv) {
   const LaunchOptions& base = opt.base;
   const std::string& out = base.out;
   Progress run;
@@ -86,25 +87,30 @@ Progress run_grid(const SweepOptions& opt, const std::vector<Point>& grid, ps::B
     }
     if (stops.received() != 0) {  // between two launches
       run.interrupted = true;
-      spdlog::warn("interrupted ({}): stopping the sweep before {}", strsignal(stops.received()), p.folder());
+      spdlog::warn("interrupted ({}): stopping the sweep before {}", strsignal(stops.received()),
+                   p.folder());
       break;
     }
     LaunchOptions o = base;
-    o.workers = p.workers, o.servers = p.servers, o.mode = p.mode, o.policy = p.policy, o.bandwidth = p.bandwidth;
+    o.workers = p.workers, o.servers = p.servers, o.mode = p.mode, o.policy = p.policy,
+    o.bandwidth = p.bandwidth;
     o.out = out + "/" + p.folder();
     json s;
     std::string failure;
     if (opt.resume && finished_ok(s = read_summary(o.out + "/summary.json"))) {
       spdlog::info("[{}/{}] {}: kept (finished earlier)", run.done + 1, grid.size(), p.folder());
     } else {
-      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - run.t0).count();
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - run.t0).count();
       std::string eta;
-      if (run.ran > 0) eta = ", about " + hms(elapsed / run.ran * double(grid.size() - run.done)) + " left";
+      if (run.ran > 0)
+        eta = ", about " + hms(elapsed / run.ran * double(grid.size() - run.done)) + " left";
       const std::string rep = opt.repeat > 1 ? ", repeat " + std::to_string(p.repeat) : "";
-      spdlog::info("[{}/{}] {} {} {} {} server(s) {} worker(s){} ... (elapsed {}{})", run.done + 1, grid.size(), p.mode,
-                   p.policy, p.bandwidth.empty() ? "unshaped" : p.bandwidth, p.servers, p.workers, rep, hms(elapsed),
-                   eta);
-      if (fs::exists(o.out)) {  // a failed run of this point (--resume): kept beside, not overwritten
+      spdlog::info("[{}/{}] {} {} {} {} server(s) {} worker(s){} ... (elapsed {}{})", run.done + 1,
+                   grid.size(), p.mode, p.policy, p.bandwidth.empty() ? "unshaped" : p.bandwidth,
+                   p.servers, p.workers, rep, hms(elapsed), eta);
+      if (fs::exists(
+              o.out)) {  // a failed run of this point (--resume): kept beside, not overwritten
         const std::string aside = failed_aside(o.out);
         fs::rename(o.out, aside);
         spdlog::info("{}: the earlier failed run moved to {}", p.folder(), aside);
@@ -125,20 +131,22 @@ Progress run_grid(const SweepOptions& opt, const std::vector<Point>& grid, ps::B
         // What it measured is said, so a survivors' figure is seen for what it is, and not counted.
         std::string measured;
         if (s.is_object() && s.value("images_per_sec", 0.0) > 0)
-          measured = fmt::format(" ({:.1f} images/s measured, not counted)", s.value("images_per_sec", 0.0));
-        spdlog::error("[{}/{}] {} failed: {}{}; see {}/launch.log", run.done + 1, grid.size(), p.folder(), failure,
-                      measured, o.out);
+          measured = fmt::format(" ({:.1f} images/s measured, not counted)",
+                                 s.value("images_per_sec", 0.0));
+        spdlog::error("[{}/{}] {} failed: {}{}; see {}/launch.log", run.done + 1, grid.size(),
+                      p.folder(), failure, measured, o.out);
       } else {
         // With repeats: the point's earlier runs beside this one, so a second pace shows at once.
         std::string others;
         for (const auto& r : run.rows)
           if (r["point"] == p.name && r["ok"].get<bool>()) {
             char buf[32];
-            std::snprintf(buf, sizeof buf, "%s%.1f", others.empty() ? "" : ", ", r["images_per_sec"].get<double>());
+            std::snprintf(buf, sizeof buf, "%s%.1f", others.empty() ? "" : ", ",
+                          r["images_per_sec"].get<double>());
             others += buf;
           }
-        spdlog::info("[{}/{}] {}: {:.1f} images/s, {:.2f} steps/s{}", run.done + 1, grid.size(), p.folder(),
-                     s.value("images_per_sec", 0.0), s.value("steps_per_sec", 0.0),
+        spdlog::info("[{}/{}] {}: {:.1f} images/s, {:.2f} steps/s{}", run.done + 1, grid.size(),
+                     p.folder(), s.value("images_per_sec", 0.0), s.value("steps_per_sec", 0.0),
                      others.empty() ? "" : " (earlier repeats: " + others + ")");
       }
     }
@@ -152,31 +160,54 @@ Progress run_grid(const SweepOptions& opt, const std::vector<Point>& grid, ps::B
 }  // namespace
 
 void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
-  auto* app = root.add_subcommand("sweep", "Run a grid of cluster launches into one folder, with results.csv and a plot");
+  auto* app = root.add_subcommand(
+      "sweep", "Run a grid of cluster launches into one folder, with results.csv and a plot");
   app->footer(
-      "Example: psbed sweep --model vgg-mini --data synthetic --workers 1,2,4,8 --policy all --mode bsp,async \\\n"
-      "           --bandwidth 1gbit --compute replay:profile.json --steps 30 --out runs/sweep-NAME\n"
-      "Each point is a `psbed launch` into OUT/<mode>-<policy>-<bandwidth>-<S>s<N>w/ (its output in launch.log);\n"
-      "with --repeat K its repeats go to <point>-r2/ ... <point>-rK/, one round of the grid after the other.\n"
-      "OUT/results.csv and results.json get one row per run (images/s, steps/s, ok), results.md a table per mode\n"
-      "and bandwidth (the median of each point's runs); a run that failed or lost a node (killed or stopped) has\n"
-      "ok 0, failed_nodes and failure beside what it measured, and stays out of results.md's cells and the plot.\n"
+      "Example: psbed sweep --model vgg-mini --data synthetic --workers 1,2,4,8 --policy all "
+      "--mode bsp,async \\\n"
+      "           --bandwidth 1gbit --compute replay:profile.json --steps 30 --out "
+      "runs/sweep-NAME\n"
+      "Each point is a `psbed launch` into OUT/<mode>-<policy>-<bandwidth>-<S>s<N>w/ (its output "
+      "in launch.log);\n"
+      "with --repeat K its repeats go to <point>-r2/ ... <point>-rK/, one round of the grid after "
+      "the other.\n"
+      "OUT/results.csv and results.json get one row per run (images/s, steps/s, ok), results.md a "
+      "table per mode\n"
+      "and bandwidth (the median of each point's runs); a run that failed or lost a node (killed "
+      "or stopped) has\n"
+      "ok 0, failed_nodes and failure beside what it measured, and stays out of results.md's cells "
+      "and the plot.\n"
       "OUT/sweep.png plots "
-      "images/s against workers, a line per policy (matplotlib: cluster/install-deps.sh plot). Ctrl-C (or SIGTERM\n"
-      "to the sweep alone) stops the run in flight and the sweep, keeping what finished; --resume keeps finished runs on a second call\n"
-      "(in every results file, those outside its grid too) and runs the others again (each failed attempt kept as <point>.failed/, .failed-2/, ...), so\n"
-      "--resume --repeat 3 adds two repeats to a finished sweep. A short run can settle in one of two paces\n"
-      "(workers in step or out of step on a shared link): repeats show it, and `psbed validate` compares a\n"
+      "images/s against workers, a line per policy (matplotlib: cluster/install-deps.sh plot). "
+      "Ctrl-C (or SIGTERM\n"
+      "to the sweep alone) stops the run in flight and the sweep, keeping what finished; --resume "
+      "keeps finished runs on a second call\n"
+      "(in every results file, those outside its grid too) and runs the others again (each failed "
+      "attempt kept as <point>.failed/, .failed-2/, ...), so\n"
+      "--resume --repeat 3 adds two repeats to a finished sweep. A short run can settle in one of "
+      "two paces\n"
+      "(workers in step or out of step on a shared link): repeats show it, and `psbed validate` "
+      "compares a\n"
       "prediction with the median of a point's repeats.");
   add_config_option(app);
-  app->add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
+  app->add_option("--log-level", log_level, "trace, debug, info, warn or error")
+      ->capture_default_str();
   LaunchOptions& b = o.base;
-  app->add_option("--workers", o.workers, "worker counts, e.g. 1,2,4,8")->delimiter(',')->capture_default_str();
-  app->add_option("--servers", o.servers, "server shard counts")->delimiter(',')->capture_default_str();
-  app->add_option("--policy", o.policies, "policies, or all")->delimiter(',')->capture_default_str();
-  app->add_option("--mode", o.modes, "consistency modes: async, bsp, ssp:K")->delimiter(',')->capture_default_str();
+  app->add_option("--workers", o.workers, "worker counts, e.g. 1,2,4,8")
+      ->delimiter(',')
+      ->capture_default_str();
+  app->add_option("--servers", o.servers, "server shard counts")
+      ->delimiter(',')
+      ->capture_default_str();
+  app->add_option("--policy", o.policies, "policies, or all")
+      ->delimiter(',')
+      ->capture_default_str();
+  app->add_option("--mode", o.modes, "consistency modes: async, bsp, ssp:K")
+      ->delimiter(',')
+      ->capture_default_str();
   app->add_option("--bandwidth", o.bandwidths,
-                  "link rates per direction, e.g. 100mbit,1gbit; 0 or unshaped: unshaped (the default), as in 0,1gbit")
+                  "link rates per direction, e.g. 100mbit,1gbit; 0 or unshaped: unshaped (the "
+                  "default), as in 0,1gbit")
       ->delimiter(',')
       ->check(CLI::Validator(
           [](std::string& v) {
@@ -188,40 +219,56 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
             return std::string();
           },
           "RATE"));
-  app->add_option("--out", b.out, "folder for every run, results.csv, results.json and sweep.png")->required();
-  app->add_option("--repeat", o.repeat, "runs per point (median and range in results.md, validate uses the median)")
+  app->add_option("--out", b.out, "folder for every run, results.csv, results.json and sweep.png")
+      ->required();
+  app->add_option("--repeat", o.repeat,
+                  "runs per point (median and range in results.md, validate uses the median)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
   app->add_flag("--resume", o.resume,
-                "keep runs that already finished in OUT (refused where one ran with other settings; a policy's "
+                "keep runs that already finished in OUT (refused where one ran with other "
+                "settings; a policy's "
                 "settings count for the kept runs of the policies this call runs)");
   app->add_flag("!--no-plot", o.plot, "skip sweep.png");
   app->add_option("--model", b.model, "model name or .toml path")->capture_default_str();
   app->add_option("--data", b.data, "mnist or synthetic")->capture_default_str();
   app->add_option("--data-dir", b.data_dir, "directory with IDX files");
-  app->add_option("--compute", b.compute, "real, or replay:<profile.json> (how 8+ workers fit on a small machine)")
+  app->add_option("--compute", b.compute,
+                  "real, or replay:<profile.json> (how 8+ workers fit on a small machine)")
       ->capture_default_str();
   app->add_option("--steps", b.steps, "steps per worker per run")->capture_default_str();
   app->add_option("--epochs", b.epochs, "passes over the data per run (when --steps is 0)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
   app->add_option("--batch", b.batch, "batch per worker")->capture_default_str();
-  app->add_option("--lr", b.lr, "learning rate, constant over each run (a sweep measures throughput; launch's own default schedule is cosine)")
+  app->add_option("--lr", b.lr,
+                  "learning rate, constant over each run (a sweep measures throughput; launch's "
+                  "own default schedule is cosine)")
       ->capture_default_str()
       ->check(non_negative("a learning rate", true));
   app->add_option("--threads", b.threads, "compute threads per worker")->capture_default_str();
-  app->add_option("--device", b.device, "cpu or gpu (every worker of every run)")->capture_default_str();
+  app->add_option("--device", b.device, "cpu or gpu (every worker of every run)")
+      ->capture_default_str();
   app->add_option("--apply-threads", b.apply_threads, "threads applying updates per server shard")
-      ->capture_default_str()->check(CLI::Range(1, 1024));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   app->add_option("--seed", b.seed, "seed")->capture_default_str()->transform(seed_validator());
-  app->add_option("--partition-bytes", b.partition_bytes, "largest part a tensor is cut into")->capture_default_str()
+  app->add_option("--partition-bytes", b.partition_bytes, "largest part a tensor is cut into")
+      ->capture_default_str()
       ->check(size_value());
-  app->add_option("--slice-params", b.slice_params, "p3, prophet: parameters per slice")->capture_default_str();
-  app->add_option("--partition-params", b.partition_params, "bytescheduler: parameters per partition")->capture_default_str();
-  app->add_option("--credit", b.credit, "p3/bytescheduler credit, prophet block limit (default, or 'default': each policy's)")
+  app->add_option("--slice-params", b.slice_params, "p3, prophet: parameters per slice")
+      ->capture_default_str();
+  app->add_option("--partition-params", b.partition_params,
+                  "bytescheduler: parameters per partition")
+      ->capture_default_str();
+  app->add_option(
+         "--credit", b.credit,
+         "p3/bytescheduler credit, prophet block limit (default, or 'default': each policy's)")
       ->transform(credit_value());
-  app->add_option("--latency", b.latency, "emulated one-way latency of every link, e.g. 200us")->check(duration_value());
-  app->add_flag("--netns", b.netns, "shape with tc in one network namespace per node (root) instead of in-process");
+  app->add_option("--latency", b.latency, "emulated one-way latency of every link, e.g. 200us")
+      ->check(duration_value());
+  app->add_flag("--netns", b.netns,
+                "shape with tc in one network namespace per node (root) instead of in-process");
   app->add_option("--timeout", b.timeout_s, "seconds each run may take")->capture_default_str();
   app->add_flag("!--no-trace", b.trace, "do not write traces");
 }
@@ -233,17 +280,21 @@ int run_sweep(SweepOptions opt) {
   {
     LaunchOptions first = base;  // the settings every point shares, refused before any run
     first.workers = grid.front().workers, first.servers = grid.front().servers;
-    first.mode = grid.front().mode, first.policy = grid.front().policy, first.bandwidth = grid.front().bandwidth;
+    first.mode = grid.front().mode, first.policy = grid.front().policy,
+    first.bandwidth = grid.front().bandwidth;
     // The most shards any point asks for: each must hold a part of the model.
     first.servers = *std::max_element(opt.servers.begin(), opt.servers.end());
     check_launch_options(first);
   }
   ensure_writable_dir(out, "--out");
   if (!opt.resume && fs::exists(out + "/results.csv"))
-    throw Error("--out " + out + " holds a sweep already (results.csv): --resume continues it, or give another --out");
+    throw Error(
+        "--out " + out +
+        " holds a sweep already (results.csv): --resume continues it, or give another --out");
   check_kept_runs(opt);
-  spdlog::info("sweep of {} runs ({} points x {} repeat(s)) of {} into {} ({} compute)", grid.size(),
-               grid.size() / std::size_t(opt.repeat), opt.repeat, base.model, out, base.compute);
+  spdlog::info("sweep of {} runs ({} points x {} repeat(s)) of {} into {} ({} compute)",
+               grid.size(), grid.size() / std::size_t(opt.repeat), opt.repeat, base.model, out,
+               base.compute);
 
   // The sweep outlives Ctrl-C: the launch in flight gets it too (from the terminal, or from
   // run_launch_child when only the sweep was signalled), stops its cluster and exits 130, after
@@ -261,8 +312,9 @@ int run_sweep(SweepOptions opt) {
   if (opt.resume) carry_kept_runs(opt, run.rows, csv);
   stops.reset();
   write_results(opt, run.rows);
-  spdlog::info("{} of {} runs done ({} failed) in {}: {}/results.csv", run.done, grid.size(), run.failed,
-               hms(std::chrono::duration<double>(std::chrono::steady_clock::now() - run.t0).count()), out);
+  spdlog::info(
+      "{} of {} runs done ({} failed) in {}: {}/results.csv", run.done, grid.size(), run.failed,
+      hms(std::chrono::duration<double>(std::chrono::steady_clock::now() - run.t0).count()), out);
   if (opt.plot && run.done > 0) plot_results(out);
   if (run.interrupted) return 130;
   return run.failed == 0 ? 0 : 1;

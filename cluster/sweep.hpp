@@ -12,14 +12,14 @@
 namespace psbed::cluster {
 
 struct SweepOptions {
-  LaunchOptions base;                     // everything a point does not vary
+  LaunchOptions base;  // everything a point does not vary
   std::vector<int> workers = {1, 2, 4, 8};
   std::vector<int> servers = {1};
   std::vector<std::string> policies = {"bulk", "wfbp", "p3"};  // "all": every policy
   std::vector<std::string> modes = {"bsp"};
   std::vector<std::string> bandwidths = {""};  // "" = unshaped
-  int repeat = 1;                         // runs per point: OUT/<point>/, then OUT/<point>-r2/, ...
-  bool resume = false;                    // keep points whose summary.json says ok
+  int repeat = 1;       // runs per point: OUT/<point>/, then OUT/<point>-r2/, ...
+  bool resume = false;  // keep points whose summary.json says ok
   bool plot = true;
 };
 

@@ -72,18 +72,56 @@ std::string joined(const std::vector<std::string>& items, const char* sep) {
 // The `psbed launch` command line of one point: the policy settings its policy uses (launch says
 // so of any other).
 std::vector<std::string> launch_args(const LaunchOptions& o) {
-  std::vector<std::string> a = {"launch", "--servers", std::to_string(o.servers), "--workers", std::to_string(o.workers),
-                                "--model", o.model, "--data", o.data, "--mode", o.mode, "--policy", o.policy,
-                                "--epochs", std::to_string(o.epochs), "--steps",
-                                std::to_string(o.steps), "--batch", std::to_string(o.batch), "--lr", num(o.lr),
-                                "--momentum", num(o.momentum), "--weight-decay", num(o.weight_decay), "--lr-schedule",
-                                o.lr_schedule, "--seed", std::to_string(o.seed), "--partition-bytes", o.partition_bytes,
-                                "--threads", std::to_string(o.threads), "--apply-threads",
-                                std::to_string(o.apply_threads), "--device", o.device, "--compute", o.compute,
-                                "--out", o.out, "--heartbeat", num(o.heartbeat_s), "--heartbeat-timeout",
-                                num(o.heartbeat_timeout_s), "--timeout", num(o.timeout_s)};
+  std::vector<std::string> a = {"launch",
+                                "--servers",
+                                std::to_string(o.servers),
+                                "--workers",
+                                std::to_string(o.workers),
+                                "--model",
+                                o.model,
+                                "--data",
+                                o.data,
+                                "--mode",
+                                o.mode,
+                                "--policy",
+                                o.policy,
+                                "--epochs",
+                                std::to_string(o.epochs),
+                                "--steps",
+                                std::to_string(o.steps),
+                                "--batch",
+                                std::to_string(o.batch),
+                                "--lr",
+                                num(o.lr),
+                                "--momentum",
+                                num(o.momentum),
+                                "--weight-decay",
+                                num(o.weight_decay),
+                                "--lr-schedule",
+                                o.lr_schedule,
+                                "--seed",
+                                std::to_string(o.seed),
+                                "--partition-bytes",
+                                o.partition_bytes,
+                                "--threads",
+                                std::to_string(o.threads),
+                                "--apply-threads",
+                                std::to_string(o.apply_threads),
+                                "--device",
+                                o.device,
+                                "--compute",
+                                o.compute,
+                                "--out",
+                                o.out,
+                                "--heartbeat",
+                                num(o.heartbeat_s),
+                                "--heartbeat-timeout",
+                                num(o.heartbeat_timeout_s),
+                                "--timeout",
+                                num(o.timeout_s)};
   if (!o.data_dir.empty()) a.insert(a.end(), {"--data-dir", o.data_dir});
-  if (policy::uses_slice_params(o.policy)) a.insert(a.end(), {"--slice-params", std::to_string(o.slice_params)});
+  if (policy::uses_slice_params(o.policy))
+    a.insert(a.end(), {"--slice-params", std::to_string(o.slice_params)});
   if (policy::uses_partition_params(o.policy))
     a.insert(a.end(), {"--partition-params", std::to_string(o.partition_params)});
   if (!o.credit.empty() && policy::uses_credit(o.policy)) a.insert(a.end(), {"--credit", o.credit});
@@ -96,7 +134,8 @@ std::vector<std::string> launch_args(const LaunchOptions& o) {
 
 void check_grid(SweepOptions& opt) {
   LaunchOptions& base = opt.base;
-  if (base.out.empty()) throw Error("--out is required: the folder that receives every run and results.csv");
+  if (base.out.empty())
+    throw Error("--out is required: the folder that receives every run and results.csv");
   if (opt.policies.size() == 1 && opt.policies[0] == "all") opt.policies = policy::policy_names();
   // Every value is checked before the first run, so a typo does not surface an hour in.
   for (const auto& p : opt.policies) {
@@ -108,14 +147,19 @@ void check_grid(SweepOptions& opt) {
   // A GPU sweep on a machine without one fails here once, not at every point.
   worker::require_device(base.device);
   for (auto& b : opt.bandwidths) b = point_bandwidth(b);
-  std::vector<double> rates;  // bits/s, read once: 100mbit and 100Mbit, 1gbit and 1000mbit are one link
-  for (const auto& b : opt.bandwidths) rates.push_back(ps::parse_link(b, base.latency).bandwidth_bps);
+  std::vector<double>
+      rates;  // bits/s, read once: 100mbit and 100Mbit, 1gbit and 1000mbit are one link
+  for (const auto& b : opt.bandwidths)
+    rates.push_back(ps::parse_link(b, base.latency).bandwidth_bps);
   for (int w : opt.workers)
     if (w < 1) throw Error("--workers: every count must be at least 1, got " + std::to_string(w));
   for (int s : opt.servers)
     if (s < 1) throw Error("--servers: every count must be at least 1, got " + std::to_string(s));
-  if (opt.workers.empty() || opt.servers.empty() || opt.policies.empty() || opt.modes.empty() || opt.bandwidths.empty())
-    throw Error("the grid is empty: give at least one value to --workers, --servers, --policy, --mode, --bandwidth");
+  if (opt.workers.empty() || opt.servers.empty() || opt.policies.empty() || opt.modes.empty() ||
+      opt.bandwidths.empty())
+    throw Error(
+        "the grid is empty: give at least one value to --workers, --servers, --policy, --mode, "
+        "--bandwidth");
   // A value given twice would run its points twice into one folder (the second taking the first
   // for a failed run) and double their rows: --repeat is how a point runs again.
   const std::string again = " (to run a point again, use --repeat)";
@@ -125,8 +169,9 @@ void check_grid(SweepOptions& opt) {
   require_distinct("--mode", opt.modes, again);
   std::sort(rates.begin(), rates.end());
   if (std::adjacent_find(rates.begin(), rates.end()) != rates.end())
-    throw Error("--bandwidth gives one rate twice (0 and unshaped are one; to run a point again, use --repeat)");
-
+    throw Error(
+        "--bandwidth gives one rate twice (0 and unshaped are one; to run a point again, use "
+        "--repeat)");
 }
 
 std::vector<Point> make_grid(const SweepOptions& opt) {
@@ -142,13 +187,13 @@ std::vector<Point> make_grid(const SweepOptions& opt) {
         for (int s : opt.servers)
           for (int w : opt.workers) {
             Point pt{b, m, p, s, w, "", 1};
-            pt.name = slug(m) + "-" + p + "-" + (b.empty() ? "unshaped" : b) + "-" + std::to_string(s) + "s" +
-                      std::to_string(w) + "w";
+            pt.name = slug(m) + "-" + p + "-" + (b.empty() ? "unshaped" : b) + "-" +
+                      std::to_string(s) + "s" + std::to_string(w) + "w";
             std::error_code ec;  // an --out that cannot be read is named below
             if (!fs::exists(base.out + "/" + pt.name, ec))
               for (const auto& [folder, q] : earlier)
-                if (q.policy == p && q.servers == s && q.workers == w && q.name.rfind(slug(m) + "-", 0) == 0 &&
-                    same_rate(q.bandwidth, b)) {
+                if (q.policy == p && q.servers == s && q.workers == w &&
+                    q.name.rfind(slug(m) + "-", 0) == 0 && same_rate(q.bandwidth, b)) {
                   pt.name = q.name;
                   break;
                 }
@@ -163,7 +208,8 @@ std::vector<Point> make_grid(const SweepOptions& opt) {
       Point pt = grid[i];
       pt.repeat = k;
       grid.push_back(pt);
-    }  return grid;
+    }
+  return grid;
 }
 
 }  // namespace psbed::cluster::sweep_detail

@@ -23,9 +23,11 @@ std::vector<std::string> lost_nodes(const json& s, bool with_reasons) {
   std::set<std::string> named;
   auto add = [&](const json& n, const char* why_key) {
     if (!n.is_object()) return;
-    const std::string name = n.contains("name") && n["name"].is_string() ? n["name"].get<std::string>() : "?";
+    const std::string name =
+        n.contains("name") && n["name"].is_string() ? n["name"].get<std::string>() : "?";
     if (!named.insert(name).second) return;
-    const std::string why = n.contains(why_key) && n[why_key].is_string() ? n[why_key].get<std::string>() : "";
+    const std::string why =
+        n.contains(why_key) && n[why_key].is_string() ? n[why_key].get<std::string>() : "";
     lost.push_back(with_reasons && !why.empty() ? name + " (" + why + ")" : name);
   };
   if (s.is_object() && s.contains("failed_nodes") && s["failed_nodes"].is_array())
@@ -43,7 +45,9 @@ std::string run_failure(const json& s) {
   if (!s.is_object()) return "no summary.json";
   const std::vector<std::string> lost = lost_nodes(s, true), names = lost_nodes(s, false);
   if (!s.value("ok", false)) {
-    std::string why = s.contains("failure") && s["failure"].is_string() ? s["failure"].get<std::string>() : "the run failed";
+    std::string why = s.contains("failure") && s["failure"].is_string()
+                          ? s["failure"].get<std::string>()
+                          : "the run failed";
     std::vector<std::string> unsaid;  // "coordinator killed by signal 9" names its node already
     for (std::size_t i = 0; i < lost.size(); ++i)
       if (why.find(names[i]) == std::string::npos) unsaid.push_back(lost[i]);
@@ -52,7 +56,8 @@ std::string run_failure(const json& s) {
   if (!lost.empty()) return "lost " + joined(lost, ", ");
   // An ok summary without its figures (hand-edited, or another program's) measured nothing.
   for (const char* f : {"steps_per_sec", "images_per_sec"})
-    if (!s.contains(f) || !s[f].is_number()) return std::string("summary.json has no number for ") + f;
+    if (!s.contains(f) || !s[f].is_number())
+      return std::string("summary.json has no number for ") + f;
   return "";
 }
 
@@ -67,7 +72,8 @@ std::string csv_field(const std::string& v) {
 }
 
 const char* const kCsvHeader =
-    "run,model,mode,policy,bandwidth,workers,servers,compute,steps,batch,steps_per_sec,images_per_sec,ok,point,repeat,"
+    "run,model,mode,policy,bandwidth,workers,servers,compute,steps,batch,steps_per_sec,images_per_"
+    "sec,ok,point,repeat,"
     "steps_done,failed_nodes,failure\n";
 
 // A number of the summary's, or null where it has none (a coordinator killed before it wrote one).
@@ -86,12 +92,22 @@ json result_row(const Point& p, const LaunchOptions& o, const json& s, const std
       if (w.is_object() && w.contains("steps") && w["steps"].is_number_integer() &&
           (steps_done.is_null() || w["steps"].get<std::int64_t>() < steps_done.get<std::int64_t>()))
         steps_done = w["steps"];
-  return {{"run", p.folder()}, {"point", p.name}, {"repeat", p.repeat}, {"mode", p.mode}, {"policy", p.policy},
-          {"bandwidth", p.bandwidth.empty() ? "unshaped" : p.bandwidth}, {"workers", p.workers},
-          {"servers", p.servers}, {"compute", o.compute}, {"ok", failure.empty()},
-          {"steps", o.steps > 0 ? json(o.steps) : measured(s, "steps")}, {"steps_done", steps_done},
-          {"steps_per_sec", measured(s, "steps_per_sec")}, {"images_per_sec", measured(s, "images_per_sec")},
-          {"failed_nodes", lost_nodes(s, false)}, {"failure", failure.empty() ? json(nullptr) : json(failure)}};
+  return {{"run", p.folder()},
+          {"point", p.name},
+          {"repeat", p.repeat},
+          {"mode", p.mode},
+          {"policy", p.policy},
+          {"bandwidth", p.bandwidth.empty() ? "unshaped" : p.bandwidth},
+          {"workers", p.workers},
+          {"servers", p.servers},
+          {"compute", o.compute},
+          {"ok", failure.empty()},
+          {"steps", o.steps > 0 ? json(o.steps) : measured(s, "steps")},
+          {"steps_done", steps_done},
+          {"steps_per_sec", measured(s, "steps_per_sec")},
+          {"images_per_sec", measured(s, "images_per_sec")},
+          {"failed_nodes", lost_nodes(s, false)},
+          {"failure", failure.empty() ? json(nullptr) : json(failure)}};
 }
 
 // Its row of results.csv: what results.json has, a null left empty.
@@ -102,19 +118,23 @@ std::string csv_row(const LaunchOptions& o, const json& r) {
     return v.is_string() ? csv_field(v.get<std::string>()) : v.dump();
   };
   std::string line;
-  for (const json& v : {r["run"], json(o.model), r["mode"], r["policy"], r["bandwidth"], r["workers"], r["servers"],
-                        json(o.compute), r["steps"], json(o.batch), r["steps_per_sec"], r["images_per_sec"],
-                        json(r["ok"].get<bool>() ? 1 : 0), r["point"], r["repeat"], r["steps_done"],
-                        json(joined(r["failed_nodes"].get<std::vector<std::string>>(), " ")), r["failure"]})
+  for (const json& v :
+       {r["run"], json(o.model), r["mode"], r["policy"], r["bandwidth"], r["workers"], r["servers"],
+        json(o.compute), r["steps"], json(o.batch), r["steps_per_sec"], r["images_per_sec"],
+        json(r["ok"].get<bool>() ? 1 : 0), r["point"], r["repeat"], r["steps_done"],
+        json(joined(r["failed_nodes"].get<std::vector<std::string>>(), " ")), r["failure"]})
     line += (line.empty() ? "" : ",") + field(v);
   return line + "\n";
 }
 // One table per (bandwidth, mode, servers): a row per worker count, a column per policy, images/s
 // (the median of the point's finished runs, with their range when there are several).
-void write_markdown(const std::string& path, const json& rows, const SweepOptions& opt, const LaunchOptions& base) {
+void write_markdown(const std::string& path, const json& rows, const SweepOptions& opt,
+                    const LaunchOptions& base) {
   std::ofstream md(path);
-  md << "# Sweep: " << base.model << ", batch " << base.batch << ", " << base.steps << " steps, compute "
-     << base.compute << "\n\nImages/s summed over workers (steady state); - = not run; failed = no run of the point "
+  md << "# Sweep: " << base.model << ", batch " << base.batch << ", " << base.steps
+     << " steps, compute " << base.compute
+     << "\n\nImages/s summed over workers (steady state); - = not run; failed = no run of the "
+        "point "
      << "counted (the runs that failed are listed below the tables).";
   // The tables cover the runs results.csv has: the grid's, and those a --resume kept from an
   // earlier or larger grid (tables, columns and rows of their own where the grid has none).
@@ -122,7 +142,9 @@ void write_markdown(const std::string& path, const json& rows, const SweepOption
   auto add = [](auto& v, const auto& x) {
     if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
   };
-  auto has = [](const auto& v, const auto& x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+  auto has = [](const auto& v, const auto& x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
   std::vector<std::string> bandwidths, modes, policies, grid_bandwidths;
   std::vector<int> servers;
   for (const auto& b : opt.bandwidths) add(grid_bandwidths, label(b));
@@ -179,7 +201,8 @@ void write_markdown(const std::string& path, const json& rows, const SweepOption
               std::snprintf(buf, sizeof buf, " %.1f |", got[0]);
             else
               std::snprintf(buf, sizeof buf, " %.1f (%.1f-%.1f) |", median(got),
-                            *std::min_element(got.begin(), got.end()), *std::max_element(got.begin(), got.end()));
+                            *std::min_element(got.begin(), got.end()),
+                            *std::max_element(got.begin(), got.end()));
             md << buf;
           }
           md << "\n";
@@ -200,7 +223,8 @@ void write_markdown(const std::string& path, const json& rows, const SweepOption
       if (r["steps_done"].is_number()) got += " over " + r["steps_done"].dump() + " steps";
     }
     std::string why = r["failure"].is_string() ? r["failure"].get<std::string>() : "";
-    for (std::size_t k = 0; (k = why.find('|', k)) != std::string::npos; k += 2) why.replace(k, 1, "\\|");
+    for (std::size_t k = 0; (k = why.find('|', k)) != std::string::npos; k += 2)
+      why.replace(k, 1, "\\|");
     md << "| " << r["run"].get<std::string>() << " | " << why << " | " << got << " |\n";
   }
 }
@@ -208,10 +232,11 @@ void write_markdown(const std::string& path, const json& rows, const SweepOption
 void write_results(const SweepOptions& opt, const json& rows) {
   const LaunchOptions& base = opt.base;
   const std::string& out = base.out;
-  std::ofstream(out + "/results.json") << json{{"model", base.model}, {"compute", base.compute}, {"batch", base.batch},
-                                               {"steps", base.steps}, {"repeat", opt.repeat}, {"runs", rows}}
-                                              .dump(2)
-                                       << "\n";
+  std::ofstream(out + "/results.json")
+      << json{{"model", base.model}, {"compute", base.compute}, {"batch", base.batch},
+              {"steps", base.steps}, {"repeat", opt.repeat},    {"runs", rows}}
+             .dump(2)
+      << "\n";
   write_markdown(out + "/results.md", rows, opt, base);
 }
 
@@ -222,8 +247,11 @@ void plot_results(const std::string& out) {
   const ProgramStatus plot =
       run_program({"/usr/bin/python3", script, out + "/results.csv", out + "/sweep.png"}, env);
   if (plot.exited_with(3))  // the script's word for "no matplotlib"
-    spdlog::warn("no plot: matplotlib is not installed (Debian's python3-matplotlib: cluster/install-deps.sh "
-                 "plot); later: {}", command_text({"python3", script, out + "/results.csv", out + "/sweep.png"}));
+    spdlog::warn(
+        "no plot: matplotlib is not installed (Debian's python3-matplotlib: "
+        "cluster/install-deps.sh "
+        "plot); later: {}",
+        command_text({"python3", script, out + "/results.csv", out + "/sweep.png"}));
   else if (!plot.ok())
     spdlog::warn("no plot: {} failed (its error is above)", script);
   else

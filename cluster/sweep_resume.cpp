@@ -34,7 +34,8 @@ std::map<std::string, std::string> shared_flags(const LaunchOptions& o) {
     const bool valued = i + 1 < a.size() && a[i + 1].rfind("--", 0) != 0;
     m[a[i]] = valued ? a[i + 1] : "";
   }
-  for (const char* own : {"--servers", "--workers", "--mode", "--policy", "--bandwidth", "--out", "--timeout"})
+  for (const char* own :
+       {"--servers", "--workers", "--mode", "--policy", "--bandwidth", "--out", "--timeout"})
     m.erase(own);
   for (const char* own : kPolicyFlags) m.erase(own);
   if (o.steps > 0) m.erase("--epochs");  // --steps decides the run's length
@@ -46,11 +47,16 @@ std::map<std::string, std::string> shared_flags(const LaunchOptions& o) {
     return ec ? path : c.string();
   };
   for (auto& [flag, value] : m) {
-    if (flag == "--model") value = load_model(value).name;
-    else if (flag == "--partition-bytes") value = std::to_string(parse_bytes(value));
-    else if (flag == "--latency") value = num(parse_duration_s(value)) + "s";
-    else if (flag == "--data-dir") value = canonical(value);
-    else if (flag == "--compute" && value.rfind("replay:", 0) == 0) value = "replay:" + canonical(value.substr(7));
+    if (flag == "--model")
+      value = load_model(value).name;
+    else if (flag == "--partition-bytes")
+      value = std::to_string(parse_bytes(value));
+    else if (flag == "--latency")
+      value = num(parse_duration_s(value)) + "s";
+    else if (flag == "--data-dir")
+      value = canonical(value);
+    else if (flag == "--compute" && value.rfind("replay:", 0) == 0)
+      value = "replay:" + canonical(value.substr(7));
   }
   return m;
 }
@@ -67,7 +73,8 @@ std::string failed_aside(const std::string& folder) {
     if (name == first) last = std::max(last, 1);
     if (name.size() > first.size() + 1 && name.compare(0, first.size() + 1, first + "-") == 0) {
       const std::string k = name.substr(first.size() + 1);
-      if (k.size() < 9 && std::all_of(k.begin(), k.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      if (k.size() < 9 &&
+          std::all_of(k.begin(), k.end(), [](char c) { return c >= '0' && c <= '9'; }))
         last = std::max(last, std::stoi(k));
     }
   }
@@ -79,16 +86,19 @@ std::string settings_differ(const json& s, const LaunchOptions& o) {
   std::string d;
   auto add = [&](const std::string& what) { d += (d.empty() ? "" : ", ") + what; };
   const std::string model = load_model(o.model).name;  // what summary.json says: the spec's name
-  if (s.value("model", model) != model) add("model " + s.value("model", std::string()) + ", not " + model);
+  if (s.value("model", model) != model)
+    add("model " + s.value("model", std::string()) + ", not " + model);
   if (s.value("batch", o.batch) != o.batch)
     add("batch " + std::to_string(s.value("batch", 0)) + ", not " + std::to_string(o.batch));
   if (o.steps > 0 && s.value("steps", o.steps) != o.steps)
-    add(std::to_string(s.value("steps", std::int64_t(0))) + " steps, not " + std::to_string(o.steps));
+    add(std::to_string(s.value("steps", std::int64_t(0))) + " steps, not " +
+        std::to_string(o.steps));
   if (s.value("compute", o.compute) != o.compute)
     add("compute " + s.value("compute", std::string()) + ", not " + o.compute);
   const double lr = s.value("lr", double(o.lr));
   // Sweeps pass the rate on with six digits (num): equal within that.
-  if (std::abs(lr - double(o.lr)) > 1e-5 * std::abs(double(o.lr)) + 1e-12) add("lr " + num(lr) + ", not " + num(o.lr));
+  if (std::abs(lr - double(o.lr)) > 1e-5 * std::abs(double(o.lr)) + 1e-12)
+    add("lr " + num(lr) + ", not " + num(o.lr));
   return d;
 }
 
@@ -96,7 +106,8 @@ std::string settings_differ(const json& s, const LaunchOptions& o) {
 // give it otherwise (values as they act: a default credit and the same number of bytes are
 // one): "--credit 1.00 MiB (now 4.00 MiB)" each, or none. `was` is the run's summary's
 // policy_options; a run without them (an older launch) is not compared.
-std::vector<std::string> policy_changes(const std::string& policy, const json& was, const LaunchOptions& o) {
+std::vector<std::string> policy_changes(const std::string& policy, const json& was,
+                                        const LaunchOptions& o) {
   std::vector<std::string> d;
   if (!was.is_object()) return d;
   auto number = [&](const char* key) -> std::optional<std::int64_t> {
@@ -105,10 +116,13 @@ std::vector<std::string> policy_changes(const std::string& policy, const json& w
   };
   auto compare = [&](const char* flag, const char* key, std::int64_t now) {
     const auto before = number(key);
-    if (before && *before != now) d.push_back(std::string(flag) + " " + std::to_string(*before) + " (now " + std::to_string(now) + ")");
+    if (before && *before != now)
+      d.push_back(std::string(flag) + " " + std::to_string(*before) + " (now " +
+                  std::to_string(now) + ")");
   };
   if (policy::uses_slice_params(policy)) compare("--slice-params", "slice_params", o.slice_params);
-  if (policy::uses_partition_params(policy)) compare("--partition-params", "partition_params", o.partition_params);
+  if (policy::uses_partition_params(policy))
+    compare("--partition-params", "partition_params", o.partition_params);
   if (policy::uses_credit(policy) && number("credit_bytes")) {
     LaunchOptions with_policy = o;
     with_policy.policy = policy;
@@ -120,7 +134,8 @@ std::vector<std::string> policy_changes(const std::string& policy, const json& w
       return format_bytes(double(bytes)) + (by_default ? ", " + policy + "'s default" : "");
     };
     if (b != n)
-      d.push_back("--credit " + said(b, before.credit_bytes < 0) + " (now " + said(n, now.credit_bytes < 0) + ")");
+      d.push_back("--credit " + said(b, before.credit_bytes < 0) + " (now " +
+                  said(n, now.credit_bytes < 0) + ")");
   }
   return d;
 }
@@ -139,7 +154,9 @@ std::map<std::string, Point> finished_points(const std::string& out) {
     Point p;
     p.mode = s.value("mode", m[1].str());
     p.policy = m[2];
-    p.bandwidth = same_rate(m[3], "") || m[3] == "unshaped" ? "" : m[3].str();  // 0 from before it was unshaped
+    p.bandwidth = same_rate(m[3], "") || m[3] == "unshaped"
+                      ? ""
+                      : m[3].str();  // 0 from before it was unshaped
     p.servers = std::stoi(m[4]), p.workers = std::stoi(m[5]);
     p.repeat = m[6].matched ? std::stoi(m[6]) : 1;
     p.name = p.repeat == 1 ? name : name.substr(0, name.size() - m[6].length() - 2);
@@ -158,7 +175,8 @@ void check_kept_runs(const SweepOptions& opt) {
   std::map<std::string, Point> kept;
   if (opt.resume) kept = finished_points(out);
   for (const auto& [name, p] : kept) {
-    const std::string differs = settings_differ(read_summary(out + "/" + name + "/summary.json"), base);
+    const std::string differs =
+        settings_differ(read_summary(out + "/" + name + "/summary.json"), base);
     if (!differs.empty())
       throw Error("--resume: " + out + "/" + name + " ran with " + differs +
                   ": give the sweep's earlier settings, or another --out");
@@ -174,7 +192,9 @@ void check_kept_runs(const SweepOptions& opt) {
     const json before = read_summary(settings_path);
     if (before.is_object()) {
       // A flag's value, "on" for a switch, "not given" where absent.
-      auto said = [](bool has, const std::string& v) { return !has ? std::string("not given") : v.empty() ? std::string("on") : v; };
+      auto said = [](bool has, const std::string& v) {
+        return !has ? std::string("not given") : v.empty() ? std::string("on") : v;
+      };
       std::map<std::string, std::pair<std::string, std::string>> change;  // flag -> (was, now)
       for (const auto& [flag, value] : settings) {
         const bool had = before.contains(flag) && before[flag].is_string();
@@ -183,21 +203,24 @@ void check_kept_runs(const SweepOptions& opt) {
       }
       for (const auto& [flag, was] : before.items()) {
         // An older sweep recorded the policy settings as shared: they are compared below, per run.
-        const bool policy_flag = std::any_of(std::begin(kPolicyFlags), std::end(kPolicyFlags),
-                                             [&, &flag = flag](const char* f) { return flag == f; });
+        const bool policy_flag =
+            std::any_of(std::begin(kPolicyFlags), std::end(kPolicyFlags),
+                        [&, &flag = flag](const char* f) { return flag == f; });
         if (!settings.count(flag) && was.is_string() && !policy_flag)
           change[flag] = {said(true, was.get<std::string>()), "not given"};
       }
       std::string differs;
       for (const auto& [flag, wn] : change)
-        differs += (differs.empty() ? "" : ", ") + flag + " " + wn.first + " (now " + wn.second + ")";
+        differs +=
+            (differs.empty() ? "" : ", ") + flag + " " + wn.first + " (now " + wn.second + ")";
       if (!differs.empty())
         throw Error("--resume: the sweep in " + out + " ran with " + differs +
                     ": give its earlier settings, or another --out");
     }
     // The policy settings, for the runs kept whose policy this sweep runs and uses them (a kept
     // run of a policy it does not run is given nothing by it): each as its summary says it was.
-    std::map<std::string, std::vector<std::string>> runs_by_change;  // "--credit 1 MiB (now 4 MiB)" -> runs
+    std::map<std::string, std::vector<std::string>>
+        runs_by_change;  // "--credit 1 MiB (now 4 MiB)" -> runs
     for (const auto& [name, p] : finished_points(out)) {
       if (!has_value(opt.policies, p.policy)) continue;
       const json s = read_summary(out + "/" + name + "/summary.json");
@@ -206,8 +229,9 @@ void check_kept_runs(const SweepOptions& opt) {
     }
     std::string differs;
     for (const auto& [change, runs] : runs_by_change)
-      differs += (differs.empty() ? "" : "; ") + change + " in " + runs.front() +
-                 (runs.size() > 1 ? " and " + std::to_string(runs.size() - 1) + " other run(s)" : "");
+      differs +=
+          (differs.empty() ? "" : "; ") + change + " in " + runs.front() +
+          (runs.size() > 1 ? " and " + std::to_string(runs.size() - 1) + " other run(s)" : "");
     if (!differs.empty())
       throw Error("--resume: the sweep in " + out + " ran with " + differs +
                   ": give its earlier settings, or another --out");
@@ -238,7 +262,8 @@ void carry_kept_runs(const SweepOptions& opt, json& rows, std::ostream& csv) {
     std::string names;
     for (std::size_t i = 0; i < carried.size() && i < 4; ++i) names += (i ? ", " : "") + carried[i];
     if (carried.size() > 4) names += ", ...";
-    spdlog::info("kept {} finished run(s) this call did not visit in the results ({})", carried.size(), names);
+    spdlog::info("kept {} finished run(s) this call did not visit in the results ({})",
+                 carried.size(), names);
   }
 }
 

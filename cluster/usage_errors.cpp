@@ -1,5 +1,4 @@
 #include <CLI/CLI.hpp>
-
 #include <functional>
 #include <string>
 #include <vector>
@@ -66,9 +65,10 @@ Status options_first_error(const CLI::App& root, int argc, char** argv) {
             "' (a subcommand's options go after it; `psbed SUBCOMMAND --help` lists them)");
       options += (options.empty() ? "" : " ") + word;
       // `--log-level debug`: the next word is the option's value, not the subcommand.
-      const bool value_next =
-          word.find('=') == std::string::npos &&
-          any_option_below(root, name, [](const CLI::Option& o) { return o.get_items_expected_min() > 0; });
+      const bool value_next = word.find('=') == std::string::npos &&
+                              any_option_below(root, name, [](const CLI::Option& o) {
+                                return o.get_items_expected_min() > 0;
+                              });
       if (value_next && i + 1 < argc && std::string(argv[i + 1]) != "--")
         options += std::string(" ") + argv[++i];
       continue;
@@ -83,8 +83,8 @@ Status options_first_error(const CLI::App& root, int argc, char** argv) {
     return Status::error("psbed: " + options + ": a subcommand's options go after it (`" + path +
                          " " + options + " ...`)");
   }
-  return Status::error("psbed: no subcommand given (" + options + "); expected one of: " +
-                       subcommand_names(root));
+  return Status::error("psbed: no subcommand given (" + options +
+                       "); expected one of: " + subcommand_names(root));
 }
 
 }  // namespace
@@ -94,7 +94,8 @@ Status options_first_error(const CLI::App& root, int argc, char** argv) {
 // than CLI11's "A subcommand is required"; a subcommand's options given before it are said to
 // go after it.
 std::string usage_error(const CLI::App& root, const CLI::ParseError& e, int argc, char** argv) {
-  if (const Status first = options_first_error(root, argc, argv); !first.ok()) return first.message();
+  if (const Status first = options_first_error(root, argc, argv); !first.ok())
+    return first.message();
   const CLI::App* leaf = nullptr;
   const std::string where = command_path(root, &leaf);
   if (leaf->get_require_subcommand_min() > 0)
@@ -137,8 +138,8 @@ Status empty_list_item(const CLI::App& root, int argc, char** argv) {
         type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0 || type.rfind("FLOAT", 0) == 0;
     for (const std::string& value : values) {
       if (value.empty() && numbers)
-        return Status::error(where + ": " + name + ": an empty value (expected one or more numbers, " +
-                             separated + ")");
+        return Status::error(where + ": " + name +
+                             ": an empty value (expected one or more numbers, " + separated + ")");
       if ((!value.empty() && (value.front() == d || value.back() == d)) ||
           value.find(doubled) != std::string::npos)
         return Status::error(where + ": " + name + ": an empty item in '" + value +

@@ -25,7 +25,8 @@ std::string default_out(const std::string& model, int workers, int servers) {
   char stamp[32];
   const std::time_t t = std::time(nullptr);
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&t));
-  return "runs/verify-" + model + "-" + std::to_string(workers) + "w" + std::to_string(servers) + "s-" + stamp;
+  return "runs/verify-" + model + "-" + std::to_string(workers) + "w" + std::to_string(servers) +
+         "s-" + stamp;
 }
 
 }  // namespace
@@ -55,7 +56,8 @@ int run_optimize_verify(const predictor::OptimizeOptions& options, const VerifyO
   predictor::OptimizeChoice best;
   const int rc = predictor::run_optimize(o, v.enabled ? &best : nullptr);
   if (rc != 0 || !v.enabled) return rc;
-  if (best.workers == 0) throw Error("optimize --verify: no configuration was simulated, nothing to launch");
+  if (best.workers == 0)
+    throw Error("optimize --verify: no configuration was simulated, nothing to launch");
 
   const Profile profile = Profile::load(o.profile);
   const ModelSpec spec = predictor::profile_model_spec(profile, o.profile);
@@ -93,11 +95,12 @@ int run_optimize_verify(const predictor::OptimizeOptions& options, const VerifyO
       std::ofstream(l.model) << profile.source["model_toml"].get<std::string>();
     }
   }
-  std::printf("verify: launching the first by images/s: %d workers, %d servers, %s, %s, link %s%s%s, "
-              "compute %s, %lld steps -> %s\n",
-              l.workers, l.servers, l.policy.c_str(), l.mode.c_str(),
-              l.bandwidth.empty() ? "unshaped" : l.bandwidth.c_str(), l.latency.empty() ? "" : " + ",
-              l.latency.c_str(), l.compute.c_str(), (long long)l.steps, l.out.c_str());
+  std::printf(
+      "verify: launching the first by images/s: %d workers, %d servers, %s, %s, link %s%s%s, "
+      "compute %s, %lld steps -> %s\n",
+      l.workers, l.servers, l.policy.c_str(), l.mode.c_str(),
+      l.bandwidth.empty() ? "unshaped" : l.bandwidth.c_str(), l.latency.empty() ? "" : " + ",
+      l.latency.c_str(), l.compute.c_str(), (long long)l.steps, l.out.c_str());
   std::fflush(stdout);
   int launch_rc = 0;
   try {
@@ -109,7 +112,8 @@ int run_optimize_verify(const predictor::OptimizeOptions& options, const VerifyO
     throw;
   }
   if (launch_rc != 0) {
-    spdlog::error("verify: the run in {} failed (status {}); see {}/launch.log and its logs/", l.out, launch_rc, l.out);
+    spdlog::error("verify: the run in {} failed (status {}); see {}/launch.log and its logs/",
+                  l.out, launch_rc, l.out);
     return launch_rc;
   }
   // The same configuration predicted for the run's own length, beside what it measured.
@@ -121,10 +125,12 @@ int run_optimize_verify(const predictor::OptimizeOptions& options, const VerifyO
   const double measured = r.at("measured_images_per_sec").get<double>();
   const double predicted = r.at("predicted_images_per_sec").get<double>();
   const double error = r.at("error_pct").get<double>();
-  std::printf("\nverify: %s\n  measured  %10.1f images/s\n  predicted %10.1f images/s (%+.1f%%, %d seeds; optimize's "
-              "ranking said %.1f over %lld simulated steps, the median of %d seed(s))\n",
-              l.out.c_str(), measured, predicted, error, flags.seeds, best.images_per_sec, (long long)o.sim.steps,
-              best.seeds);
+  std::printf(
+      "\nverify: %s\n  measured  %10.1f images/s\n  predicted %10.1f images/s (%+.1f%%, %d seeds; "
+      "optimize's "
+      "ranking said %.1f over %lld simulated steps, the median of %d seed(s))\n",
+      l.out.c_str(), measured, predicted, error, flags.seeds, best.images_per_sec,
+      (long long)o.sim.steps, best.seeds);
   nlohmann::json out = {{"run", l.out},
                         {"workers", l.workers},
                         {"servers", l.servers},

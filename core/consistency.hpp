@@ -17,7 +17,8 @@ struct Consistency {
   enum class Kind { kAsync, kBsp, kSsp };
   Kind kind = Kind::kAsync;
   int staleness = 0;  // K for ssp
-  static Consistency parse(const std::string& text);  // "async", "bsp", "ssp:2"; throws Error naming the text
+  static Consistency parse(
+      const std::string& text);  // "async", "bsp", "ssp:2"; throws Error naming the text
   std::string str() const;
 };
 

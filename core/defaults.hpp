@@ -20,8 +20,9 @@ inline constexpr std::int64_t kSendBufferBytes = std::int64_t(16) << 20;
 // parameters, and the credit (prophet: the largest block) a policy runs with when none is given.
 inline constexpr std::int64_t kSliceParams = 40000;
 inline constexpr std::int64_t kPartitionParams = 1000000;
-inline constexpr std::int64_t kCreditBytes = std::int64_t(4) << 20;             // p3, prophet
-inline constexpr std::int64_t kByteSchedulerCreditBytes = std::int64_t(4000000) * 4;  // 4M parameters
+inline constexpr std::int64_t kCreditBytes = std::int64_t(4) << 20;  // p3, prophet
+inline constexpr std::int64_t kByteSchedulerCreditBytes =
+    std::int64_t(4000000) * 4;  // 4M parameters
 
 // Liveness: seconds between heartbeats, and of silence before the coordinator declares a node
 // dead (at least twice the interval: one lost heartbeat is no death).

@@ -42,7 +42,8 @@ auto for_flag(const std::string& flag, F f) {
 
 // A list flag's values, each at most once: "--workers gives 2 twice" + note otherwise.
 template <class T>
-void require_distinct(const std::string& flag, std::vector<T> values, const std::string& note = "") {
+void require_distinct(const std::string& flag, std::vector<T> values,
+                      const std::string& note = "") {
   std::sort(values.begin(), values.end());
   const auto twice = std::adjacent_find(values.begin(), values.end());
   if (twice == values.end()) return;

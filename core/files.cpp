@@ -19,7 +19,8 @@ void make_folder(const fs::path& dir, const std::string& flag) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir))
-    throw Error(flag + ": cannot create the folder '" + dir.string() + "'" + (ec ? ": " + ec.message() : ""));
+    throw Error(flag + ": cannot create the folder '" + dir.string() + "'" +
+                (ec ? ": " + ec.message() : ""));
 }
 }  // namespace
 
@@ -29,7 +30,8 @@ void ensure_writable_dir(const std::string& dir, const std::string& flag) {
   std::error_code ec;
   const fs::path probe = fs::path(dir) / ".psbed-write-check";
   errno = 0;
-  if (!std::ofstream(probe)) throw Error(flag + ": cannot write in the folder '" + dir + "'" + reason());
+  if (!std::ofstream(probe))
+    throw Error(flag + ": cannot write in the folder '" + dir + "'" + reason());
   fs::remove(probe, ec);
 }
 
@@ -37,13 +39,15 @@ void ensure_writable_file(const std::string& path, const std::string& flag) {
   if (path.empty()) return;
   const fs::path p(path);
   std::error_code ec;
-  if (fs::is_directory(p, ec)) throw Error(flag + ": '" + path + "' is a folder, expected a file name");
+  if (fs::is_directory(p, ec))
+    throw Error(flag + ": '" + path + "' is a folder, expected a file name");
   // An existing file (or a device, a pipe: /dev/stdout) is opened as it will be, nothing else
   // asked of its folder; a new one is created, in its folder made if need be, and removed again.
   const bool existed = fs::exists(fs::symlink_status(p, ec)) || fs::exists(p, ec);
   if (!existed && p.has_parent_path()) make_folder(p.parent_path(), flag);
   errno = 0;
-  if (!std::ofstream(path, std::ios::app)) throw Error(flag + ": cannot write '" + path + "'" + reason());
+  if (!std::ofstream(path, std::ios::app))
+    throw Error(flag + ": cannot write '" + path + "'" + reason());
   if (!existed) fs::remove(p, ec);
 }
 

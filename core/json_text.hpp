@@ -16,7 +16,8 @@ inline std::string json_excerpt(const nlohmann::json& v) {
   std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (s.size() > 80) {
     std::size_t n = 77;
-    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // not inside a UTF-8 character
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80)
+      --n;  // not inside a UTF-8 character
     s = s.substr(0, n) + "...";
   }
   return s;
@@ -30,12 +31,13 @@ constexpr int kMaxJsonDepth = 64;
 // malformed text: copying, comparing or printing such a value recurses once a level and would
 // overflow the stack of the thread that does it (a coordinator, a shard).
 inline nlohmann::json parse_peer_json(std::string_view text, int max_depth = kMaxJsonDepth) {
-  return nlohmann::json::parse(text, [max_depth](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-    if (depth > max_depth)
-      throw nlohmann::json::parse_error::create(
-          101, 0, "nested deeper than " + std::to_string(max_depth) + " levels", nullptr);
-    return true;
-  });
+  return nlohmann::json::parse(
+      text, [max_depth](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+        if (depth > max_depth)
+          throw nlohmann::json::parse_error::create(
+              101, 0, "nested deeper than " + std::to_string(max_depth) + " levels", nullptr);
+        return true;
+      });
 }
 
 }  // namespace psbed

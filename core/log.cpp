@@ -8,7 +8,8 @@
 
 namespace psbed {
 
-void setup_logging(const std::string& node_name, const std::string& level, const std::string& file) {
+void setup_logging(const std::string& node_name, const std::string& level,
+                   const std::string& file) {
   auto logger = spdlog::get("psbed");
   if (!logger) logger = spdlog::stderr_color_mt("psbed");
   if (!file.empty()) {

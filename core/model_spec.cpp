@@ -1,21 +1,22 @@
 #include "core/model_spec.hpp"
 
+#include <toml++/toml.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
-#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <limits>
-#include <optional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string_view>
 #include <vector>
-#include <toml++/toml.h>
 
 #include "core/error.hpp"
 
@@ -28,10 +29,14 @@ namespace fs = std::filesystem;
 
 const char* to_string(LayerType t) {
   switch (t) {
-    case LayerType::kConv: return "conv";
-    case LayerType::kFc: return "fc";
-    case LayerType::kRelu: return "relu";
-    case LayerType::kMaxPool: return "maxpool";
+    case LayerType::kConv:
+      return "conv";
+    case LayerType::kFc:
+      return "fc";
+    case LayerType::kRelu:
+      return "relu";
+    case LayerType::kMaxPool:
+      return "maxpool";
   }
   return "?";
 }
@@ -66,10 +71,14 @@ const Keys& layer_keys(LayerType t) {
   static const Keys relu = {"type", "name"};
   static const Keys maxpool = {"type", "name", "kernel", "stride", "pad"};
   switch (t) {
-    case LayerType::kConv: return conv;
-    case LayerType::kFc: return fc;
-    case LayerType::kRelu: return relu;
-    case LayerType::kMaxPool: return maxpool;
+    case LayerType::kConv:
+      return conv;
+    case LayerType::kFc:
+      return fc;
+    case LayerType::kRelu:
+      return relu;
+    case LayerType::kMaxPool:
+      return maxpool;
   }
   return relu;
 }
@@ -115,13 +124,20 @@ std::optional<std::int64_t> whole(const toml::node& n) {
 // A TOML value's type in words, for "expected X, got Y".
 std::string type_words(const toml::node& n) {
   switch (n.type()) {
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::table: return "a table";
-    default: return "a date or time";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::table:
+      return "a table";
+    default:
+      return "a date or time";
   }
 }
 
@@ -143,8 +159,8 @@ int checked_int(const toml::node& n, const std::string& key, std::int64_t lo, st
   const std::optional<std::int64_t> v = whole(n);
   if (!v) fail("'" + key + "' must be an integer, got " + type_words(n));
   if (*v < lo || *v > hi)
-    fail("'" + key + "' = " + std::to_string(*v) + " is out of range, expected " + std::to_string(lo) +
-         " to " + std::to_string(hi));
+    fail("'" + key + "' = " + std::to_string(*v) + " is out of range, expected " +
+         std::to_string(lo) + " to " + std::to_string(hi));
   return static_cast<int>(*v);
 }
 
@@ -367,9 +383,12 @@ void add_tensors(LayerSpec& L, const Shape& cur, const LayerContext& ctx, ModelS
                  std::int64_t& total_params) {
   if (L.type != LayerType::kConv && L.type != LayerType::kFc) return;
   const int li = static_cast<int>(m.layers.size());
-  TensorSpec w{L.name + ".weight", li, {}, 0}, b{L.name + ".bias", li, {L.out_channels}, L.out_channels};
-  if (L.type == LayerType::kConv) w.dims = {L.out_channels, cur.c, L.kernel, L.kernel};
-  else w.dims = {L.out_channels, cur.numel()};
+  TensorSpec w{L.name + ".weight", li, {}, 0},
+      b{L.name + ".bias", li, {L.out_channels}, L.out_channels};
+  if (L.type == LayerType::kConv)
+    w.dims = {L.out_channels, cur.c, L.kernel, L.kernel};
+  else
+    w.dims = {L.out_channels, cur.numel()};
   w.numel = L.type == LayerType::kConv ? product({L.out_channels, cur.c, L.kernel, L.kernel})
                                        : product({L.out_channels, cur.numel()});
   const std::int64_t own =
@@ -378,9 +397,8 @@ void add_tensors(LayerSpec& L, const Shape& cur, const LayerContext& ctx, ModelS
           : w.numel + b.numel;
   if (own < 0 || own > kMaxCount - total_params)
     ctx.fail("has " + count_str(own) + " parameters" +
-             (total_params
-                  ? " after " + std::to_string(total_params) + " in the layers before it"
-                  : "") +
+             (total_params ? " after " + std::to_string(total_params) + " in the layers before it"
+                           : "") +
              ", expected at most " + std::to_string(kMaxCount) + " in the model");
   total_params += own;
   L.tensors = {static_cast<int>(m.tensors.size()), static_cast<int>(m.tensors.size() + 1)};
@@ -439,18 +457,22 @@ std::string models_dir() {
   return PSBED_MODELS_DIR;
 }
 
-std::vector<std::string> shipped_model_names() { return {"mlp", "lenet5", "cnn-cifar", "vgg-mini"}; }
+std::vector<std::string> shipped_model_names() {
+  return {"mlp", "lenet5", "cnn-cifar", "vgg-mini"};
+}
 
 ModelSpec load_model(const std::string& name_or_path) {
-  bool is_path = name_or_path.find('/') != std::string::npos ||
-                 (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".toml");
+  bool is_path =
+      name_or_path.find('/') != std::string::npos ||
+      (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".toml");
   if (is_path) return load_model_spec_file(name_or_path);
   fs::path p = fs::path(models_dir()) / (name_or_path + ".toml");
   if (!fs::exists(p)) {
     std::string known;
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(models_dir(), ec))
-      if (e.path().extension() == ".toml") known += (known.empty() ? "" : ", ") + e.path().stem().string();
+      if (e.path().extension() == ".toml")
+        known += (known.empty() ? "" : ", ") + e.path().stem().string();
     throw Error("unknown model '" + name_or_path + "': no " + p.string() + " (models in " +
                 models_dir() + ": " + known + "; or give a path to a .toml spec)");
   }

@@ -21,16 +21,16 @@ struct Shape {
 struct LayerSpec {
   std::string name;  // unique in the model: "conv1", "fc2", "relu3" ...
   LayerType type = LayerType::kRelu;
-  int out_channels = 0;                  // conv: output channels; fc: output features
-  int kernel = 0, stride = 1, pad = 0;   // conv and maxpool
+  int out_channels = 0;                 // conv: output channels; fc: output features
+  int kernel = 0, stride = 1, pad = 0;  // conv and maxpool
   Shape in, out;
   // Parameter tensors of this layer (indices into ModelSpec::tensors), empty for relu/maxpool.
   std::vector<int> tensors;
 };
 
 struct TensorSpec {
-  std::string name;  // "conv1.weight", "conv1.bias"
-  int layer = 0;     // index into ModelSpec::layers; lower = nearer the input
+  std::string name;                // "conv1.weight", "conv1.bias"
+  int layer = 0;                   // index into ModelSpec::layers; lower = nearer the input
   std::vector<std::int64_t> dims;  // weight: conv {O,I,KH,KW}, fc {O,I}; bias {O}
   std::int64_t numel = 0;
   std::int64_t bytes() const { return numel * 4; }

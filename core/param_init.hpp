@@ -9,7 +9,8 @@
 namespace psbed {
 
 // Weights: U(-1/sqrt(fan_in), +1/sqrt(fan_in)), the scale PyTorch's layers start from (He's
-// sqrt(6/fan_in) trained worse on the small digit set); biases: zero. Writes spec.tensors[tensor].numel floats to out.
+// sqrt(6/fan_in) trained worse on the small digit set); biases: zero. Writes
+// spec.tensors[tensor].numel floats to out.
 void init_tensor(const ModelSpec& spec, int tensor, std::uint64_t seed, float* out);
 
 }  // namespace psbed

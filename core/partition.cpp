@@ -16,7 +16,8 @@ double PartitionPlan::imbalance() const {
 
 PartitionPlan make_partition(const ModelSpec& spec, std::int64_t max_part_bytes, int shards) {
   if (shards < 1) throw Error("need at least 1 server shard, got " + std::to_string(shards));
-  if (max_part_bytes < 4) throw Error("partition size must be at least 4 bytes, got " + std::to_string(max_part_bytes));
+  if (max_part_bytes < 4)
+    throw Error("partition size must be at least 4 bytes, got " + std::to_string(max_part_bytes));
   PartitionPlan plan;
   plan.shards = shards;
   plan.parts_of_key.resize(spec.tensors.size());
@@ -39,7 +40,8 @@ PartitionPlan make_partition(const ModelSpec& spec, std::int64_t max_part_bytes,
                    [&](int a, int b) { return plan.parts[a].numel > plan.parts[b].numel; });
   plan.shard_bytes.assign(shards, 0);
   for (int i : order) {
-    int best = int(std::min_element(plan.shard_bytes.begin(), plan.shard_bytes.end()) - plan.shard_bytes.begin());
+    int best = int(std::min_element(plan.shard_bytes.begin(), plan.shard_bytes.end()) -
+                   plan.shard_bytes.begin());
     plan.parts[i].shard = best;
     plan.shard_bytes[best] += plan.parts[i].bytes();
   }

@@ -13,14 +13,14 @@ struct Part {
   int part = 0;             // index of this part within the tensor
   std::int64_t offset = 0;  // first float of the part within the tensor
   std::int64_t numel = 0;
-  int shard = 0;            // server shard that owns it
+  int shard = 0;  // server shard that owns it
   std::int64_t bytes() const { return numel * 4; }
 };
 
 struct PartitionPlan {
-  std::vector<Part> parts;                       // ordered by (key, part)
-  std::vector<std::vector<int>> parts_of_key;    // key -> indices into parts
-  std::vector<std::int64_t> shard_bytes;         // bytes owned by each shard
+  std::vector<Part> parts;                     // ordered by (key, part)
+  std::vector<std::vector<int>> parts_of_key;  // key -> indices into parts
+  std::vector<std::int64_t> shard_bytes;       // bytes owned by each shard
   int shards = 1;
   const Part& at(int key, int part) const { return parts[parts_of_key.at(key).at(part)]; }
   // max shard bytes / mean shard bytes (1.0 = perfectly balanced)

@@ -5,8 +5,8 @@
 #include <deque>
 #include <map>
 #include <random>
-#include <vector>
 #include <tuple>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -41,7 +41,8 @@ class Bulk final : public Fifo {
   bool pull_all_before_forward() const override { return true; }
   void gradient_ready(double, const Transfer& t) override { held_.push_back(t); }
   void backward_done(double) override {
-    std::stable_sort(held_.begin(), held_.end(), [](const Transfer& a, const Transfer& b) { return a.layer > b.layer; });
+    std::stable_sort(held_.begin(), held_.end(),
+                     [](const Transfer& a, const Transfer& b) { return a.layer > b.layer; });
     for (const auto& t : held_) pushes_.push_back(t);
     held_.clear();
   }
@@ -218,7 +219,8 @@ class Prophet final : public Policy {
     const double elapsed = now - step_start_;
     double gap = -1;
     for (const auto& [layer, offset] : learned_)
-      if (!seen_.count(layer) && offset > elapsed && (gap < 0 || offset - elapsed < gap)) gap = offset - elapsed;
+      if (!seen_.count(layer) && offset > elapsed && (gap < 0 || offset - elapsed < gap))
+        gap = offset - elapsed;
     if (gap < 0) return max_block_;
     return std::clamp<std::int64_t>(std::llround(gap * bandwidth_), 1, max_block_);
   }
@@ -238,7 +240,9 @@ class Prophet final : public Policy {
 
 }  // namespace
 
-std::vector<std::string> policy_names() { return {"bulk", "wfbp", "tf-random", "p3", "bytescheduler", "prophet"}; }
+std::vector<std::string> policy_names() {
+  return {"bulk", "wfbp", "tf-random", "p3", "bytescheduler", "prophet"};
+}
 
 bool uses_slice_params(const std::string& policy) { return policy == "p3" || policy == "prophet"; }
 bool uses_partition_params(const std::string& policy) { return policy == "bytescheduler"; }
@@ -268,7 +272,8 @@ std::unique_ptr<Policy> make_policy(const PolicyOptions& o) {
   if (o.name == "prophet") {
     const std::int64_t max_block = credit_in_effect(o);
     if (o.slice_params < 1) throw Error("policy prophet: slice size must be at least 1 parameter");
-    if (max_block < 4) throw Error("policy prophet: the block limit (--credit) must be at least 4 bytes");
+    if (max_block < 4)
+      throw Error("policy prophet: the block limit (--credit) must be at least 4 bytes");
     return std::make_unique<Prophet>(o.slice_params, max_block);
   }
   std::string known;

@@ -23,10 +23,10 @@ enum class Direction { kPull, kPush };
 
 struct Transfer {
   Direction dir = Direction::kPush;
-  int part = 0;              // index into the partition plan
-  int layer = 0;             // layer of the part's tensor: lower = nearer the input
-  std::int64_t offset = 0;   // first float within the part
-  std::int64_t count = 0;    // floats
+  int part = 0;             // index into the partition plan
+  int layer = 0;            // layer of the part's tensor: lower = nearer the input
+  std::int64_t offset = 0;  // first float within the part
+  std::int64_t count = 0;   // floats
   std::int64_t bytes() const { return count * 4; }
   bool operator==(const Transfer& o) const {
     return dir == o.dir && part == o.part && offset == o.offset && count == o.count;
@@ -34,13 +34,14 @@ struct Transfer {
 };
 
 struct PolicyOptions {
-  std::string name = "wfbp";          // bulk | wfbp | tf-random | p3 | bytescheduler | prophet
+  std::string name = "wfbp";  // bulk | wfbp | tf-random | p3 | bytescheduler | prophet
   std::int64_t slice_params = defaults::kSliceParams;  // p3, prophet: floats per slice
-  std::int64_t partition_params = defaults::kPartitionParams;  // bytescheduler: floats per partition
+  std::int64_t partition_params =
+      defaults::kPartitionParams;  // bytescheduler: floats per partition
   // Bytes in flight at most; < 0: the policy's default (p3 4 MiB, bytescheduler 4,000,000
   // parameters = 16,000,000 bytes). prophet: the largest block (default 4 MiB).
   std::int64_t credit_bytes = -1;
-  std::uint64_t seed = 1;             // tf-random
+  std::uint64_t seed = 1;  // tf-random
 };
 
 class Policy {

@@ -22,7 +22,8 @@ T field(const nlohmann::json& j, const char* key, const std::string& where) {
   // A whole number must be one: get<int> would take 32.5 for 32 without a word.
   if constexpr (std::is_integral_v<T>)
     if (!j.at(key).is_number_integer())
-      throw Error(where + ": field '" + key + "' is " + json_excerpt(j.at(key)) + ", expected a whole number");
+      throw Error(where + ": field '" + key + "' is " + json_excerpt(j.at(key)) +
+                  ", expected a whole number");
   try {
     return j.at(key).get<T>();
   } catch (const nlohmann::json::exception&) {
@@ -40,7 +41,8 @@ T field_or(const nlohmann::json& j, const char* key, T fallback, const std::stri
 // header, as "simulation: ...").
 double not_negative(double v, const char* key, const std::string& where, const char* zero = "") {
   if (!(v >= 0))
-    throw Error(where + ": " + key + " is " + nlohmann::json(v).dump() + ", expected 0 or more" + zero);
+    throw Error(where + ": " + key + " is " + nlohmann::json(v).dump() + ", expected 0 or more" +
+                zero);
   return v;
 }
 
@@ -59,8 +61,12 @@ std::int64_t Profile::parameter_bytes() const {
   return b;
 }
 
-double Profile::mean_forward_ms(int layer) const { return mean(layers.at(std::size_t(layer)).forward_ms); }
-double Profile::mean_backward_ms(int layer) const { return mean(layers.at(std::size_t(layer)).backward_ms); }
+double Profile::mean_forward_ms(int layer) const {
+  return mean(layers.at(std::size_t(layer)).forward_ms);
+}
+double Profile::mean_backward_ms(int layer) const {
+  return mean(layers.at(std::size_t(layer)).backward_ms);
+}
 
 double Profile::mean_compute_ms() const {
   double s = 0;
@@ -74,13 +80,19 @@ nlohmann::json Profile::to_json() const {
   j["model"] = model;
   j["batch"] = batch;
   j["tensors"] = nlohmann::json::array();
-  for (const auto& t : tensors) j["tensors"].push_back({{"name", t.name}, {"layer", t.layer}, {"bytes", t.bytes}});
+  for (const auto& t : tensors)
+    j["tensors"].push_back({{"name", t.name}, {"layer", t.layer}, {"bytes", t.bytes}});
   j["layers"] = nlohmann::json::array();
   for (const auto& l : layers)
-    j["layers"].push_back({{"name", l.name}, {"forward_ms", l.forward_ms}, {"backward_ms", l.backward_ms}});
-  j["server"] = {{"apply_ns_per_byte", apply_ns_per_byte}, {"apply_overhead_us", apply_overhead_us}};
-  j["link"] = {{"bandwidth_bytes_per_sec", bandwidth_bytes_per_sec}, {"latency_us", latency_us}, {"shaped", shaped},
-               {"message_cost_us", message_cost_us}, {"message_latency_us", message_latency_us},
+    j["layers"].push_back(
+        {{"name", l.name}, {"forward_ms", l.forward_ms}, {"backward_ms", l.backward_ms}});
+  j["server"] = {{"apply_ns_per_byte", apply_ns_per_byte},
+                 {"apply_overhead_us", apply_overhead_us}};
+  j["link"] = {{"bandwidth_bytes_per_sec", bandwidth_bytes_per_sec},
+               {"latency_us", latency_us},
+               {"shaped", shaped},
+               {"message_cost_us", message_cost_us},
+               {"message_latency_us", message_latency_us},
                {"transit_ns_per_byte", transit_ns_per_byte}};
   if (host_cpus > 0) {
     j["host"] = {{"cpus", host_cpus},
@@ -96,29 +108,34 @@ nlohmann::json Profile::to_json() const {
 Profile Profile::from_json(const nlohmann::json& j, const std::string& name) {
   const std::string format = field<std::string>(j, "format", name);
   if (format != "psbed-profile/1")
-    throw Error(name + ": format '" + format + "' is not a profile this version reads (expected psbed-profile/1)");
+    throw Error(name + ": format '" + format +
+                "' is not a profile this version reads (expected psbed-profile/1)");
   Profile p;
   p.model = field<std::string>(j, "model", name);
   p.batch = field<int>(j, "batch", name);
   if (p.batch <= 0) throw Error(name + ": batch must be positive");
   for (const auto& t : field<nlohmann::json>(j, "tensors", name)) {
     const std::string where = name + ": tensors[" + std::to_string(p.tensors.size()) + "]";
-    p.tensors.push_back({field<std::string>(t, "name", where), field<int>(t, "layer", where), field<std::int64_t>(t, "bytes", where)});
+    p.tensors.push_back({field<std::string>(t, "name", where), field<int>(t, "layer", where),
+                         field<std::int64_t>(t, "bytes", where)});
     if (p.tensors.back().bytes < 0)
-      throw Error(where + ": bytes is " + std::to_string(p.tensors.back().bytes) + ", expected 0 or more");
+      throw Error(where + ": bytes is " + std::to_string(p.tensors.back().bytes) +
+                  ", expected 0 or more");
   }
   for (const auto& l : field<nlohmann::json>(j, "layers", name)) {
     const std::string where = name + ": layers[" + std::to_string(p.layers.size()) + "]";
-    ProfileLayer layer{field<std::string>(l, "name", where), samples(l, "forward_ms", where), samples(l, "backward_ms", where)};
+    ProfileLayer layer{field<std::string>(l, "name", where), samples(l, "forward_ms", where),
+                       samples(l, "backward_ms", where)};
     if (layer.forward_ms.empty() || layer.backward_ms.empty())
-      throw Error(where + " (" + layer.name + "): needs at least one forward and one backward sample");
+      throw Error(where + " (" + layer.name +
+                  "): needs at least one forward and one backward sample");
     p.layers.push_back(std::move(layer));
   }
   if (p.layers.empty()) throw Error(name + ": 'layers' is empty");
   for (const auto& t : p.tensors)
     if (t.layer < 0 || t.layer >= int(p.layers.size()))
-      throw Error(name + ": tensor '" + t.name + "' names layer " + std::to_string(t.layer) + ", but there are " +
-                  std::to_string(p.layers.size()) + " layers");
+      throw Error(name + ": tensor '" + t.name + "' names layer " + std::to_string(t.layer) +
+                  ", but there are " + std::to_string(p.layers.size()) + " layers");
   // The costs every profile has had: required, since one left out would be taken for 0 (a free
   // apply, an unlimited link) and the prediction come out several times too fast, without a word.
   // The host costs and the link's later fields are optional: older profiles lack them.
@@ -131,14 +148,17 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& name) {
   p.bandwidth_bytes_per_sec =
       not_negative(field<double>(link, "bandwidth_bytes_per_sec", name + ": link"),
                    "bandwidth_bytes_per_sec", name + ": link", " (0: no link limit)");
-  p.latency_us = not_negative(field<double>(link, "latency_us", name + ": link"), "latency_us", name + ": link");
+  p.latency_us = not_negative(field<double>(link, "latency_us", name + ": link"), "latency_us",
+                              name + ": link");
   p.shaped = field_or<std::string>(link, "shaped", "", name + ": link");
   p.message_cost_us = field_or<double>(link, "message_cost_us", 0.0, name + ": link");
   if (!(p.message_cost_us >= 0)) throw Error(name + ": link: message_cost_us must not be negative");
   p.message_latency_us = field_or<double>(link, "message_latency_us", 0.0, name + ": link");
-  if (!(p.message_latency_us >= 0)) throw Error(name + ": link: message_latency_us must not be negative");
+  if (!(p.message_latency_us >= 0))
+    throw Error(name + ": link: message_latency_us must not be negative");
   p.transit_ns_per_byte = field_or<double>(link, "transit_ns_per_byte", 0.0, name + ": link");
-  if (!(p.transit_ns_per_byte >= 0)) throw Error(name + ": link: transit_ns_per_byte must not be negative");
+  if (!(p.transit_ns_per_byte >= 0))
+    throw Error(name + ": link: transit_ns_per_byte must not be negative");
   const auto host = field_or<nlohmann::json>(j, "host", nlohmann::json::object(), name);
   p.host_cpus = field_or<int>(host, "cpus", 0, name + ": host");
   p.cpu_per_message_us = field_or<double>(host, "cpu_per_message_us", 0.0, name + ": host");
@@ -152,16 +172,28 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& name) {
   p.source = field_or<nlohmann::json>(j, "source", nlohmann::json::object(), name);
   // Where the profile came from: read by the commands that print or reuse it, so a field of the
   // wrong kind is named here rather than failing there as a bare JSON type error.
-  if (!p.source.is_object()) throw Error(name + ": 'source' is not an object, expected where the profile came from");
+  if (!p.source.is_object())
+    throw Error(name + ": 'source' is not an object, expected where the profile came from");
   using T = nlohmann::json::value_t;
   static const std::vector<std::pair<const char*, T>> kinds = {
-      {"compute", T::string}, {"model_toml", T::string}, {"run", T::string}, {"calibrated", T::string},
-      {"calibrated_link_model", T::string}, {"workers", T::number_integer}, {"servers", T::number_integer},
-      {"measured_steps_per_sec", T::number_float}, {"simulated_steps_per_sec", T::number_float},
-      {"host_busy_cores", T::number_float}, {"host_cpu_per_step_ms", T::number_float},
-      {"steady_cpu_s", T::number_float}, {"pulls_latency_us", T::number_float},
-      {"refused_message_cost_us", T::number_float}, {"refused_message_latency_us", T::number_float},
-      {"refused_transit_ns_per_byte", T::number_float}, {"warnings", T::array}, {"contention_run", T::object}};
+      {"compute", T::string},
+      {"model_toml", T::string},
+      {"run", T::string},
+      {"calibrated", T::string},
+      {"calibrated_link_model", T::string},
+      {"workers", T::number_integer},
+      {"servers", T::number_integer},
+      {"measured_steps_per_sec", T::number_float},
+      {"simulated_steps_per_sec", T::number_float},
+      {"host_busy_cores", T::number_float},
+      {"host_cpu_per_step_ms", T::number_float},
+      {"steady_cpu_s", T::number_float},
+      {"pulls_latency_us", T::number_float},
+      {"refused_message_cost_us", T::number_float},
+      {"refused_message_latency_us", T::number_float},
+      {"refused_transit_ns_per_byte", T::number_float},
+      {"warnings", T::array},
+      {"contention_run", T::object}};
   for (const auto& [key, kind] : kinds) {
     if (!p.source.contains(key)) continue;
     const nlohmann::json& v = p.source[key];
@@ -178,16 +210,20 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& name) {
   }
   if (p.source.contains("warnings"))
     for (const auto& w : p.source["warnings"])
-      if (!w.is_string()) throw Error(name + ": source.warnings holds a non-string, expected lines of text");
+      if (!w.is_string())
+        throw Error(name + ": source.warnings holds a non-string, expected lines of text");
   return p;
 }
 
 Profile Profile::load(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
-    throw Error("profile '" + path + "' is a folder, expected a profile.json written by `psbed profile`");
+    throw Error("profile '" + path +
+                "' is a folder, expected a profile.json written by `psbed profile`");
   std::ifstream in(path);
-  if (!in) throw Error("cannot read profile '" + path + "' (expected a profile.json written by `psbed profile`)");
+  if (!in)
+    throw Error("cannot read profile '" + path +
+                "' (expected a profile.json written by `psbed profile`)");
   nlohmann::json j;
   try {
     in >> j;
@@ -210,22 +246,24 @@ void Profile::save(const std::string& path) const {
 void Profile::check_matches(const ModelSpec& spec, const std::string& profile_name) const {
   const std::string what = profile_name + " (model " + model + ")";
   if (layers.size() != spec.layers.size())
-    throw Error(what + " has " + std::to_string(layers.size()) + " layers, but model " + spec.name + " has " +
-                std::to_string(spec.layers.size()));
+    throw Error(what + " has " + std::to_string(layers.size()) + " layers, but model " + spec.name +
+                " has " + std::to_string(spec.layers.size()));
   for (std::size_t l = 0; l < layers.size(); ++l)
     if (layers[l].name != spec.layers[l].name)
-      throw Error(what + ": layer " + std::to_string(l) + " is '" + layers[l].name + "', but model " + spec.name +
-                  " has '" + spec.layers[l].name + "' there");
+      throw Error(what + ": layer " + std::to_string(l) + " is '" + layers[l].name +
+                  "', but model " + spec.name + " has '" + spec.layers[l].name + "' there");
   if (tensors.size() != spec.tensors.size())
-    throw Error(what + " has " + std::to_string(tensors.size()) + " tensors, but model " + spec.name + " has " +
-                std::to_string(spec.tensors.size()));
+    throw Error(what + " has " + std::to_string(tensors.size()) + " tensors, but model " +
+                spec.name + " has " + std::to_string(spec.tensors.size()));
   for (std::size_t t = 0; t < tensors.size(); ++t)
     if (tensors[t].bytes != spec.tensors[t].bytes())
-      throw Error(what + ": tensor '" + tensors[t].name + "' has " + std::to_string(tensors[t].bytes) +
-                  " bytes, but model " + spec.name + " has " + std::to_string(spec.tensors[t].bytes()));
+      throw Error(what + ": tensor '" + tensors[t].name + "' has " +
+                  std::to_string(tensors[t].bytes) + " bytes, but model " + spec.name + " has " +
+                  std::to_string(spec.tensors[t].bytes()));
 }
 
-ComputeSampler::ComputeSampler(const Profile& profile, std::uint64_t seed) : profile_(&profile), rng_(seed) {}
+ComputeSampler::ComputeSampler(const Profile& profile, std::uint64_t seed)
+    : profile_(&profile), rng_(seed) {}
 
 double ComputeSampler::draw(const std::vector<double>& s) {
   if (s.empty()) return 0.0;
@@ -234,8 +272,12 @@ double ComputeSampler::draw(const std::vector<double>& s) {
   return s[pick(rng_)] / 1e3;
 }
 
-double ComputeSampler::forward_s(int layer) { return draw(profile_->layers.at(std::size_t(layer)).forward_ms); }
-double ComputeSampler::backward_s(int layer) { return draw(profile_->layers.at(std::size_t(layer)).backward_ms); }
+double ComputeSampler::forward_s(int layer) {
+  return draw(profile_->layers.at(std::size_t(layer)).forward_ms);
+}
+double ComputeSampler::backward_s(int layer) {
+  return draw(profile_->layers.at(std::size_t(layer)).backward_ms);
+}
 double ComputeSampler::step_overhead_s() { return draw(profile_->step_overhead_ms); }
 
 }  // namespace psbed

@@ -7,9 +7,9 @@
 //   {"format": "psbed-profile/1",
 //    "model": "lenet5", "batch": 32,
 //    "tensors": [{"name": "conv1.weight", "layer": 0, "bytes": 600}, ...],   // spec order
-//    "layers":  [{"name": "conv1", "forward_ms": [...], "backward_ms": [...]}, ...],  // every layer
-//    "server":  {"apply_ns_per_byte": 0.35, "apply_overhead_us": 5},
-//    "link":    {"bandwidth_bytes_per_sec": 1.2e8, "latency_us": 210, "shaped": "1gbit/200us",
+//    "layers":  [{"name": "conv1", "forward_ms": [...], "backward_ms": [...]}, ...],  // every
+//    layer "server":  {"apply_ns_per_byte": 0.35, "apply_overhead_us": 5}, "link":
+//    {"bandwidth_bytes_per_sec": 1.2e8, "latency_us": 210, "shaped": "1gbit/200us",
 //                "message_cost_us": 120,    // software time per received message, per node
 //                "message_latency_us": 80,  // a delay per message besides (optional)
 //                "transit_ns_per_byte": 0}, // copy time per byte between the links (optional)
@@ -20,11 +20,10 @@
 //                "compute": "real", "threads": 2, "steps": 300, ...}}
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/model_spec.hpp"
 
@@ -46,8 +45,8 @@ struct Profile {
   int batch = 0;
   std::vector<ProfileTensor> tensors;
   std::vector<ProfileLayer> layers;
-  double apply_ns_per_byte = 0;    // server: optimizer cost per gradient byte
-  double apply_overhead_us = 0;    // server: fixed cost per applied part
+  double apply_ns_per_byte = 0;        // server: optimizer cost per gradient byte
+  double apply_overhead_us = 0;        // server: fixed cost per applied part
   double bandwidth_bytes_per_sec = 0;  // link estimate (0 = unknown / unshaped)
   double latency_us = 0;
   // Software time a node spends receiving one message (transport threads, wake-ups), handled
@@ -73,7 +72,7 @@ struct Profile {
   // this); in between, in proportion. Measured from a second, crowded run of the same host
   // (psbed profile --contention-run); 0 = not measured (nothing added).
   double contention = 0;
-  std::string shaped;              // the link setting of the source run, "" if none
+  std::string shaped;  // the link setting of the source run, "" if none
   std::vector<double> step_overhead_ms;
   nlohmann::json source = nlohmann::json::object();
 

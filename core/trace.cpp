@@ -30,7 +30,8 @@ void TraceRecorder::record(TraceEvent e) {
 }
 
 void TraceRecorder::complete(const std::string& name, const std::string& lane, double start_us,
-                             std::int64_t step, std::int64_t bytes, std::int64_t key, std::int64_t part) {
+                             std::int64_t step, std::int64_t bytes, std::int64_t key,
+                             std::int64_t part) {
   if (!enabled_) return;
   TraceEvent e;
   e.name = name, e.lane = lane, e.ts_us = start_us, e.dur_us = now_us() - start_us;
@@ -75,11 +76,19 @@ void TraceRecorder::write(const std::string& path) const {
   const std::int64_t pid = trace_pid(node_);
   std::map<std::string, int> tids;
   nlohmann::json evs = nlohmann::json::array();
-  evs.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", node_}}}});
+  evs.push_back({{"ph", "M"},
+                 {"name", "process_name"},
+                 {"pid", pid},
+                 {"tid", 0},
+                 {"args", {{"name", node_}}}});
   for (const auto& e : events_) {
     auto [it, added] = tids.emplace(e.lane, int(tids.size()) + 1);
     if (added)
-      evs.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", it->second}, {"args", {{"name", e.lane}}}});
+      evs.push_back({{"ph", "M"},
+                     {"name", "thread_name"},
+                     {"pid", pid},
+                     {"tid", it->second},
+                     {"args", {{"name", e.lane}}}});
     nlohmann::json args = nlohmann::json::object();
     if (e.step >= 0) args["step"] = e.step;
     if (e.bytes >= 0) args["bytes"] = e.bytes;
@@ -87,13 +96,20 @@ void TraceRecorder::write(const std::string& path) const {
     if (e.part >= 0) args["part"] = e.part;
     if (e.has_priority) args["priority"] = e.priority;
     if (!e.note.empty()) args["note"] = e.note;
-    evs.push_back({{"name", e.name}, {"ph", "X"}, {"pid", pid}, {"tid", it->second}, {"ts", e.ts_us},
-                   {"dur", e.dur_us}, {"args", std::move(args)}});
+    evs.push_back({{"name", e.name},
+                   {"ph", "X"},
+                   {"pid", pid},
+                   {"tid", it->second},
+                   {"ts", e.ts_us},
+                   {"dur", e.dur_us},
+                   {"args", std::move(args)}});
   }
   nlohmann::json meta = metadata_;
   meta["node"] = node_;
-  if (!meta.contains("clock")) meta["clock"] = "CLOCK_MONOTONIC microseconds";  // the simulator sets its own
-  nlohmann::json doc = {{"traceEvents", std::move(evs)}, {"displayTimeUnit", "ms"}, {"metadata", std::move(meta)}};
+  if (!meta.contains("clock"))
+    meta["clock"] = "CLOCK_MONOTONIC microseconds";  // the simulator sets its own
+  nlohmann::json doc = {
+      {"traceEvents", std::move(evs)}, {"displayTimeUnit", "ms"}, {"metadata", std::move(meta)}};
   // Written beside it and renamed into place: a node killed while writing (launch sends SIGKILL
   // to what a SIGTERM has not stopped in time) leaves no half-written trace.
   const std::string partial = path + ".partial-" + std::to_string(::getpid());
@@ -156,8 +172,10 @@ LoadedTrace read_trace(const std::string& path) {
   std::map<int, std::string> lanes;
   for (const auto& e : doc["traceEvents"]) {
     if (e.value("ph", "") != "M") continue;
-    if (e.value("name", "") == "thread_name") lanes[e.value("tid", 0)] = e["args"].value("name", "");
-    if (e.value("name", "") == "process_name" && t.node.empty()) t.node = e["args"].value("name", "");
+    if (e.value("name", "") == "thread_name")
+      lanes[e.value("tid", 0)] = e["args"].value("name", "");
+    if (e.value("name", "") == "process_name" && t.node.empty())
+      t.node = e["args"].value("name", "");
   }
   for (const auto& e : doc["traceEvents"]) {
     if (e.value("ph", "") != "X") continue;

@@ -10,10 +10,9 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace psbed {
 
@@ -40,13 +39,15 @@ struct TraceEvent {
 
 class TraceRecorder {
  public:
-  explicit TraceRecorder(std::string node, bool enabled = true) : node_(std::move(node)), enabled_(enabled) {}
+  explicit TraceRecorder(std::string node, bool enabled = true)
+      : node_(std::move(node)), enabled_(enabled) {}
   bool enabled() const { return enabled_; }
   const std::string& node() const { return node_; }
   void record(TraceEvent e);
   // Convenience: an event from start to now.
-  void complete(const std::string& name, const std::string& lane, double start_us, std::int64_t step = -1,
-                std::int64_t bytes = -1, std::int64_t key = -1, std::int64_t part = -1);
+  void complete(const std::string& name, const std::string& lane, double start_us,
+                std::int64_t step = -1, std::int64_t bytes = -1, std::int64_t key = -1,
+                std::int64_t part = -1);
   void set_metadata(const std::string& key, nlohmann::json value);
   std::size_t size() const;
   std::vector<TraceEvent> events() const;

@@ -42,9 +42,17 @@ double lookup(const std::string& text, const char* what, const std::string& expe
 
 std::uint64_t parse_bytes(const std::string& text) {
   double v = lookup(text, "size", "B, KiB, MiB, GiB, KB, MB or GB",
-                    {{"", 1}, {"b", 1}, {"kib", 1024.0}, {"mib", 1024.0 * 1024},
-                     {"gib", 1024.0 * 1024 * 1024}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9},
-                     {"k", 1024.0}, {"m", 1024.0 * 1024}, {"g", 1024.0 * 1024 * 1024}});
+                    {{"", 1},
+                     {"b", 1},
+                     {"kib", 1024.0},
+                     {"mib", 1024.0 * 1024},
+                     {"gib", 1024.0 * 1024 * 1024},
+                     {"kb", 1e3},
+                     {"mb", 1e6},
+                     {"gb", 1e9},
+                     {"k", 1024.0},
+                     {"m", 1024.0 * 1024},
+                     {"g", 1024.0 * 1024 * 1024}});
   return static_cast<std::uint64_t>(std::llround(v));
 }
 
@@ -52,18 +60,26 @@ double parse_bandwidth_bps(const std::string& text) {
   // A bare number would be bits/s: `--bandwidth 100` (meant as Mbit/s) stalled a run for an hour.
   const auto [value, suffix] = split_number(text, "bandwidth");
   if (suffix.empty() && value != 0)
-    throw Error("bad bandwidth '" + text + "': give its unit, bit, kbit, mbit or gbit (e.g. " + text +
-                "mbit; 0: unshaped)");
+    throw Error("bad bandwidth '" + text + "': give its unit, bit, kbit, mbit or gbit (e.g. " +
+                text + "mbit; 0: unshaped)");
   return lookup(text, "bandwidth", "bit, kbit, mbit, gbit (or kbps, mbps, gbps)",
-                {{"", 1}, {"bit", 1}, {"bps", 1}, {"kbit", 1e3}, {"kbps", 1e3}, {"mbit", 1e6},
-                 {"mbps", 1e6}, {"gbit", 1e9}, {"gbps", 1e9}});
+                {{"", 1},
+                 {"bit", 1},
+                 {"bps", 1},
+                 {"kbit", 1e3},
+                 {"kbps", 1e3},
+                 {"mbit", 1e6},
+                 {"mbps", 1e6},
+                 {"gbit", 1e9},
+                 {"gbps", 1e9}});
 }
 
 double parse_duration_s(const std::string& text) {
   // A bare number would be seconds: `--latency 200` meant 200 us and stalled a run for an hour.
   const auto [value, suffix] = split_number(text, "duration");
   if (suffix.empty() && value != 0)
-    throw Error("bad duration '" + text + "': give its unit, ns, us, ms or s (e.g. " + text + "us)");
+    throw Error("bad duration '" + text + "': give its unit, ns, us, ms or s (e.g. " + text +
+                "us)");
   return lookup(text, "duration", "ns, us, ms or s",
                 {{"", 1}, {"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}});
 }

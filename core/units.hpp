@@ -14,8 +14,8 @@ double parse_bandwidth_bps(const std::string& text);
 // Seconds. Suffixes ns, us, ms, s; a bare number is seconds.
 double parse_duration_s(const std::string& text);
 
-std::string format_bytes(double bytes);      // "4.00 MiB"
-std::string format_bandwidth(double bps);    // "1.00 Gbit/s"
+std::string format_bytes(double bytes);    // "4.00 MiB"
+std::string format_bandwidth(double bps);  // "1.00 Gbit/s"
 // Seconds as given in a log line: "0.5", "2.25", "30" (two decimals at most, none when whole).
 // A cast to int printed --connect-timeout 0.5 as "within 0 s".
 std::string format_seconds(double s);

@@ -40,16 +40,20 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
         std::accumulate(profile.step_overhead_ms.begin(), profile.step_overhead_ms.end(), 0.0) /
         double(profile.step_overhead_ms.size());
   // Real compute on the host's cores runs at the CPU scale (the contention's, validate's what-if).
-  const double compute_scale = cfg.compute_on_cores && cfg.host_cpus > 0 ? cfg.compute_cpu_scale : 1.0;
+  const double compute_scale =
+      cfg.compute_on_cores && cfg.host_cpus > 0 ? cfg.compute_cpu_scale : 1.0;
   const double compute_s = (profile.mean_compute_ms() + overhead_ms) / 1e3 * compute_scale;
   const double overhead_s = overhead_ms / 1e3 * compute_scale;
   // The layers before the first that holds parameters wait for no pull, and their backward comes
   // after the last gradient is pushed: both overlap a round trip.
   int first_held = int(spec.layers.size());
-  for (const auto& p : plan.parts) first_held = std::min(first_held, spec.tensors[std::size_t(p.key)].layer);
-  double before_fwd_s = 0, before_bwd_s = 0, held_s = 0;  // forward, backward of those layers; the rest
+  for (const auto& p : plan.parts)
+    first_held = std::min(first_held, spec.tensors[std::size_t(p.key)].layer);
+  double before_fwd_s = 0, before_bwd_s = 0,
+         held_s = 0;  // forward, backward of those layers; the rest
   for (int l = 0; l < int(profile.layers.size()); ++l) {
-    const double f = profile.mean_forward_ms(l) / 1e3 * compute_scale, b = profile.mean_backward_ms(l) / 1e3 * compute_scale;
+    const double f = profile.mean_forward_ms(l) / 1e3 * compute_scale,
+                 b = profile.mean_backward_ms(l) / 1e3 * compute_scale;
     if (l < first_held)
       before_fwd_s += f, before_bwd_s += b;
     else
@@ -68,7 +72,8 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   }
   const double busiest = *std::max_element(shard_bytes.begin(), shard_bytes.end());
   const double busiest_apply = *std::max_element(shard_apply_s.begin(), shard_apply_s.end());
-  const double busiest_transfers = *std::max_element(shard_transfers.begin(), shard_transfers.end());
+  const double busiest_transfers =
+      *std::max_element(shard_transfers.begin(), shard_transfers.end());
   // A push costs the shard's receiving thread a transfer's share (receive_cost), as a reply costs
   // the worker's.
   const double thread_per_transfer_s = receive_cost(cfg, true, 0).thread_s;
@@ -87,7 +92,8 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   // acknowledgment) and bytes (the model each way) cost CPU on the host's shared cores.
   const double transfers = std::accumulate(shard_transfers.begin(), shard_transfers.end(), 0.0);
   // Real compute takes a core for its duration as well (replayed compute sleeps).
-  const double message_cpu_s = 4 * transfers * cfg.cpu_per_message_s + 2 * model_bytes * cfg.cpu_per_byte_s;
+  const double message_cpu_s =
+      4 * transfers * cfg.cpu_per_message_s + 2 * model_bytes * cfg.cpu_per_byte_s;
   const double host_step_s = message_cpu_s + (cfg.compute_on_cores ? compute_s : 0.0);
   a.host_bound = cfg.host_cpus > 0 && host_step_s > 0 ? cfg.host_cpus * batch / host_step_s : kInf;
   a.thread_bound = shard_thread_s > 0 ? batch / shard_thread_s : kInf;
@@ -96,7 +102,8 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   const double straggle = std::max(0.0, cfg.straggler_s);
   auto rate = [&](double step_s) {
     if (straggle <= 0) return W * batch / step_s;
-    if (cfg.mode.kind == Consistency::Kind::kAsync) return (W - 1) * batch / step_s + batch / (step_s + straggle);
+    if (cfg.mode.kind == Consistency::Kind::kAsync)
+      return (W - 1) * batch / step_s + batch / (step_s + straggle);
     return W * batch / (step_s + straggle);
   };
   // Whatever the overlap, a worker's step holds two round trips it cannot hide: the first layer
@@ -111,7 +118,7 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   const double pull_s = std::max(overhead_s + before_fwd_s, 2 * one_way_s) + held_s;
   const double step_s = pull_s + std::max(before_bwd_s, 2 * one_way_s);
   const double straggler_step_s = pull_s + std::max(before_bwd_s + straggle, 2 * one_way_s);
-  a.latency_bound = step_s <= 0 ? kInf
+  a.latency_bound = step_s <= 0    ? kInf
                     : straggle > 0 ? (W - 1) * batch / step_s + batch / straggler_step_s
                                    : W * batch / step_s;
   a.upper = a.compute_bound, a.bottleneck = "compute";
@@ -120,7 +127,8 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   if (a.apply_bound < a.upper) a.upper = a.apply_bound, a.bottleneck = "apply";
   if (a.host_bound < a.upper) a.upper = a.host_bound, a.bottleneck = "host cpu";
   if (a.thread_bound < a.upper) a.upper = a.thread_bound, a.bottleneck = "server thread";
-  if (a.latency_bound < a.upper) a.upper = a.latency_bound, a.bottleneck = straggle > 0 ? "straggler" : "latency";
+  if (a.latency_bound < a.upper)
+    a.upper = a.latency_bound, a.bottleneck = straggle > 0 ? "straggler" : "latency";
   // No overlap: compute, the pull phase and the push phase one after the other, each phase as
   // slow as its busiest link, plus a round trip each; where the host's cores are modelled, the
   // workers' compute shares them (real compute) and every worker-step's message work waits for
@@ -131,9 +139,9 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
       cpus > 0 && cfg.compute_on_cores ? std::max(compute_s, W * compute_s / cpus) : compute_s;
   const double serial_s = compute_phase_s + 2 * per_direction +
                           4 * (cfg.latency_s + cfg.message_cost_s + cfg.message_latency_s) +
-                          2 * model_bytes * cfg.transit_s_per_byte +
-                          W * busiest_apply / lanes + (cpus > 0 ? W * message_cpu_s / cpus : 0.0) +
-                          W * shard_thread_s + transfers * thread_per_transfer_s;
+                          2 * model_bytes * cfg.transit_s_per_byte + W * busiest_apply / lanes +
+                          (cpus > 0 ? W * message_cpu_s / cpus : 0.0) + W * shard_thread_s +
+                          transfers * thread_per_transfer_s;
   // Each term covers one bound's work, so this is never above `upper` (unit tests check it).
   a.serial = serial_s > 0 ? rate(serial_s) : a.upper;
   return a;

@@ -29,9 +29,9 @@ struct AnalyticBounds {
   // pull, the last push's acknowledgment; the layers before the first with parameters, and
   // worker-0's straggling sleep, run during them) (inf: no latency, no compute).
   double latency_bound = 0;
-  double upper = 0;              // min of the above: perfect overlap
-  double serial = 0;             // compute, then pull, then push, no overlap (bsp-like)
-  double imbalance = 1;          // busiest shard bytes / mean shard bytes
+  double upper = 0;      // min of the above: perfect overlap
+  double serial = 0;     // compute, then pull, then push, no overlap (bsp-like)
+  double imbalance = 1;  // busiest shard bytes / mean shard bytes
   // "compute", "worker link", "server link", "apply", "host cpu", "server thread", "latency" or
   // "straggler" (the latency bound with a straggler)
   std::string bottleneck;

@@ -23,8 +23,10 @@ int run_bench_predict(const BenchPredictOptions& o, bool model_given) {
     po.name = o.policy;
     for_flag("--policy", [&] { policy::check_policy_options(po); });
   }
-  const double bandwidth_bps = for_flag("--bandwidth", [&] { return parse_bandwidth_bps(o.bandwidth); });
-  const LinkModel link_model = for_flag("--link-model", [&] { return parse_link_model(o.link_model); });
+  const double bandwidth_bps =
+      for_flag("--bandwidth", [&] { return parse_bandwidth_bps(o.bandwidth); });
+  const LinkModel link_model =
+      for_flag("--link-model", [&] { return parse_link_model(o.link_model); });
   ensure_writable_file(o.json_out, "--json");  // before the benchmark, not after it
   ModelSpec spec = load_model(o.model);
   Profile profile;
@@ -47,8 +49,8 @@ int run_bench_predict(const BenchPredictOptions& o, bool model_given) {
   }
   std::printf("bench predict: %s, policy %s, %lld steps per worker, %s %s links, %s profile\n",
               spec.name.c_str(), o.policy.c_str(), (long long)o.steps,
-              bandwidth_bps > 0 ? o.bandwidth.c_str() : "unlimited",
-              o.link_model.c_str(), o.profile.empty() ? "synthetic" : "measured");
+              bandwidth_bps > 0 ? o.bandwidth.c_str() : "unlimited", o.link_model.c_str(),
+              o.profile.empty() ? "synthetic" : "measured");
   std::printf("%-8s %8s %8s %9s %9s %12s %11s %13s %15s %9s\n", "workers", "slice", "slices",
               "wall s", "cpu s", "events", "ev/w-step", "events/cpu-s", "ns/slice-msg", "images/s");
   nlohmann::json out = nlohmann::json::array();

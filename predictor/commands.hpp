@@ -56,7 +56,7 @@ struct SimFlags {
   double straggler_ms = 0;
   double start_stagger_ms = -1;  // < 0: the run's own (validate), else 0
   double arrival_jitter_us = kArrivalJitterUs;
-  int host_cpus = -1;            // < 0: the profile's; 0: the host's CPU not modelled
+  int host_cpus = -1;  // < 0: the profile's; 0: the host's CPU not modelled
   // The predicted workers' compute: "real" takes the host's cores, "replay" sleeps; "auto": as
   // the profiled run's (validate: each run's own).
   std::string compute = "auto";
@@ -117,7 +117,8 @@ struct OptimizeOptions {
 struct OptimizeChoice {
   int workers = 0, servers = 0;
   std::string policy, mode;
-  std::int64_t slice_params = 0, partition_params = 0, credit_bytes = -1;  // -1: the policy's default
+  std::int64_t slice_params = 0, partition_params = 0,
+               credit_bytes = -1;  // -1: the policy's default
   std::string bandwidth, latency;  // the simulated link, as launch flags ("" = unshaped)
   double images_per_sec = 0;
   int seeds = 1;  // the simulations images_per_sec is the median of

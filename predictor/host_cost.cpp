@@ -32,7 +32,9 @@ struct Fd {
 };
 
 void check(bool ok, const char* what) {
-  if (!ok) throw Error(std::string("measuring the host's copy cost: ") + what + ": " + std::strerror(errno));
+  if (!ok)
+    throw Error(std::string("measuring the host's copy cost: ") + what + ": " +
+                std::strerror(errno));
 }
 
 }  // namespace

@@ -45,7 +45,11 @@ void take_run_link(const std::string& link, const Profile& profile, const SimFla
     if (flags.latency.empty()) c.latency_s = lat;
   } else if (link == "unshaped") {
     const bool estimate = profile.shaped.empty();
-    recorded = {true, link, 0, 0, estimate ? profile.bandwidth_bytes_per_sec : 0.0,
+    recorded = {true,
+                link,
+                0,
+                0,
+                estimate ? profile.bandwidth_bytes_per_sec : 0.0,
                 estimate ? profile.latency_us * 1e-6 : 0.0};
     if (estimate) return;
     if (flags.bandwidth.empty()) c.bandwidth_bytes_per_sec = 0;
@@ -70,9 +74,11 @@ nlohmann::json read_summary(const std::string& dir) {
   const std::string path = dir + "/summary.json";
   std::error_code ec;
   if (!fs::exists(dir, ec))
-    throw Error("run folder '" + dir + "' does not exist (expected the --out folder of `psbed launch`)");
+    throw Error("run folder '" + dir +
+                "' does not exist (expected the --out folder of `psbed launch`)");
   if (!fs::is_directory(dir, ec))
-    throw Error("'" + dir + "' is a file, not a run folder (expected the --out folder of `psbed launch`; " +
+    throw Error("'" + dir +
+                "' is a file, not a run folder (expected the --out folder of `psbed launch`; " +
                 "runs/*/ with the slash lists folders only)");
   std::ifstream in(path);
   if (!in)
@@ -102,7 +108,8 @@ std::string why_no_measurement(const nlohmann::json& s, const std::string& path,
                (n.is_object() && n.contains("name") ? n["name"].get<std::string>() : n.dump());
     return "a node failed during the run (" + names + ")";
   }
-  if (s.contains("policy_switches") && s["policy_switches"].is_array() && !s["policy_switches"].empty())
+  if (s.contains("policy_switches") && s["policy_switches"].is_array() &&
+      !s["policy_switches"].empty())
     return "its policy was switched during the run (" +
            std::to_string(s["policy_switches"].size()) + " switch(es))";
   measured = summary_field(s, "images_per_sec", T::number_float, path).get<double>();
@@ -153,7 +160,8 @@ double netns_bandwidth(const nlohmann::json& launch) {
     // Runs of then could be given a bare number, which was bits/s.
     std::string r = rate;
     if (!r.empty() && r.find_first_not_of("0123456789.") == std::string::npos) r += "bit";
-    netns_bw = for_flag("the run's launch.netns.shaping", [&] { return parse_bandwidth_bps(r); }) / 8;
+    netns_bw =
+        for_flag("the run's launch.netns.shaping", [&] { return parse_bandwidth_bps(r); }) / 8;
   }
   return netns_bw;
 }
@@ -161,9 +169,9 @@ double netns_bandwidth(const nlohmann::json& launch) {
 // The link, the policy's settings and the delays the run had, into `m.link` and `c`: from
 // worker-0's trace (its metadata into `meta`) or, launched with --no-trace, from summary.json.
 // Returns the start stagger the run recorded, in ms.
-double take_recorded_settings(const std::string& dir, const nlohmann::json& s, const Profile& profile,
-                              const SimFlags& flags, SimConfig& c, MeasuredRun& m,
-                              nlohmann::json& meta) {
+double take_recorded_settings(const std::string& dir, const nlohmann::json& s,
+                              const Profile& profile, const SimFlags& flags, SimConfig& c,
+                              MeasuredRun& m, nlohmann::json& meta) {
   // worker-0 carries the link, the policy parameters and the straggler setting of the run.
   const fs::path trace = fs::path(dir) / "traces" / "worker-0.trace.json";
   const nlohmann::json launch = s.value("launch", nlohmann::json::object());
@@ -174,7 +182,8 @@ double take_recorded_settings(const std::string& dir, const nlohmann::json& s, c
     if (launch.contains("netns")) {
       const double netns_bw = netns_bandwidth(launch);
       if (netns_bw >= 0) {
-        m.link.text = "tc " + format_bandwidth(netns_bw * 8) + ", " + fmt(m.link.latency * 1e6, 0) + " us one way";
+        m.link.text = "tc " + format_bandwidth(netns_bw * 8) + ", " + fmt(m.link.latency * 1e6, 0) +
+                      " us one way";
         m.link.known = true, m.link.bandwidth = m.link.own_bandwidth = netns_bw;
         if (flags.bandwidth.empty()) c.bandwidth_bytes_per_sec = netns_bw;
       }
@@ -188,8 +197,11 @@ double take_recorded_settings(const std::string& dir, const nlohmann::json& s, c
     take_run_settings(s.value("policy_options", nlohmann::json::object()),
                       launch.value("straggler_ms", 0.0), start_stagger_ms, flags, c);
   } else if (flags.bandwidth.empty()) {
-    throw Error("run folder '" + dir + "' has no traces/worker-0.trace.json, which records the link the run had: give it with --bandwidth (and --latency)");
-  } else {  // an older run without traces: its link from the flags, its policy's settings from summary.json
+    throw Error("run folder '" + dir +
+                "' has no traces/worker-0.trace.json, which records the link the run had: give it "
+                "with --bandwidth (and --latency)");
+  } else {  // an older run without traces: its link from the flags, its policy's settings from
+            // summary.json
     take_run_settings(s.value("policy_options", nlohmann::json::object()), 0.0, 0.0, flags, c);
   }
   return start_stagger_ms;
@@ -220,18 +232,19 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
   if (launch.contains("apply_threads") && launch["apply_threads"].is_number_integer())
     c.apply_lanes = launch["apply_threads"].get<int>();
   m.config = c;
-  m.recorded = {{"steps", s.value("steps", nlohmann::json())},
-                {"start_stagger_ms", start_stagger_ms},
-                {"compute", s.value("compute", std::string("real"))},
-                {"host_cpus", launch.value("host_cpus", nlohmann::json())},
-                {"threads", meta.is_object() ? meta.value("threads", nlohmann::json()) : nlohmann::json()}};
+  m.recorded = {
+      {"steps", s.value("steps", nlohmann::json())},
+      {"start_stagger_ms", start_stagger_ms},
+      {"compute", s.value("compute", std::string("real"))},
+      {"host_cpus", launch.value("host_cpus", nlohmann::json())},
+      {"threads", meta.is_object() ? meta.value("threads", nlohmann::json()) : nlohmann::json()}};
   // The host's CPU per step, to set beside what the simulation books for the same
   // configuration: runs on as many cores as are simulated, predicted with the compute they had
   // (real compute on the cores, replayed compute on none), and real compute on one thread a
   // worker, as the simulator books it.
   const bool real = s.value("compute", std::string("real")) == "real";
-  if (c.host_cpus > 0 && launch.value("host_cpus", 0) == c.host_cpus && real == c.compute_on_cores &&
-      meta.is_object() && (!real || meta.value("threads", 1) == 1))
+  if (c.host_cpus > 0 && launch.value("host_cpus", 0) == c.host_cpus &&
+      real == c.compute_on_cores && meta.is_object() && (!real || meta.value("threads", 1) == 1))
     m.host = run_host_cpu(dir, c.workers, c.servers, s.value("steps", std::int64_t(0)),
                           s.value("per_worker", nlohmann::json()), &meta);
   return m;
@@ -240,26 +253,27 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
 std::string config_key(const MeasuredRun& m) {
   const SimConfig& c = m.config;
   const auto& s = m.summary;
-  return nlohmann::json{{"model", s.value("model", std::string())},
-                        {"batch", s.value("batch", 0)},
-                        {"recorded", m.recorded},
-                        {"recorded_link", m.link.known ? nlohmann::json(m.link.text) : nlohmann::json()},
-                        {"workers", c.workers},
-                        {"servers", c.servers},
-                        {"mode", c.mode.str()},
-                        {"policy", c.policy.name},
-                        {"slice_params", c.policy.slice_params},
-                        {"partition_params", c.policy.partition_params},
-                        {"credit_bytes", c.policy.credit_bytes},
-                        {"partition_bytes", c.partition_bytes},
-                        {"apply_lanes", c.apply_lanes},
-                        {"steps", c.steps},
-                        {"bandwidth", c.bandwidth_bytes_per_sec},
-                        {"latency", c.latency_s},
-                        {"straggler", c.straggler_s},
-                        {"stagger", c.start_stagger_s},
-                        {"compute_on_cores", c.compute_on_cores},
-                        {"host_cpus", c.host_cpus}}
+  return nlohmann::json{
+      {"model", s.value("model", std::string())},
+      {"batch", s.value("batch", 0)},
+      {"recorded", m.recorded},
+      {"recorded_link", m.link.known ? nlohmann::json(m.link.text) : nlohmann::json()},
+      {"workers", c.workers},
+      {"servers", c.servers},
+      {"mode", c.mode.str()},
+      {"policy", c.policy.name},
+      {"slice_params", c.policy.slice_params},
+      {"partition_params", c.policy.partition_params},
+      {"credit_bytes", c.policy.credit_bytes},
+      {"partition_bytes", c.partition_bytes},
+      {"apply_lanes", c.apply_lanes},
+      {"steps", c.steps},
+      {"bandwidth", c.bandwidth_bytes_per_sec},
+      {"latency", c.latency_s},
+      {"straggler", c.straggler_s},
+      {"stagger", c.start_stagger_s},
+      {"compute_on_cores", c.compute_on_cores},
+      {"host_cpus", c.host_cpus}}
       .dump();
 }
 

@@ -2,9 +2,8 @@
 // and worker-0's trace metadata turned into the configuration that predicts it, with what the
 // run recorded beside it (its link, the settings a flag may replace, its host's CPU).
 #pragma once
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/profile.hpp"
 #include "predictor/commands.hpp"

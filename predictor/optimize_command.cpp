@@ -29,15 +29,19 @@ namespace {
 // has at most one step's pulls, or its pushes, in flight (pushes start once every pull has
 // arrived, and a step ends when its pushes are acknowledged). Configurations of one such key
 // simulate alike, event for event.
-nlohmann::json acting_settings(const SimConfig& c, std::int64_t largest_part, std::int64_t model_bytes) {
+nlohmann::json acting_settings(const SimConfig& c, std::int64_t largest_part,
+                               std::int64_t model_bytes) {
   const policy::PolicyOptions& p = c.policy;
-  auto cut = [&](std::int64_t n) { return n >= largest_part ? nlohmann::json("whole parts") : nlohmann::json(n); };
+  auto cut = [&](std::int64_t n) {
+    return n >= largest_part ? nlohmann::json("whole parts") : nlohmann::json(n);
+  };
   const std::int64_t credit = policy::credit_in_effect(p);
   return {{"workers", c.workers},
           {"servers", c.servers},
           {"policy", p.name},
           {"slice", policy::uses_slice_params(p.name) ? cut(p.slice_params) : nlohmann::json()},
-          {"partition", policy::uses_partition_params(p.name) ? cut(p.partition_params) : nlohmann::json()},
+          {"partition",
+           policy::uses_partition_params(p.name) ? cut(p.partition_params) : nlohmann::json()},
           {"credit", !policy::uses_credit(p.name) ? nlohmann::json()
                      : credit >= model_bytes      ? nlohmann::json("unbounded")
                                                   : nlohmann::json(credit)}};
@@ -47,9 +51,11 @@ nlohmann::json acting_settings(const SimConfig& c, std::int64_t largest_part, st
 std::string describe_settings(const policy::PolicyOptions& p) {
   std::string d = p.name;
   if (policy::uses_slice_params(p.name)) d += " slice " + std::to_string(p.slice_params);
-  if (policy::uses_partition_params(p.name)) d += " partition " + std::to_string(p.partition_params);
+  if (policy::uses_partition_params(p.name))
+    d += " partition " + std::to_string(p.partition_params);
   if (policy::uses_credit(p.name))
-    d += (p.name == "prophet" ? " block " : " credit ") + format_bytes(double(policy::credit_in_effect(p)));
+    d += (p.name == "prophet" ? " block " : " credit ") +
+         format_bytes(double(policy::credit_in_effect(p)));
   return d;
 }
 
@@ -147,7 +153,8 @@ Grid merge_alike(const OptimizeOptions& o, const ModelSpec& spec, const SimConfi
   for (const auto& t : spec.tensors) g.model_bytes += t.bytes();
   std::map<std::string, std::size_t> first_of;
   for (const SimConfig& c : searched) {
-    const auto [at, fresh] = first_of.emplace(acting_settings(c, g.largest_part, g.model_bytes).dump(), g.configs.size());
+    const auto [at, fresh] = first_of.emplace(
+        acting_settings(c, g.largest_part, g.model_bytes).dump(), g.configs.size());
     if (fresh) {
       g.configs.push_back(c), g.same.emplace_back();
     } else {
@@ -190,13 +197,15 @@ struct Search {
 // drifted apart) at the top by chance. The leaders of the search, the first 2 x --top of each
 // ranking, are simulated again with --confirm-seeds seeds and ranked by their median, as
 // predict and validate give it.
-void confirm_leaders(const OptimizeOptions& o, const Profile& profile, const ModelSpec& spec, Search& x) {
+void confirm_leaders(const OptimizeOptions& o, const Profile& profile, const ModelSpec& spec,
+                     Search& x) {
   std::vector<std::size_t> leaders;
   for (auto better : {by_ips, by_ips_per_node}) {
     std::vector<std::size_t> order(x.points.size());
     std::iota(order.begin(), order.end(), std::size_t(0));
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::size_t a, std::size_t b) { return better(x.points[a], x.points[b]); });
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return better(x.points[a], x.points[b]);
+    });
     order.resize(std::min(order.size(), 2 * std::size_t(o.top)));
     for (std::size_t i : order)
       if (std::find(leaders.begin(), leaders.end(), i) == leaders.end()) leaders.push_back(i);
@@ -234,13 +243,16 @@ std::string describe(const Point& p, const Grid& g) {
   };
   std::string alike;
   for (const std::string& v :
-       {values("slice ", [](const policy::PolicyOptions& x) { return x.slice_params; },
-               [](std::int64_t n) { return std::to_string(n); }),
-        values("partition ", [](const policy::PolicyOptions& x) { return x.partition_params; },
-               [](std::int64_t n) { return std::to_string(n); }),
-        values(p.c.policy.name == "prophet" ? "block " : "credit ",
-               [](const policy::PolicyOptions& x) { return policy::credit_in_effect(x); },
-               [](std::int64_t n) { return format_bytes(double(n)); })})
+       {values(
+            "slice ", [](const policy::PolicyOptions& x) { return x.slice_params; },
+            [](std::int64_t n) { return std::to_string(n); }),
+        values(
+            "partition ", [](const policy::PolicyOptions& x) { return x.partition_params; },
+            [](std::int64_t n) { return std::to_string(n); }),
+        values(
+            p.c.policy.name == "prophet" ? "block " : "credit ",
+            [](const policy::PolicyOptions& x) { return policy::credit_in_effect(x); },
+            [](std::int64_t n) { return format_bytes(double(n)); })})
     if (!v.empty()) alike += (alike.empty() ? "" : "; ") + v;
   return d + " (same: " + alike + ")";
 }
@@ -331,8 +343,9 @@ void show_ranking(const char* title, const char* key, bool (*better)(const Point
     const auto& p = v[k];
     const int nodes = p.c.workers + p.c.servers;
     const std::string spread = x.seeds > 1 ? fmt(p.r.seeds_spread_pct(), 0) + "%" : "-";
-    std::printf("%-7d %-7d %-*s %11s %15s %7s\n", p.c.workers, p.c.servers, w, describe(p, g).c_str(),
-                fmt(p.ips(), 0).c_str(), fmt(p.ips() / nodes, 1).c_str(), spread.c_str());
+    std::printf("%-7d %-7d %-*s %11s %15s %7s\n", p.c.workers, p.c.servers, w,
+                describe(p, g).c_str(), fmt(p.ips(), 0).c_str(), fmt(p.ips() / nodes, 1).c_str(),
+                spread.c_str());
     nlohmann::json row = {{"workers", p.c.workers},
                           {"servers", p.c.servers},
                           {"policy", p.c.policy.name},
@@ -364,22 +377,24 @@ void print_optimize_head(const OptimizeOptions& o, const Profile& profile, const
     std::printf(" (of %zu searched: %zu act alike and are listed as one)", searched,
                 searched - g.configs.size());
   if (x.seeds != o.sim.seeds)
-    std::printf(", the %zu leading ones again with %d seeds: images/s is their median", x.points.size(),
-                x.seeds);
+    std::printf(", the %zu leading ones again with %d seeds: images/s is their median",
+                x.points.size(), x.seeds);
   else if (x.seeds > 1)
     std::printf(", %d seeds each: images/s is their median", x.seeds);
   std::printf("\n\n");
 }
 
 // The configuration ranked first by images/s, with the link as launch flags.
-void choose_best(const OptimizeOptions& o, const Profile& profile, const SimConfig& base, const Search& x,
-                 OptimizeChoice* best) {
+void choose_best(const OptimizeOptions& o, const Profile& profile, const SimConfig& base,
+                 const Search& x, OptimizeChoice* best) {
   if (!best || x.points.empty()) return;
-  const Point& p = *std::max_element(x.points.begin(), x.points.end(),
-                                     [](const Point& a, const Point& b) { return a.ips() < b.ips(); });
+  const Point& p =
+      *std::max_element(x.points.begin(), x.points.end(),
+                        [](const Point& a, const Point& b) { return a.ips() < b.ips(); });
   best->workers = p.c.workers, best->servers = p.c.servers;
   best->policy = p.c.policy.name, best->mode = p.c.mode.str();
-  best->slice_params = p.c.policy.slice_params, best->partition_params = p.c.policy.partition_params;
+  best->slice_params = p.c.policy.slice_params,
+  best->partition_params = p.c.policy.partition_params;
   best->credit_bytes = p.c.policy.credit_bytes;
   // The link as launch flags: the one simulated, if the profile's run was shaped or the flags
   // named it; an estimate from an unshaped run's pulls is not something to emulate.
@@ -388,9 +403,12 @@ void choose_best(const OptimizeOptions& o, const Profile& profile, const SimConf
   best->bandwidth.clear(), best->latency.clear();
   if (shaped && base.bandwidth_bytes_per_sec > 0) {
     const double bps = base.bandwidth_bytes_per_sec * 8;
-    if (std::fmod(bps, 1e9) == 0) std::snprintf(text, sizeof text, "%.0fgbit", bps / 1e9);
-    else if (std::fmod(bps, 1e6) == 0) std::snprintf(text, sizeof text, "%.0fmbit", bps / 1e6);
-    else std::snprintf(text, sizeof text, "%.0fbit", bps);
+    if (std::fmod(bps, 1e9) == 0)
+      std::snprintf(text, sizeof text, "%.0fgbit", bps / 1e9);
+    else if (std::fmod(bps, 1e6) == 0)
+      std::snprintf(text, sizeof text, "%.0fmbit", bps / 1e6);
+    else
+      std::snprintf(text, sizeof text, "%.0fbit", bps);
     best->bandwidth = text;
   }
   if ((shaped || !o.sim.latency.empty()) && base.latency_s > 0) {
@@ -414,13 +432,15 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
   const Grid g = merge_alike(o, spec, base, searched, parts);
   announce("optimize", g.configs.size(),
            g.configs.size() < searched.size()
-               ? " (" + std::to_string(searched.size() - g.configs.size()) + " more alike, not simulated again)"
+               ? " (" + std::to_string(searched.size() - g.configs.size()) +
+                     " more alike, not simulated again)"
                : std::string(),
            o.sim.seeds, o.sim.jobs);
   Search x;
   x.results = simulate_all(profile, spec, g.configs, o.sim.seeds, o.sim.jobs,
                            progress("simulated", g.configs.size()));
-  for (std::size_t i = 0; i < g.configs.size(); ++i) x.points.push_back({g.configs[i], x.results[i], i});
+  for (std::size_t i = 0; i < g.configs.size(); ++i)
+    x.points.push_back({g.configs[i], x.results[i], i});
   x.seeds = o.sim.seeds;
   x.confirmed_of.assign(g.configs.size(), nullptr);
   if (o.confirm_seeds > o.sim.seeds) confirm_leaders(o, profile, spec, x);
@@ -435,14 +455,17 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
   out["confirmed"] = x.seeds != o.sim.seeds ? x.points.size() : 0;
   out["confirm_seeds"] = o.confirm_seeds;
   show_ranking("top by images/s", "by_images_per_sec", by_ips, o, g, x, out);
-  show_ranking("top by images/s per node", "by_images_per_sec_per_node", by_ips_per_node, o, g, x, out);
+  show_ranking("top by images/s per node", "by_images_per_sec_per_node", by_ips_per_node, o, g, x,
+               out);
   if (x.seeds > 1)
-    std::printf("spread: (highest - lowest) / median of the seeds. %s\n", regime_edge_note().c_str());
+    std::printf("spread: (highest - lowest) / median of the seeds. %s\n",
+                regime_edge_note().c_str());
   if (g.configs.size() < searched.size())
-    std::printf("same: settings that change nothing here, simulated once: a credit of at least the model's "
-                "%s never holds a transfer back, a slice or partition of at least the largest part's %lld "
-                "parameters sends every part whole\n",
-                format_bytes(double(g.model_bytes)).c_str(), (long long)g.largest_part);
+    std::printf(
+        "same: settings that change nothing here, simulated once: a credit of at least the model's "
+        "%s never holds a transfer back, a slice or partition of at least the largest part's %lld "
+        "parameters sends every part whole\n",
+        format_bytes(double(g.model_bytes)).c_str(), (long long)g.largest_part);
   write_json(o.json_out, out);
   choose_best(o, profile, base, x, best);
   return 0;

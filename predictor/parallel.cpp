@@ -13,8 +13,8 @@
 namespace psbed::predictor {
 
 void parallel_for(std::size_t n, int threads, const std::function<void(std::size_t)>& fn) {
-  std::mutex mu;             // guards failed and error
-  std::size_t failed = n;    // the lowest index whose call threw
+  std::mutex mu;           // guards failed and error
+  std::size_t failed = n;  // the lowest index whose call threw
   std::exception_ptr error;
   std::atomic<std::size_t> next{0};
   auto work = [&] {
@@ -32,7 +32,8 @@ void parallel_for(std::size_t n, int threads, const std::function<void(std::size
     }
   };
   std::vector<std::thread> pool;
-  for (int t = std::min<std::size_t>(std::size_t(std::max(threads, 1)), std::max<std::size_t>(n, 1));
+  for (int t =
+           std::min<std::size_t>(std::size_t(std::max(threads, 1)), std::max<std::size_t>(n, 1));
        t > 1; --t) {
     try {
       pool.emplace_back(work);

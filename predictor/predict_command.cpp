@@ -32,7 +32,8 @@ void refuse_old_traces(const std::string& dir) {
     std::size_t n = 0;
     for (const auto& e : fs::directory_iterator(folder, ec)) {
       const std::string name = e.path().filename().string();
-      n += name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+      n += name.size() > suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
     }
     return n;
   };
@@ -80,18 +81,20 @@ void print_predict_head(const PredictOptions& o, const Profile& profile, const S
                               : (std::to_string(base.steps) + " simulated steps").c_str(),
               o.analytic_only ? "" : " per worker");
   if (profile.contention > 0 && base.compute_on_cores && base.host_cpus > 0)
-    std::printf("host: %d cores; with more workers + shards than that, every CPU cost x up to %.2f "
-                "(the profile's host.contention, from %s)\n",
-                base.host_cpus, 1 + profile.contention,
-                profile.source.contains("contention_run")
-                    ? profile.source["contention_run"].value("run", std::string("a crowded run")).c_str()
-                    : "a crowded run");
+    std::printf(
+        "host: %d cores; with more workers + shards than that, every CPU cost x up to %.2f "
+        "(the profile's host.contention, from %s)\n",
+        base.host_cpus, 1 + profile.contention,
+        profile.source.contains("contention_run")
+            ? profile.source["contention_run"].value("run", std::string("a crowded run")).c_str()
+            : "a crowded run");
   std::printf("%-7s %-7s %-14s %-6s %10s %11s %7s   %11s %11s  %s\n", "workers", "servers",
               "policy", "mode", "steps/s", "images/s", "spread", "upper", "serial", "bottleneck");
 }
 
 // A configuration's row of the JSON: what it is, and its analytic bounds `a`.
-nlohmann::json prediction_json(const PredictOptions& o, const SimConfig& c, const AnalyticBounds& a) {
+nlohmann::json prediction_json(const PredictOptions& o, const SimConfig& c,
+                               const AnalyticBounds& a) {
   return {{"workers", c.workers},
           {"servers", c.servers},
           {"policy", c.policy.name},
@@ -139,8 +142,8 @@ void emit_prediction(const PredictOptions& o, const Profile& profile, const Mode
   nlohmann::json row = prediction_json(o, c, a);
   if (!r) {
     std::printf("%-7d %-7d %-14s %-6s %10s %11s %7s   %11s %11s  %s\n", c.workers, c.servers,
-                c.policy.name.c_str(), c.mode.str().c_str(), "-", "-", "-",
-                fmt(a.upper, 0).c_str(), fmt(a.serial, 0).c_str(), a.bottleneck.c_str());
+                c.policy.name.c_str(), c.mode.str().c_str(), "-", "-", "-", fmt(a.upper, 0).c_str(),
+                fmt(a.serial, 0).c_str(), a.bottleneck.c_str());
   } else {
     row["steps_per_sec"] = r->steps_per_sec;
     row["images_per_sec"] = r->images_per_sec;
@@ -169,31 +172,31 @@ void predict_simulated(const PredictOptions& o, const Profile& profile, const Mo
   announce("predict", configs.size(), "", o.sim.seeds, o.sim.jobs);
   for (SimConfig& c : configs)
     if (!o.trace_out.empty())
-      c.trace_dir = configs.size() == 1 ? o.trace_out
-                                        : o.trace_out + "/" + std::to_string(c.workers) + "w" +
-                                              std::to_string(c.servers) + "s-" + c.policy.name +
-                                              "-" + c.mode.str();
+      c.trace_dir = configs.size() == 1
+                        ? o.trace_out
+                        : o.trace_out + "/" + std::to_string(c.workers) + "w" +
+                              std::to_string(c.servers) + "s-" + c.policy.name + "-" + c.mode.str();
   std::vector<std::unique_ptr<SimResult>> finished_rows(configs.size());
   std::size_t finished = 0, printed = 0;
-  simulate_all(profile, spec, configs, o.sim.seeds, o.sim.jobs,
-               [&](std::size_t i, const SimResult& r) {
-                 const SimConfig& c = configs[i];
-                 std::fprintf(stderr, "[%zu/%zu] %d worker(s), %d server(s), %s, %s: %.0f images/s\n",
-                              ++finished, configs.size(), c.workers, c.servers,
-                              c.policy.name.c_str(), c.mode.str().c_str(), r.images_per_sec);
-                 finished_rows[i] = std::make_unique<SimResult>(r);
-                 for (; printed < configs.size() && finished_rows[printed]; ++printed)
-                   emit_prediction(o, profile, spec, configs[printed], finished_rows[printed].get(),
-                                   out);
-               });
+  simulate_all(
+      profile, spec, configs, o.sim.seeds, o.sim.jobs, [&](std::size_t i, const SimResult& r) {
+        const SimConfig& c = configs[i];
+        std::fprintf(stderr, "[%zu/%zu] %d worker(s), %d server(s), %s, %s: %.0f images/s\n",
+                     ++finished, configs.size(), c.workers, c.servers, c.policy.name.c_str(),
+                     c.mode.str().c_str(), r.images_per_sec);
+        finished_rows[i] = std::make_unique<SimResult>(r);
+        for (; printed < configs.size() && finished_rows[printed]; ++printed)
+          emit_prediction(o, profile, spec, configs[printed], finished_rows[printed].get(), out);
+      });
 }
 
 }  // namespace
 
 int run_predict(const PredictOptions& o) {
   if (o.analytic_only && !o.trace_out.empty())
-    throw UsageError("--analytic and --trace-out: the analytic bounds simulate nothing, so there are no traces "
-                     "to write (leave one out)");
+    throw UsageError(
+        "--analytic and --trace-out: the analytic bounds simulate nothing, so there are no traces "
+        "to write (leave one out)");
   Profile profile = Profile::load(o.profile);
   const ModelSpec spec = profile_model_spec(profile, o.profile);
   SimConfig base = base_config(profile, o.sim);
@@ -212,7 +215,8 @@ int run_predict(const PredictOptions& o) {
       "upper: analytic bound with perfect overlap (Yan et al.); serial: no overlap at all\n");
   if (!o.analytic_only && o.sim.seeds > 1)
     std::printf("images/s: the median of %d seeds (%s); spread: (highest - lowest) / median. %s\n",
-                o.sim.seeds, seed_range(o.sim.seed, o.sim.seeds).c_str(), regime_edge_note().c_str());
+                o.sim.seeds, seed_range(o.sim.seed, o.sim.seeds).c_str(),
+                regime_edge_note().c_str());
   write_json(o.json_out, out);
   return 0;
 }

@@ -23,7 +23,8 @@ namespace {
 void measure_contention(Profile& p, const std::string& run) {
   const std::string flag = "--contention-run " + run;
   if (p.host_cpus <= 0)
-    throw Error(flag + ": the profile has no host figures (the profiled run needs traces and "
+    throw Error(flag +
+                ": the profile has no host figures (the profiled run needs traces and "
                 "summary.json's launch.host_cpus)");
   const int cores = p.host_cpus;
   const int profiled = p.source.value("workers", 1) + p.source.value("servers", 1);
@@ -32,15 +33,18 @@ void measure_contention(Profile& p, const std::string& run) {
                 "-worker run; the contention is measured against a single-worker profile");
   // The profiled run must not be crowded itself: its costs would hold contention already.
   if (profiled > cores)
-    throw Error(flag + ": the profiled run had " + std::to_string(profiled) + " workers + shards on " +
-                std::to_string(cores) + " cores, crowded itself: profile a run with at most " +
-                std::to_string(cores) + " of them");
-  const ModelSpec spec = profile_model_spec(p, "the profile of " + p.source.value("run", std::string()));
+    throw Error(flag + ": the profiled run had " + std::to_string(profiled) +
+                " workers + shards on " + std::to_string(cores) +
+                " cores, crowded itself: profile a run with at most " + std::to_string(cores) +
+                " of them");
+  const ModelSpec spec =
+      profile_model_spec(p, "the profile of " + p.source.value("run", std::string()));
   SimFlags flags;
   flags.steps = 0;  // the run's own
   flags.seeds = kPredictSeeds;
   p.contention = 0;  // the run's simulation books the single-worker costs alone
-  const MeasuredRun m = for_flag(flag, [&] { return read_run(run, p, base_config(p, flags), flags); });
+  const MeasuredRun m =
+      for_flag(flag, [&] { return read_run(run, p, base_config(p, flags), flags); });
   if (!m.skipped.empty()) throw Error(flag + ": " + m.skipped);
   const int processes = m.config.workers + m.config.servers;
   const int run_cores = m.summary.value("launch", nlohmann::json::object()).value("host_cpus", 0);
@@ -52,34 +56,39 @@ void measure_contention(Profile& p, const std::string& run) {
   // At twice the cores or more the factor applies whole: measured there, it is not scaled up
   // from a run that was crowded only in part.
   if (processes < 2 * cores)
-    throw Error(flag + ": " + std::to_string(processes) + " workers + shards on " + std::to_string(cores) +
-                " cores: give a run with at least " + std::to_string(2 * cores) +
-                " (twice the cores), where the host is fully crowded");
+    throw Error(flag + ": " + std::to_string(processes) + " workers + shards on " +
+                std::to_string(cores) + " cores: give a run with at least " +
+                std::to_string(2 * cores) + " (twice the cores), where the host is fully crowded");
   if (!(m.host.per_step_s > 0))
-    throw Error(flag + ": no CPU per step to compare (it needs traces and real compute on one thread a worker)");
+    throw Error(
+        flag +
+        ": no CPU per step to compare (it needs traces and real compute on one thread a worker)");
   const SimResult r = simulate_seeds(p, spec, m.config, flags.seeds);
   if (!(r.host_cpu_per_step_s > 0)) throw Error(flag + ": the simulation booked no CPU");
   const double ratio = m.host.per_step_s / r.host_cpu_per_step_s;
   p.contention = std::min(10.0, std::max(0.0, ratio - 1));
-  p.source["contention_run"] = nlohmann::json{{"run", run},
-                                              {"workers", m.config.workers},
-                                              {"servers", m.config.servers},
-                                              {"cores", cores},
-                                              {"measured_cpu_per_step_ms", m.host.per_step_s * 1e3},
-                                              {"simulated_cpu_per_step_ms", r.host_cpu_per_step_s * 1e3},
-                                              {"ratio", ratio}};
+  p.source["contention_run"] =
+      nlohmann::json{{"run", run},
+                     {"workers", m.config.workers},
+                     {"servers", m.config.servers},
+                     {"cores", cores},
+                     {"measured_cpu_per_step_ms", m.host.per_step_s * 1e3},
+                     {"simulated_cpu_per_step_ms", r.host_cpu_per_step_s * 1e3},
+                     {"ratio", ratio}};
   if (p.contention > 0)
-    std::fprintf(stderr,
-                 "  contention: %s (%d workers + %d shards on %d cores) spent %.2f ms of CPU a worker-step, "
-                 "the simulation %.2f: every CPU cost x %.2f where the processes are twice the cores\n",
-                 run.c_str(), m.config.workers, m.config.servers, cores, m.host.per_step_s * 1e3,
-                 r.host_cpu_per_step_s * 1e3, 1 + p.contention);
+    std::fprintf(
+        stderr,
+        "  contention: %s (%d workers + %d shards on %d cores) spent %.2f ms of CPU a worker-step, "
+        "the simulation %.2f: every CPU cost x %.2f where the processes are twice the cores\n",
+        run.c_str(), m.config.workers, m.config.servers, cores, m.host.per_step_s * 1e3,
+        r.host_cpu_per_step_s * 1e3, 1 + p.contention);
   else
-    std::fprintf(stderr,
-                 "  contention: none found: %s (%d workers + %d shards on %d cores) spent %.2f ms of CPU a "
-                 "worker-step, no more than the simulation's %.2f\n",
-                 run.c_str(), m.config.workers, m.config.servers, cores, m.host.per_step_s * 1e3,
-                 r.host_cpu_per_step_s * 1e3);
+    std::fprintf(
+        stderr,
+        "  contention: none found: %s (%d workers + %d shards on %d cores) spent %.2f ms of CPU a "
+        "worker-step, no more than the simulation's %.2f\n",
+        run.c_str(), m.config.workers, m.config.servers, cores, m.host.per_step_s * 1e3,
+        r.host_cpu_per_step_s * 1e3);
 }
 
 }  // namespace
@@ -87,7 +96,8 @@ void measure_contention(Profile& p, const std::string& run) {
 int run_profile(const ProfileCommandOptions& o) {
   std::error_code ec;
   if (fs::exists(o.extract.run, ec) && !fs::is_directory(o.extract.run, ec))
-    throw Error("'" + o.extract.run + "' is a file, not a run folder (expected the --out folder of `psbed launch`)");
+    throw Error("'" + o.extract.run +
+                "' is a file, not a run folder (expected the --out folder of `psbed launch`)");
   ensure_writable_file(o.out, "--out");  // before the extraction and the contention's simulations
   Profile p = extract_profile(o.extract);
   if (!o.contention_run.empty()) measure_contention(p, o.contention_run);
@@ -96,13 +106,11 @@ int run_profile(const ProfileCommandOptions& o) {
   std::string calibration;
   if (p.source.contains("calibrated_link_model"))
     calibration = "calibrated to the run's " + fmt(pace, 1) + " steps/s";
-  else if (p.source.contains("calibrated"))
-  {
+  else if (p.source.contains("calibrated")) {
     std::string why = p.source["calibrated"].get<std::string>();
     if (why.rfind("no: ", 0) == 0) why = why.substr(4);
     calibration = "not calibrated: " + why;
-  }
-  else if (!o.extract.calibrate)
+  } else if (!o.extract.calibrate)
     calibration = "not calibrated: --no-calibrate";
   else if (pace > 0)
     calibration = "no fit to the run's " + fmt(pace, 1) + " steps/s was kept, see below";
@@ -119,10 +127,11 @@ int run_profile(const ProfileCommandOptions& o) {
                                 : p.shaped.c_str(),
                p.message_cost_us, p.message_latency_us, p.transit_ns_per_byte, calibration.c_str());
   if (p.host_cpus > 0)
-    std::fprintf(stderr,
-                 "  host: %d CPUs; the nodes' CPU over the steady steps is %.0f us per message received + "
-                 "%.2f ns per byte (measured copies)\n",
-                 p.host_cpus, p.cpu_per_message_us, p.cpu_per_byte_ns);
+    std::fprintf(
+        stderr,
+        "  host: %d CPUs; the nodes' CPU over the steady steps is %.0f us per message received + "
+        "%.2f ns per byte (measured copies)\n",
+        p.host_cpus, p.cpu_per_message_us, p.cpu_per_byte_ns);
   if (p.source.contains("pulls_latency_us"))
     std::fprintf(stderr,
                  "  the pulls' latency, %.0f us one way, holds both ends' software time, which "
@@ -131,18 +140,22 @@ int run_profile(const ProfileCommandOptions& o) {
                  p.source["pulls_latency_us"].get<double>(), p.latency_us);
   for (const char* key : {"refused_message_cost_us", "refused_message_latency_us"})
     if (p.source.contains(key))
-      std::fprintf(stderr,
-                   "  (a per-message %s of %.0f us would match the run's pace, beyond the %.0f us any "
-                   "receive takes here: the gap is not per-message work, so it was fitted per byte)\n",
-                   std::string(key).find("latency") != std::string::npos ? "latency" : "cost",
-                   p.source[key].get<double>(), kMaxPlausibleMessageCostUs);
+      std::fprintf(
+          stderr,
+          "  (a per-message %s of %.0f us would match the run's pace, beyond the %.0f us any "
+          "receive takes here: the gap is not per-message work, so it was fitted per byte)\n",
+          std::string(key).find("latency") != std::string::npos ? "latency" : "cost",
+          p.source[key].get<double>(), kMaxPlausibleMessageCostUs);
   if (p.source.contains("warnings"))
-    for (const auto& w : p.source["warnings"]) std::fprintf(stderr, "  warning: %s\n", w.get<std::string>().c_str());
+    for (const auto& w : p.source["warnings"])
+      std::fprintf(stderr, "  warning: %s\n", w.get<std::string>().c_str());
   if (p.source.contains("refused_transit_ns_per_byte"))
     std::fprintf(stderr,
-                 "  (nor per byte: %.1f ns/byte is beyond the %.0f ns/byte a host copy costs; both stay 0 and the "
+                 "  (nor per byte: %.1f ns/byte is beyond the %.0f ns/byte a host copy costs; both "
+                 "stay 0 and the "
                  "gap to the run's pace is left unexplained)\n",
-                 p.source["refused_transit_ns_per_byte"].get<double>(), kMaxPlausibleTransitNsPerByte);
+                 p.source["refused_transit_ns_per_byte"].get<double>(),
+                 kMaxPlausibleTransitNsPerByte);
   std::printf("%s\n", o.out.c_str());
   return 0;
 }

@@ -142,8 +142,8 @@ HostCpu run_host_cpu(const std::string& run_dir, int workers, int servers,
     if (!meta.contains("cpu_steady") || !meta["cpu_steady"].is_object()) return {};
     const auto& c = meta["cpu_steady"];
     // The worker's own count where summary.json has it, else its done steps less the warm-up.
-    double steps = double(meta.value("steps_done", planned_steps) -
-                          default_warmup_steps(planned_steps));
+    double steps =
+        double(meta.value("steps_done", planned_steps) - default_warmup_steps(planned_steps));
     if (per_worker.is_array())
       for (const auto& pw : per_worker)
         if (pw.is_object() && pw.value("id", -1) == w && pw.contains("steady_steps") &&
@@ -344,7 +344,8 @@ void fit_apply_cost(Profile& p, const std::vector<LoadedTrace>& servers, std::in
 
 // Link: the run's configured emulation if it had one; otherwise what the pulls show (a pull
 // is a request one way and the part the other: duration = 2 latency + bytes / bandwidth).
-void take_link(Profile& p, const std::string& link, const std::vector<std::pair<double, double>>& pull_points) {
+void take_link(Profile& p, const std::string& link,
+               const std::vector<std::pair<double, double>>& pull_points) {
   double bw = 0, lat = 0;
   if (parse_link_metadata(link, &bw, &lat)) {
     p.bandwidth_bytes_per_sec = bw, p.latency_us = lat * 1e6, p.shaped = link;
@@ -359,7 +360,8 @@ void take_link(Profile& p, const std::string& link, const std::vector<std::pair<
 // worker count (a worker killed leaves no trace), the nodes that failed. A damaged one is
 // refused rather than read as absent: the profile would quietly lose the host's cores. Null
 // where the run has none (said in `warnings`).
-nlohmann::json read_run_summary(const fs::path& run, const ProfileOptions& opt, nlohmann::json& warnings) {
+nlohmann::json read_run_summary(const fs::path& run, const ProfileOptions& opt,
+                                nlohmann::json& warnings) {
   nlohmann::json summary;
   const fs::path summary_path = run / "summary.json";
   if (std::ifstream in(summary_path); in) {
@@ -369,7 +371,8 @@ nlohmann::json read_run_summary(const fs::path& run, const ProfileOptions& opt, 
       throw Error(summary_path.string() + " is not valid JSON (" + e.what() +
                   "): repair it, or remove it to profile from the traces alone");
     }
-    if (!summary.is_object()) throw Error(summary_path.string() + " is not a JSON object (expected a run's summary)");
+    if (!summary.is_object())
+      throw Error(summary_path.string() + " is not a JSON object (expected a run's summary)");
     // The fields read below, of the kinds launch writes: another kind is named, with the file.
     using T = nlohmann::json::value_t;
     auto expect = [&](const nlohmann::json& obj, const std::string& where, const char* key,
@@ -377,7 +380,8 @@ nlohmann::json read_run_summary(const fs::path& run, const ProfileOptions& opt, 
       if (!obj.contains(key)) return;
       for (const T k : kinds)
         if (obj[key].type() == k || (k == T::number_float && obj[key].is_number())) return;
-      throw Error(summary_path.string() + ": '" + where + key + "' is " + obj[key].dump() + ", expected " + what);
+      throw Error(summary_path.string() + ": '" + where + key + "' is " + obj[key].dump() +
+                  ", expected " + what);
     };
     expect(summary, "", "servers", {T::number_float}, "a number");
     expect(summary, "", "workers", {T::number_float}, "a number");
@@ -387,36 +391,42 @@ nlohmann::json read_run_summary(const fs::path& run, const ProfileOptions& opt, 
     expect(summary, "", "policy_switches", {T::array}, "a list");
     expect(summary, "", "launch", {T::object}, "an object");
     expect(summary, "", "failed_nodes", {T::array}, "a list of nodes");
-    if (summary.contains("launch")) expect(summary["launch"], "launch.", "host_cpus", {T::number_float}, "a number");
+    if (summary.contains("launch"))
+      expect(summary["launch"], "launch.", "host_cpus", {T::number_float}, "a number");
     if (summary.contains("failed_nodes"))
       for (const auto& f : summary["failed_nodes"]) {
         if (!f.is_object())
-          throw Error(summary_path.string() + ": a node of 'failed_nodes' is " + f.dump() + ", expected an object");
+          throw Error(summary_path.string() + ": a node of 'failed_nodes' is " + f.dump() +
+                      ", expected an object");
         expect(f, "failed_nodes[].", "name", {T::string}, "a string");
         expect(f, "failed_nodes[].", "reason", {T::string}, "a string");
       }
   } else {
-    warnings.push_back("no summary.json in '" + opt.run +
-                       "': the host's CPU count is unknown, so the host's cores are not modelled, and "
-                       "a worker that died without a trace would go unseen; profile a run psbed launch made");
+    warnings.push_back(
+        "no summary.json in '" + opt.run +
+        "': the host's CPU count is unknown, so the host's cores are not modelled, and "
+        "a worker that died without a trace would go unseen; profile a run psbed launch made");
   }
   return summary;
 }
 
 // What summary.json says against the profile: no host CPU count, nodes that failed.
 void warn_about_summary(const nlohmann::json& summary, nlohmann::json& warnings) {
-  if (summary.is_object() && !(summary.contains("launch") && summary["launch"].value("host_cpus", 0.0) > 0))
-    warnings.push_back("summary.json has no launch.host_cpus (a cluster started by hand, or an older psbed): "
-                       "the host's cores are not modelled");
-  if (summary.is_object() && summary.contains("failed_nodes") && summary["failed_nodes"].is_array() &&
-      !summary["failed_nodes"].empty()) {
+  if (summary.is_object() &&
+      !(summary.contains("launch") && summary["launch"].value("host_cpus", 0.0) > 0))
+    warnings.push_back(
+        "summary.json has no launch.host_cpus (a cluster started by hand, or an older psbed): "
+        "the host's cores are not modelled");
+  if (summary.is_object() && summary.contains("failed_nodes") &&
+      summary["failed_nodes"].is_array() && !summary["failed_nodes"].empty()) {
     std::string names;
     for (const auto& f : summary["failed_nodes"])
       names += (names.empty() ? "" : ", ") + f.value("name", std::string("?")) + " (" +
                f.value("reason", std::string("failed")) + ")";
-    warnings.push_back("node(s) failed during the run: " + names +
-                       "; the steps before shared the host and the shard with them: profile a run in which "
-                       "no node failed");
+    warnings.push_back(
+        "node(s) failed during the run: " + names +
+        "; the steps before shared the host and the shard with them: profile a run in which "
+        "no node failed");
   }
 }
 
@@ -429,7 +439,8 @@ void warn_about_summary(const nlohmann::json& summary, nlohmann::json& warnings)
 // worker of the run, the worker's transfers are one worker's. Returns every process's CPU per
 // step (compute included); `steady_cpu_s` the CPU split, < 0 where none.
 HostCpu measure_host_cpu(Profile& p, const ProfileOptions& opt, const LoadedTrace& worker,
-                         const std::vector<LoadedTrace>& servers, int host_cpus, double& steady_cpu_s) {
+                         const std::vector<LoadedTrace>& servers, int host_cpus,
+                         double& steady_cpu_s) {
   const nlohmann::json& meta = worker.metadata;
   HostCpu host_cpu;
   if (!(host_cpus > 0 && meta.contains("cpu_steady"))) return host_cpu;
@@ -447,21 +458,22 @@ HostCpu measure_host_cpu(Profile& p, const ProfileOptions& opt, const LoadedTrac
   for (const auto& e : worker.events) {
     const double end = e.ts_us + e.dur_us;
     if (end < t0 || end > t1) continue;
-    if (e.lane == "push" || e.lane == "pull") ++transfers, bytes += double(std::max<std::int64_t>(0, e.bytes));
+    if (e.lane == "push" || e.lane == "pull")
+      ++transfers, bytes += double(std::max<std::int64_t>(0, e.bytes));
     if (e.lane == "step" && e.name == "step") ++steady_steps;
     if (e.lane == "compute" && (e.name.rfind("fwd:", 0) == 0 || e.name.rfind("bwd:", 0) == 0))
       compute_s += e.dur_us / 1e6;
   }
   // Every process's CPU so far, compute included: per step and per second of the span.
-  if (every_shard && steady_steps > 0)
-    host_cpu = {cpu / steady_steps, cpu / ((t1 - t0) / 1e6)};
+  if (every_shard && steady_steps > 0) host_cpu = {cpu / steady_steps, cpu / ((t1 - t0) / 1e6)};
   if (meta.value("compute", std::string("real")) == "real")
     cpu -= compute_s * std::max(1, meta.value("threads", 1));
   if (every_shard && transfers > 0 && cpu > 0) {
     p.host_cpus = host_cpus;
-    p.cpu_per_byte_ns = opt.copy_cpu_ns_per_byte >= 0 ? opt.copy_cpu_ns_per_byte
-                                                      : measure_copy_cpu_ns_per_byte();
-    p.cpu_per_message_us = std::max(0.0, cpu - bytes * p.cpu_per_byte_ns * 1e-9) / (2 * transfers) * 1e6;
+    p.cpu_per_byte_ns =
+        opt.copy_cpu_ns_per_byte >= 0 ? opt.copy_cpu_ns_per_byte : measure_copy_cpu_ns_per_byte();
+    p.cpu_per_message_us =
+        std::max(0.0, cpu - bytes * p.cpu_per_byte_ns * 1e-9) / (2 * transfers) * 1e6;
     steady_cpu_s = cpu;
   }
   return host_cpu;
@@ -474,36 +486,40 @@ HostCpu measure_host_cpu(Profile& p, const ProfileOptions& opt, const LoadedTrac
 std::size_t warn_about_run(Profile& p, const nlohmann::json& summary, const std::string& policy,
                            std::int64_t skip, nlohmann::json& warnings) {
   std::size_t switches = 0;
-  if (summary.is_object() && summary.contains("policy_switches") && summary["policy_switches"].is_array())
+  if (summary.is_object() && summary.contains("policy_switches") &&
+      summary["policy_switches"].is_array())
     switches = summary["policy_switches"].size();
   if (switches > 0) {
     p.source["policy_switches"] = switches;
     p.source["policy_final"] = summary.value("policy_final", nlohmann::json());
-    warnings.push_back("the run switched its policy " + std::to_string(switches) + " time(s) (from " + policy +
-                       " to " + summary.value("policy_final", std::string("?")) +
-                       " at the end): its steps mix the policies, and source.policy names the first; "
-                       "profile a run of one policy for predictions");
+    warnings.push_back(
+        "the run switched its policy " + std::to_string(switches) + " time(s) (from " + policy +
+        " to " + summary.value("policy_final", std::string("?")) +
+        " at the end): its steps mix the policies, and source.policy names the first; "
+        "profile a run of one policy for predictions");
   }
   if (summary.is_object() && !summary.value("ok", true))
-    warnings.push_back("the run did not finish (" + summary.value("failure", std::string("failed")) +
-                       "): profiled over the " + std::to_string(p.layers[0].forward_ms.size()) +
+    warnings.push_back("the run did not finish (" +
+                       summary.value("failure", std::string("failed")) + "): profiled over the " +
+                       std::to_string(p.layers[0].forward_ms.size()) +
                        " steps it did after its warm-up");
   if (p.layers[0].forward_ms.size() < kFewProfiledSteps)
-    warnings.push_back("only " + std::to_string(p.layers[0].forward_ms.size()) + " step(s) profiled after " +
-                       std::to_string(skip) + " skipped: the compute samples and the pace are that few steps'; "
+    warnings.push_back("only " + std::to_string(p.layers[0].forward_ms.size()) +
+                       " step(s) profiled after " + std::to_string(skip) +
+                       " skipped: the compute samples and the pace are that few steps'; "
                        "profile a longer run (or a smaller --skip-steps)");
   return switches;
 }
 
 // Calibration against the run's own pace.
 void calibrate_to_pace(Profile& p, const ProfileOptions& opt, bool single, std::size_t switches,
-               int run_workers, double measured_sps) {
+                       int run_workers, double measured_sps) {
   // An unshaped run's latency is the intercept of its pulls' durations, which holds the
   // software time of both ends as well; where the host's CPU was measured the simulator charges
   // that time again (each message's CPU, a node's serial share of it). Where the simulated run
   // is then slower than it measured, the latency comes down until it is not.
-  if (single && switches == 0 && opt.calibrate && measured_sps > 0 && p.shaped.empty() && p.host_cpus > 0 &&
-      p.latency_us > 0 &&
+  if (single && switches == 0 && opt.calibrate && measured_sps > 0 && p.shaped.empty() &&
+      p.host_cpus > 0 && p.latency_us > 0 &&
       simulated_source_pace(p) < measured_sps * (1 - kCalibrationTolerance)) {
     p.source["pulls_latency_us"] = p.latency_us;
     p.latency_us = std::min(p.latency_us, calibrate_link_latency_us(p, measured_sps));
@@ -555,10 +571,11 @@ void self_check(Profile& p, double measured_sps, nlohmann::json& warnings) {
   const double off = 100 * (simulated - measured_sps) / measured_sps;
   if (std::abs(off) > kSelfCheckTolerancePct) {
     char text[256];
-    std::snprintf(text, sizeof text,
-                  "simulated, this profile's own run gives %.1f steps/s against the %.1f it measured "
-                  "(%+.0f%%): predictions from it carry that gap",
-                  simulated, measured_sps, off);
+    std::snprintf(
+        text, sizeof text,
+        "simulated, this profile's own run gives %.1f steps/s against the %.1f it measured "
+        "(%+.0f%%): predictions from it carry that gap",
+        simulated, measured_sps, off);
     warnings.push_back(text);
   }
 }
@@ -606,15 +623,16 @@ Profile extract_profile(const ProfileOptions& opt) {
   if (summary.is_object()) n_servers = int(summary.value("servers", double(n_servers)));
   warn_about_summary(summary, warnings);
   // Every worker the run had, traced or not.
-  const int run_workers =
-      std::max(int(traces.workers.size()), summary.is_object() ? int(summary.value("workers", 0.0)) : 0);
+  const int run_workers = std::max(int(traces.workers.size()),
+                                   summary.is_object() ? int(summary.value("workers", 0.0)) : 0);
   const int host_cpus = summary.is_object() && summary.contains("launch")
                             ? int(summary["launch"].value("host_cpus", 0.0))
                             : 0;
   double steady_cpu_s = -1;
   const bool single = run_workers == 1;
   const HostCpu host_cpu =
-      single ? measure_host_cpu(p, opt, worker, traces.servers, host_cpus, steady_cpu_s) : HostCpu{};
+      single ? measure_host_cpu(p, opt, worker, traces.servers, host_cpus, steady_cpu_s)
+             : HostCpu{};
   p.source = {{"run", opt.run},
               {"worker", worker.node},
               {"workers", run_workers},  // the run's, traced or not (a killed worker leaves none)

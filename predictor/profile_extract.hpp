@@ -3,10 +3,9 @@
 // sleeps from.
 #pragma once
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/profile.hpp"
 

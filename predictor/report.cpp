@@ -35,7 +35,9 @@ std::string seed_range(std::uint64_t seed, int seeds) {
   const std::uint64_t last = seed + std::uint64_t(seeds - 1);  // unsigned: wraps past 2^64 - 1 to 0
   if (seeds <= 1) return std::to_string(seed);
   if (last >= seed) return std::to_string(seed) + " to " + std::to_string(last);
-  const std::string before = seed == UINT64_MAX ? std::to_string(seed) : std::to_string(seed) + " to " + std::to_string(UINT64_MAX);
+  const std::string before = seed == UINT64_MAX
+                                 ? std::to_string(seed)
+                                 : std::to_string(seed) + " to " + std::to_string(UINT64_MAX);
   return before + ", then " + (last == 0 ? std::string("0") : "0 to " + std::to_string(last));
 }
 
@@ -44,8 +46,8 @@ std::string regime_edge_note() {
          "(workers in lockstep or drifted apart) and a real run can land in either";
 }
 
-void announce(const char* command, std::size_t configurations, const std::string& source,
-              int seeds, int jobs) {
+void announce(const char* command, std::size_t configurations, const std::string& source, int seeds,
+              int jobs) {
   std::fprintf(stderr, "%s: %zu configuration(s)%s, %d seed(s) each, on %d thread(s)\n", command,
                configurations, source.c_str(), seeds,
                worker_threads(jobs, configurations * std::size_t(seeds)));

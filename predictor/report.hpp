@@ -4,9 +4,8 @@
 // the same thing the same way.
 #pragma once
 #include <cstddef>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace psbed::predictor {
 
@@ -30,7 +29,7 @@ std::string run_name(const std::string& dir);
 std::string regime_edge_note();
 
 // The progress line a simulating command starts with: how much it simulates, on how many threads.
-void announce(const char* command, std::size_t configurations, const std::string& source,
-              int seeds, int jobs);
+void announce(const char* command, std::size_t configurations, const std::string& source, int seeds,
+              int jobs);
 
 }  // namespace psbed::predictor

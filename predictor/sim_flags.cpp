@@ -32,21 +32,26 @@ std::vector<std::string> expand_policies(const std::vector<std::string>& names) 
 
 SimConfig base_config(const Profile& profile, const SimFlags& f) {
   SimConfig c;
-  c.bandwidth_bytes_per_sec = f.bandwidth.empty() ? profile.bandwidth_bytes_per_sec
-                              : f.bandwidth == "0" || f.bandwidth == "unshaped"
-                                  ? 0.0
-                                  : for_flag("--bandwidth", [&] { return parse_bandwidth_bps(f.bandwidth); }) / 8;
-  c.latency_s = f.latency.empty() ? profile.latency_us * 1e-6
-                                  : for_flag("--latency", [&] { return parse_duration_s(f.latency); });
+  c.bandwidth_bytes_per_sec =
+      f.bandwidth.empty() ? profile.bandwidth_bytes_per_sec
+      : f.bandwidth == "0" || f.bandwidth == "unshaped"
+          ? 0.0
+          : for_flag("--bandwidth", [&] { return parse_bandwidth_bps(f.bandwidth); }) / 8;
+  c.latency_s = f.latency.empty()
+                    ? profile.latency_us * 1e-6
+                    : for_flag("--latency", [&] { return parse_duration_s(f.latency); });
   c.link_model = for_flag("--link-model", [&] { return parse_link_model(f.link_model); });
   take_host_costs(profile, c);
-  c.partition_bytes = std::int64_t(for_flag("--partition-bytes", [&] { return parse_bytes(f.partition_bytes); }));
+  c.partition_bytes =
+      std::int64_t(for_flag("--partition-bytes", [&] { return parse_bytes(f.partition_bytes); }));
   if (c.partition_bytes < 4)
-    throw Error("--partition-bytes " + f.partition_bytes + ": expected 4 bytes (one float) or more");
+    throw Error("--partition-bytes " + f.partition_bytes +
+                ": expected 4 bytes (one float) or more");
   c.policy.slice_params = f.slice_params;
   c.policy.partition_params = f.partition_params;
   if (!f.credit.empty())
-    c.policy.credit_bytes = std::int64_t(for_flag("--credit", [&] { return parse_bytes(f.credit); }));
+    c.policy.credit_bytes =
+        std::int64_t(for_flag("--credit", [&] { return parse_bytes(f.credit); }));
   c.apply_lanes = f.apply_lanes;
   c.steps = f.steps;
   c.seed = f.seed;

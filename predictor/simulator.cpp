@@ -39,7 +39,8 @@ double contention_scale(const SimConfig& c) {
   if (!(c.cpu_contention > 0) || !c.compute_on_cores || c.host_cpus <= 0 ||
       !(c.cpu_per_message_s + c.cpu_per_byte_s > 0))
     return 1;
-  const double over = std::clamp(double(c.workers + c.servers - c.host_cpus) / c.host_cpus, 0.0, 1.0);
+  const double over =
+      std::clamp(double(c.workers + c.servers - c.host_cpus) / c.host_cpus, 0.0, 1.0);
   return 1 + c.cpu_contention * over;
 }
 
@@ -88,8 +89,8 @@ SimConfig seeded(const SimConfig& config, int k, bool trace) {
 }  // namespace
 
 std::vector<SimResult> simulate_all(
-    const Profile& profile, const ModelSpec& spec, const std::vector<SimConfig>& configs,
-    int seeds, int jobs, const std::function<void(std::size_t, const SimResult&)>& done) {
+    const Profile& profile, const ModelSpec& spec, const std::vector<SimConfig>& configs, int seeds,
+    int jobs, const std::function<void(std::size_t, const SimResult&)>& done) {
   if (seeds < 1) throw Error("simulation: seeds must be at least 1");
   if (jobs < 0) throw Error("simulation: jobs must be 0 (one per core) or more");
   const std::size_t tasks = configs.size() * std::size_t(seeds);

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "core/defaults.hpp"
 #include "core/consistency.hpp"
+#include "core/defaults.hpp"
 #include "core/model_spec.hpp"
 #include "core/policy.hpp"
 #include "core/profile.hpp"
@@ -85,17 +85,18 @@ struct SimConfig {
   // every message arrives bytes x this later (a delay, not a shared resource).
   double transit_s_per_byte = 0;
   std::int64_t partition_bytes = defaults::kPartitionBytes;  // largest part
-  int apply_lanes = defaults::kApplyThreads;                  // apply threads per shard
-  std::int64_t message_overhead_bytes = 64;  // wire header of a data message
+  int apply_lanes = defaults::kApplyThreads;                 // apply threads per shard
+  std::int64_t message_overhead_bytes = 64;                  // wire header of a data message
   // Bucket links: a send buffer's size (the live ShapedTransport::kSendBufferBytes): a worker
   // has one per shard connection, a shard one for all its workers.
   std::int64_t send_buffer_bytes = defaults::kSendBufferBytes;
-  std::int64_t steps = 200;                  // per worker
+  std::int64_t steps = 200;        // per worker
   std::int64_t warmup_steps = -1;  // excluded from the figures; < 0: the live worker's rule
   std::uint64_t seed = 1;
   double straggler_s = 0;  // worker-0 sleeps this long every step (as launch --straggler-ms)
-  double start_stagger_s = 0;  // worker w starts w x this / workers later (launch --start-stagger-ms)
-  std::string trace_dir;   // if set: one synthetic Chrome trace per node here
+  double start_stagger_s =
+      0;                  // worker w starts w x this / workers later (launch --start-stagger-ms)
+  std::string trace_dir;  // if set: one synthetic Chrome trace per node here
 };
 
 struct SimResult {
@@ -108,7 +109,7 @@ struct SimResult {
   // on them) per worker-step, over the whole run; 0 where the cores are not modelled.
   double host_cpu_per_step_s = 0;
   double cpu_contention_scale = 1;  // what cpu_contention made of this configuration's CPU costs
-  double wall_seconds = 0;   // time the simulation took
+  double wall_seconds = 0;          // time the simulation took
   std::vector<double> worker_steps_per_sec;
   // simulate_seeds: the lowest and highest images/s over the seeds (simulate: images_per_sec).
   // A wide range says the configuration sits between two regimes (workers in lockstep or
@@ -151,15 +152,15 @@ SimResult simulate_seeds(const Profile& profile, const ModelSpec& spec, const Si
                          int seeds);
 
 // simulate_seeds for every configuration, the simulations (configurations x seeds) spread over
-// `jobs` threads (0: one per core; predictor/parallel.hpp). Each simulation is seeded and independent, so the results,
-// in the order of `configs`, are those of simulate_seeds one after the other; only the wall time
-// changes. `done(i, result)`, if set, is called as configuration i completes (in completion
-// order, one call at a time). If simulations fail, the error of the first in order
-// (configuration, then seed), the one a serial run would meet, is rethrown here once every
+// `jobs` threads (0: one per core; predictor/parallel.hpp). Each simulation is seeded and
+// independent, so the results, in the order of `configs`, are those of simulate_seeds one after the
+// other; only the wall time changes. `done(i, result)`, if set, is called as configuration i
+// completes (in completion order, one call at a time). If simulations fail, the error of the first
+// in order (configuration, then seed), the one a serial run would meet, is rethrown here once every
 // thread has stopped.
 std::vector<SimResult> simulate_all(
-    const Profile& profile, const ModelSpec& spec, const std::vector<SimConfig>& configs,
-    int seeds, int jobs, const std::function<void(std::size_t, const SimResult&)>& done = {});
+    const Profile& profile, const ModelSpec& spec, const std::vector<SimConfig>& configs, int seeds,
+    int jobs, const std::function<void(std::size_t, const SimResult&)>& done = {});
 
 // SimConfig::cpu_contention's factor for this configuration: 1 + contention x min(1, (workers +
 // shards - cores) / cores) where real compute and the messages' CPU run on the host's modelled

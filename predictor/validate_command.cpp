@@ -24,7 +24,8 @@ namespace {
 // folder this call made goes again if they fail (no empty report folder left behind). Only that
 // folder, only empty, and never one that was there before under another spelling
 // (foo/../results).
-nlohmann::json validate_into_out(const ValidateOptions& o, const Profile& profile, const ModelSpec& spec) {
+nlohmann::json validate_into_out(const ValidateOptions& o, const Profile& profile,
+                                 const ModelSpec& spec) {
   std::error_code ec;
   const fs::path out_path = fs::weakly_canonical(fs::absolute(o.out), ec);
   const bool made_out = !ec && !fs::exists(out_path);
@@ -33,7 +34,8 @@ nlohmann::json validate_into_out(const ValidateOptions& o, const Profile& profil
   try {
     v = validate_runs(profile, spec, o.runs, o.sim);
   } catch (...) {
-    if (made_out && fs::is_directory(out_path, ec) && fs::is_empty(out_path, ec)) fs::remove(out_path, ec);
+    if (made_out && fs::is_directory(out_path, ec) && fs::is_empty(out_path, ec))
+      fs::remove(out_path, ec);
     throw;
   }
   return v;
@@ -42,7 +44,8 @@ nlohmann::json validate_into_out(const ValidateOptions& o, const Profile& profil
 // A row's policy settings as the table names them: "slice 40000, credit 4.00 MiB"; empty for none.
 std::string settings_of(const nlohmann::json& r) {
   std::string t;
-  if (r["slice_params"].is_number()) t += "slice " + std::to_string(r["slice_params"].get<std::int64_t>());
+  if (r["slice_params"].is_number())
+    t += "slice " + std::to_string(r["slice_params"].get<std::int64_t>());
   if (r["partition_params"].is_number())
     t += "partition " + std::to_string(r["partition_params"].get<std::int64_t>());
   if (r["credit_bytes"].is_number())
@@ -75,7 +78,8 @@ Columns table_columns(const nlohmann::json& v, bool seeded) {
     return false;
   };
   Columns c;
-  c.latency = any("latency_us"), c.straggler = any("straggler_ms"), c.stagger = any("start_stagger_ms");
+  c.latency = any("latency_us"), c.straggler = any("straggler_ms"),
+  c.stagger = any("start_stagger_ms");
   for (const auto& r : v["runs"]) c.settings = c.settings || !settings_of(r).empty();
   c.steps = differ("steps"), c.compute = differ("predicted_compute");
   c.repeated = v["configurations"].get<std::size_t>() < v["runs_measured"].get<std::size_t>();
@@ -91,15 +95,16 @@ struct EdgeCounts {
 
 // The table: a row per configuration.
 EdgeCounts write_table(std::ostream& md, const nlohmann::json& v, const Columns& k) {
-  md << "| run | workers | servers | policy |" << (k.settings ? " settings |" : "") << " mode | bandwidth |"
-     << (k.latency ? " latency us |" : "") << (k.straggler ? " straggler ms |" : "")
-     << (k.stagger ? " start stagger ms |" : "") << (k.steps ? " steps |" : "") << (k.compute ? " compute |" : "")
-     << " measured images/s |" << (k.repeated ? " runs (range) |" : "") << " predicted images/s |"
+  md << "| run | workers | servers | policy |" << (k.settings ? " settings |" : "")
+     << " mode | bandwidth |" << (k.latency ? " latency us |" : "")
+     << (k.straggler ? " straggler ms |" : "") << (k.stagger ? " start stagger ms |" : "")
+     << (k.steps ? " steps |" : "") << (k.compute ? " compute |" : "") << " measured images/s |"
+     << (k.repeated ? " runs (range) |" : "") << " predicted images/s |"
      << (k.seeded ? " seeds' spread % |" : "") << " error % |\n"
-     << "|---|---:|---:|---|" << (k.settings ? "---|" : "") << "---|---|" << (k.latency ? "---:|" : "")
-     << (k.straggler ? "---:|" : "") << (k.stagger ? "---:|" : "") << (k.steps ? "---:|" : "")
-     << (k.compute ? "---|" : "") << "---:|" << (k.repeated ? "---|" : "") << "---:|"
-     << (k.seeded ? "---:|" : "") << "---:|\n";
+     << "|---|---:|---:|---|" << (k.settings ? "---|" : "") << "---|---|"
+     << (k.latency ? "---:|" : "") << (k.straggler ? "---:|" : "") << (k.stagger ? "---:|" : "")
+     << (k.steps ? "---:|" : "") << (k.compute ? "---|" : "") << "---:|"
+     << (k.repeated ? "---|" : "") << "---:|" << (k.seeded ? "---:|" : "") << "---:|\n";
   EdgeCounts n;
   for (const auto& r : v["runs"]) {
     md << "| " << run_name(r["run"].get<std::string>()) << " | " << r["workers"] << " | "
@@ -117,33 +122,37 @@ EdgeCounts write_table(std::ostream& md, const nlohmann::json& v, const Columns&
          << fmt(r["measured_max_images_per_sec"], 0) << ") |";
     md << " " << fmt(r["predicted_images_per_sec"], 0) << " |";
     const double spread = r["predicted_seeds_spread_pct"].get<double>();
-    if (k.seeded) md << " " << fmt(spread, 0) << (spread > kRegimeSpreadPct ? " (edge)" : "") << " |";
+    if (k.seeded)
+      md << " " << fmt(spread, 0) << (spread > kRegimeSpreadPct ? " (edge)" : "") << " |";
     md << " " << fmt(r["error_pct"], 1) << " |\n";
     const bool is_off = std::abs(r["error_pct"].get<double>()) > 10;
-    n.edge += spread > kRegimeSpreadPct, n.off += is_off, n.edge_off += is_off && spread > kRegimeSpreadPct;
+    n.edge += spread > kRegimeSpreadPct, n.off += is_off,
+        n.edge_off += is_off && spread > kRegimeSpreadPct;
   }
   return n;
 }
 
 // The lines under the table: the errors, the runs left out, the configurations on a regime's edge.
-void write_summary(std::ostream& md, const nlohmann::json& v, const ValidateOptions& o, const Columns& k,
-                   const EdgeCounts& n) {
+void write_summary(std::ostream& md, const nlohmann::json& v, const ValidateOptions& o,
+                   const Columns& k, const EdgeCounts& n) {
   md << "\nmean |error| " << fmt(v["mean_abs_error_pct"], 1) << " %, max |error| "
      << fmt(v["max_abs_error_pct"], 1) << " % over " << v["configurations"] << " configuration(s)";
   if (k.repeated)
-    md << " (" << v["runs_measured"].get<std::size_t>() << " runs; the median of each configuration's runs against its "
+    md << " (" << v["runs_measured"].get<std::size_t>()
+       << " runs; the median of each configuration's runs against its "
        << "prediction; each run alone: mean " << fmt(v["single_run_mean_abs_error_pct"], 1)
        << " %, max " << fmt(v["single_run_max_abs_error_pct"], 1) << " %)";
   if (o.sim.seeds > 1)
-    md << "; each prediction the median of " << o.sim.seeds << " seeds (" << seed_range(o.sim.seed, o.sim.seeds)
-       << ")";
+    md << "; each prediction the median of " << o.sim.seeds << " seeds ("
+       << seed_range(o.sim.seed, o.sim.seeds) << ")";
   md << "; profile " << o.profile << "\n";
   for (const auto& x : v["runs_left_out"])
-    md << "left out " << x["run"].get<std::string>() << ": " << x["reason"].get<std::string>() << "\n";
+    md << "left out " << x["run"].get<std::string>() << ": " << x["reason"].get<std::string>()
+       << "\n";
   if (k.seeded)
     md << n.edge << " configuration(s) on the edge between two regimes (the seeds' images/s more "
-       << "than " << fmt(kRegimeSpreadPct, 0) << "% apart: a run can land in either); " << n.edge_off
-       << " of the " << n.off << " off by more than 10% are among them\n";
+       << "than " << fmt(kRegimeSpreadPct, 0) << "% apart: a run can land in either); "
+       << n.edge_off << " of the " << n.off << " off by more than 10% are among them\n";
 }
 
 // The host's CPU per worker-step, measured against what the simulation booked, and the
@@ -183,12 +192,15 @@ void write_host_cpu(std::ostream& md, const nlohmann::json& v, const Profile& pr
   md << "The simulator charges the profiled run's costs"
      << (profile.contention > 0
              ? ", and where workers + shards outnumber the cores its host's contention (every CPU "
-               "cost x up to " + fmt(1 + profile.contention, 2) + ", measured on a crowded run)"
+               "cost x up to " +
+                   fmt(1 + profile.contention, 2) + ", measured on a crowded run)"
              : std::string())
      << "; a run spends otherwise where its host "
      << "is busier (more busy processes than cores time-shared: context switches, caches; or "
      << "several messages taken per wake-up)"
-     << (profile.contention > 0 ? " than that says" : ", which it does not model (psbed profile --contention-run measures it)")
+     << (profile.contention > 0
+             ? " than that says"
+             : ", which it does not model (psbed profile --contention-run measures it)")
      << ". The figure at the "
      << "measured CPU takes the run's own, so it predicts nothing: it says how much of the "
      << "error is the CPU per step. On a host the run keeps busy, images/s is about its cores "
@@ -217,7 +229,8 @@ void write_plot(const ValidateOptions& o) {
 
 int run_validate(const ValidateOptions& given) {
   ValidateOptions o = given;
-  while (o.out.size() > 1 && o.out.back() == '/') o.out.pop_back();  // report/ names report/validation.json
+  while (o.out.size() > 1 && o.out.back() == '/')
+    o.out.pop_back();  // report/ names report/validation.json
   const Profile profile = Profile::load(o.profile);
   const ModelSpec spec = profile_model_spec(profile, o.profile);
   nlohmann::json v = validate_into_out(o, profile, spec);

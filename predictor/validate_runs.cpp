@@ -35,7 +35,9 @@ void check_run_folders(const std::vector<std::string>& dirs) {
     std::error_code ec;
     const fs::path canon = fs::weakly_canonical(fs::path(d), ec);
     const auto [at, fresh] = seen.emplace(ec ? d : canon.string(), d);
-    if (!fresh) throw Error("validate: the run folder '" + d + "' is given twice (as '" + at->second + "' before)");
+    if (!fresh)
+      throw Error("validate: the run folder '" + d + "' is given twice (as '" + at->second +
+                  "' before)");
   }
 }
 
@@ -68,7 +70,8 @@ std::vector<MeasuredRun> read_measured(const Profile& profile, const std::vector
 // runs whose own link was another, so that a prediction for another link is not taken for one
 // of what the run measured.
 void say_replaced_links(const std::vector<MeasuredRun>& read, const SimFlags& flags) {
-  auto say_replaced = [&](const std::string& flag, const std::string& value, auto differs, auto recorded) {
+  auto say_replaced = [&](const std::string& flag, const std::string& value, auto differs,
+                          auto recorded) {
     if (value.empty()) return;
     std::vector<std::string> names;
     for (const MeasuredRun& m : read)
@@ -92,7 +95,8 @@ void say_replaced_links(const std::vector<MeasuredRun>& read, const SimFlags& fl
         return own(m, m.link.own_bandwidth > 0 ? bandwidth_text(m.link.own_bandwidth) : "no limit");
       });
   say_replaced(
-      "--latency", flags.latency, [](const MeasuredRun& m) { return m.link.own_latency != m.config.latency_s; },
+      "--latency", flags.latency,
+      [](const MeasuredRun& m) { return m.link.own_latency != m.config.latency_s; },
       [&](const MeasuredRun& m) { return own(m, fmt(m.link.own_latency * 1e6, 0) + " us"); });
 }
 
@@ -119,17 +123,19 @@ std::vector<Group> group_repeats(std::vector<MeasuredRun>& read) {
 // Each group's configuration simulated, with a progress line as each completes.
 std::vector<SimResult> predict_groups(const Profile& profile, const ModelSpec& spec,
                                       const std::vector<Group>& groups,
-                                      const std::vector<SimConfig>& configs, const SimFlags& flags) {
+                                      const std::vector<SimConfig>& configs,
+                                      const SimFlags& flags) {
   std::size_t finished = 0;
   return simulate_all(
       profile, spec, configs, flags.seeds, flags.jobs, [&](std::size_t i, const SimResult& r) {
         const auto& g = groups[i];
         const MeasuredRun& m = g.front();
-        std::fprintf(stderr, "[%zu/%zu] %s%s: %d worker(s), %d server(s), %s, %s: %.1f images/s predicted\n",
-                     ++finished, groups.size(), m.run.c_str(),
-                     g.size() > 1 ? (" and " + std::to_string(g.size() - 1) + " repeat(s)").c_str() : "",
-                     m.config.workers, m.config.servers, m.config.policy.name.c_str(),
-                     m.config.mode.str().c_str(), r.images_per_sec);
+        std::fprintf(
+            stderr, "[%zu/%zu] %s%s: %d worker(s), %d server(s), %s, %s: %.1f images/s predicted\n",
+            ++finished, groups.size(), m.run.c_str(),
+            g.size() > 1 ? (" and " + std::to_string(g.size() - 1) + " repeat(s)").c_str() : "",
+            m.config.workers, m.config.servers, m.config.policy.name.c_str(),
+            m.config.mode.str().c_str(), r.images_per_sec);
       });
 }
 
@@ -141,7 +147,9 @@ struct CpuWhatIf {
   std::vector<SimResult> results;
   std::vector<int> result_of;  // per configuration: its index in results, -1 where none
   std::size_t configurations = 0;
-  const SimResult* of(std::size_t i) const { return result_of[i] < 0 ? nullptr : &results[std::size_t(result_of[i])]; }
+  const SimResult* of(std::size_t i) const {
+    return result_of[i] < 0 ? nullptr : &results[std::size_t(result_of[i])];
+  }
 };
 
 // The host's CPU: each configuration whose runs measured theirs simulated again with every CPU
@@ -150,17 +158,19 @@ struct CpuWhatIf {
 // the profile's host.contention where processes outnumber the cores); a host time-sharing
 // them may spend otherwise. The figure at the measured CPU says how much of an error
 // the CPU per step accounts for; it predicts nothing, since it takes the run's own figure.
-CpuWhatIf at_measured_cpu(const Profile& profile, const ModelSpec& spec, const std::vector<Group>& groups,
-                          const std::vector<SimConfig>& configs, const std::vector<SimResult>& results,
-                          const SimFlags& flags) {
+CpuWhatIf at_measured_cpu(const Profile& profile, const ModelSpec& spec,
+                          const std::vector<Group>& groups, const std::vector<SimConfig>& configs,
+                          const std::vector<SimResult>& results, const SimFlags& flags) {
   CpuWhatIf w;
-  w.ratio.assign(groups.size(), 0), w.busy.assign(groups.size(), 0), w.step_s.assign(groups.size(), 0);
+  w.ratio.assign(groups.size(), 0), w.busy.assign(groups.size(), 0),
+      w.step_s.assign(groups.size(), 0);
   std::vector<SimConfig> scaled;
   std::vector<std::size_t> scaled_group;
   for (std::size_t i = 0; i < groups.size(); ++i) {
     std::vector<double> per_step, cores;
     for (const auto& x : groups[i])
-      if (x.host.per_step_s > 0) per_step.push_back(x.host.per_step_s), cores.push_back(x.host.busy_cores);
+      if (x.host.per_step_s > 0)
+        per_step.push_back(x.host.per_step_s), cores.push_back(x.host.busy_cores);
     if (per_step.empty() || !(results[i].host_cpu_per_step_s > 0)) continue;
     w.step_s[i] = median(per_step), w.busy[i] = median(cores);
     w.ratio[i] = w.step_s[i] / results[i].host_cpu_per_step_s;
@@ -205,50 +215,56 @@ nlohmann::json group_row(const Group& g, const SimResult& r, const CpuWhatIf& w,
   const double err = mid > 0 ? 100 * (r.images_per_sec - mid) / mid : 0.0;
   t.sum_abs += std::fabs(err);
   t.max_abs = std::max(t.max_abs, std::fabs(err));
-  nlohmann::json row = {{"run", m.run},
-                        {"repeats", g.size()},
-                        {"repeat_runs", names},
-                        {"workers", m.config.workers},
-                        {"servers", m.config.servers},
-                        {"policy", m.config.policy.name},
-                        {"mode", m.config.mode.str()},
-                        // The policy's settings where it uses them (null where it does not): a
-                        // p3 run of 10,000-parameter slices is another configuration than one of 40,000.
-                        {"slice_params", policy::uses_slice_params(m.config.policy.name)
-                                             ? nlohmann::json(m.config.policy.slice_params) : nlohmann::json()},
-                        {"partition_params", policy::uses_partition_params(m.config.policy.name)
-                                                 ? nlohmann::json(m.config.policy.partition_params) : nlohmann::json()},
-                        {"credit_bytes", policy::uses_credit(m.config.policy.name)
-                                             ? nlohmann::json(policy::credit_in_effect(m.config.policy)) : nlohmann::json()},
-                        {"partition_bytes", m.config.partition_bytes},
-                        {"apply_threads", m.config.apply_lanes},
-                        {"steps", m.config.steps},  // simulated per worker
-                        {"recorded_steps", m.recorded["steps"]},
-                        {"bandwidth", bandwidth_text(m.config.bandwidth_bytes_per_sec)},
-                        {"bandwidth_bytes_per_sec", m.config.bandwidth_bytes_per_sec},
-                        {"latency_us", m.config.latency_s * 1e6},
-                        {"host_cpus", m.config.host_cpus},
-                        // The link the runs recorded (a flag may have replaced it; null: none
-                        // recorded, or an unshaped run, which recorded_link says).
-                        {"recorded_link", m.link.known ? nlohmann::json(m.link.text) : nlohmann::json()},
-                        {"recorded_bandwidth_bytes_per_sec",
-                         m.link.known && m.link.text != "unshaped" ? nlohmann::json(m.link.bandwidth) : nlohmann::json()},
-                        {"recorded_latency_us",
-                         m.link.known && m.link.text != "unshaped" ? nlohmann::json(m.link.latency * 1e6) : nlohmann::json()},
-                        {"straggler_ms", m.config.straggler_s * 1e3},
-                        {"start_stagger_ms", m.config.start_stagger_s * 1e3},
-                        {"compute", m.summary.value("compute", std::string("real"))},
-                        {"predicted_compute", m.config.compute_on_cores ? "real" : "replay"},
-                        {"measured_images_per_sec", mid},
-                        {"measured_runs_images_per_sec", measured},
-                        {"measured_min_images_per_sec", *std::min_element(measured.begin(), measured.end())},
-                        {"measured_max_images_per_sec", *std::max_element(measured.begin(), measured.end())},
-                        {"predicted_images_per_sec", r.images_per_sec},
-                        {"predicted_seeds_min_images_per_sec", r.seeds_min_images_per_sec},
-                        {"predicted_seeds_max_images_per_sec", r.seeds_max_images_per_sec},
-                        {"predicted_seeds_spread_pct", r.seeds_spread_pct()},
-                        {"predicted_cpu_contention_scale", r.cpu_contention_scale},
-                        {"error_pct", err}};
+  nlohmann::json row = {
+      {"run", m.run},
+      {"repeats", g.size()},
+      {"repeat_runs", names},
+      {"workers", m.config.workers},
+      {"servers", m.config.servers},
+      {"policy", m.config.policy.name},
+      {"mode", m.config.mode.str()},
+      // The policy's settings where it uses them (null where it does not): a
+      // p3 run of 10,000-parameter slices is another configuration than one of 40,000.
+      {"slice_params", policy::uses_slice_params(m.config.policy.name)
+                           ? nlohmann::json(m.config.policy.slice_params)
+                           : nlohmann::json()},
+      {"partition_params", policy::uses_partition_params(m.config.policy.name)
+                               ? nlohmann::json(m.config.policy.partition_params)
+                               : nlohmann::json()},
+      {"credit_bytes", policy::uses_credit(m.config.policy.name)
+                           ? nlohmann::json(policy::credit_in_effect(m.config.policy))
+                           : nlohmann::json()},
+      {"partition_bytes", m.config.partition_bytes},
+      {"apply_threads", m.config.apply_lanes},
+      {"steps", m.config.steps},  // simulated per worker
+      {"recorded_steps", m.recorded["steps"]},
+      {"bandwidth", bandwidth_text(m.config.bandwidth_bytes_per_sec)},
+      {"bandwidth_bytes_per_sec", m.config.bandwidth_bytes_per_sec},
+      {"latency_us", m.config.latency_s * 1e6},
+      {"host_cpus", m.config.host_cpus},
+      // The link the runs recorded (a flag may have replaced it; null: none
+      // recorded, or an unshaped run, which recorded_link says).
+      {"recorded_link", m.link.known ? nlohmann::json(m.link.text) : nlohmann::json()},
+      {"recorded_bandwidth_bytes_per_sec", m.link.known && m.link.text != "unshaped"
+                                               ? nlohmann::json(m.link.bandwidth)
+                                               : nlohmann::json()},
+      {"recorded_latency_us", m.link.known && m.link.text != "unshaped"
+                                  ? nlohmann::json(m.link.latency * 1e6)
+                                  : nlohmann::json()},
+      {"straggler_ms", m.config.straggler_s * 1e3},
+      {"start_stagger_ms", m.config.start_stagger_s * 1e3},
+      {"compute", m.summary.value("compute", std::string("real"))},
+      {"predicted_compute", m.config.compute_on_cores ? "real" : "replay"},
+      {"measured_images_per_sec", mid},
+      {"measured_runs_images_per_sec", measured},
+      {"measured_min_images_per_sec", *std::min_element(measured.begin(), measured.end())},
+      {"measured_max_images_per_sec", *std::max_element(measured.begin(), measured.end())},
+      {"predicted_images_per_sec", r.images_per_sec},
+      {"predicted_seeds_min_images_per_sec", r.seeds_min_images_per_sec},
+      {"predicted_seeds_max_images_per_sec", r.seeds_max_images_per_sec},
+      {"predicted_seeds_spread_pct", r.seeds_spread_pct()},
+      {"predicted_cpu_contention_scale", r.cpu_contention_scale},
+      {"error_pct", err}};
   if (const SimResult* at_cpu = w.of(i)) {
     const double ips = at_cpu->images_per_sec;
     const double e = mid > 0 ? 100 * (ips - mid) / mid : 0.0;
@@ -286,12 +302,13 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
     runs.push_back(group_row(groups[i], results[i], what_if, i, t));
   nlohmann::json host_cpu = nullptr;
   if (what_if.configurations > 0)
-    host_cpu = {{"profiled_per_step_ms", profile.source.value("host_cpu_per_step_ms", nlohmann::json())},
-                {"profiled_busy_cores", profile.source.value("host_busy_cores", nlohmann::json())},
-                {"configurations", what_if.configurations},
-                {"mean_abs_error_pct", t.what_if_sum / double(what_if.configurations)},
-                {"max_abs_error_pct", t.what_if_max},
-                {"as_profiled_mean_abs_error_pct", t.what_if_as_profiled / double(what_if.configurations)}};
+    host_cpu = {
+        {"profiled_per_step_ms", profile.source.value("host_cpu_per_step_ms", nlohmann::json())},
+        {"profiled_busy_cores", profile.source.value("host_busy_cores", nlohmann::json())},
+        {"configurations", what_if.configurations},
+        {"mean_abs_error_pct", t.what_if_sum / double(what_if.configurations)},
+        {"max_abs_error_pct", t.what_if_max},
+        {"as_profiled_mean_abs_error_pct", t.what_if_as_profiled / double(what_if.configurations)}};
   return {{"runs", runs},
           {"seed", flags.seed},
           {"seeds", flags.seeds},

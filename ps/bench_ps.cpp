@@ -30,7 +30,8 @@ using Clock = std::chrono::steady_clock;
 // A model of `mib` MiB: one fully-connected layer whose weight is mib x 256K floats.
 ClusterMap synthetic_map(int mib, int workers, int servers, std::int64_t partition) {
   const int in = mib * 256;
-  std::string toml = "name = \"bench-" + std::to_string(mib) + "mib\"\ninput = [1, 1, " + std::to_string(in) +
+  std::string toml = "name = \"bench-" + std::to_string(mib) + "mib\"\ninput = [1, 1, " +
+                     std::to_string(in) +
                      "]\nclasses = 1024\n[[layer]]\ntype = \"fc\"\nout = 1024\n";
   ClusterMap m;
   m.exp.model_name = "bench-" + std::to_string(mib) + "mib";
@@ -39,8 +40,10 @@ ClusterMap synthetic_map(int mib, int workers, int servers, std::int64_t partiti
   m.exp.steps = 1 << 30;
   m.spec = parse_model_spec(toml, m.exp.model_name);
   m.plan = make_partition(m.spec, partition, servers);
-  for (int s = 0; s < servers; ++s) m.servers.push_back({"server", s, "server-" + std::to_string(s), ""});
-  for (int w = 0; w < workers; ++w) m.workers.push_back({"worker", w, "worker-" + std::to_string(w), ""});
+  for (int s = 0; s < servers; ++s)
+    m.servers.push_back({"server", s, "server-" + std::to_string(s), ""});
+  for (int w = 0; w < workers; ++w)
+    m.workers.push_back({"worker", w, "worker-" + std::to_string(w), ""});
   return m;
 }
 
@@ -214,9 +217,12 @@ constexpr std::int64_t kMaxBenchParts = 100000;
 int run_bench_ps(const BenchPsOptions& opt) {
   // Everything checked before the first row, so a bad value does not cost a table of runs.
   auto at_least_one = [](const char* flag, const std::vector<int>& values) {
-    if (values.empty()) throw Error(std::string("bench ps: ") + flag + ": expected at least one value");
+    if (values.empty())
+      throw Error(std::string("bench ps: ") + flag + ": expected at least one value");
     for (int v : values)
-      if (v < 1) throw Error(std::string("bench ps: ") + flag + " " + std::to_string(v) + ": expected 1 or more");
+      if (v < 1)
+        throw Error(std::string("bench ps: ") + flag + " " + std::to_string(v) +
+                    ": expected 1 or more");
   };
   at_least_one("--models", opt.model_mib);
   at_least_one("--aggregate-model", {opt.aggregate_mib});
@@ -227,28 +233,34 @@ int run_bench_ps(const BenchPsOptions& opt) {
     throw Error("bench ps: --min-seconds: expected a number of seconds above 0");
   const std::int64_t partition =
       std::int64_t(for_flag("--partition-bytes", [&] { return parse_bytes(opt.partition); }));
-  if (partition < 4) throw Error("bench ps: --partition-bytes " + opt.partition + ": expected 4 bytes or more");
+  if (partition < 4)
+    throw Error("bench ps: --partition-bytes " + opt.partition + ": expected 4 bytes or more");
   // A message per part and step: a model cut into a million parts takes minutes a round trip.
   int largest = opt.aggregate_mib;
   for (int mib : opt.model_mib) largest = std::max(largest, mib);
-  if (const std::int64_t parts = std::int64_t(largest) * (1 << 20) / partition; parts > kMaxBenchParts)
-    throw Error("bench ps: --partition-bytes " + opt.partition + " cuts the " + std::to_string(largest) +
-                " MiB model into about " + std::to_string(parts) + " parts, expected at most " +
-                std::to_string(kMaxBenchParts) + " (give a larger size)");
+  if (const std::int64_t parts = std::int64_t(largest) * (1 << 20) / partition;
+      parts > kMaxBenchParts)
+    throw Error("bench ps: --partition-bytes " + opt.partition + " cuts the " +
+                std::to_string(largest) + " MiB model into about " + std::to_string(parts) +
+                " parts, expected at most " + std::to_string(kMaxBenchParts) +
+                " (give a larger size)");
   // Each worker holds the model and its gradient, the shards the model and what they apply: far
   // past the memory there is, the run would be killed halfway through its table.
   const std::uint64_t mib_bytes = std::uint64_t(1) << 20;
   std::uint64_t need = 4 * std::uint64_t(largest) * mib_bytes;
   for (int w : opt.workers)
-    need = std::max(need, (2 * std::uint64_t(w) + 2) * std::uint64_t(opt.aggregate_mib) * mib_bytes);
+    need =
+        std::max(need, (2 * std::uint64_t(w) + 2) * std::uint64_t(opt.aggregate_mib) * mib_bytes);
   if (const std::uint64_t have = available_memory_bytes(); have > 0 && need > have)
-    throw Error("bench ps: the largest run needs about " + format_memory(need) + " (" + std::to_string(largest) +
-                " MiB models, up to " + std::to_string(*std::max_element(opt.workers.begin(), opt.workers.end())) +
+    throw Error("bench ps: the largest run needs about " + format_memory(need) + " (" +
+                std::to_string(largest) + " MiB models, up to " +
+                std::to_string(*std::max_element(opt.workers.begin(), opt.workers.end())) +
                 " workers), more than the " + format_memory(have) +
                 " of memory available (expected smaller --models, --aggregate-model or --workers)");
   ensure_writable_file(opt.json_out, "--json");
   nlohmann::json rows = nlohmann::json::array();
-  std::printf("\nsingle worker, single shard: push + pull of the whole model (parts of %s)\n", opt.partition.c_str());
+  std::printf("\nsingle worker, single shard: push + pull of the whole model (parts of %s)\n",
+              opt.partition.c_str());
   std::printf("%8s %12s %12s %8s\n", "model", "psbed GB/s", "raw GB/s", "ratio");
   for (int mib : opt.model_mib) {
     // raw, psbed, raw, psbed, ..., raw: each psbed run is compared with the mean of the raw
@@ -262,33 +274,49 @@ int run_bench_ps(const BenchPsOptions& opt) {
       ratios.push_back(ps_runs.back() / ((raws[i] + raws[i + 1]) / 2));
     }
     const double p = median(ps_runs), r = median(raws), ratio = median(ratios);
-    std::printf("%5d MiB %12.2f %12.2f %7.2fx   (ratios %s)\n", mib, p, r, ratio, [&] {
-      std::string s;
-      char text[32];
-      for (double x : ratios) {
-        std::snprintf(text, sizeof text, "%.2f", x);
-        s += (s.empty() ? "" : " ") + std::string(text);
-      }
-      return s;
-    }().c_str());
+    std::printf("%5d MiB %12.2f %12.2f %7.2fx   (ratios %s)\n", mib, p, r, ratio,
+                [&] {
+                  std::string s;
+                  char text[32];
+                  for (double x : ratios) {
+                    std::snprintf(text, sizeof text, "%.2f", x);
+                    s += (s.empty() ? "" : " ") + std::string(text);
+                  }
+                  return s;
+                }()
+                    .c_str());
     std::fflush(stdout);
-    rows.push_back({{"kind", "single"}, {"model_mib", mib}, {"workers", 1}, {"servers", 1}, {"psbed_gb_per_s", p},
-                    {"raw_gb_per_s", r}, {"ratio", ratio}, {"psbed_runs", ps_runs}, {"raw_runs", raws},
+    rows.push_back({{"kind", "single"},
+                    {"model_mib", mib},
+                    {"workers", 1},
+                    {"servers", 1},
+                    {"psbed_gb_per_s", p},
+                    {"raw_gb_per_s", r},
+                    {"ratio", ratio},
+                    {"psbed_runs", ps_runs},
+                    {"raw_runs", raws},
                     {"ratios", ratios}});
   }
-  std::printf("\naggregate push + pull, %d MiB model\n%8s %8s %12s\n", opt.aggregate_mib, "workers", "servers", "GB/s");
+  std::printf("\naggregate push + pull, %d MiB model\n%8s %8s %12s\n", opt.aggregate_mib, "workers",
+              "servers", "GB/s");
   for (int s : opt.servers)
     for (int w : opt.workers) {
       spdlog::info("{} worker(s) x {} server(s) ...", w, s);
       const Result p = measure(opt.aggregate_mib, w, s, partition, opt.min_seconds);
       std::printf("%8d %8d %12.2f\n", w, s, p.gb_per_s);
       std::fflush(stdout);
-      rows.push_back({{"kind", "aggregate"}, {"model_mib", opt.aggregate_mib}, {"workers", w}, {"servers", s},
+      rows.push_back({{"kind", "aggregate"},
+                      {"model_mib", opt.aggregate_mib},
+                      {"workers", w},
+                      {"servers", s},
                       {"psbed_gb_per_s", p.gb_per_s}});
     }
-  std::printf("(GB/s = pushed + pulled bytes / s; raw = cppzmq DEALER/ROUTER echo of the same bytes, zero-copy)\n");
+  std::printf(
+      "(GB/s = pushed + pulled bytes / s; raw = cppzmq DEALER/ROUTER echo of the same bytes, "
+      "zero-copy)\n");
   if (!opt.json_out.empty()) {
-    write_text_file(opt.json_out, nlohmann::json({{"partition", opt.partition}, {"rows", rows}}).dump(2) + "\n");
+    write_text_file(opt.json_out,
+                    nlohmann::json({{"partition", opt.partition}, {"rows", rows}}).dump(2) + "\n");
     spdlog::info("results written to {}", opt.json_out);
   }
   return 0;

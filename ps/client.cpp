@@ -14,7 +14,8 @@
 
 namespace psbed::ps {
 
-PsClient::PsClient(const ClusterMap& map, int worker_id, const std::string& name, std::shared_ptr<LinkBuckets> link)
+PsClient::PsClient(const ClusterMap& map, int worker_id, const std::string& name,
+                   std::shared_ptr<LinkBuckets> link)
     : map_(map), worker_(worker_id) {
   for (const auto& s : map.servers) {
     ZmqOptions z;
@@ -24,8 +25,10 @@ PsClient::PsClient(const ClusterMap& map, int worker_id, const std::string& name
     z.thread_name = "ps-client" + std::to_string(s.id);
     auto t = std::make_unique<ZmqTransport>(z);
     zmq_.push_back(t.get());
-    if (link && link->options.shaped()) shards_.push_back(std::make_unique<ShapedTransport>(std::move(t), link));
-    else shards_.push_back(std::move(t));
+    if (link && link->options.shaped())
+      shards_.push_back(std::make_unique<ShapedTransport>(std::move(t), link));
+    else
+      shards_.push_back(std::move(t));
   }
   for (int i = 0; i < int(shards_.size()); ++i)
     shards_[i]->start([this, i](Message&& m) { receive(i, std::move(m)); });
@@ -50,13 +53,15 @@ void PsClient::stop() {
   for (auto& t : stopping) t.join();
 }
 
-std::uint64_t PsClient::send(Op op, int part_index, const float* data, float* dst, std::int64_t offset,
-                             std::int64_t count, std::uint64_t clock, int priority, Callback done) {
+std::uint64_t PsClient::send(Op op, int part_index, const float* data, float* dst,
+                             std::int64_t offset, std::int64_t count, std::uint64_t clock,
+                             int priority, Callback done) {
   const Part& p = map_.plan.parts.at(part_index);
   const std::uint64_t seq = ++seq_;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    pending_[seq] = Pending{dst, std::uint64_t(count) * 4, std::move(done), part_index, p.shard, now_us()};
+    pending_[seq] =
+        Pending{dst, std::uint64_t(count) * 4, std::move(done), part_index, p.shard, now_us()};
   }
   Message m;
   m.header.op = op;
@@ -78,14 +83,14 @@ std::uint64_t PsClient::send(Op op, int part_index, const float* data, float* ds
   return seq;
 }
 
-void PsClient::push(int part_index, const float* data, std::int64_t offset, std::int64_t count, std::uint64_t clock,
-                    int priority, Callback on_ack) {
+void PsClient::push(int part_index, const float* data, std::int64_t offset, std::int64_t count,
+                    std::uint64_t clock, int priority, Callback on_ack) {
   pushed_ += std::uint64_t(count) * 4;
   send(Op::kPush, part_index, data, nullptr, offset, count, clock, priority, std::move(on_ack));
 }
 
-void PsClient::pull(int part_index, float* dst, std::int64_t offset, std::int64_t count, std::uint64_t clock,
-                    int priority, Callback on_arrival) {
+void PsClient::pull(int part_index, float* dst, std::int64_t offset, std::int64_t count,
+                    std::uint64_t clock, int priority, Callback on_arrival) {
   send(Op::kPull, part_index, nullptr, dst, offset, count, clock, priority, std::move(on_arrival));
 }
 
@@ -116,11 +121,13 @@ void PsClient::check_shards(double timeout_s, const std::function<std::string()>
       if (asked[s] && !answers->answered[s]) return int(s);
     return -1;
   };
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                                std::chrono::duration<double>(timeout_s));
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(timeout_s));
   std::unique_lock<std::mutex> lock(answers->mu);
   while (unanswered() >= 0) {
-    const auto wake = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(250));
+    const auto wake =
+        std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(250));
     answers->cv.wait_until(lock, wake, [&] { return unanswered() < 0; });
     if (unanswered() < 0) break;
     if (abort) {
@@ -133,8 +140,9 @@ void PsClient::check_shards(double timeout_s, const std::function<std::string()>
       const int s = unanswered();
       const NodeInfo& server = map_.servers.at(std::size_t(s));
       const std::string host = unresolved_host(server.address);
-      throw Error("cannot reach " + server.name + " at " + server.address + " (the address it gave the coordinator): " +
-                  (host.empty() ? "" : host + "; ") + "no answer to a pull within " + format_seconds(timeout_s) +
+      throw Error("cannot reach " + server.name + " at " + server.address +
+                  " (the address it gave the coordinator): " + (host.empty() ? "" : host + "; ") +
+                  "no answer to a pull within " + format_seconds(timeout_s) +
                   " s (--connect-timeout); check its --bind and --advertise");
     }
   }
@@ -153,8 +161,9 @@ std::string PsClient::describe_outstanding() {
   }
   const Part& part = map_.plan.parts.at(std::size_t(oldest->part));
   std::string text = std::string(oldest->dst ? "a pull of " : "the ack of a push of ") +
-                     map_.spec.tensors.at(std::size_t(part.key)).name + "#" + std::to_string(part.part) +
-                     " from " + map_.servers.at(std::size_t(oldest->shard)).name + ", unanswered for " +
+                     map_.spec.tensors.at(std::size_t(part.key)).name + "#" +
+                     std::to_string(part.part) + " from " +
+                     map_.servers.at(std::size_t(oldest->shard)).name + ", unanswered for " +
                      format_seconds((now_us() - oldest->sent_us) / 1e6) + " s; " +
                      std::to_string(pending_.size()) + " request(s) outstanding (";
   for (std::size_t s = 0; s < per_shard.size(); ++s)
@@ -168,8 +177,8 @@ void PsClient::receive(int shard, Message&& m) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = pending_.find(m.header.sequence);
     if (it == pending_.end()) {
-      spdlog::warn("{} from shard {} answers no request (sequence {}), dropped", op_name(m.header.op), shard,
-                   m.header.sequence);
+      spdlog::warn("{} from shard {} answers no request (sequence {}), dropped",
+                   op_name(m.header.op), shard, m.header.sequence);
       return;
     }
     done = std::move(it->second);
@@ -177,7 +186,8 @@ void PsClient::receive(int shard, Message&& m) {
   }
   if (m.header.op == Op::kPullReply) {
     if (m.payload.size() != done.bytes) {
-      spdlog::error("pull reply from shard {} has {} bytes, expected {}: dropped", shard, m.payload.size(), done.bytes);
+      spdlog::error("pull reply from shard {} has {} bytes, expected {}: dropped", shard,
+                    m.payload.size(), done.bytes);
       return;
     }
     std::memcpy(done.dst, m.payload.data(), m.payload.size());

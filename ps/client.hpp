@@ -34,12 +34,12 @@ class PsClient {
 
   // Pushes floats [offset, offset + count) of plan part `part_index` (offset within the part);
   // `data` points at the first of them and must stay unchanged until on_ack runs (zero copy).
-  void push(int part_index, const float* data, std::int64_t offset, std::int64_t count, std::uint64_t clock,
-            int priority, Callback on_ack);
+  void push(int part_index, const float* data, std::int64_t offset, std::int64_t count,
+            std::uint64_t clock, int priority, Callback on_ack);
   // Pulls floats [offset, offset + count) of the part into dst (the first of them), then calls
   // on_arrival. Under bsp/ssp the shard answers when the clock allows.
-  void pull(int part_index, float* dst, std::int64_t offset, std::int64_t count, std::uint64_t clock, int priority,
-            Callback on_arrival);
+  void pull(int part_index, float* dst, std::int64_t offset, std::int64_t count,
+            std::uint64_t clock, int priority, Callback on_arrival);
 
   // Pulls one float from every shard at clock 0 (ready under every mode) and waits for the
   // answers: a shard whose advertised address leads nowhere would otherwise leave the first
@@ -67,8 +67,8 @@ class PsClient {
     int part = -1, shard = -1;
     double sent_us = 0;
   };
-  std::uint64_t send(Op op, int part_index, const float* data, float* dst, std::int64_t offset, std::int64_t count,
-                     std::uint64_t clock, int priority, Callback done);
+  std::uint64_t send(Op op, int part_index, const float* data, float* dst, std::int64_t offset,
+                     std::int64_t count, std::uint64_t clock, int priority, Callback done);
   void receive(int shard, Message&& m);
 
   const ClusterMap& map_;

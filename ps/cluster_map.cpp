@@ -6,15 +6,25 @@ namespace psbed::ps {
 
 nlohmann::json ClusterMap::to_json() const {
   nlohmann::json j;
-  j["experiment"] = {{"model", exp.model_name}, {"model_toml", exp.model_toml}, {"mode", exp.mode.str()},
-                     {"lr", exp.sgd.lr}, {"momentum", exp.sgd.momentum}, {"weight_decay", exp.sgd.weight_decay},
-                     {"lr_schedule", exp.lr_schedule}, {"steps", exp.steps}, {"batch", exp.batch},
-                     {"seed", exp.seed}, {"partition_bytes", exp.partition_bytes}, {"policy", exp.policy.name},
-                     {"slice_params", exp.policy.slice_params}, {"partition_params", exp.policy.partition_params},
+  j["experiment"] = {{"model", exp.model_name},
+                     {"model_toml", exp.model_toml},
+                     {"mode", exp.mode.str()},
+                     {"lr", exp.sgd.lr},
+                     {"momentum", exp.sgd.momentum},
+                     {"weight_decay", exp.sgd.weight_decay},
+                     {"lr_schedule", exp.lr_schedule},
+                     {"steps", exp.steps},
+                     {"batch", exp.batch},
+                     {"seed", exp.seed},
+                     {"partition_bytes", exp.partition_bytes},
+                     {"policy", exp.policy.name},
+                     {"slice_params", exp.policy.slice_params},
+                     {"partition_params", exp.policy.partition_params},
                      {"credit_bytes", exp.policy.credit_bytes}};
   auto nodes = [](const std::vector<NodeInfo>& v) {
     nlohmann::json a = nlohmann::json::array();
-    for (const auto& n : v) a.push_back({{"role", n.role}, {"id", n.id}, {"name", n.name}, {"address", n.address}});
+    for (const auto& n : v)
+      a.push_back({{"role", n.role}, {"id", n.id}, {"name", n.name}, {"address", n.address}});
     return a;
   };
   j["servers"] = nodes(servers);
@@ -45,10 +55,12 @@ ClusterMap ClusterMap::from_json(const nlohmann::json& j) {
     m.exp.policy.partition_params = e.value("partition_params", m.exp.policy.partition_params);
     m.exp.policy.credit_bytes = e.value("credit_bytes", m.exp.policy.credit_bytes);
     m.exp.policy.seed = m.exp.seed;
-    policy::check_policy_options(m.exp.policy);  // an unknown name or bad parameter fails here, named
+    policy::check_policy_options(
+        m.exp.policy);  // an unknown name or bad parameter fails here, named
     auto nodes = [](const nlohmann::json& a) {
       std::vector<NodeInfo> v;
-      for (const auto& n : a) v.push_back({n.at("role"), n.at("id"), n.at("name"), n.at("address")});
+      for (const auto& n : a)
+        v.push_back({n.at("role"), n.at("id"), n.at("name"), n.at("address")});
       return v;
     };
     m.servers = nodes(j.at("servers"));
@@ -59,9 +71,10 @@ ClusterMap ClusterMap::from_json(const nlohmann::json& j) {
     m.plan.shard_bytes.assign(m.servers.size(), 0);
     for (const auto& p : j.at("parts")) {
       Part part{p.at(0), p.at(1), p.at(2), p.at(3), p.at(4)};
-      if (part.key < 0 || part.key >= int(m.spec.tensors.size()) || part.shard < 0 || part.shard >= m.plan.shards)
-        throw Error("cluster map part (" + std::to_string(part.key) + ", " + std::to_string(part.part) +
-                    ") names a tensor or shard that does not exist");
+      if (part.key < 0 || part.key >= int(m.spec.tensors.size()) || part.shard < 0 ||
+          part.shard >= m.plan.shards)
+        throw Error("cluster map part (" + std::to_string(part.key) + ", " +
+                    std::to_string(part.part) + ") names a tensor or shard that does not exist");
       m.plan.parts_of_key[part.key].push_back(int(m.plan.parts.size()));
       m.plan.shard_bytes[part.shard] += part.bytes();
       m.plan.parts.push_back(part);

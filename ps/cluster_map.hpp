@@ -4,10 +4,9 @@
 // Servers need no model files: the spec travels as TOML text inside the map.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/consistency.hpp"
 #include "core/defaults.hpp"

@@ -2,12 +2,11 @@
 
 #include <unistd.h>
 
-#include <zmq.hpp>
-
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <zmq.hpp>
 
 #include "core/error.hpp"
 #include "core/json_text.hpp"
@@ -21,8 +20,11 @@ namespace psbed::ps {
 using json = nlohmann::json;
 
 json policy_to_json(const policy::PolicyOptions& o) {
-  return {{"policy", o.name}, {"slice_params", o.slice_params}, {"partition_params", o.partition_params},
-          {"credit_bytes", o.credit_bytes}, {"seed", o.seed}};
+  return {{"policy", o.name},
+          {"slice_params", o.slice_params},
+          {"partition_params", o.partition_params},
+          {"credit_bytes", o.credit_bytes},
+          {"seed", o.seed}};
 }
 
 policy::PolicyOptions policy_from_json(const json& j) {
@@ -45,7 +47,8 @@ namespace {
 std::int64_t positive_int(const json& req, const char* key) {
   const json& v = req.at(key);
   if (!v.is_number_integer() || v.get<std::int64_t>() < 1)
-    throw Error(std::string("field '") + key + "' must be a positive integer, got " + json_excerpt(v));
+    throw Error(std::string("field '") + key + "' must be a positive integer, got " +
+                json_excerpt(v));
   return v.get<std::int64_t>();
 }
 
@@ -54,7 +57,8 @@ std::int64_t positive_int(const json& req, const char* key) {
 policy::PolicyOptions policy_from_request(const json& req, policy::PolicyOptions o) {
   if (!req.is_object()) throw Error("a policy request must be a JSON object");
   if (req.contains("policy")) {
-    if (!req["policy"].is_string()) throw Error("field 'policy' must be a policy name, got " + json_excerpt(req["policy"]));
+    if (!req["policy"].is_string())
+      throw Error("field 'policy' must be a policy name, got " + json_excerpt(req["policy"]));
     const std::string name = req["policy"];
     // A new policy starts from its own defaults, not from the old policy's credit.
     if (name != o.name) o.credit_bytes = -1;
@@ -75,17 +79,20 @@ policy::PolicyOptions policy_from_request(const json& req, policy::PolicyOptions
     } else if (c.is_number_integer() && c.get<std::int64_t>() > 0) {
       o.credit_bytes = c.get<std::int64_t>();
     } else {
-      throw Error("field 'credit' must be a size such as \"2MiB\" or a byte count, got " + json_excerpt(c));
+      throw Error("field 'credit' must be a size such as \"2MiB\" or a byte count, got " +
+                  json_excerpt(c));
     }
   }
   for (const auto& [k, v] : req.items())
-    if (k != "policy" && k != "slice_params" && k != "partition_params" && k != "credit" && k != "event" &&
-        k != "command")
-      throw Error("unknown field '" + k + "' (expected policy, slice_params, partition_params, credit)");
-  if (!req.contains("policy") && !req.contains("slice_params") && !req.contains("partition_params") &&
-      !req.contains("credit"))
-    throw Error("a policy request names nothing to change (expected policy, slice_params, "
-                "partition_params or credit)");
+    if (k != "policy" && k != "slice_params" && k != "partition_params" && k != "credit" &&
+        k != "event" && k != "command")
+      throw Error("unknown field '" + k +
+                  "' (expected policy, slice_params, partition_params, credit)");
+  if (!req.contains("policy") && !req.contains("slice_params") &&
+      !req.contains("partition_params") && !req.contains("credit"))
+    throw Error(
+        "a policy request names nothing to change (expected policy, slice_params, "
+        "partition_params or credit)");
   // A setting the policy switched to does not use is refused, not kept for a later switch.
   const std::string& n = o.name;
   if (req.contains("slice_params") && !policy::uses_slice_params(n))
@@ -100,10 +107,13 @@ policy::PolicyOptions policy_from_request(const json& req, policy::PolicyOptions
 
 std::string describe_policy(const policy::PolicyOptions& o) {
   std::string s = o.name;
-  if (policy::uses_slice_params(o.name)) s += " slice " + std::to_string(o.slice_params) + " params";
-  if (policy::uses_partition_params(o.name)) s += " partition " + std::to_string(o.partition_params) + " params";
+  if (policy::uses_slice_params(o.name))
+    s += " slice " + std::to_string(o.slice_params) + " params";
+  if (policy::uses_partition_params(o.name))
+    s += " partition " + std::to_string(o.partition_params) + " params";
   if (policy::uses_credit(o.name) && o.credit_bytes >= 0)
-    s += (o.name == "prophet" ? ", block " : ", credit ") + std::to_string(o.credit_bytes) + " bytes";
+    s += (o.name == "prophet" ? ", block " : ", credit ") + std::to_string(o.credit_bytes) +
+         " bytes";
   return s;
 }
 
@@ -116,8 +126,8 @@ bool reachable(const std::string& endpoint, double wait_s) {
   zmq::context_t ctx;
   zmq::socket_t s(ctx, zmq::socket_type::dealer);
   s.set(zmq::sockopt::linger, 0);
-  return connect_and_wait(s, endpoint, std::chrono::milliseconds(std::int64_t(wait_s * 1000)), "ctl",
-                          "tcp://127.0.0.1:7000");
+  return connect_and_wait(s, endpoint, std::chrono::milliseconds(std::int64_t(wait_s * 1000)),
+                          "ctl", "tcp://127.0.0.1:7000");
 }
 
 }  // namespace
@@ -127,8 +137,8 @@ json control_request(const std::string& coordinator, json request, double timeou
   if (!reachable(coordinator, connect_s)) {
     const std::string host = unresolved_host(coordinator);
     throw Error("no coordinator at " + coordinator + ": " +
-                (host.empty() ? "nothing accepted a connection within " + format_seconds(connect_s) +
-                                    " s (is the run still going?)"
+                (host.empty() ? "nothing accepted a connection within " +
+                                    format_seconds(connect_s) + " s (is the run still going?)"
                               : host));
   }
   ZmqOptions z;
@@ -147,8 +157,10 @@ json control_request(const std::string& coordinator, json request, double timeou
     } catch (const json::exception&) {
       return;
     }
-    if (m.header.op == Op::kError) j = {{"ok", false}, {"error", j.value("error", std::string("refused"))}};
-    if (!j.is_object() || (m.header.op == Op::kControl && j.value("event", "") != "ctl_reply")) return;
+    if (m.header.op == Op::kError)
+      j = {{"ok", false}, {"error", j.value("error", std::string("refused"))}};
+    if (!j.is_object() || (m.header.op == Op::kControl && j.value("event", "") != "ctl_reply"))
+      return;
     std::lock_guard<std::mutex> lock(mu);
     reply = std::move(j);
     cv.notify_all();
@@ -161,13 +173,13 @@ json control_request(const std::string& coordinator, json request, double timeou
   m.payload = Payload::copy(text);
   transport.send(std::move(m));
   std::unique_lock<std::mutex> lock(mu);
-  const bool answered =
-      cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return reply.has_value(); });
+  const bool answered = cv.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                                    [&] { return reply.has_value(); });
   lock.unlock();
   transport.stop();
   if (!answered)
-    throw Error("no answer from the coordinator at " + coordinator + " within " + format_seconds(timeout_s) +
-                " s (is the run still going?)");
+    throw Error("no answer from the coordinator at " + coordinator + " within " +
+                format_seconds(timeout_s) + " s (is the run still going?)");
   return *reply;
 }
 

@@ -5,8 +5,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -50,15 +50,18 @@ int Coordinator::run() {
     std::ofstream(tmp) << transport_->endpoint() << "\n";
     std::rename(tmp.c_str(), opt_.endpoint_file.c_str());
   }
-  spdlog::info("coordinator on {}: waiting for {} server(s) and {} worker(s); model {}, mode {}, policy {}",
-               transport_->endpoint(), opt_.servers, opt_.workers, spec_.name, mode_.str(), opt_.policy.name);
+  spdlog::info(
+      "coordinator on {}: waiting for {} server(s) and {} worker(s); model {}, mode {}, policy {}",
+      transport_->endpoint(), opt_.servers, opt_.workers, spec_.name, mode_.str(),
+      opt_.policy.name);
   std::unique_lock<std::mutex> lock(mu_);
   serve_locked(lock, stops);
   if (switch_) finish_switch_locked(true);
   write_summary_locked();
   // The nodes hear why the run failed (a shutdown carries no payload): a registration timeout,
   // an interruption, a shard lost with its parameters.
-  if (!failure_.empty()) broadcast_locked(Op::kControl, json{{"event", "ended"}, {"reason", failure_}});
+  if (!failure_.empty())
+    broadcast_locked(Op::kControl, json{{"event", "ended"}, {"reason", failure_}});
   broadcast_locked(Op::kShutdown, json());
   lock.unlock();
   flush_outbox();
@@ -83,8 +86,9 @@ void Coordinator::serve_locked(std::unique_lock<std::mutex>& lock, BlockedStopSi
     if (!go_on_after_stop_locked(stops.received(), now)) break;
     if (!map_sent_ && now > register_deadline) {
       fail_locked("not every node registered within " + format_seconds(opt_.register_timeout_s) +
-                  " s: have " + std::to_string(count("server")) + "/" + std::to_string(opt_.servers) +
-                  " servers and " + std::to_string(count("worker")) + "/" + std::to_string(opt_.workers) + " workers");
+                  " s: have " + std::to_string(count("server")) + "/" +
+                  std::to_string(opt_.servers) + " servers and " + std::to_string(count("worker")) +
+                  "/" + std::to_string(opt_.workers) + " workers");
       break;
     }
     check_heartbeats_locked(now);
@@ -190,8 +194,8 @@ void Coordinator::handle(Message&& m) {
     } catch (const json::exception& e) {
       std::lock_guard<std::mutex> lock(mu_);
       if (first_drop_locked(m.peer))
-        spdlog::warn("{}: unreadable JSON in a {} message ({}), dropped{}", peer_name(m.peer), op_name(m.header.op),
-                     e.what(), kLaterDropped);
+        spdlog::warn("{}: unreadable JSON in a {} message ({}), dropped{}", peer_name(m.peer),
+                     op_name(m.header.op), e.what(), kLaterDropped);
       return;
     }
   }
@@ -205,20 +209,27 @@ void Coordinator::handle(Message&& m) {
   auto it = nodes_.find(m.peer);
   if (it == nodes_.end()) {
     if (first_drop_locked(m.peer))
-      spdlog::warn("{} message from unregistered peer {}, dropped{}", op_name(m.header.op), peer_name(m.peer),
-                   kLaterDropped);
+      spdlog::warn("{} message from unregistered peer {}, dropped{}", op_name(m.header.op),
+                   peer_name(m.peer), kLaterDropped);
     return;
   }
   Node& n = it->second;
   n.last_seen = Clock::now();
   if (!n.alive) return;  // declared dead: too late to come back
   switch (m.header.op) {
-    case Op::kHeartbeat: send_to(m.peer, Op::kHeartbeat, json()); break;  // "still here"
-    case Op::kBarrier: on_barrier(n, j.value("name", "")); break;
-    case Op::kControl: on_control(n, j); break;
+    case Op::kHeartbeat:
+      send_to(m.peer, Op::kHeartbeat, json());
+      break;  // "still here"
+    case Op::kBarrier:
+      on_barrier(n, j.value("name", ""));
+      break;
+    case Op::kControl:
+      on_control(n, j);
+      break;
     default:
       if (first_drop_locked(m.peer))
-        spdlog::warn("{}: unexpected {} message, dropped{}", n.name, op_name(m.header.op), kLaterDropped);
+        spdlog::warn("{}: unexpected {} message, dropped{}", n.name, op_name(m.header.op),
+                     kLaterDropped);
   }
 }
 
@@ -232,14 +243,16 @@ bool Coordinator::first_drop_locked(const PeerId& peer) {
 void Coordinator::on_control(Node& n, const json& j) {
   const std::string ev = j.value("event", "");
   if (ev == "progress") {
-    if (j.value("step", std::int64_t(0)) > std::int64_t(num(n.progress, "step"))) advanced_locked(n);
+    if (j.value("step", std::int64_t(0)) > std::int64_t(num(n.progress, "step")))
+      advanced_locked(n);
     n.progress = j;
     if (n.step_bins.empty()) n.step_bins.assign(kStepBuckets.size() + 1, 0);
     if (auto it = j.find("step_ms"); it != j.end() && it->is_array()) {
       for (const auto& ms : *it) {
         if (!ms.is_number() || ms.get<double>() < 0) continue;
         const double t = ms.get<double>() / 1e3;
-        n.step_bins[std::lower_bound(kStepBuckets.begin(), kStepBuckets.end(), t) - kStepBuckets.begin()] += 1;
+        n.step_bins[std::lower_bound(kStepBuckets.begin(), kStepBuckets.end(), t) -
+                    kStepBuckets.begin()] += 1;
         n.step_sum_s += t;
       }
     }
@@ -270,14 +283,18 @@ void Coordinator::on_control(Node& n, const json& j) {
       // throughput figure is not taken for a training result.
       const double chance = 1.0 / std::max(2, spec_.classes);
       if (test_accuracy_ < 1.5 * chance)
-        spdlog::warn("the model did not learn: {:.2f}% is about chance for {} classes ({:.0f}%) after {} steps per "
-                     "worker ({})",
-                     100 * test_accuracy_, spec_.classes, 100 * chance, steps_,
-                     opt_.sgd.lr > 0 ? "too few steps, or too large an --lr: asynchronous SGD with several workers "
-                                       "needs a smaller one, docs/concepts.md, \"Consistency\""
-                                     : "--lr 0 changes nothing");
+        spdlog::warn(
+            "the model did not learn: {:.2f}% is about chance for {} classes ({:.0f}%) after {} "
+            "steps per "
+            "worker ({})",
+            100 * test_accuracy_, spec_.classes, 100 * chance, steps_,
+            opt_.sgd.lr > 0
+                ? "too few steps, or too large an --lr: asynchronous SGD with several workers "
+                  "needs a smaller one, docs/concepts.md, \"Consistency\""
+                : "--lr 0 changes nothing");
     } else
-      spdlog::info("no test accuracy: {}", evaluation_note_.empty() ? "none reported" : evaluation_note_);
+      spdlog::info("no test accuracy: {}",
+                   evaluation_note_.empty() ? "none reported" : evaluation_note_);
     finished_ = true;
     cv_.notify_all();
   } else if (ev == "failed") {
@@ -303,7 +320,8 @@ int run_coordinator(const CoordinatorOptions& opt) {
     throw Error("--servers and --workers must be at least 1, got " + std::to_string(opt.servers) +
                 " and " + std::to_string(opt.workers));
   policy::check_policy_options(opt.policy);  // refuse an unknown policy before anyone registers
-  if (!opt.profile.empty() && !std::ifstream(opt.profile)) throw Error("cannot read the profile '" + opt.profile + "'");
+  if (!opt.profile.empty() && !std::ifstream(opt.profile))
+    throw Error("cannot read the profile '" + opt.profile + "'");
   coordinator_detail::Coordinator c(opt);
   return c.run();
 }

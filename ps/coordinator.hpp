@@ -3,9 +3,8 @@
 #pragma once
 #include <cstdint>
 #include <functional>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/defaults.hpp"
 #include "core/optimizer.hpp"
@@ -18,31 +17,31 @@ struct CoordinatorOptions {
   int servers = 1;
   int workers = 1;
   std::string model = "lenet5";
-  std::string mode = "async";         // async | bsp | ssp:K
-  policy::PolicyOptions policy;      // name "wfbp" by default
+  std::string mode = "async";    // async | bsp | ssp:K
+  policy::PolicyOptions policy;  // name "wfbp" by default
   SgdOptions sgd;
   std::string lr_schedule = "constant";
-  int epochs = 1;                     // passes over the training set, all workers together
-  std::int64_t steps = 0;             // > 0: steps per worker instead of epochs
-  int batch = 64;                     // per worker
+  int epochs = 1;          // passes over the training set, all workers together
+  std::int64_t steps = 0;  // > 0: steps per worker instead of epochs
+  int batch = 64;          // per worker
   std::uint64_t seed = 1;
   std::int64_t partition_bytes = defaults::kPartitionBytes;
   double heartbeat_s = defaults::kHeartbeatS;
   double heartbeat_timeout_s = defaults::kHeartbeatTimeoutS;
   double progress_every_s = 2.0;
-  double register_timeout_s = 120;    // all nodes must have registered by then
+  double register_timeout_s = 120;  // all nodes must have registered by then
   // No worker advancing a step for this long is a stall: said in the log, /api/status, /metrics
   // and the summary, naming what each worker waits on. 0: never said.
   double stall_timeout_s = 30;
-  std::string summary_path;           // summary.json, written at the end
-  std::string endpoint_file;          // write the bound endpoint here once listening
-  std::string compute = "real";       // recorded in the summary: real | replay:<profile>
+  std::string summary_path;      // summary.json, written at the end
+  std::string endpoint_file;     // write the bound endpoint here once listening
+  std::string compute = "real";  // recorded in the summary: real | replay:<profile>
   // Live control plane and dashboard over HTTP (ps/coordinator_http.hpp): "" = off, else
   // HOST:PORT (":PORT" = loopback). Any address beyond loopback needs `http_token`.
   std::string http;
   std::string http_token;
-  std::string http_file;              // write the dashboard's URL here once listening
-  std::string profile;                // profile.json: /api/prediction predicts from it
+  std::string http_file;  // write the dashboard's URL here once listening
+  std::string profile;    // profile.json: /api/prediction predicts from it
   // images/s the predictor expects of `config` (model, workers, servers, mode, batch,
   // partition_bytes, policy) given `profile`; set by the executable where a predictor is linked
   // in. Unset: /api/prediction answers 503 and says why.

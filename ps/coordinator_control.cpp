@@ -30,22 +30,30 @@ void Coordinator::on_ctl(const json& j, const SwitchReply& reply) {
           if (n.progress.contains(k)) w[k] = n.progress[k];
       workers.push_back(w);
     }
-    return reply({{"ok", true}, {"policy", policy_to_json(policy_)}, {"describe", describe_policy(policy_)},
-                  {"mode", mode_.str()}, {"steps", steps_}, {"started", map_sent_}, {"workers", workers},
+    return reply({{"ok", true},
+                  {"policy", policy_to_json(policy_)},
+                  {"describe", describe_policy(policy_)},
+                  {"mode", mode_.str()},
+                  {"steps", steps_},
+                  {"started", map_sent_},
+                  {"workers", workers},
                   {"policy_switches", switches_}});
   }
   if (command != "policy")
-    return reply({{"ok", false}, {"error", "unknown command '" + command + "', expected policy or status"}});
+    return reply(
+        {{"ok", false}, {"error", "unknown command '" + command + "', expected policy or status"}});
   json req = j;
   req.erase("event");
   req.erase("command");
-  if (auto refused = start_switch_locked(req, reply)) reply({{"ok", false}, {"error", refused->second}});
+  if (auto refused = start_switch_locked(req, reply))
+    reply({{"ok", false}, {"error", refused->second}});
 }
 
 // The one way a policy switch starts, for ctl and HTTP alike. A refusal comes back at once as
 // (HTTP status, reason) and nothing changes; otherwise `reply` gets the outcome later, from
 // finish_switch_locked.
-std::optional<std::pair<int, std::string>> Coordinator::start_switch_locked(const json& req, SwitchReply reply) {
+std::optional<std::pair<int, std::string>> Coordinator::start_switch_locked(const json& req,
+                                                                            SwitchReply reply) {
   // A bad request is named first, whatever the run's state: the caller can fix it now.
   policy::PolicyOptions o;
   try {
@@ -53,21 +61,25 @@ std::optional<std::pair<int, std::string>> Coordinator::start_switch_locked(cons
   } catch (const Error& e) {
     return std::make_pair(400, std::string(e.what()));
   }
-  if (!map_sent_) return std::make_pair(503, std::string("the run has not started yet: not every node has registered"));
+  if (!map_sent_)
+    return std::make_pair(
+        503, std::string("the run has not started yet: not every node has registered"));
   if (finished_) return std::make_pair(409, std::string("the run has ended"));
   if (switch_)
-    return std::make_pair(
-        409, std::string("a policy switch is already under way: try again once it took effect (within a step or two)"));
+    return std::make_pair(409, std::string("a policy switch is already under way: try again once "
+                                           "it took effect (within a step or two)"));
   Switch sw;
   sw.seq = ++switch_seq_;
   sw.reply = std::move(reply);
   sw.options = o;
   sw.requested = Clock::now();
   sw.requested_s = (now_us() - started_us_) / 1e6;
-  spdlog::info("policy switch {} requested: {} (was {})", sw.seq, describe_policy(o), describe_policy(policy_));
+  spdlog::info("policy switch {} requested: {} (was {})", sw.seq, describe_policy(o),
+               describe_policy(policy_));
   for (Node* w : live("worker"))
     if (w->report.is_null())
-      send_to(w->peer, Op::kControl, {{"event", "set_policy"}, {"seq", sw.seq}, {"policy", policy_to_json(o)}});
+      send_to(w->peer, Op::kControl,
+              {{"event", "set_policy"}, {"seq", sw.seq}, {"policy", policy_to_json(o)}});
   switch_ = std::move(sw);
   finish_switch_locked(false);
   return std::nullopt;
@@ -85,24 +97,34 @@ void Coordinator::finish_switch_locked(bool timeout) {
   switch_.reset();
   std::int64_t step = -1;
   for (const auto& [_, s] : sw.workers.items()) step = std::max(step, s.get<std::int64_t>());
-  json reply = {{"policy", policy_to_json(sw.options)}, {"describe", describe_policy(sw.options)},
-                {"workers", sw.workers}, {"step", step}, {"timed_out", !missing.empty()}};
+  json reply = {{"policy", policy_to_json(sw.options)},
+                {"describe", describe_policy(sw.options)},
+                {"workers", sw.workers},
+                {"step", step},
+                {"timed_out", !missing.empty()}};
   if (sw.workers.empty()) {
     reply["ok"] = false;
     reply["error"] = missing.empty() ? "training ended before any worker switched"
-                                     : "no worker switched within " + std::to_string(int(kSwitchTimeoutS)) + " s";
+                                     : "no worker switched within " +
+                                           std::to_string(int(kSwitchTimeoutS)) + " s";
   } else {
     reply["ok"] = missing.empty();
     if (!missing.empty()) {
       std::string names;
       for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
-      reply["error"] = "not switched within " + std::to_string(int(kSwitchTimeoutS)) + " s: " + names;
+      reply["error"] =
+          "not switched within " + std::to_string(int(kSwitchTimeoutS)) + " s: " + names;
     }
     policy_ = sw.options;
-    switches_.push_back({{"seq", sw.seq}, {"policy", policy_to_json(sw.options)}, {"describe", describe_policy(sw.options)},
-                         {"requested_s", sw.requested_s}, {"effective_s", (now_us() - started_us_) / 1e6},
-                         {"step", step}, {"workers", sw.workers}});
-    spdlog::info("policy switch {} took effect: {} from step {}", sw.seq, describe_policy(sw.options), step);
+    switches_.push_back({{"seq", sw.seq},
+                         {"policy", policy_to_json(sw.options)},
+                         {"describe", describe_policy(sw.options)},
+                         {"requested_s", sw.requested_s},
+                         {"effective_s", (now_us() - started_us_) / 1e6},
+                         {"step", step},
+                         {"workers", sw.workers}});
+    spdlog::info("policy switch {} took effect: {} from step {}", sw.seq,
+                 describe_policy(sw.options), step);
   }
   sw.reply(reply);
 }
@@ -141,7 +163,8 @@ void Coordinator::start_http() {
   h.token = opt_.http_token;
   http_ = std::make_unique<HttpServer>(h, make_control_handler(std::move(api)));
   http_->start();
-  spdlog::info("dashboard on {}{}", http_->url(), opt_.http_token.empty() ? "" : " (token required)");
+  spdlog::info("dashboard on {}{}", http_->url(),
+               opt_.http_token.empty() ? "" : " (token required)");
   if (!opt_.http_file.empty()) {
     const std::string tmp = opt_.http_file + ".tmp";
     std::ofstream(tmp) << http_->url() << "\n";
@@ -153,16 +176,23 @@ void Coordinator::start_http() {
 // (a simulation may take a while), outside mu_ so the coordinator goes on meanwhile.
 HttpResponse Coordinator::prediction() {
   if (opt_.profile.empty())
-    return HttpResponse::error(404, "no prediction: start the coordinator with --profile profile.json (from psbed profile)");
+    return HttpResponse::error(
+        404,
+        "no prediction: start the coordinator with --profile profile.json (from psbed profile)");
   if (!opt_.predict)
-    return HttpResponse::error(503, "no prediction: this psbed was built without a predictor, measured figures only");
+    return HttpResponse::error(
+        503, "no prediction: this psbed was built without a predictor, measured figures only");
   json config;
   {
     std::lock_guard<std::mutex> lock(mu_);
     int live_workers = 0;
     for (const auto& [_, n] : nodes_) live_workers += n.role == "worker" && n.alive;
-    config = {{"model", spec_.name}, {"workers", map_sent_ ? live_workers : opt_.workers}, {"servers", opt_.servers},
-              {"mode", mode_.str()}, {"batch", opt_.batch}, {"partition_bytes", opt_.partition_bytes},
+    config = {{"model", spec_.name},
+              {"workers", map_sent_ ? live_workers : opt_.workers},
+              {"servers", opt_.servers},
+              {"mode", mode_.str()},
+              {"batch", opt_.batch},
+              {"partition_bytes", opt_.partition_bytes},
               {"policy", policy_to_json(policy_)},
               {"compute", opt_.compute == "real" ? "real" : "replay"}};
   }
@@ -176,7 +206,9 @@ HttpResponse Coordinator::prediction() {
     }
     predicted_for_ = key;
   }
-  return HttpResponse::json(200, {{"images_per_sec", predicted_}, {"config", config}, {"profile", opt_.profile},
+  return HttpResponse::json(200, {{"images_per_sec", predicted_},
+                                  {"config", config},
+                                  {"profile", opt_.profile},
                                   {"t_s", since_start_s()}});
 }
 

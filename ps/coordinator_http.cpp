@@ -1,8 +1,7 @@
 #include "ps/coordinator_http.hpp"
 
-#include "ps/dashboard_assets.hpp"
-
 #include "core/json_text.hpp"
+#include "ps/dashboard_assets.hpp"
 
 namespace psbed::ps {
 

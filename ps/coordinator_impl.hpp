@@ -15,13 +15,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/consistency.hpp"
 #include "core/model_spec.hpp"
@@ -48,7 +47,8 @@ inline double num(const json& j, const char* key, double dflt = 0) {
 // A peer's field of a kind, or the default where it is absent or of another kind (json::value
 // throws on a wrong kind: a peer's message must not).
 inline std::int64_t whole(const json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_number_integer() ? j[key].get<std::int64_t>() : -1;
+  return j.is_object() && j.contains(key) && j[key].is_number_integer() ? j[key].get<std::int64_t>()
+                                                                        : -1;
 }
 inline std::string text(const json& j, const char* key, const std::string& dflt = "") {
   return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : dflt;
@@ -80,7 +80,8 @@ struct Node {
 
 // Bounds of the step-time histogram in /metrics, in seconds: a tiny CNN on a fast link steps in
 // a millisecond, a large one on a slow link in seconds.
-inline const std::vector<double> kStepBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+inline const std::vector<double> kStepBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                 0.25,  0.5,    1,     2.5,  5,     10};
 
 // Functions named *_locked are called with mu_ held.
 class Coordinator {
@@ -111,7 +112,8 @@ class Coordinator {
   // Messages the coordinator drops are logged once a peer: a chatty or broken peer must not
   // flood the log, and each one that misbehaves still shows up in it. A flood of fresh
   // identities is counted but not remembered past kMaxWarnedPeers.
-  static constexpr const char* kLaterDropped = " (later ones from this peer are dropped without a word)";
+  static constexpr const char* kLaterDropped =
+      " (later ones from this peer are dropped without a word)";
   static constexpr std::size_t kMaxWarnedPeers = 4096;
 
   // ---- coordinator_nodes.cpp: registration, map, barriers, heartbeats, failures -------------
@@ -139,13 +141,14 @@ class Coordinator {
     SwitchReply reply;
     policy::PolicyOptions options;
     Clock::time_point requested;
-    double requested_s = 0;  // since the coordinator started
+    double requested_s = 0;         // since the coordinator started
     json workers = json::object();  // worker name -> step at which it switched
   };
 
   void ctl_reply(const PeerId& peer, json j);
   void on_ctl(const json& j, const SwitchReply& reply);
-  std::optional<std::pair<int, std::string>> start_switch_locked(const json& req, SwitchReply reply);
+  std::optional<std::pair<int, std::string>> start_switch_locked(const json& req,
+                                                                 SwitchReply reply);
   void finish_switch_locked(bool timeout);
   void start_http();
   HttpResponse prediction();
@@ -175,7 +178,7 @@ class Coordinator {
   Consistency mode_{Consistency::Kind::kAsync};  // opt_.mode's, once read_spec_text has read it
   std::unique_ptr<ZmqTransport> transport_;
   std::mutex mu_;
-  std::set<PeerId> warned_peers_;        // first_drop_locked
+  std::set<PeerId> warned_peers_;       // first_drop_locked
   std::uint64_t dropped_messages_ = 0;  // well-formed frames whose content the coordinator dropped
   std::condition_variable cv_;
   std::map<PeerId, Node> nodes_;
@@ -191,7 +194,7 @@ class Coordinator {
   Clock::time_point last_advance_{};  // when a worker last finished a step (or the start)
   json stall_;                        // the stall under way, said once; null when none
   Clock::time_point stall_since_{};
-  json stalls_ = json::array();       // every stall said, for the summary
+  json stalls_ = json::array();  // every stall said, for the summary
   int exit_code_ = 0, evaluator_ = -1;
   std::string failure_, evaluation_note_;
   double test_accuracy_ = -1;

@@ -35,12 +35,15 @@ void Coordinator::on_register(const PeerId& peer, const json& j) {
     spdlog::warn("registration of '{}' refused: {}", name, why);
     send_to(peer, Op::kError, {{"error", "registration refused: " + why}});
   };
-  if (role != "server" && role != "worker") return reject("unknown role '" + role + "', expected server or worker");
+  if (role != "server" && role != "worker")
+    return reject("unknown role '" + role + "', expected server or worker");
   if (finished_) return send_to(peer, Op::kShutdown, json());  // the run ended before it began
   if (map_sent_) return reject("the cluster has already started");
   const int want = role == "server" ? opt_.servers : opt_.workers;
-  if (count(role) >= want) return reject("all " + std::to_string(want) + " " + role + "s have registered already");
-  if (role == "server" && j.value("address", "").empty()) return reject("a server must give its address");
+  if (count(role) >= want)
+    return reject("all " + std::to_string(want) + " " + role + "s have registered already");
+  if (role == "server" && j.value("address", "").empty())
+    return reject("a server must give its address");
   // Barriers and policy switches count nodes by name: two of one name would never be complete.
   for (const auto& [_, other] : nodes_)
     if (!name.empty() && other.name == name)
@@ -50,8 +53,9 @@ void Coordinator::on_register(const PeerId& peer, const json& j) {
   }
   // worker-5 in a 2-worker cluster would take another id, and push the real worker-1 aside.
   if (const int k = numbered_id(role, name); k >= want)
-    return reject("'" + name + "' asks for " + role + " id " + std::to_string(k) + ", but the cluster has " +
-                  std::to_string(want) + " " + role + "(s), ids 0 to " + std::to_string(want - 1));
+    return reject("'" + name + "' asks for " + role + " id " + std::to_string(k) +
+                  ", but the cluster has " + std::to_string(want) + " " + role + "(s), ids 0 to " +
+                  std::to_string(want - 1));
   Node n;
   n.role = role, n.name = name.empty() ? peer_name(peer) : name, n.address = j.value("address", "");
   n.peer = peer, n.id = free_id_locked(role, n.name, want), n.last_seen = Clock::now(), n.extra = j;
@@ -69,15 +73,16 @@ std::string Coordinator::worker_mismatch_locked(const json& j) const {
   if ((params >= 0 && params != spec_.parameter_count()) ||
       (layers >= 0 && layers != std::int64_t(spec_.layers.size())))
     return "its model '" + text(j, "model", "?") + "' (" + std::to_string(params) +
-           " parameters) is not the cluster's '" + spec_.name + "' (" + std::to_string(spec_.parameter_count()) +
-           "): give it --model " + spec_.name;
+           " parameters) is not the cluster's '" + spec_.name + "' (" +
+           std::to_string(spec_.parameter_count()) + "): give it --model " + spec_.name;
   for (const auto& [_, n] : nodes_) {
     if (n.role != "worker") continue;
     const std::string set = text(j, "dataset"), other = text(n.extra, "dataset");
     const std::int64_t size = whole(j, "train_size"), other_size = whole(n.extra, "train_size");
-    if ((!set.empty() && !other.empty() && set != other) || (size >= 0 && other_size >= 0 && size != other_size))
-      return "its data (" + text(j, "data", set) + ") is not " + n.name + "'s (" + text(n.extra, "data", other) +
-             "): every worker trains on the same data set";
+    if ((!set.empty() && !other.empty() && set != other) ||
+        (size >= 0 && other_size >= 0 && size != other_size))
+      return "its data (" + text(j, "data", set) + ") is not " + n.name + "'s (" +
+             text(n.extra, "data", other) + "): every worker trains on the same data set";
     break;  // every worker registered was compared with the first
   }
   return "";
@@ -86,7 +91,8 @@ std::string Coordinator::worker_mismatch_locked(const json& j) const {
 // K for a name <role>-K (worker-3; not worker-007 or worker-1234567), else -1.
 int Coordinator::numbered_id(const std::string& role, const std::string& name) {
   const std::string prefix = role + "-";
-  if (name.size() <= prefix.size() || name.size() - prefix.size() > 6 || name.compare(0, prefix.size(), prefix) != 0 ||
+  if (name.size() <= prefix.size() || name.size() - prefix.size() > 6 ||
+      name.compare(0, prefix.size(), prefix) != 0 ||
       name.find_first_not_of("0123456789", prefix.size()) != std::string::npos)
     return -1;
   const int k = std::stoi(name.substr(prefix.size()));
@@ -131,11 +137,13 @@ void Coordinator::send_map_locked() {
   if (opt_.steps > 0) {
     map.exp.steps = opt_.steps;
   } else {
-    if (train_size <= 0) return fail_locked("workers did not report their training-set size; give --steps");
+    if (train_size <= 0)
+      return fail_locked("workers did not report their training-set size; give --steps");
     map.exp.steps = std::int64_t(opt_.epochs) * (train_size / opt_.workers / opt_.batch);
     if (map.exp.steps < 1)
-      return fail_locked("a training set of " + std::to_string(train_size) + " samples gives less than one step of " +
-                         std::to_string(opt_.batch) + " per worker");
+      return fail_locked("a training set of " + std::to_string(train_size) +
+                         " samples gives less than one step of " + std::to_string(opt_.batch) +
+                         " per worker");
   }
   map.plan = make_partition(spec_, opt_.partition_bytes, opt_.servers);
   steps_ = map.exp.steps;
@@ -144,8 +152,10 @@ void Coordinator::send_map_locked() {
   map_sent_ = true;
   last_advance_ = Clock::now();
   training_started_ = Clock::now();
-  spdlog::info("cluster complete: {} parts of at most {} bytes over {} shard(s) (imbalance {:.3f}); {} steps per worker",
-               map.plan.parts.size(), opt_.partition_bytes, opt_.servers, map.plan.imbalance(), steps_);
+  spdlog::info(
+      "cluster complete: {} parts of at most {} bytes over {} shard(s) (imbalance {:.3f}); {} "
+      "steps per worker",
+      map.plan.parts.size(), opt_.partition_bytes, opt_.servers, map.plan.imbalance(), steps_);
 }
 
 void Coordinator::on_barrier(Node& n, const std::string& name) {
@@ -169,7 +179,8 @@ void Coordinator::release_barriers_locked() {
       for (Node* w : ws) evaluator = evaluator < 0 ? w->id : std::min(evaluator, w->id);
       rel["evaluator"] = evaluator;
       evaluator_ = evaluator;
-      spdlog::info("all live workers finished training; worker-{} evaluates the final parameters", evaluator);
+      spdlog::info("all live workers finished training; worker-{} evaluates the final parameters",
+                   evaluator);
     }
     for (Node* w : live("worker")) send_to(w->peer, Op::kBarrierRelease, rel);
     it = barriers_.erase(it);
@@ -182,7 +193,8 @@ void Coordinator::check_heartbeats_locked(Clock::time_point now) {
     double silent = std::chrono::duration<double>(now - n.last_seen).count();
     if (silent > opt_.heartbeat_timeout_s) {
       char buf[128];
-      std::snprintf(buf, sizeof buf, "no heartbeat for %.1f s (timeout %.1f s)", silent, opt_.heartbeat_timeout_s);
+      std::snprintf(buf, sizeof buf, "no heartbeat for %.1f s (timeout %.1f s)", silent,
+                    opt_.heartbeat_timeout_s);
       fail_node_locked(n, buf);
     }
   }
@@ -199,7 +211,8 @@ void Coordinator::fail_node_locked(Node& n, const std::string& reason) {
   send_to(n.peer, Op::kShutdown, json());
   if (live("worker").empty()) return fail_locked("every worker died");
   // Servers stop waiting for it (bsp/ssp), barriers stop counting it.
-  for (Node* s : live("server")) send_to(s->peer, Op::kControl, {{"event", "worker_dead"}, {"worker", n.id}});
+  for (Node* s : live("server"))
+    send_to(s->peer, Op::kControl, {{"event", "worker_dead"}, {"worker", n.id}});
   release_barriers_locked();
   if (switch_) finish_switch_locked(false);
   if (evaluator_ == n.id) {

@@ -23,7 +23,9 @@ void Coordinator::record_sample_locked() {
                                              {"loss", w.value("loss", json(nullptr))}};
   }
   if (workers.empty()) return;
-  history_.push_back({{"t_s", st["t_s"]}, {"images_per_sec", st["totals"]["images_per_sec"]}, {"workers", workers}});
+  history_.push_back({{"t_s", st["t_s"]},
+                      {"images_per_sec", st["totals"]["images_per_sec"]},
+                      {"workers", workers}});
   if (history_.size() > kHistory) history_.pop_front();
 }
 
@@ -40,7 +42,8 @@ void Coordinator::advanced_locked(Node& n) {
   last_advance_ = Clock::now();
   if (stall_.is_null()) return;
   spdlog::info("progress again after a stall of {:.0f} s: {} finished step {}",
-               age_s(last_advance_, stall_since_), n.name, std::int64_t(num(n.progress, "step")) + 1);
+               age_s(last_advance_, stall_since_), n.name,
+               std::int64_t(num(n.progress, "step")) + 1);
   stall_ = json();
 }
 
@@ -66,7 +69,8 @@ json Coordinator::stall_json_locked(Clock::time_point now) const {
       workers.push_back({{"name", n.name},
                          {"step", std::int64_t(num(n.progress, "step"))},
                          {"waiting_on", text(n.waiting, "on")}});
-  return {{"seconds", age_s(now, last_advance_)}, {"message", stall_text_locked(now)},
+  return {{"seconds", age_s(now, last_advance_)},
+          {"message", stall_text_locked(now)},
           {"workers", workers}};
 }
 
@@ -86,8 +90,8 @@ json Coordinator::status_locked() {
   double ips = 0, sps = 0, up = 0, down = 0;
   std::int64_t min_step = -1;
   for (const auto& [_, n] : nodes_) {
-    json node = {{"role", n.role}, {"id", n.id}, {"name", n.name}, {"address", n.address}, {"alive", n.alive},
-                 {"heartbeat_age_s", age(n.last_seen)}};
+    json node = {{"role", n.role},       {"id", n.id},       {"name", n.name},
+                 {"address", n.address}, {"alive", n.alive}, {"heartbeat_age_s", age(n.last_seen)}};
     if (!n.failure.empty()) node["failure"] = n.failure;
     nodes.push_back(node);
     if (n.role == "server") {
@@ -98,7 +102,8 @@ json Coordinator::status_locked() {
       continue;
     }
     json w = {{"name", n.name}, {"id", n.id}, {"alive", n.alive}, {"done", !n.report.is_null()}};
-    for (const char* k : {"step", "loss", "steps_per_sec", "images_per_sec", "policy", "bytes_pushed", "bytes_pulled"})
+    for (const char* k : {"step", "loss", "steps_per_sec", "images_per_sec", "policy",
+                          "bytes_pushed", "bytes_pulled"})
       if (n.progress.contains(k)) w[k] = n.progress[k];
     w["bytes_up_per_sec"] = num(n.progress, "bytes_pushed_per_sec");
     w["bytes_down_per_sec"] = num(n.progress, "bytes_pulled_per_sec");
@@ -137,8 +142,11 @@ json Coordinator::status_locked() {
              {"nodes", nodes},
              {"workers", workers},
              {"servers", servers},
-             {"totals", {{"images_per_sec", ips}, {"steps_per_sec", sps}, {"bytes_up_per_sec", up},
-                         {"bytes_down_per_sec", down}}},
+             {"totals",
+              {{"images_per_sec", ips},
+               {"steps_per_sec", sps},
+               {"bytes_up_per_sec", up},
+               {"bytes_down_per_sec", down}}},
              {"prediction", {{"available", !opt_.profile.empty() && bool(opt_.predict)}}},
              {"stall", stall_.is_null() ? json() : stall_json_locked(now)}};
   return st;
@@ -150,33 +158,42 @@ std::string Coordinator::metrics_locked() {
   auto labels = [](const Node& n) { return MetricLabels{{"role", n.role}, {"node", n.name}}; };
   m.family("psbed_node_up", "gauge", "1 while the node is alive, 0 once declared dead");
   for (const auto& [_, n] : nodes_) m.sample("psbed_node_up", labels(n), n.alive ? 1 : 0);
-  m.family("psbed_node_heartbeat_age_seconds", "gauge", "Seconds since the coordinator last heard from the node");
+  m.family("psbed_node_heartbeat_age_seconds", "gauge",
+           "Seconds since the coordinator last heard from the node");
   for (const auto& [_, n] : nodes_)
-    m.sample("psbed_node_heartbeat_age_seconds", labels(n), std::chrono::duration<double>(now - n.last_seen).count());
+    m.sample("psbed_node_heartbeat_age_seconds", labels(n),
+             std::chrono::duration<double>(now - n.last_seen).count());
   auto workers = [&](const char* name, const char* type, const char* help, const char* key) {
     m.family(name, type, help);
     for (const auto& [_, n] : nodes_)
       if (n.role == "worker" && n.progress.contains(key))
-        m.sample(name, labels(n), std::string(key) == "loss" ? loss_of(n.progress) : num(n.progress, key));
+        m.sample(name, labels(n),
+                 std::string(key) == "loss" ? loss_of(n.progress) : num(n.progress, key));
   };
   workers("psbed_worker_steps_total", "counter", "Training steps the worker has finished", "step");
-  workers("psbed_bytes_pushed_total", "counter", "Gradient bytes the worker has pushed to the servers", "bytes_pushed");
-  workers("psbed_bytes_pulled_total", "counter", "Parameter bytes the worker has pulled from the servers", "bytes_pulled");
-  workers("psbed_worker_images_per_second", "gauge", "Images per second over the worker's last progress interval",
-          "images_per_sec");
+  workers("psbed_bytes_pushed_total", "counter",
+          "Gradient bytes the worker has pushed to the servers", "bytes_pushed");
+  workers("psbed_bytes_pulled_total", "counter",
+          "Parameter bytes the worker has pulled from the servers", "bytes_pulled");
+  workers("psbed_worker_images_per_second", "gauge",
+          "Images per second over the worker's last progress interval", "images_per_sec");
   workers("psbed_worker_loss", "gauge", "Training loss of the worker's latest step", "loss");
   m.family("psbed_step_duration_seconds", "histogram", "Duration of the worker's training steps");
   for (const auto& [_, n] : nodes_)
     if (n.role == "worker" && !n.step_bins.empty())
-      m.histogram("psbed_step_duration_seconds", labels(n), kStepBuckets, n.step_bins, n.step_sum_s);
+      m.histogram("psbed_step_duration_seconds", labels(n), kStepBuckets, n.step_bins,
+                  n.step_sum_s);
   auto servers = [&](const char* name, const char* type, const char* help, const char* key) {
     m.family(name, type, help);
     for (const auto& [_, n] : nodes_)
       if (n.role == "server" && n.stats.contains(key)) m.sample(name, labels(n), num(n.stats, key));
   };
-  servers("psbed_server_pushes_total", "counter", "Gradient pushes the server shard has applied", "pushes");
-  servers("psbed_server_pulls_total", "counter", "Parameter pulls the server shard has answered", "pulls");
-  servers("psbed_queue_depth", "gauge", "Messages waiting in the server shard's apply queues", "queue_depth");
+  servers("psbed_server_pushes_total", "counter", "Gradient pushes the server shard has applied",
+          "pushes");
+  servers("psbed_server_pulls_total", "counter", "Parameter pulls the server shard has answered",
+          "pulls");
+  servers("psbed_queue_depth", "gauge", "Messages waiting in the server shard's apply queues",
+          "queue_depth");
   m.family("psbed_bad_messages_total", "counter", "Malformed or out-of-range messages dropped");
   m.sample("psbed_bad_messages_total", {{"role", "coordinator"}, {"node", "coordinator"}},
            double(transport_->bad_messages().total() + dropped_messages_));
@@ -185,8 +202,10 @@ std::string Coordinator::metrics_locked() {
       m.sample("psbed_bad_messages_total", labels(n), num(n.stats, "bad_messages"));
   m.family("psbed_policy_switches_total", "counter", "Live policy switches that took effect");
   m.sample("psbed_policy_switches_total", {}, double(switches_.size()));
-  m.family("psbed_policy_info", "gauge", "The transmission policy the workers run now (value always 1)");
-  m.sample("psbed_policy_info", {{"policy", policy_.name}, {"describe", describe_policy(policy_)}}, 1);
+  m.family("psbed_policy_info", "gauge",
+           "The transmission policy the workers run now (value always 1)");
+  m.sample("psbed_policy_info", {{"policy", policy_.name}, {"describe", describe_policy(policy_)}},
+           1);
   m.family("psbed_seconds_since_progress", "gauge",
            "Seconds since a worker last finished a step (while the workers train)");
   m.sample("psbed_seconds_since_progress", {}, training_locked() ? age_s(now, last_advance_) : 0.0);
@@ -221,7 +240,8 @@ void Coordinator::print_progress_locked() {
     losses += buf;
   }
   if (min_step < 0) return;
-  spdlog::info("step {}..{}/{}  {:.1f} steps/s  {:.0f} images/s  loss{}", min_step, max_step, steps_, sps, ips, losses);
+  spdlog::info("step {}..{}/{}  {:.1f} steps/s  {:.0f} images/s  loss{}", min_step, max_step,
+               steps_, sps, ips, losses);
 }
 
 }  // namespace psbed::ps::coordinator_detail

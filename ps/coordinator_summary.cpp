@@ -20,7 +20,8 @@ double as_given(float f) { return std::stod(fmt::format("{}", f)); }
 // ... (8000 train / 2000 test)", "synthetic ..."); null if none said.
 json Coordinator::data_described_locked() const {
   for (const auto& [_, n] : nodes_)
-    if (n.role == "worker" && n.extra.contains("data") && n.extra["data"].is_string()) return n.extra["data"];
+    if (n.role == "worker" && n.extra.contains("data") && n.extra["data"].is_string())
+      return n.extra["data"];
   return nullptr;
 }
 
@@ -31,7 +32,8 @@ void Coordinator::write_summary_locked() {
     if (n.role != "worker") continue;
     json w = {{"name", n.name}, {"id", n.id}, {"alive", n.alive}};
     if (!n.report.is_null()) {
-      for (const char* k : {"steps", "images_per_sec", "steps_per_sec", "first_loss", "final_loss", "steady_steps"})
+      for (const char* k :
+           {"steps", "images_per_sec", "steps_per_sec", "first_loss", "final_loss", "steady_steps"})
         if (n.report.contains(k)) w[k] = n.report[k];
     }
     // The aggregate is the workers' that trained to the end: one that left early (stopped by its
@@ -76,8 +78,10 @@ void Coordinator::write_summary_locked() {
             {"duration_s", std::chrono::duration<double>(Clock::now() - started_).count()}};
   if (!failure_.empty()) s["failure"] = failure_;
   if (!evaluation_note_.empty()) s["evaluation"] = evaluation_note_;
-  if (!map_json_.is_null()) s["cluster"] = {{"servers", map_json_["servers"]}, {"workers", map_json_["workers"]},
-                                            {"parts", map_json_["parts"].size()}};
+  if (!map_json_.is_null())
+    s["cluster"] = {{"servers", map_json_["servers"]},
+                    {"workers", map_json_["workers"]},
+                    {"parts", map_json_["parts"].size()}};
   if (opt_.summary_path.empty()) return;
   try {
     write_text_file(opt_.summary_path, s.dump(2) + "\n");
@@ -86,7 +90,8 @@ void Coordinator::write_summary_locked() {
     exit_code_ = exit_code_ ? exit_code_ : 1;
     return;
   }
-  spdlog::info("summary written to {}: {:.1f} steps/s, {:.0f} images/s in all", opt_.summary_path, sps, ips);
+  spdlog::info("summary written to {}: {:.1f} steps/s, {:.0f} images/s in all", opt_.summary_path,
+               sps, ips);
 }
 
 }  // namespace psbed::ps::coordinator_detail

@@ -15,8 +15,10 @@ std::string unresolved_host(const std::string& endpoint) {
   if (colon == std::string::npos || colon < scheme.size()) return "";
   std::string host = endpoint.substr(scheme.size(), colon - scheme.size());
   // ZeroMQ's "interface;address" form: the part after the semicolon is the peer.
-  if (const std::size_t semi = host.find(';'); semi != std::string::npos) host = host.substr(semi + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (const std::size_t semi = host.find(';'); semi != std::string::npos)
+    host = host.substr(semi + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   if (host.empty() || host == "*") return "";
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

@@ -12,7 +12,8 @@ namespace psbed::ps {
 std::string LinkOptions::str() const {
   if (!shaped()) return "unshaped";
   return (bandwidth_bps > 0 ? format_bandwidth(bandwidth_bps) : std::string("unlimited")) + ", " +
-         std::to_string(latency_s * 1e6).substr(0, std::to_string(latency_s * 1e6).find('.')) + " us one way";
+         std::to_string(latency_s * 1e6).substr(0, std::to_string(latency_s * 1e6).find('.')) +
+         " us one way";
 }
 
 LinkOptions parse_link(const std::string& bandwidth, const std::string& latency) {
@@ -28,9 +29,11 @@ TokenBucket::TokenBucket(double bytes_per_s, double burst_bytes)
 TokenBucket::Clock::time_point TokenBucket::reserve(std::uint64_t bytes, Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
   // Idle time earns at most `burst` bytes of credit.
-  const auto earliest = now - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(burst_s_));
+  const auto earliest =
+      now - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(burst_s_));
   if (next_free_ < earliest) next_free_ = earliest;
-  next_free_ += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(double(bytes) / rate_));
+  next_free_ += std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(double(bytes) / rate_));
   return next_free_;
 }
 
@@ -50,7 +53,8 @@ namespace {
 std::uint64_t wire_bytes(const Message& m) { return kHeaderBytes + m.payload.size(); }
 }  // namespace
 
-ShapedTransport::ShapedTransport(std::unique_ptr<Transport> inner, std::shared_ptr<LinkBuckets> link)
+ShapedTransport::ShapedTransport(std::unique_ptr<Transport> inner,
+                                 std::shared_ptr<LinkBuckets> link)
     : inner_(std::move(inner)), link_(std::move(link)) {}
 
 ShapedTransport::~ShapedTransport() { stop(); }
@@ -64,7 +68,8 @@ void ShapedTransport::start(ReceiveFn on_receive) {
     const auto now = TokenBucket::Clock::now();
     auto due = now;
     if (link_->ingress) due = std::max(now, link_->ingress->reserve(wire_bytes(m), now));
-    due += std::chrono::duration_cast<TokenBucket::Clock::duration>(std::chrono::duration<double>(link_->options.latency_s));
+    due += std::chrono::duration_cast<TokenBucket::Clock::duration>(
+        std::chrono::duration<double>(link_->options.latency_s));
     std::lock_guard<std::mutex> lock(mu_);
     arrivals_.emplace_back(due, std::move(m));
     cv_.notify_one();
@@ -110,7 +115,8 @@ bool ShapedTransport::send(Message msg) {
   if (out_stopping_) return false;
   if (!pacer_.joinable()) pacer_ = std::thread([this] { pace_loop(); });
   queued_bytes_ += bytes;
-  auto it = std::find_if(out_.begin(), out_.end(), [&](const auto& q) { return q.first == msg.peer; });
+  auto it =
+      std::find_if(out_.begin(), out_.end(), [&](const auto& q) { return q.first == msg.peer; });
   if (it == out_.end()) {
     out_.emplace_back(msg.peer, std::deque<Message>());
     it = std::prev(out_.end());

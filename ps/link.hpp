@@ -87,7 +87,8 @@ class ShapedTransport final : public Transport {
   // Egress: per-peer queues served round-robin by the pacing thread.
   std::mutex out_mu_;
   std::condition_variable out_cv_;
-  std::deque<std::pair<PeerId, std::deque<Message>>> out_;  // peers with queued messages, in turn order
+  std::deque<std::pair<PeerId, std::deque<Message>>>
+      out_;  // peers with queued messages, in turn order
   std::uint64_t queued_bytes_ = 0;
   bool out_stopping_ = false;
   std::thread pacer_;

@@ -1,6 +1,5 @@
 #include "ps/node_link.hpp"
 
-
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
@@ -73,7 +72,8 @@ void NodeLink::receive(Message&& m) {
     try {
       j = parse_peer_json(m.payload.view());
     } catch (const nlohmann::json::exception& e) {
-      spdlog::warn("coordinator sent unreadable JSON in a {} message: {}", op_name(m.header.op), e.what());
+      spdlog::warn("coordinator sent unreadable JSON in a {} message: {}", op_name(m.header.op),
+                   e.what());
       return;
     }
   }
@@ -85,7 +85,8 @@ void NodeLink::receive(Message&& m) {
         if (j.value("event", "") == "registered") {
           registered_ = true;
           id_ = j.value("id", -1);
-        } else if (j.value("event", "") == "interrupted") {  // the shutdown that follows ends the run early
+        } else if (j.value("event", "") ==
+                   "interrupted") {  // the shutdown that follows ends the run early
           shutdown_reason_ = "interrupted";
         } else if (j.value("event", "") == "ended") {  // why the run failed
           ended_because_ = j.value("reason", std::string());
@@ -93,7 +94,9 @@ void NodeLink::receive(Message&& m) {
           fn = on_control_;
         }
         break;
-      case Op::kClusterMap: map_ = std::move(j); break;
+      case Op::kClusterMap:
+        map_ = std::move(j);
+        break;
       case Op::kBarrierRelease:
         released_barrier_ = j.value("name", "");
         if (j.contains("evaluator")) evaluator_ = j["evaluator"].get<int>();
@@ -103,7 +106,8 @@ void NodeLink::receive(Message&& m) {
         shutdown_ = true;
         told_shutdown_ = true;
         break;
-      case Op::kHeartbeat: break;  // the coordinator's answer: it is there
+      case Op::kHeartbeat:
+        break;  // the coordinator's answer: it is there
       case Op::kError:
         if (!registered_) {
           refused_ = j.value("error", std::string("?"));  // join stops with it
@@ -111,7 +115,8 @@ void NodeLink::receive(Message&& m) {
           spdlog::error("coordinator: {}", j.value("error", std::string("?")));
         }
         break;
-      default: spdlog::warn("unexpected {} message from the coordinator, dropped", op_name(m.header.op));
+      default:
+        spdlog::warn("unexpected {} message from the coordinator, dropped", op_name(m.header.op));
     }
   }
   cv_.notify_all();
@@ -123,13 +128,14 @@ ClusterMap NodeLink::join(nlohmann::json extra) {
   for (auto& [k, v] : extra.items()) reg[k] = v;
   const std::string text = reg.dump();
   const steady_clock::time_point deadline =
-      steady_clock::now() + duration_cast<steady_clock::duration>(duration<double>(opt_.connect_timeout_s));
+      steady_clock::now() +
+      duration_cast<steady_clock::duration>(duration<double>(opt_.connect_timeout_s));
   double backoff = 0.1;
   // A host that does not resolve may be a container not started yet: said now, waited for.
   const std::string unresolved = unresolved_host(opt_.coordinator);
   if (const std::string& why = unresolved; !why.empty())
-    spdlog::warn("the coordinator at {}: {}; retrying for up to {} s (--connect-timeout)", opt_.coordinator, why,
-                 format_seconds(opt_.connect_timeout_s));
+    spdlog::warn("the coordinator at {}: {}; retrying for up to {} s (--connect-timeout)",
+                 opt_.coordinator, why, format_seconds(opt_.connect_timeout_s));
   const steady_clock::time_point started = steady_clock::now();
   bool said_waiting = !unresolved.empty();  // said above
   std::unique_lock<std::mutex> lock(mu_);
@@ -139,29 +145,37 @@ ClusterMap NodeLink::join(nlohmann::json extra) {
     // must keep to the deadline.
     send(Op::kRegister, text, 0, false);
     lock.lock();
-    auto wake = std::min(steady_clock::now() + duration_cast<steady_clock::duration>(duration<double>(backoff)), deadline);
-    cv_.wait_until(lock, wake, [&] { return registered_ || shutdown_.load() || stop_.load() || !refused_.empty(); });
+    auto wake = std::min(
+        steady_clock::now() + duration_cast<steady_clock::duration>(duration<double>(backoff)),
+        deadline);
+    cv_.wait_until(lock, wake, [&] {
+      return registered_ || shutdown_.load() || stop_.load() || !refused_.empty();
+    });
     if (registered_) break;
     if (stop_) throw Error(stopped_);
     if (!refused_.empty())
-      throw Error("the coordinator at " + opt_.coordinator + " refused this " + opt_.role + ": " + refused_);
-    if (shutdown_) throw Error("the coordinator ended the run before this " + opt_.role + " joined it");
+      throw Error("the coordinator at " + opt_.coordinator + " refused this " + opt_.role + ": " +
+                  refused_);
+    if (shutdown_)
+      throw Error("the coordinator ended the run before this " + opt_.role + " joined it");
     if (steady_clock::now() >= deadline) {
       const std::string host = unresolved_host(opt_.coordinator);
-      throw Error("cannot reach the coordinator at " + opt_.coordinator + ": " + (host.empty() ? "" : host + "; ") +
-                  "no answer to registration within " + format_seconds(opt_.connect_timeout_s) +
-                  " s (--connect-timeout)");
+      throw Error("cannot reach the coordinator at " + opt_.coordinator + ": " +
+                  (host.empty() ? "" : host + "; ") + "no answer to registration within " +
+                  format_seconds(opt_.connect_timeout_s) + " s (--connect-timeout)");
     }
     // A coordinator not started yet, a wrong port, a run that ended: said once, not after
     // --connect-timeout of silence.
     if (!said_waiting && steady_clock::now() >= started + seconds(2)) {
       said_waiting = true;
-      spdlog::info("no answer yet from the coordinator at {}; retrying for up to {} s (--connect-timeout)",
-                   opt_.coordinator, format_seconds(opt_.connect_timeout_s));
+      spdlog::info(
+          "no answer yet from the coordinator at {}; retrying for up to {} s (--connect-timeout)",
+          opt_.coordinator, format_seconds(opt_.connect_timeout_s));
     }
     backoff = std::min(backoff * 2, 2.0);
   }
-  spdlog::info("registered with the coordinator at {} as {} (id {})", opt_.coordinator, opt_.name, id_);
+  spdlog::info("registered with the coordinator at {} as {} (id {})", opt_.coordinator, opt_.name,
+               id_);
   heartbeats_ = std::thread([this] { heartbeat_loop(); });
   cv_.wait(lock, [&] { return map_.has_value() || shutdown_.load() || stop_.load(); });
   if (!map_) {
@@ -244,7 +258,8 @@ std::string NodeLink::ended_because() const {
 
 void NodeLink::leave(const std::string& why, double wait_s, const nlohmann::json& report) {
   if (!report.is_null()) send(Op::kControl, report.dump(), 0, false);
-  if (!send(Op::kControl, nlohmann::json({{"event", "failed"}, {"reason", why}}).dump(), 0, false)) return;
+  if (!send(Op::kControl, nlohmann::json({{"event", "failed"}, {"reason", why}}).dump(), 0, false))
+    return;
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, duration<double>(wait_s), [&] { return told_shutdown_ || !lost_.empty(); });
 }
@@ -272,7 +287,8 @@ void NodeLink::barrier(const std::string& name) {
   send(Op::kBarrier, nlohmann::json({{"name", name}, {"role", opt_.role}}).dump());
   lock.lock();
   cv_.wait(lock, [&] {
-    return (barrier_generation_ != gen && released_barrier_ == name) || shutdown_.load() || stop_.load();
+    return (barrier_generation_ != gen && released_barrier_ == name) || shutdown_.load() ||
+           stop_.load();
   });
 }
 
@@ -283,7 +299,9 @@ int NodeLink::evaluator() {
 
 void NodeLink::send_control(const nlohmann::json& j) { send(Op::kControl, j.dump()); }
 
-bool NodeLink::try_send_control(const nlohmann::json& j) { return send(Op::kControl, j.dump(), 0, false); }
+bool NodeLink::try_send_control(const nlohmann::json& j) {
+  return send(Op::kControl, j.dump(), 0, false);
+}
 
 void NodeLink::on_control(std::function<void(const nlohmann::json&)> fn) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -292,7 +310,8 @@ void NodeLink::on_control(std::function<void(const nlohmann::json&)> fn) {
 
 bool NodeLink::wait_shutdown(double timeout_s) {
   std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, duration<double>(timeout_s), [&] { return shutdown_.load() || stop_.load(); });
+  return cv_.wait_for(lock, duration<double>(timeout_s),
+                      [&] { return shutdown_.load() || stop_.load(); });
 }
 
 }  // namespace psbed::ps

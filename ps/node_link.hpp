@@ -14,11 +14,10 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "core/defaults.hpp"
 #include "ps/cluster_map.hpp"
@@ -108,9 +107,9 @@ class NodeLink {
   int evaluator_ = -1;
   std::uint64_t barrier_generation_ = 0;
   std::atomic<bool> shutdown_{false};  // the coordinator said so, or it is lost
-  bool told_shutdown_ = false;          // the coordinator's own shutdown arrived (guarded by mu_)
+  bool told_shutdown_ = false;         // the coordinator's own shutdown arrived (guarded by mu_)
   std::atomic<bool> stop_{false};
-  std::string stopped_;                 // stop()'s reason (guarded by mu_)
+  std::string stopped_;  // stop()'s reason (guarded by mu_)
   std::atomic<bool> stop_heartbeats_{false};
   std::function<void(const nlohmann::json&)> on_control_;
   std::thread heartbeats_;

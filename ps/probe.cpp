@@ -1,5 +1,4 @@
 #include "ps/probe.hpp"
-#include "core/error.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -8,6 +7,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "core/error.hpp"
 #include "ps/protocol.hpp"
 #include "ps/zmq_frames.hpp"
 
@@ -24,10 +24,12 @@ std::vector<std::uint8_t> header(const Header& h) {
   return {b.begin(), b.end()};
 }
 
-Header push(std::uint32_t key, std::uint32_t part, std::uint64_t offset, std::uint64_t length, int sender) {
+Header push(std::uint32_t key, std::uint32_t part, std::uint64_t offset, std::uint64_t length,
+            int sender) {
   Header h;
   h.op = Op::kPush;
-  h.key = key, h.part = part, h.offset = offset, h.length = length, h.sender = std::uint32_t(sender);
+  h.key = key, h.part = part, h.offset = offset, h.length = length,
+  h.sender = std::uint32_t(sender);
   return h;
 }
 
@@ -70,9 +72,12 @@ int run_probe(const std::string& endpoint, int sender) {
     s.set(zmq::sockopt::linger, 1000);
     // Queue only on a connection that is up, and wait a while for it: sent to nothing (a wrong
     // endpoint, a server not started), the messages would be counted as sent and lost.
-    if (!connect_and_wait(s, endpoint, std::chrono::milliseconds(3000), "probe", "tcp://127.0.0.1:7001"))
-      throw Error("probe: no connection to " + endpoint + " within 3 s (expected a running psbed server's endpoint)" +
-                  (n > 1 ? "; " + std::to_string(n - 1) + " message(s) were sent before" : std::string()));
+    if (!connect_and_wait(s, endpoint, std::chrono::milliseconds(3000), "probe",
+                          "tcp://127.0.0.1:7001"))
+      throw Error(
+          "probe: no connection to " + endpoint +
+          " within 3 s (expected a running psbed server's endpoint)" +
+          (n > 1 ? "; " + std::to_string(n - 1) + " message(s) were sent before" : std::string()));
     for (size_t i = 0; i < c.frames.size(); ++i) {
       zmq::message_t m(c.frames[i].data(), c.frames[i].size());
       s.send(m, i + 1 < c.frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);

@@ -14,8 +14,8 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/trace.hpp"
-#include "ps/node_link.hpp"
 #include "ps/link.hpp"
+#include "ps/node_link.hpp"
 #include "ps/shard.hpp"
 #include "ps/stop_signals.hpp"
 #include "ps/store.hpp"
@@ -41,7 +41,8 @@ int run_server(const ServerOptions& in) {
   ServerOptions opt = in;
   if (opt.node.name.empty()) opt.node.name = "server-" + std::to_string(::getpid());
   if (!opt.advertise.empty() && wildcard_endpoint(opt.advertise))
-    throw Error("--advertise " + opt.advertise + " is no address workers can reach: give this host's name or IP");
+    throw Error("--advertise " + opt.advertise +
+                " is no address workers can reach: give this host's name or IP");
   // The trace is written when the server stops: a folder it cannot write in is said now.
   ensure_writable_dir(opt.node.trace_dir, "--trace-dir");
   StopSignals signals;  // before any thread starts: they all leave SIGTERM and SIGINT to it
@@ -57,19 +58,23 @@ int run_server(const ServerOptions& in) {
   auto zmq_owned = std::make_unique<ZmqTransport>(z);
   ZmqTransport& zmq_transport = *zmq_owned;
   std::unique_ptr<Transport> owned = std::move(zmq_owned);
-  if (shaping.shaped()) owned = std::make_unique<ShapedTransport>(std::move(owned), LinkBuckets::make(shaping));
+  if (shaping.shaped())
+    owned = std::make_unique<ShapedTransport>(std::move(owned), LinkBuckets::make(shaping));
   Transport& transport = *owned;
   TraceRecorder trace(opt.node.name, !opt.node.trace_dir.empty());
   Shard shard(opt.max_message_bytes, transport, trace, opt.apply_threads);
-  std::string address = opt.advertise.empty() ? transport.endpoint() : opt.advertise;  // bound already
+  std::string address =
+      opt.advertise.empty() ? transport.endpoint() : opt.advertise;  // bound already
   if (opt.advertise.empty() && wildcard_endpoint(address))
-    throw Error("--bind " + opt.bind + " listens on every interface, and workers cannot connect to " + address +
-                ": give --advertise tcp://THIS_HOST:PORT, the address workers reach this server at");
+    throw Error(
+        "--bind " + opt.bind + " listens on every interface, and workers cannot connect to " +
+        address +
+        ": give --advertise tcp://THIS_HOST:PORT, the address workers reach this server at");
   transport.start([&](Message&& m) { shard.enqueue(std::move(m)); });
   spdlog::info("{} serving on {} (link: {})", opt.node.name, transport.endpoint(), shaping.str());
 
-  NodeLink link({opt.node.coordinator, "server", opt.node.name, address, opt.node.connect_timeout_s, opt.node.heartbeat_s,
-                 opt.node.coordinator_timeout_s});
+  NodeLink link({opt.node.coordinator, "server", opt.node.name, address, opt.node.connect_timeout_s,
+                 opt.node.heartbeat_s, opt.node.coordinator_timeout_s});
   link.on_control([&](const nlohmann::json& j) {
     if (j.value("event", "") == "worker_dead") shard.worker_dead(j.value("worker", -1));
   });
@@ -94,8 +99,8 @@ int run_server(const ServerOptions& in) {
   shard.start(map, link.id());
   // Room for one worker asking for all of this shard's parameters a few times over (pulls of
   // several clocks in flight), above the default bound.
-  zmq_transport.set_peer_bounds(1 << 16, std::max<std::size_t>(z.peer_max_bytes,
-                                                               4 * shard.bytes_owned() + (16 << 20)));
+  zmq_transport.set_peer_bounds(
+      1 << 16, std::max<std::size_t>(z.peer_max_bytes, 4 * shard.bytes_owned() + (16 << 20)));
   // Every second, the shard's counters go to the coordinator (its /metrics and /api/status);
   // four times a second, the process's CPU seconds go to the trace (the profile's host cost).
   nlohmann::json cpu_samples = nlohmann::json::array();
@@ -103,7 +108,9 @@ int run_server(const ServerOptions& in) {
     cpu_samples.push_back({now_us(), process_cpu_s()});
     if (link.wait_shutdown(0.25)) break;
     if (tick % 4 == 3)
-      link.send_control({{"event", "stats"}, {"pushes", shard.pushes()}, {"pulls", shard.pulls()},
+      link.send_control({{"event", "stats"},
+                         {"pushes", shard.pushes()},
+                         {"pulls", shard.pulls()},
                          {"bad_messages", shard.bad().total() + transport.bad_messages().total()},
                          {"queue_depth", shard.queue_depth()},
                          {"dropped_unread", zmq_transport.dropped_unread()}});
@@ -116,8 +123,8 @@ int run_server(const ServerOptions& in) {
   const auto& bad = shard.bad();
   const auto& tbad = transport.bad_messages();
   if (stopped.empty())
-    spdlog::info("{} shutting down: {} pushes, {} pulls, {} bad messages dropped", opt.node.name, shard.pushes(),
-                 shard.pulls(), bad.total() + tbad.total());
+    spdlog::info("{} shutting down: {} pushes, {} pulls, {} bad messages dropped", opt.node.name,
+                 shard.pushes(), shard.pulls(), bad.total() + tbad.total());
   nlohmann::json by_kind = nlohmann::json::object();
   for (int k = 1; k < kProblemKinds; ++k) {
     const auto p = static_cast<Problem>(k);
@@ -133,10 +140,14 @@ int run_server(const ServerOptions& in) {
     std::filesystem::create_directories(opt.node.trace_dir);
     trace.write(opt.node.trace_dir + "/" + opt.node.name + ".trace.json");
   }
-  if (const std::string lost = link.coordinator_lost(); !lost.empty()) throw Error(lost);  // traces kept
+  if (const std::string lost = link.coordinator_lost(); !lost.empty())
+    throw Error(lost);  // traces kept
   if (!stopped.empty()) {
-    spdlog::warn("{} {} after {} pushes, {} pulls{}", opt.node.name, stopped, shard.pushes(), shard.pulls(),
-                 opt.node.trace_dir.empty() ? std::string() : "; trace in " + opt.node.trace_dir + "/" + opt.node.name + ".trace.json");
+    spdlog::warn("{} {} after {} pushes, {} pulls{}", opt.node.name, stopped, shard.pushes(),
+                 shard.pulls(),
+                 opt.node.trace_dir.empty()
+                     ? std::string()
+                     : "; trace in " + opt.node.trace_dir + "/" + opt.node.name + ".trace.json");
     return kStoppedStatus;
   }
   return 0;

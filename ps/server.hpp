@@ -11,9 +11,9 @@
 namespace psbed::ps {
 
 struct ServerOptions {
-  NodeOptions node;                         // name: default server-<pid>
+  NodeOptions node;                        // name: default server-<pid>
   std::string bind = "tcp://127.0.0.1:*";  // where workers connect; ":*" picks a free port
-  std::string advertise;                    // address given to workers (default: the bound one)
+  std::string advertise;                   // address given to workers (default: the bound one)
   std::uint64_t max_message_bytes = 256ull << 20;
   int apply_threads = defaults::kApplyThreads;  // parts are applied in parallel across these
 };

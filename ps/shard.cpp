@@ -84,9 +84,11 @@ void Shard::start(const ClusterMap& map, int shard) {
   shard_ = shard;
   store_ = std::make_unique<Store>(map_, shard_);
   parts_ = std::make_unique<PlanPartSizes>(map_.plan);
-  spdlog::info("shard {} holds {} parts, {:.2f} MiB; mode {}; {} apply lane(s)", shard_, store_->parts_owned(),
-               store_->bytes_owned() / 1048576.0, map_.exp.mode.str(), lanes_.size());
-  for (int i = 0; i < int(lanes_.size()); ++i) lanes_[i]->thread = std::thread([this, i] { loop(i); });
+  spdlog::info("shard {} holds {} parts, {:.2f} MiB; mode {}; {} apply lane(s)", shard_,
+               store_->parts_owned(), store_->bytes_owned() / 1048576.0, map_.exp.mode.str(),
+               lanes_.size());
+  for (int i = 0; i < int(lanes_.size()); ++i)
+    lanes_[i]->thread = std::thread([this, i] { loop(i); });
   replier_ = std::thread([this] { reply_loop(); });
   started_.store(true, std::memory_order_release);
 }
@@ -130,7 +132,8 @@ void Shard::loop(int index) {
         handle(lane, std::move(m));
       } catch (const std::exception& e) {
         // A message must never take the shard down: log, count, go on.
-        if (bad_.record(peer, Problem::kRange)) spdlog::error("message from {} failed: {}", peer_name(peer), e.what());
+        if (bad_.record(peer, Problem::kRange))
+          spdlog::error("message from {} failed: {}", peer_name(peer), e.what());
       }
     }
   }
@@ -143,12 +146,13 @@ bool Shard::check(const Message& m) {
   Verdict v = validate(m.header, f, limits, parts_.get());
   if (v.ok() && m.header.sender >= map_.workers.size()) {
     v.problem = Problem::kKey;
-    v.reason = "sender " + std::to_string(m.header.sender) + " is not a worker id (the cluster has " +
-               std::to_string(map_.workers.size()) + " workers)";
+    v.reason = "sender " + std::to_string(m.header.sender) +
+               " is not a worker id (the cluster has " + std::to_string(map_.workers.size()) +
+               " workers)";
   } else if (v.ok() && (m.header.offset % 4 || m.header.length % 4)) {
     v.problem = Problem::kRange;
-    v.reason = "offset " + std::to_string(m.header.offset) + " and length " + std::to_string(m.header.length) +
-               " must be multiples of 4 (float32)";
+    v.reason = "offset " + std::to_string(m.header.offset) + " and length " +
+               std::to_string(m.header.length) + " must be multiples of 4 (float32)";
   } else if (v.ok() && !store_->owns(int(m.header.key), int(m.header.part))) {
     v.problem = Problem::kPart;
     v.reason = "part " + std::to_string(m.header.part) + " of key " + std::to_string(m.header.key) +
@@ -156,16 +160,17 @@ bool Shard::check(const Message& m) {
   }
   if (v.ok()) return true;
   if (bad_.record(m.peer, v.problem))
-    spdlog::warn("bad {} message from {}: {} (dropped; further bad messages from it are only counted)",
-                 op_name(m.header.op), peer_name(m.peer), v.reason);
+    spdlog::warn(
+        "bad {} message from {}: {} (dropped; further bad messages from it are only counted)",
+        op_name(m.header.op), peer_name(m.peer), v.reason);
   return false;
 }
 
 void Shard::handle(Lane& lane, Message&& m) {
   if (m.header.op != Op::kPush && m.header.op != Op::kPull) {
     if (bad_.record(m.peer, Problem::kOp))
-      spdlog::warn("unexpected {} message from {} (a shard takes Push and Pull), dropped", op_name(m.header.op),
-                   peer_name(m.peer));
+      spdlog::warn("unexpected {} message from {} (a shard takes Push and Pull), dropped",
+                   op_name(m.header.op), peer_name(m.peer));
     return;
   }
   if (!check(m)) return;
@@ -181,11 +186,12 @@ void Shard::handle(Lane& lane, Message&& m) {
       std::memcpy(aligned.data(), m.payload.data(), h.length);
       grad = aligned.data();
     }
-    const Status pushed = store_->push(int(h.sender), h.clock, int(h.key), int(h.part), h.offset, grad, h.length);
+    const Status pushed =
+        store_->push(int(h.sender), h.clock, int(h.key), int(h.part), h.offset, grad, h.length);
     if (!pushed.ok()) {
       if (bad_.record(m.peer, Problem::kRange))
-        spdlog::warn("push from {} refused: {} (further bad messages from it are only counted)", peer_name(m.peer),
-                     pushed.message());
+        spdlog::warn("push from {} refused: {} (further bad messages from it are only counted)",
+                     peer_name(m.peer), pushed.message());
       return;
     }
     ++pushes_;
@@ -193,7 +199,8 @@ void Shard::handle(Lane& lane, Message&& m) {
       TraceEvent e;
       e.name = "apply:" + map_.spec.tensors[h.key].name + "#" + std::to_string(h.part);
       e.lane = "apply", e.ts_us = t0, e.dur_us = now_us() - t0;
-      e.step = std::int64_t(h.clock), e.bytes = std::int64_t(h.length), e.key = h.key, e.part = h.part;
+      e.step = std::int64_t(h.clock), e.bytes = std::int64_t(h.length), e.key = h.key,
+      e.part = h.part;
       e.priority = h.priority, e.has_priority = true;
       trace_.record(std::move(e));
     }
@@ -207,8 +214,10 @@ void Shard::handle(Lane& lane, Message&& m) {
     return;
   }
   ++pulls_;
-  if (store_->pull_ready(int(h.key), int(h.part), h.clock)) reply(m);
-  else lane.waiting.push_back(std::move(m));
+  if (store_->pull_ready(int(h.key), int(h.part), h.clock))
+    reply(m);
+  else
+    lane.waiting.push_back(std::move(m));
 }
 
 void Shard::reply(const Message& pull) {

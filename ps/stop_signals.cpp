@@ -21,13 +21,17 @@ sigset_t stop_set() {
   sigemptyset(&set);
   for (int sig : {SIGTERM, SIGINT}) {
     struct sigaction old {};
-    if (sigaction(sig, nullptr, &old) == 0 && !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN) continue;
+    if (sigaction(sig, nullptr, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+        old.sa_handler == SIG_IGN)
+      continue;
     sigaddset(&set, sig);
   }
   return set;
 }
 
-bool empty(const sigset_t& set) { return sigismember(&set, SIGTERM) != 1 && sigismember(&set, SIGINT) != 1; }
+bool empty(const sigset_t& set) {
+  return sigismember(&set, SIGTERM) != 1 && sigismember(&set, SIGINT) != 1;
+}
 
 }  // namespace
 
@@ -50,7 +54,8 @@ StopSignals::~StopSignals() {
   // Still waiting for a signal (or dropping repeats): wake it with one aimed at it alone, which
   // it drops. Once it has unblocked the signals, this would end the process instead.
   // (One it takes: an ignored signal would not wake it.)
-  if (wake) pthread_kill(thread_.native_handle(), sigismember(&set_, SIGTERM) == 1 ? SIGTERM : SIGINT);
+  if (wake)
+    pthread_kill(thread_.native_handle(), sigismember(&set_, SIGTERM) == 1 ? SIGTERM : SIGINT);
   thread_.join();
   if (restore_) pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
 }
@@ -77,7 +82,8 @@ void StopSignals::run() {
   // kRepeatGrace are that one, and dropped.
   const auto until = std::chrono::steady_clock::now() + kRepeatGrace;
   for (auto left = kRepeatGrace; left.count() > 0;
-       left = std::chrono::duration_cast<std::chrono::nanoseconds>(until - std::chrono::steady_clock::now())) {
+       left = std::chrono::duration_cast<std::chrono::nanoseconds>(
+           until - std::chrono::steady_clock::now())) {
     const timespec ts{time_t(left.count() / 1000000000), long(left.count() % 1000000000)};
     siginfo_t info;
     (void)sigtimedwait(&set, &info, &ts);
@@ -115,7 +121,8 @@ BlockedStopSignals::BlockedStopSignals(bool hangup, std::initializer_list<int> e
   sigaddset(&stops_, SIGINT);
   sigaddset(&stops_, SIGTERM);
   struct sigaction hup {};
-  if (hangup && sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler != SIG_IGN) sigaddset(&stops_, SIGHUP);
+  if (hangup && sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler != SIG_IGN)
+    sigaddset(&stops_, SIGHUP);
   set_ = stops_;
   for (int sig : extra) sigaddset(&set_, sig);
   pthread_sigmask(SIG_BLOCK, &set_, &old_mask_);
@@ -143,13 +150,18 @@ int BlockedStopSignals::wait(double timeout_s) {
   return sig;
 }
 
-bool BlockedStopSignals::is_stop(int sig) const { return sig > 0 && sigismember(&stops_, sig) == 1; }
+bool BlockedStopSignals::is_stop(int sig) const {
+  return sig > 0 && sigismember(&stops_, sig) == 1;
+}
 
 std::string StopSignals::name(int sig) {
   switch (sig) {
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    default: return "signal " + std::to_string(sig);
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    default:
+      return "signal " + std::to_string(sig);
   }
 }
 

@@ -50,8 +50,8 @@ class StopSignals {
   mutable std::mutex mu_;
   std::mutex call_mu_;  // held while on_stop's function runs: replacing it waits for that
   std::condition_variable cv_;
-  int received_ = 0;     // guarded by mu_
-  bool closing_ = false;  // guarded by mu_
+  int received_ = 0;        // guarded by mu_
+  bool closing_ = false;    // guarded by mu_
   bool unblocked_ = false;  // the signal thread takes the signals' default action (guarded by mu_)
   std::function<void(int)> on_stop_;
   sigset_t set_{};  // the signals taken: SIGTERM and SIGINT, less those ignored at the start
@@ -99,7 +99,7 @@ class BlockedStopSignals {
   // a negative timeout waits for one. Takes it: it is not delivered again.
   int wait(double timeout_s);
   int poll() { return wait(0); }
-  bool is_stop(int sig) const;  // SIGINT, SIGTERM, or SIGHUP where it is taken
+  bool is_stop(int sig) const;                // SIGINT, SIGTERM, or SIGHUP where it is taken
   int received() const { return received_; }  // the first stop that wait() took, 0 if none
   // The mask from before, for a child to restore between fork and exec.
   const sigset_t& old_mask() const { return old_mask_; }

@@ -9,8 +9,12 @@
 namespace psbed::ps {
 
 Store::Store(const ClusterMap& map, int shard)
-    : mode_(map.exp.mode), sgd_(map.exp.sgd), schedule_(map.exp.lr_schedule), steps_(map.exp.steps),
-      workers_(int(map.workers.size())), alive_(new std::atomic<bool>[map.workers.size()]) {
+    : mode_(map.exp.mode),
+      sgd_(map.exp.sgd),
+      schedule_(map.exp.lr_schedule),
+      steps_(map.exp.steps),
+      workers_(int(map.workers.size())),
+      alive_(new std::atomic<bool>[map.workers.size()]) {
   for (int w = 0; w < workers_; ++w) alive_[w] = true;
   std::map<int, std::vector<float>> full;  // whole-tensor initial values, computed once per key
   for (const Part& p : map.plan.parts) {
@@ -77,8 +81,8 @@ std::vector<float>& Store::writable(PartState& s) {
   return *s.current;
 }
 
-void Store::apply(PartState& s, std::uint64_t clock, std::uint64_t off, const float* grad, std::uint64_t n,
-                  float scale) {
+void Store::apply(PartState& s, std::uint64_t clock, std::uint64_t off, const float* grad,
+                  std::uint64_t n, float scale) {
   SgdOptions o = sgd_;
   o.lr = scheduled_lr(schedule_, sgd_.lr, std::int64_t(clock), steps_);
   std::vector<float>& w = writable(s);
@@ -91,33 +95,36 @@ Status Store::push(int worker, std::uint64_t clock, int key, int part, std::uint
   std::lock_guard<std::mutex> lock(*s.mu);
   const std::uint64_t off = offset_bytes / 4, n = bytes / 4;
   const std::uint64_t part_bytes = std::uint64_t(s.part.bytes());
-  if (!alive_[worker]) return Status::error("worker " + std::to_string(worker) + " was declared dead");
+  if (!alive_[worker])
+    return Status::error("worker " + std::to_string(worker) + " was declared dead");
   if (mode_.kind == Consistency::Kind::kBsp) {
     if (clock < s.applied_clocks)
       return Status::error("clock " + std::to_string(clock) +
                            " of this part was already applied (bsp is at " +
                            std::to_string(s.applied_clocks) + ")");
     if (clock > s.applied_clocks + 64)
-      return Status::error("clock " + std::to_string(clock) + " is too far ahead of the part's clock " +
+      return Status::error("clock " + std::to_string(clock) +
+                           " is too far ahead of the part's clock " +
                            std::to_string(s.applied_clocks));
     auto pb = s.pending_bytes.find(clock);
     if (pb != s.pending_bytes.end() && pb->second[worker] + bytes > part_bytes)
-      return Status::error("more than the part's " + std::to_string(part_bytes) + " bytes for clock " +
-                           std::to_string(clock));
+      return Status::error("more than the part's " + std::to_string(part_bytes) +
+                           " bytes for clock " + std::to_string(clock));
     auto& sum = s.pending_sum[clock];
     auto& got = s.pending_bytes[clock];
     if (sum.empty()) sum.assign(s.part.numel, 0.0f), got.assign(workers_, 0);
     for (std::uint64_t i = 0; i < n; ++i) sum[off + i] += grad[i];
     got[worker] += bytes;
-    if (got[worker] == part_bytes) s.completed[worker] = std::max<std::uint64_t>(s.completed[worker], clock + 1);
+    if (got[worker] == part_bytes)
+      s.completed[worker] = std::max<std::uint64_t>(s.completed[worker], clock + 1);
     drain_bsp(s);  // may erase this clock's entries: `sum` and `got` are dead after it
     return Status::success();
   }
   auto& got = s.partial[clock];
   if (got.empty()) got.assign(workers_, 0);
   if (got[worker] + bytes > part_bytes)
-    return Status::error("more than the part's " + std::to_string(part_bytes) + " bytes for clock " +
-                         std::to_string(clock));
+    return Status::error("more than the part's " + std::to_string(part_bytes) +
+                         " bytes for clock " + std::to_string(clock));
   apply(s, clock, off, grad, n, 1.0f);
   got[worker] += bytes;
   if (got[worker] == part_bytes) {
@@ -139,9 +146,12 @@ std::uint64_t Store::min_completed(const PartState& s) const {
 bool Store::pull_ready(int key, int part, std::uint64_t clock) const {
   const PartState& s = owned_.at({key, part});
   switch (mode_.kind) {
-    case Consistency::Kind::kAsync: return true;
-    case Consistency::Kind::kBsp: return s.applied_clocks >= clock;
-    case Consistency::Kind::kSsp: return min_completed(s) + std::uint64_t(mode_.staleness) >= clock;
+    case Consistency::Kind::kAsync:
+      return true;
+    case Consistency::Kind::kBsp:
+      return s.applied_clocks >= clock;
+    case Consistency::Kind::kSsp:
+      return min_completed(s) + std::uint64_t(mode_.staleness) >= clock;
   }
   return true;
 }
@@ -169,11 +179,14 @@ void Store::drain_bsp(PartState& s) {
     int contributors = 0;
     bool complete = true;
     for (int w = 0; w < workers_; ++w) {
-      if (first->second[w] == part_bytes) ++contributors;
-      else if (alive_[w]) complete = false;
+      if (first->second[w] == part_bytes)
+        ++contributors;
+      else if (alive_[w])
+        complete = false;
     }
     if (!complete || contributors == 0) break;
-    apply(s, first->first, 0, s.pending_sum[first->first].data(), s.part.numel, 1.0f / float(contributors));
+    apply(s, first->first, 0, s.pending_sum[first->first].data(), s.part.numel,
+          1.0f / float(contributors));
     s.pending_sum.erase(first->first);
     s.pending_bytes.erase(first);
     ++s.applied_clocks;

@@ -33,9 +33,10 @@ struct PartState {
   // bsp: summed gradients per clock and how many bytes each worker contributed.
   std::map<std::uint64_t, std::vector<float>> pending_sum;
   std::map<std::uint64_t, std::vector<std::uint64_t>> pending_bytes;
-  std::uint64_t applied_clocks = 0;            // bsp: clocks fully aggregated and applied
-  std::vector<std::uint64_t> completed;        // per worker: clocks whose whole part arrived
-  std::map<std::uint64_t, std::vector<std::uint64_t>> partial;  // clock -> per worker bytes (ssp/async)
+  std::uint64_t applied_clocks = 0;      // bsp: clocks fully aggregated and applied
+  std::vector<std::uint64_t> completed;  // per worker: clocks whose whole part arrived
+  std::map<std::uint64_t, std::vector<std::uint64_t>>
+      partial;  // clock -> per worker bytes (ssp/async)
 };
 
 class Store {

@@ -42,8 +42,8 @@ bool connect_and_wait(zmq::socket_t& s, const std::string& endpoint, std::chrono
   try {
     s.connect(endpoint);
   } catch (const zmq::error_t& e) {
-    throw Error(who + ": cannot connect to '" + endpoint + "': " + e.what() + " (expected an endpoint such as " +
-                example + ")");
+    throw Error(who + ": cannot connect to '" + endpoint + "': " + e.what() +
+                " (expected an endpoint such as " + example + ")");
   }
   zmq::pollitem_t out[] = {{s.handle(), 0, ZMQ_POLLOUT, 0}};
   return zmq::poll(out, 1, wait) > 0 && (out[0].revents & ZMQ_POLLOUT);

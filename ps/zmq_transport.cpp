@@ -349,7 +349,9 @@ void ZmqTransport::start(ReceiveFn on_receive) {
   impl_->owner = std::thread([impl = impl_.get()] { impl->run(); });
 }
 
-bool ZmqTransport::send(Message msg) { return hand_over(std::move(msg), std::chrono::milliseconds(-1)); }
+bool ZmqTransport::send(Message msg) {
+  return hand_over(std::move(msg), std::chrono::milliseconds(-1));
+}
 
 bool ZmqTransport::try_send(Message msg, std::chrono::milliseconds wait) {
   return hand_over(std::move(msg), std::max(wait, std::chrono::milliseconds(0)));

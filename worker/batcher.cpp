@@ -6,12 +6,15 @@
 
 namespace psbed::worker {
 
-Batcher::Batcher(const workloads::Dataset& train, int shard, int shards, int batch, std::uint64_t seed)
+Batcher::Batcher(const workloads::Dataset& train, int shard, int shards, int batch,
+                 std::uint64_t seed)
     : data_(train), batch_(batch), rng_(seed * 7919 + 17 + 1000003ull * std::uint64_t(shard)) {
-  for (std::size_t i = std::size_t(shard); i < train.size(); i += std::size_t(shards)) order_.push_back(i);
+  for (std::size_t i = std::size_t(shard); i < train.size(); i += std::size_t(shards))
+    order_.push_back(i);
   if (order_.size() < std::size_t(batch))
-    throw Error("worker shard " + std::to_string(shard) + " of " + std::to_string(shards) + " has " +
-                std::to_string(order_.size()) + " training samples, fewer than one batch of " + std::to_string(batch));
+    throw Error("worker shard " + std::to_string(shard) + " of " + std::to_string(shards) +
+                " has " + std::to_string(order_.size()) +
+                " training samples, fewer than one batch of " + std::to_string(batch));
 }
 
 void Batcher::next(float* images, std::int32_t* labels) {

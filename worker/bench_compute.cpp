@@ -1,6 +1,7 @@
 #include "worker/bench_compute.hpp"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,7 +13,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <unistd.h>
 
 #include "core/error.hpp"
 #include "core/files.hpp"
@@ -95,13 +95,14 @@ std::map<int, nlohmann::json> bench_torch(const BenchComputeOptions& opt, const 
   }
   std::string threads;
   for (int t : opt.threads) threads += (threads.empty() ? "" : ",") + std::to_string(t);
-  fs::path tmp = fs::temp_directory_path() / ("psbed-torch-" + std::to_string(::getpid()) + ".json");
+  fs::path tmp =
+      fs::temp_directory_path() / ("psbed-torch-" + std::to_string(::getpid()) + ".json");
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.2f", opt.min_seconds);
   std::vector<std::string> argv = {opt.python, script, "--models", model, "--threads", threads};
   if (opt.batch > 0) argv.insert(argv.end(), {"--batch", std::to_string(batch)});
-  argv.insert(argv.end(), {"--min-seconds", secs, "--min-steps", std::to_string(opt.min_steps), "--warmup",
-                           std::to_string(opt.warmup), "--json", tmp.string()});
+  argv.insert(argv.end(), {"--min-seconds", secs, "--min-steps", std::to_string(opt.min_steps),
+                           "--warmup", std::to_string(opt.warmup), "--json", tmp.string()});
   ProgramOptions to_stderr;  // its progress stays out of the table on stdout
   to_stderr.stdout_to_stderr = true;
   const ProgramStatus rc = run_program(argv, to_stderr);
@@ -114,7 +115,8 @@ std::map<int, nlohmann::json> bench_torch(const BenchComputeOptions& opt, const 
     } else {
       const std::string how = rc.ok() ? "wrote no results" : rc.describe();
       const std::string before = note.rfind("PyTorch reference skipped", 0) == 0 ? note + "; " : "";
-      note = before + "PyTorch reference skipped for " + model + ": `" + command_text(argv) + "` " + how;
+      note = before + "PyTorch reference skipped for " + model + ": `" + command_text(argv) + "` " +
+             how;
       unavailable = !rc.started;  // no interpreter: the next model would fail alike
     }
     return {};
@@ -122,7 +124,8 @@ std::map<int, nlohmann::json> bench_torch(const BenchComputeOptions& opt, const 
   std::ifstream in(tmp);
   nlohmann::json j = nlohmann::json::parse(in);
   fs::remove(tmp);
-  note = "PyTorch " + j.value("torch_version", std::string("?")) + ", BLAS: " + j.value("blas", std::string("?"));
+  note = "PyTorch " + j.value("torch_version", std::string("?")) +
+         ", BLAS: " + j.value("blas", std::string("?"));
   std::map<int, nlohmann::json> out;
   for (const auto& row : j.at("rows")) out[row.at("threads").get<int>()] = row;
   return out;
@@ -137,10 +140,16 @@ int run_bench_compute(const BenchComputeOptions& opt) {
   if (gpu) require_device("gpu");  // before any CPU row: no half-finished table without a device
   if (opt.models.empty()) throw Error("bench compute: --models: expected at least one model");
   for (int t : opt.threads)
-    if (t < 1) throw Error("bench compute: --threads " + std::to_string(t) + ": expected 1 or more");
-  if (opt.batch < 0) throw Error("bench compute: --batch " + std::to_string(opt.batch) + ": expected 1 or more, or 0 for the default");
-  if (opt.min_steps < 1) throw Error("bench compute: --min-steps " + std::to_string(opt.min_steps) + ": expected 1 or more");
-  if (opt.warmup < 0) throw Error("bench compute: --warmup " + std::to_string(opt.warmup) + ": expected 0 or more");
+    if (t < 1)
+      throw Error("bench compute: --threads " + std::to_string(t) + ": expected 1 or more");
+  if (opt.batch < 0)
+    throw Error("bench compute: --batch " + std::to_string(opt.batch) +
+                ": expected 1 or more, or 0 for the default");
+  if (opt.min_steps < 1)
+    throw Error("bench compute: --min-steps " + std::to_string(opt.min_steps) +
+                ": expected 1 or more");
+  if (opt.warmup < 0)
+    throw Error("bench compute: --warmup " + std::to_string(opt.warmup) + ": expected 0 or more");
   if (!(opt.min_seconds >= 0) || !std::isfinite(opt.min_seconds))
     throw Error("bench compute: --min-seconds: expected a number of seconds, 0 or more");
   ensure_writable_file(opt.json_out, "--json");  // before the rows, not after
@@ -161,7 +170,8 @@ int run_bench_compute(const BenchComputeOptions& opt) {
     if (gpu) {
       spdlog::info("psbed {} batch {} on the GPU ...", spec.name, batch);
       const Row g = bench_one(opt, "gpu", spec, 1, batch);
-      for (auto& r : model_rows) r.gpu_images_per_sec = g.images_per_sec, r.gpu_ms_median = g.ms_median;
+      for (auto& r : model_rows)
+        r.gpu_images_per_sec = g.images_per_sec, r.gpu_ms_median = g.ms_median;
     }
     // The PyTorch reference builds a shipped model by its name, so a spec of its own (even one
     // that took a shipped model's name) has none.
@@ -200,8 +210,9 @@ int run_bench_compute(const BenchComputeOptions& opt) {
                   r.gpu_images_per_sec / r.images_per_sec);
     std::printf("\n");
   }
-  std::printf("(ms = median ms/step; img/s = batch / mean step time; ratio = psbed / PyTorch images/s%s)\n",
-              gpu ? "; gpu = the same step on the GPU, beside each CPU row of its model" : "");
+  std::printf(
+      "(ms = median ms/step; img/s = batch / mean step time; ratio = psbed / PyTorch images/s%s)\n",
+      gpu ? "; gpu = the same step on the GPU, beside each CPU row of its model" : "");
   if (!no_reference.empty()) {
     std::string list;
     for (const std::string& src : no_reference) list += (list.empty() ? "" : ", ") + src;
@@ -212,11 +223,16 @@ int run_bench_compute(const BenchComputeOptions& opt) {
   if (!torch_note.empty()) std::printf("%s\n", torch_note.c_str());
 
   if (!opt.json_out.empty()) {
-    nlohmann::json j = {{"device", opt.device}, {"reference", torch_note}, {"rows", nlohmann::json::array()}};
+    nlohmann::json j = {
+        {"device", opt.device}, {"reference", torch_note}, {"rows", nlohmann::json::array()}};
     for (const auto& r : rows) {
-      nlohmann::json row = {{"model", r.model}, {"threads", r.threads}, {"batch", r.batch},
-                            {"steps", r.steps}, {"ms_per_step", r.ms_mean},
-                            {"ms_per_step_median", r.ms_median}, {"images_per_sec", r.images_per_sec}};
+      nlohmann::json row = {{"model", r.model},
+                            {"threads", r.threads},
+                            {"batch", r.batch},
+                            {"steps", r.steps},
+                            {"ms_per_step", r.ms_mean},
+                            {"ms_per_step_median", r.ms_median},
+                            {"images_per_sec", r.images_per_sec}};
       if (r.gpu_images_per_sec > 0) {
         row["gpu_images_per_sec"] = r.gpu_images_per_sec;
         row["gpu_ms_per_step_median"] = r.gpu_ms_median;

@@ -11,12 +11,12 @@ namespace psbed::worker {
 struct BenchComputeOptions {
   std::vector<std::string> models = {"mlp", "lenet5", "cnn-cifar", "vgg-mini"};
   std::vector<int> threads = {1, 2};
-  int batch = 0;              // 0: 64 for inputs up to 28x28, 32 for larger ones
+  int batch = 0;               // 0: 64 for inputs up to 28x28, 32 for larger ones
   std::string device = "cpu";  // "gpu": the CPU rows plus each model on the GPU beside them
-  double min_seconds = 3.0;   // per row, after warm-up
+  double min_seconds = 3.0;    // per row, after warm-up
   int min_steps = 20;
   int warmup = 10;
-  bool torch = true;          // run the PyTorch reference (skipped with a note if unavailable)
+  bool torch = true;  // run the PyTorch reference (skipped with a note if unavailable)
   std::string python = "/usr/bin/python3";  // Debian's python3-torch imports only from here
   std::string json_out;
 };

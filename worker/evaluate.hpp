@@ -1,7 +1,7 @@
 // Test accuracy of a Net's current parameters over a whole data set (forward only).
 #pragma once
-#include "workloads/dataset.hpp"
 #include "worker/net.hpp"
+#include "workloads/dataset.hpp"
 
 namespace psbed::worker {
 

@@ -35,7 +35,8 @@ namespace psbed::worker {
 void save_params(const std::string& path, const std::vector<std::vector<float>>& tensors) {
   std::ofstream out(path, std::ios::binary);
   if (!out) throw Error("cannot write parameters to '" + path + "'");
-  for (const auto& t : tensors) out.write(reinterpret_cast<const char*>(t.data()), std::streamsize(t.size() * 4));
+  for (const auto& t : tensors)
+    out.write(reinterpret_cast<const char*>(t.data()), std::streamsize(t.size() * 4));
   if (!out) throw Error("writing parameters to '" + path + "' failed");
 }
 
@@ -66,7 +67,9 @@ class Progress {
     Progress& p_;
   };
   // Waiting on the servers, and nothing came for `us` microseconds.
-  bool stuck_for(double us) const { return waiting_.load() > 0 && now_us() - last_us_.load() >= us; }
+  bool stuck_for(double us) const {
+    return waiting_.load() > 0 && now_us() - last_us_.load() >= us;
+  }
   // When something last moved: one wait with nothing arriving keeps this value.
   double last_moved_us() const { return last_us_.load(); }
   std::string what() const {
@@ -111,7 +114,9 @@ class Arrivals {
   void wait_layer(int layer, std::string what) {
     wait([&] { return remaining_[layer] == 0; }, std::move(what));
   }
-  void wait_all(std::string what) { wait([&] { return total_ == 0; }, std::move(what)); }
+  void wait_all(std::string what) {
+    wait([&] { return total_ == 0; }, std::move(what));
+  }
 
  private:
   template <class Pred>
@@ -121,7 +126,8 @@ class Arrivals {
     std::unique_lock<std::mutex> lock(mu_);
     while (!cv_.wait_for(lock, std::chrono::milliseconds(250), ready))
       if (abort_)
-        if (const std::string why = abort_(); !why.empty()) throw Error(why + " while waiting for the servers");
+        if (const std::string why = abort_(); !why.empty())
+          throw Error(why + " while waiting for the servers");
   }
   std::mutex mu_;
   std::condition_variable cv_;
@@ -151,7 +157,8 @@ class PsWorker {
       profile = Profile::load(replay);
       profile->check_matches(local, "profile '" + replay + "'");
     }
-    ps::NodeLink link({opt_.node.coordinator, "worker", opt_.node.name, "", opt_.node.connect_timeout_s, opt_.node.heartbeat_s,
+    ps::NodeLink link({opt_.node.coordinator, "worker", opt_.node.name, "",
+                       opt_.node.connect_timeout_s, opt_.node.heartbeat_s,
                        opt_.node.coordinator_timeout_s});
     // SIGTERM or SIGINT: training stops at the next step boundary (see stop_reason below).
     const ps::StopHook hook(signals_, [this, &link](int sig) {  // removed before `link` goes
@@ -219,7 +226,8 @@ class PsWorker {
         told = progress_.last_moved_us();
         lock.unlock();
         std::string on = progress_.what();
-        if (const std::string out = client.describe_outstanding(); !out.empty()) on += ": oldest, " + out;
+        if (const std::string out = client.describe_outstanding(); !out.empty())
+          on += ": oldest, " + out;
         link.try_send_control({{"event", "waiting"}, {"step", step_.load()}, {"on", on}});
         lock.lock();
         continue;
@@ -250,12 +258,15 @@ class PsWorker {
                       {"parameters", local.parameter_count()},
                       {"layers", local.layers.size()}});
     const ModelSpec& spec = map_.spec;
-    if (local.parameter_count() != spec.parameter_count() || local.layers.size() != spec.layers.size())
-      throw Error("this worker's model '" + opt_.model + "' (" + std::to_string(local.parameter_count()) +
-                  " parameters) is not the cluster's '" + spec.name + "' (" + std::to_string(spec.parameter_count()) + ")");
-    if (!(data->train.shape.c == spec.input.c && data->train.shape.h == spec.input.h && data->train.shape.w == spec.input.w))
-      throw Error("data " + data->description + " has samples of " + data->train.shape.str() + " but the model " +
-                  spec.name + " takes " + spec.input.str());
+    if (local.parameter_count() != spec.parameter_count() ||
+        local.layers.size() != spec.layers.size())
+      throw Error("this worker's model '" + opt_.model + "' (" +
+                  std::to_string(local.parameter_count()) + " parameters) is not the cluster's '" +
+                  spec.name + "' (" + std::to_string(spec.parameter_count()) + ")");
+    if (!(data->train.shape.c == spec.input.c && data->train.shape.h == spec.input.h &&
+          data->train.shape.w == spec.input.w))
+      throw Error("data " + data->description + " has samples of " + data->train.shape.str() +
+                  " but the model " + spec.name + " takes " + spec.input.str());
     id_ = link.id();
     joined_ = true;
     return data;
@@ -273,7 +284,8 @@ class PsWorker {
   }
 
   // After joining: the waits' way out, the trace's description of this worker, the net.
-  void set_up(ps::NodeLink& link, const std::string& replay, const std::optional<Profile>& profile) {
+  void set_up(ps::NodeLink& link, const std::string& replay,
+              const std::optional<Profile>& profile) {
     pulls_.set_abort([this, &link] { return stop_reason(link); });
     pushes_.set_abort([this, &link] { return stop_reason(link); });
     pulls_.set_progress(&progress_);
@@ -287,7 +299,8 @@ class PsWorker {
     trace_.set_metadata("start_stagger_ms", opt_.start_stagger_ms);
 
     replay_ = !replay.empty();
-    net_ = replay_ ? make_replay_net(map_.spec, exp.batch, exp.seed + std::uint64_t(id_), *profile, "profile '" + replay + "'")
+    net_ = replay_ ? make_replay_net(map_.spec, exp.batch, exp.seed + std::uint64_t(id_), *profile,
+                                     "profile '" + replay + "'")
                    : make_net(opt_.device, map_.spec, exp.batch, exp.seed);
   }
 
@@ -308,10 +321,16 @@ class PsWorker {
   // What the steps share: the objects they drive, and what the loop keeps from step to step for
   // the progress reports and the final report.
   struct Training {
-    Training(ps::NodeLink& link, ps::PsClient& client, TransmissionScheduler& sched, Batcher& batcher,
-             std::int64_t warmup, std::size_t image_floats, std::size_t batch)
-        : link(link), client(client), sched(sched), batcher(batcher), warmup(warmup),
-          pull_all_first(sched.policy().pull_all_before_forward()), images(image_floats), labels(batch) {}
+    Training(ps::NodeLink& link, ps::PsClient& client, TransmissionScheduler& sched,
+             Batcher& batcher, std::int64_t warmup, std::size_t image_floats, std::size_t batch)
+        : link(link),
+          client(client),
+          sched(sched),
+          batcher(batcher),
+          warmup(warmup),
+          pull_all_first(sched.policy().pull_all_before_forward()),
+          images(image_floats),
+          labels(batch) {}
     ps::NodeLink& link;
     ps::PsClient& client;
     TransmissionScheduler& sched;
@@ -321,7 +340,8 @@ class PsWorker {
     std::vector<float> images;
     std::vector<std::int32_t> labels;
     double steady_start = 0, steady_cpu = 0, last_report = now_us();
-    double loss = 0, first_loss = 0;  // the last step's and the first's (is training going anywhere?)
+    double loss = 0,
+           first_loss = 0;  // the last step's and the first's (is training going anywhere?)
     std::int64_t report_steps = 0;
     // For the coordinator's live view: link use per interval and each step's time.
     std::uint64_t last_pushed = 0, last_pulled = 0;
@@ -362,9 +382,10 @@ class PsWorker {
     trace_.set_metadata("link", shaping.str());
     net_->set_trace(&trace_, [this] { return step_.load(); });  // GPU copies: h2d/d2h lanes
     Batcher batcher(data->train, id_, workers, exp.batch, exp.seed);
-    spdlog::info("{} (worker {} of {}): {} on {}, {} steps of batch {} from a shard of {} samples, mode {}",
-                 opt_.node.name, id_, workers, spec.name, opt_.device, exp.steps, exp.batch, batcher.shard_size(),
-                 exp.mode.str());
+    spdlog::info(
+        "{} (worker {} of {}): {} on {}, {} steps of batch {} from a shard of {} samples, mode {}",
+        opt_.node.name, id_, workers, spec.name, opt_.device, exp.steps, exp.batch,
+        batcher.shard_size(), exp.mode.str());
 
     layer_floats_.assign(spec.layers.size(), 0);
     for (const auto& p : map_.plan.parts) layer_floats_[spec.tensors[p.key].layer] += p.numel;
@@ -374,7 +395,8 @@ class PsWorker {
         client, policy::make_policy(exp.policy),
         [this](const policy::Transfer& t) {
           const Part& p = map_.plan.parts[t.part];
-          float* base = t.dir == policy::Direction::kPull ? net_->param(p.key) : const_cast<float*>(net_->grad(p.key));
+          float* base = t.dir == policy::Direction::kPull ? net_->param(p.key)
+                                                          : const_cast<float*>(net_->grad(p.key));
           return base + p.offset + t.offset;
         },
         [this](const policy::Transfer& t, double t0) {
@@ -396,12 +418,12 @@ class PsWorker {
     // An interrupted run (the coordinator's shutdown says "interrupted") ends the step in flight
     // at once; the steps done before it are reported.
     for (std::int64_t s = 0; s < exp.steps && !link.shutdown_requested(); ++s) try {
-      train_step(tr, s);
-    } catch (const Error&) {
-      if (!link.stopped().empty()) break;  // a stop signal: the step in flight is not counted
-      if (!link.shutdown_requested() || link.shutdown_reason() != "interrupted") throw;
-      break;
-    }
+        train_step(tr, s);
+      } catch (const Error&) {
+        if (!link.stopped().empty()) break;  // a stop signal: the step in flight is not counted
+        if (!link.shutdown_requested() || link.shutdown_reason() != "interrupted") throw;
+        break;
+      }
     return finish(tr, trace_on_error, data->test);
   }
 
@@ -466,7 +488,8 @@ class PsWorker {
     trace_.complete("step", "step", step_t0, s);
     tr.step_ms.push_back(std::round((now_us() - step_t0) / 10) / 100);
     ++tr.report_steps;
-    if (now_us() - tr.last_report >= opt_.progress_every_s * 1e6 || s + 1 == exp.steps) report_progress(tr, s);
+    if (now_us() - tr.last_report >= opt_.progress_every_s * 1e6 || s + 1 == exp.steps)
+      report_progress(tr, s);
     tr.done_steps = s + 1;
     done_steps_ = tr.done_steps;
     tr.last_step_end = now_us();
@@ -478,11 +501,17 @@ class PsWorker {
     const auto& exp = map_.exp;
     const double dt = (now_us() - tr.last_report) / 1e6;
     const std::uint64_t pushed = tr.client.bytes_pushed(), pulled = tr.client.bytes_pulled();
-    tr.link.send_control({{"event", "progress"}, {"step", s + 1}, {"loss", tr.loss}, {"policy", tr.sched.policy().name()},
-                          {"steps_per_sec", tr.report_steps / dt}, {"images_per_sec", tr.report_steps * exp.batch / dt},
-                          {"bytes_pushed", pushed}, {"bytes_pulled", pulled},
+    tr.link.send_control({{"event", "progress"},
+                          {"step", s + 1},
+                          {"loss", tr.loss},
+                          {"policy", tr.sched.policy().name()},
+                          {"steps_per_sec", tr.report_steps / dt},
+                          {"images_per_sec", tr.report_steps * exp.batch / dt},
+                          {"bytes_pushed", pushed},
+                          {"bytes_pulled", pulled},
                           {"bytes_pushed_per_sec", (pushed - tr.last_pushed) / dt},
-                          {"bytes_pulled_per_sec", (pulled - tr.last_pulled) / dt}, {"step_ms", std::move(tr.step_ms)}});
+                          {"bytes_pulled_per_sec", (pulled - tr.last_pulled) / dt},
+                          {"step_ms", std::move(tr.step_ms)}});
     tr.last_report = now_us();
     tr.report_steps = 0;
     tr.last_pushed = pushed, tr.last_pulled = pulled;
@@ -499,29 +528,37 @@ class PsWorker {
     trace_.set_metadata("steps_done", done_steps);  // fewer than planned in a run cut short
     if (done_steps < exp.steps && link.stopped().empty() && link.coordinator_lost().empty())
       spdlog::warn("{} stopped after {} of {} steps: {}", opt_.node.name, done_steps, exp.steps,
-                   link.ended_because().empty() ? std::string("the coordinator ended the run")
-                                                : "the coordinator ended the run: " + link.ended_because());
+                   link.ended_because().empty()
+                       ? std::string("the coordinator ended the run")
+                       : "the coordinator ended the run: " + link.ended_because());
     const double end = tr.last_step_end;
     double steady_start = tr.steady_start;
     // What this process spent over the steady steps (compute, transfers, everything): the
     // profile's host cost per message comes from it.
     if (done_steps > tr.warmup)
-      trace_.set_metadata("cpu_steady", {{"from_us", steady_start}, {"to_us", end},
-                                         {"cpu_s", process_cpu_s() - tr.steady_cpu}});
+      trace_.set_metadata(
+          "cpu_steady",
+          {{"from_us", steady_start}, {"to_us", end}, {"cpu_s", process_cpu_s() - tr.steady_cpu}});
     // A run cut short before its warm-up ended: the same rule over the steps it did.
     std::int64_t first_steady = tr.warmup;
     if (done_steps <= tr.warmup && done_steps >= 2) {
-      first_steady = std::min<std::int64_t>(std::max<std::int64_t>(1, done_steps / 20), done_steps / 2);
+      first_steady =
+          std::min<std::int64_t>(std::max<std::int64_t>(1, done_steps / 20), done_steps / 2);
       steady_start = tr.step_end_us[std::size_t(first_steady - 1)];
     }
     const std::int64_t steady_steps = std::max<std::int64_t>(0, done_steps - first_steady);
     const double steady_s = steady_steps > 0 ? (end - steady_start) / 1e6 : 0.0;
-    nlohmann::json report = {{"event", "report"}, {"steps", done_steps}, {"first_loss", tr.first_loss}, {"final_loss", tr.loss},
-                             {"steady_steps", steady_steps},
-                             {"steps_per_sec", steady_s > 0 ? steady_steps / steady_s : 0.0},
-                             {"images_per_sec", steady_s > 0 ? steady_steps * exp.batch / steady_s : 0.0},
-                             {"bytes_pushed", client.bytes_pushed()}, {"bytes_pulled", client.bytes_pulled()},
-                             {"policy_switches", switches_}};
+    nlohmann::json report = {
+        {"event", "report"},
+        {"steps", done_steps},
+        {"first_loss", tr.first_loss},
+        {"final_loss", tr.loss},
+        {"steady_steps", steady_steps},
+        {"steps_per_sec", steady_s > 0 ? steady_steps / steady_s : 0.0},
+        {"images_per_sec", steady_s > 0 ? steady_steps * exp.batch / steady_s : 0.0},
+        {"bytes_pushed", client.bytes_pushed()},
+        {"bytes_pulled", client.bytes_pulled()},
+        {"policy_switches", switches_}};
     // Stopped by a signal, at any point from here on: the coordinator gets what this worker
     // measured and that it is leaving, without waiting on a coordinator that may be gone.
     auto stop_now = [&] {
@@ -533,8 +570,9 @@ class PsWorker {
     };
     if (!link.stopped().empty()) return stop_now();
     link.send_control(report);
-    spdlog::info("{} trained {} steps: {:.1f} steps/s, {:.0f} images/s steady", opt_.node.name, done_steps,
-                 report["steps_per_sec"].get<double>(), report["images_per_sec"].get<double>());
+    spdlog::info("{} trained {} steps: {:.1f} steps/s, {:.0f} images/s steady", opt_.node.name,
+                 done_steps, report["steps_per_sec"].get<double>(),
+                 report["images_per_sec"].get<double>());
     link.barrier("trained");
     if (!link.stopped().empty()) return stop_now();
     if (link.evaluator() == id_) evaluate(client, link, test);
@@ -544,7 +582,8 @@ class PsWorker {
     write_trace();
     trace_on_error.armed = false;  // written: an evaluation cut short above still writes it
     if (const std::string lost = link.coordinator_lost(); !lost.empty())  // the trace is kept
-      throw Error(lost + "; stopped after " + std::to_string(done_steps) + " of " + std::to_string(exp.steps) + " steps");
+      throw Error(lost + "; stopped after " + std::to_string(done_steps) + " of " +
+                  std::to_string(exp.steps) + " steps");
     return 0;
   }
 
@@ -558,9 +597,11 @@ class PsWorker {
 
   // The one line a worker stopped after it joined leaves.
   void log_stopped(const ps::NodeLink& link) {
-    spdlog::warn("{} {} after {} steps (of {}){}{}", opt_.node.name, link.stopped(), done_steps_, map_.exp.steps,
-                 gave_up_ ? "; the step in flight cut short: nothing arrived from the servers for 1 s" : "",
-                 trace_path_.empty() ? std::string() : "; trace in " + trace_path_);
+    spdlog::warn(
+        "{} {} after {} steps (of {}){}{}", opt_.node.name, link.stopped(), done_steps_,
+        map_.exp.steps,
+        gave_up_ ? "; the step in flight cut short: nothing arrived from the servers for 1 s" : "",
+        trace_path_.empty() ? std::string() : "; trace in " + trace_path_);
   }
 
   std::optional<nlohmann::json> take_pending_policy() {
@@ -572,25 +613,31 @@ class PsWorker {
 
   // Nothing is in flight between steps, so the new policy starts on a clean slate. The trace
   // gets a mark on the control lane; the coordinator hears the step.
-  void switch_policy(TransmissionScheduler& sched, ps::NodeLink& link, const nlohmann::json& j, std::int64_t step) {
+  void switch_policy(TransmissionScheduler& sched, ps::NodeLink& link, const nlohmann::json& j,
+                     std::int64_t step) {
     const std::uint64_t seq = j.value("seq", std::uint64_t(0));
     try {
       const policy::PolicyOptions o = ps::policy_from_json(j.at("policy"));
       const std::string was = sched.policy().name();
       sched.set_policy(policy::make_policy(o));
       TraceEvent e;
-      e.name = "policy:" + o.name, e.lane = "control", e.ts_us = now_us(), e.dur_us = 0, e.step = step;
+      e.name = "policy:" + o.name, e.lane = "control", e.ts_us = now_us(), e.dur_us = 0,
+      e.step = step;
       e.note = "switched from " + was + " to " + ps::describe_policy(o);
       trace_.record(std::move(e));
       switches_.push_back({{"step", step}, {"policy", o.name}, {"seq", seq}});
-      spdlog::info("{}: policy {} from step {} (was {})", opt_.node.name, ps::describe_policy(o), step, was);
-      link.send_control({{"event", "policy_switched"}, {"seq", seq}, {"step", step}, {"policy", o.name}});
+      spdlog::info("{}: policy {} from step {} (was {})", opt_.node.name, ps::describe_policy(o),
+                   step, was);
+      link.send_control(
+          {{"event", "policy_switched"}, {"seq", seq}, {"step", step}, {"policy", o.name}});
     } catch (const std::exception& e) {
       spdlog::error("{}: policy switch {} refused: {}", opt_.node.name, seq, e.what());
     }
   }
 
-  int layer_of(int part_index) const { return map_.spec.tensors[map_.plan.parts[part_index].key].layer; }
+  int layer_of(int part_index) const {
+    return map_.spec.tensors[map_.plan.parts[part_index].key].layer;
+  }
 
   // "pull:conv1.weight#0" on the pull lane, from request to arrival (push: to acknowledgment);
   // a slice of a part keeps the part's name and carries its own bytes.
@@ -599,9 +646,11 @@ class PsWorker {
     const Part& part = map_.plan.parts[t.part];
     const char* lane = t.dir == policy::Direction::kPull ? "pull" : "push";
     TraceEvent e;
-    e.name = std::string(lane) + ":" + map_.spec.tensors[part.key].name + "#" + std::to_string(part.part);
+    e.name = std::string(lane) + ":" + map_.spec.tensors[part.key].name + "#" +
+             std::to_string(part.part);
     e.lane = lane, e.ts_us = t0, e.dur_us = now_us() - t0, e.step = step_;
-    e.bytes = t.bytes(), e.key = part.key, e.part = part.part, e.priority = t.layer, e.has_priority = true;
+    e.bytes = t.bytes(), e.key = part.key, e.part = part.part, e.priority = t.layer,
+    e.has_priority = true;
     trace_.record(std::move(e));
   }
 
@@ -617,14 +666,15 @@ class PsWorker {
       for (int i = 0; i < int(map_.plan.parts.size()); ++i) {
         const Part& p = map_.plan.parts[i];
         const int layer = layer_of(i);
-        client.pull(i, net_->param(p.key) + p.offset, 0, p.numel, std::uint64_t(map_.exp.steps), layer,
-                    [this, layer, n = p.numel] { pulls_.done(layer, n); });
+        client.pull(i, net_->param(p.key) + p.offset, 0, p.numel, std::uint64_t(map_.exp.steps),
+                    layer, [this, layer, n = p.numel] { pulls_.done(layer, n); });
       }
     }
     pulls_.wait_all("the final parameters, to evaluate them");
     net_->all_params_updated();
     const double acc = evaluate_accuracy(*net_, test);
-    spdlog::info("{}: test accuracy of the final parameters {:.2f}% on {} samples", opt_.node.name, 100 * acc, test.size());
+    spdlog::info("{}: test accuracy of the final parameters {:.2f}% on {} samples", opt_.node.name,
+                 100 * acc, test.size());
     if (!opt_.save_params.empty()) {
       std::vector<std::vector<float>> tensors;
       for (int t = 0; t < int(map_.spec.tensors.size()); ++t)
@@ -664,8 +714,9 @@ class PsWorker {
 int run_worker(const WorkerOptions& in) {
   WorkerOptions opt = in;
   if (opt.node.name.empty()) opt.node.name = "worker-" + std::to_string(::getpid());
-  ps::parse_link(opt.node.bandwidth, opt.node.latency);  // a bad --bandwidth/--latency fails before joining
-  ps::StopSignals signals;  // before any thread starts: they all leave the signals to it
+  ps::parse_link(opt.node.bandwidth,
+                 opt.node.latency);  // a bad --bandwidth/--latency fails before joining
+  ps::StopSignals signals;           // before any thread starts: they all leave the signals to it
   PsWorker w(opt, signals);
   return w.run();
 }

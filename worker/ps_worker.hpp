@@ -19,11 +19,11 @@ struct WorkerOptions {
   std::string device = "cpu";
   int threads = 1;
   double progress_every_s = 1.0;
-  double straggle_ms = 0;     // sleep this long every step (a deliberate straggler, for experiments)
+  double straggle_ms = 0;  // sleep this long every step (a deliberate straggler, for experiments)
   // Worker i of N waits i x this / N before its first step: a de-synchronized start, for
   // experiments with regimes that depend on how the workers start (0 = all at once).
   double start_stagger_ms = 0;
-  std::string save_params;    // evaluating worker: write the final parameters here (raw float32)
+  std::string save_params;       // evaluating worker: write the final parameters here (raw float32)
   std::string compute = "real";  // or replay:<profile.json>: sleep per layer instead of computing
 };
 

@@ -14,7 +14,8 @@ namespace psbed::worker {
 std::string replay_profile_path(const std::string& compute) {
   if (compute.empty() || compute == "real") return "";
   const std::string prefix = "replay:";
-  if (compute.rfind(prefix, 0) == 0 && compute.size() > prefix.size()) return compute.substr(prefix.size());
+  if (compute.rfind(prefix, 0) == 0 && compute.size() > prefix.size())
+    return compute.substr(prefix.size());
   throw Error("--compute '" + compute + "': expected real or replay:<profile.json>");
 }
 
@@ -36,9 +37,13 @@ void sleep_for_s(double seconds) {
 class ReplayNet final : public Net {
  public:
   ReplayNet(const ModelSpec& spec, int batch, std::uint64_t seed, const Profile& profile)
-      : spec_(spec), batch_(batch), profile_(profile), sampler_(profile_, seed * 0x9E3779B97F4A7C15ULL + 11),
+      : spec_(spec),
+        batch_(batch),
+        profile_(profile),
+        sampler_(profile_, seed * 0x9E3779B97F4A7C15ULL + 11),
         scale_(double(batch) / double(profile.batch)) {
-    // The default timer slack (50 us) would stretch every short layer; replay wants its sleeps exact.
+    // The default timer slack (50 us) would stretch every short layer; replay wants its sleeps
+    // exact.
     ::prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     for (int t = 0; t < int(spec_.tensors.size()); ++t) {
       params_.emplace_back(std::size_t(spec_.tensors[t].numel));
@@ -68,8 +73,8 @@ class ReplayNet final : public Net {
 
 }  // namespace
 
-std::unique_ptr<Net> make_replay_net(const ModelSpec& spec, int batch, std::uint64_t seed, const Profile& profile,
-                                     const std::string& profile_name) {
+std::unique_ptr<Net> make_replay_net(const ModelSpec& spec, int batch, std::uint64_t seed,
+                                     const Profile& profile, const std::string& profile_name) {
   profile.check_matches(spec, profile_name);
   return std::make_unique<ReplayNet>(spec, batch, seed, profile);
 }

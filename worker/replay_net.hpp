@@ -18,7 +18,7 @@ std::string replay_profile_path(const std::string& compute);
 
 // Durations are scaled by batch / profile.batch when the batches differ. Throws Error if the
 // profile was taken on another model.
-std::unique_ptr<Net> make_replay_net(const ModelSpec& spec, int batch, std::uint64_t seed, const Profile& profile,
-                                     const std::string& profile_name);
+std::unique_ptr<Net> make_replay_net(const ModelSpec& spec, int batch, std::uint64_t seed,
+                                     const Profile& profile, const std::string& profile_name);
 
 }  // namespace psbed::worker

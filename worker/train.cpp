@@ -8,19 +8,19 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <numeric>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <random>
 #include <thread>
 
 #include "core/error.hpp"
 #include "core/files.hpp"
-#include "workloads/dataset.hpp"
+#include "ps/stop_signals.hpp"
 #include "worker/batcher.hpp"
 #include "worker/evaluate.hpp"
 #include "worker/net.hpp"
-#include "ps/stop_signals.hpp"
 #include "worker/ps_worker.hpp"
+#include "workloads/dataset.hpp"
 
 namespace psbed::worker {
 
@@ -37,9 +37,10 @@ void set_compute_threads(int threads) {
   if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) cpus = CPU_COUNT(&allowed);
   if (cpus > 0 && threads > cpus && threads > warned) {
     warned = threads;
-    spdlog::warn("--threads {} is more than this host's {} CPUs: the compute threads wait for each "
-                 "other, and a step can take many times longer",
-                 threads, cpus);
+    spdlog::warn(
+        "--threads {} is more than this host's {} CPUs: the compute threads wait for each "
+        "other, and a step can take many times longer",
+        threads, cpus);
   }
   omp_set_num_threads(threads);
 }
@@ -60,15 +61,16 @@ TrainResult run_train(const TrainOptions& opt) {
   ensure_writable_file(opt.json_out, "--json");
   ensure_writable_file(opt.save_params, "--save-params");
   if (!opt.json_out.empty() && !opt.save_params.empty() &&
-      std::filesystem::weakly_canonical(opt.json_out) == std::filesystem::weakly_canonical(opt.save_params))
+      std::filesystem::weakly_canonical(opt.json_out) ==
+          std::filesystem::weakly_canonical(opt.save_params))
     throw Error("--json and --save-params name the same file '" + opt.save_params +
                 "' (the JSON would overwrite the parameters)");
   auto data = workloads::load_dataset(opt.data, opt.data_dir, spec.input, spec.classes, opt.seed);
   if (opt.standardize) workloads::standardize(data);
   const auto& train = data.train;
   if (train.size() < static_cast<std::size_t>(opt.batch))
-    throw Error("training set has " + std::to_string(train.size()) + " samples, fewer than one batch of " +
-                std::to_string(opt.batch));
+    throw Error("training set has " + std::to_string(train.size()) +
+                " samples, fewer than one batch of " + std::to_string(opt.batch));
   auto net = make_net(opt.device, spec, opt.batch, opt.seed);
   std::vector<std::vector<float>> velocity;
   for (const auto& t : spec.tensors) velocity.emplace_back(t.numel, 0.0f);
@@ -77,9 +79,10 @@ TrainResult run_train(const TrainOptions& opt) {
   const std::int64_t total = opt.steps > 0 ? opt.steps : steps_per_epoch * opt.epochs;
   if (total < 1) throw Error("nothing to train: give --epochs >= 1 or --steps >= 1");
   scheduled_lr(opt.lr_schedule, opt.sgd.lr, 0, total);  // rejects an unknown schedule up front
-  spdlog::info("training {} ({} parameters, {}) on {} on {} with {} thread(s): {} steps of batch {}",
-               spec.name, spec.parameter_count(), spec.source, data.description, opt.device,
-               opt.threads, total, opt.batch);
+  spdlog::info(
+      "training {} ({} parameters, {}) on {} on {} with {} thread(s): {} steps of batch {}",
+      spec.name, spec.parameter_count(), spec.source, data.description, opt.device, opt.threads,
+      total, opt.batch);
 
   Batcher batcher(train, 0, 1, opt.batch, opt.seed);
   const std::int64_t per = spec.input.numel();
@@ -99,7 +102,8 @@ TrainResult run_train(const TrainOptions& opt) {
   for (std::int64_t step = 0; step < total; ++step) {
     if (const int sig = signals.received(); sig != 0) {
       res.stopped_by = ps::StopSignals::name(sig);
-      spdlog::warn("stopped by {} after {} of {} steps: the results are those steps'", res.stopped_by, step, total);
+      spdlog::warn("stopped by {} after {} of {} steps: the results are those steps'",
+                   res.stopped_by, step, total);
       break;
     }
     const std::int64_t in_epoch = step % steps_per_epoch;
@@ -113,8 +117,9 @@ TrainResult run_train(const TrainOptions& opt) {
     sgd.lr = scheduled_lr(opt.lr_schedule, opt.sgd.lr, step, total);
     net->sgd_step(sgd, velocity);  // on the device for the GPU backend
     double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (!std::isfinite(lr.loss)) throw Error("loss diverged (" + std::to_string(lr.loss) + ") at step " +
-                                             std::to_string(step + 1) + ": lower --lr");
+    if (!std::isfinite(lr.loss))
+      throw Error("loss diverged (" + std::to_string(lr.loss) + ") at step " +
+                  std::to_string(step + 1) + ": lower --lr");
     if (step == 0) first_loss = lr.loss;
     step_seconds.push_back(dt);
     recent_loss.push_back(lr.loss);
@@ -124,20 +129,22 @@ TrainResult run_train(const TrainOptions& opt) {
     if (std::chrono::duration<double>(Clock::now() - last_report).count() >= opt.progress_every_s ||
         step + 1 == total) {
       spdlog::info("step {:>6}/{}  epoch {:.2f}  loss {:.4f}  {:.0f} images/s", step + 1, total,
-                   double(step + 1) / steps_per_epoch, lr.loss, report_steps * opt.batch / report_seconds);
+                   double(step + 1) / steps_per_epoch, lr.loss,
+                   report_steps * opt.batch / report_seconds);
       last_report = Clock::now(), report_steps = 0, report_seconds = 0;
     }
     if (opt.evaluate && (epoch_end || (opt.steps > 0 && step + 1 == total))) {
       res.test_accuracy = evaluate_accuracy(*net, data.test);
-      spdlog::info("epoch {:.2f}: test accuracy {:.2f}% on {} samples", double(step + 1) / steps_per_epoch,
-                   100 * res.test_accuracy, data.test.size());
+      spdlog::info("epoch {:.2f}: test accuracy {:.2f}% on {} samples",
+                   double(step + 1) / steps_per_epoch, 100 * res.test_accuracy, data.test.size());
     }
     done = step + 1;
   }
   res.steps = done;
   if (done == 0) throw Error("stopped by " + res.stopped_by + " before the first step");
   // The warm-up rule over the steps done (a run stopped early: those it did).
-  const std::int64_t warmup_done = std::min<std::int64_t>(std::max<std::int64_t>(3, done / 20), done / 2);
+  const std::int64_t warmup_done =
+      std::min<std::int64_t>(std::max<std::int64_t>(3, done / 20), done / 2);
   const double steady_seconds =
       std::accumulate(step_seconds.begin() + warmup_done, step_seconds.end(), 0.0);
   const std::int64_t steady_steps = done - warmup_done;
@@ -145,16 +152,19 @@ TrainResult run_train(const TrainOptions& opt) {
     res.ms_per_step = 1e3 * steady_seconds / steady_steps;
     res.images_per_sec = steady_steps * opt.batch / steady_seconds;
   }
-  res.final_loss = std::accumulate(recent_loss.begin(), recent_loss.end(), 0.0) / recent_loss.size();
+  res.final_loss =
+      std::accumulate(recent_loss.begin(), recent_loss.end(), 0.0) / recent_loss.size();
   spdlog::info("done: {} steps, {:.0f} images/s ({:.2f} ms/step) {}, final loss {:.4f}{}", done,
                res.images_per_sec, res.ms_per_step,
                warmup_done > 0 ? "steady" : "(one step: no warm-up to leave out)", res.final_loss,
-               res.test_accuracy >= 0 ? fmt::format(", test accuracy {:.2f}%", 100 * res.test_accuracy) : "");
+               res.test_accuracy >= 0
+                   ? fmt::format(", test accuracy {:.2f}%", 100 * res.test_accuracy)
+                   : "");
 
   // A loss that grows without becoming infinite: the learning rate overshoots.
   if (done > 1 && res.final_loss > 1.5 * first_loss)
-    spdlog::warn("the loss rose from {:.4f} (step 1) to {:.4f} (the last steps): lower --lr", first_loss,
-                 res.final_loss);
+    spdlog::warn("the loss rose from {:.4f} (step 1) to {:.4f} (the last steps): lower --lr",
+                 first_loss, res.final_loss);
 
   if (!opt.save_params.empty()) {
     std::vector<std::vector<float>> tensors;
@@ -172,7 +182,8 @@ TrainResult run_train(const TrainOptions& opt) {
                         {"threads", opt.threads},
                         {"steps", res.steps},
                         {"planned_steps", total},
-                        {"stopped_by", res.stopped_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(res.stopped_by)},
+                        {"stopped_by", res.stopped_by.empty() ? nlohmann::json(nullptr)
+                                                              : nlohmann::json(res.stopped_by)},
                         {"warmup_steps", warmup_done},
                         {"lr", json_float(opt.sgd.lr)},
                         {"lr_schedule", opt.lr_schedule},

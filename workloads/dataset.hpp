@@ -11,8 +11,8 @@
 namespace psbed::workloads {
 
 struct Dataset {
-  Shape shape;                  // per-sample C x H x W
-  std::vector<float> images;    // size() * shape.numel() floats, sample-major
+  Shape shape;                // per-sample C x H x W
+  std::vector<float> images;  // size() * shape.numel() floats, sample-major
   std::vector<std::int32_t> labels;
   std::size_t size() const { return labels.size(); }
   const float* image(std::size_t i) const { return images.data() + i * shape.numel(); }

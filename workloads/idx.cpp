@@ -89,8 +89,8 @@ std::vector<std::uint8_t> gunzip(const std::vector<std::uint8_t>& in, const std:
                     " bytes its IDX header declares, expected exactly that many");
       // A header may lie as well: no more than the memory there is.
       if (const std::uint64_t have = available_memory_bytes(); have > 0 && declared > have)
-        throw Error(path + ": its IDX header declares " + format_memory(declared) + ", more than the " +
-                    format_memory(have) + " of memory available");
+        throw Error(path + ": its IDX header declares " + format_memory(declared) +
+                    ", more than the " + format_memory(have) + " of memory available");
     }
     if (rc == Z_STREAM_END) {
       // Another member may follow; anything else after the stream is an error.

@@ -217,7 +217,7 @@ class EventQueue {
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> heap_;
   std::vector<Item> cheap_;  // slots with a pending event, a binary heap on their keys
   std::vector<int> pos_;     // slot -> index in cheap_, -1 if none pending
-  std::vector<Event> key_;  // each slot's next event
+  std::vector<Event> key_;   // each slot's next event
   std::vector<Fifo<Event>> streams_;
   std::uint64_t seq_ = 0;
   int vacated_ = -1;

@@ -1,4 +1,5 @@
-// The server shards: apply lanes, consistency (async, bsp, ssp:K), and the messages a node takes in.
+// The server shards: apply lanes, consistency (async, bsp, ssp:K), and the messages a node takes
+// in.
 #include "predictor/sim/simulation.hpp"
 
 namespace psbed::predictor::sim {

@@ -144,8 +144,7 @@ SimResult Simulation::run() {
   r.events = processed_;
   r.host_cpu_per_step_s = booked_cpu_s_ / (double(W_) * double(cfg_.steps));
   r.cpu_contention_scale = contention_scale_;
-  r.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   if (!cfg_.trace_dir.empty()) write_traces();
   return r;
 }

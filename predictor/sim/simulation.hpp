@@ -95,8 +95,8 @@ class CoreSchedule {
 // One (sender, receiver) pair: its messages leave one after the other.
 struct Channel {
   int up_link, down_link;  // indices into the link arrays
-  Fifo<int> queue;       // message ids; the head is on the wire
-  double head_left = 0;  // bytes of the head still to send
+  Fifo<int> queue;         // message ids; the head is on the wire
+  double head_left = 0;    // bytes of the head still to send
   double rate = 0;         // bytes/s given by the last max-min allocation
   double since = 0;        // time head_left was last brought up to date
   int active_index = -1;   // position in the active list, -1 when idle
@@ -121,7 +121,7 @@ struct Worker {
   int layer = 0;
   bool computing = false;
   bool straggled = false;  // worker-0's deliberate sleep of this step is over
-  bool started = false;     // the start delay (start_stagger_s) is over
+  bool started = false;    // the start delay (start_stagger_s) is over
   // Bucket links: replies and acks that came due while the receiving thread was stuck in a
   // send (its send buffer full), in arrival order.
   Fifo<int> held;
@@ -145,7 +145,7 @@ struct PartState {
 };
 
 struct Lane {
-  Fifo<int> queue;   // pushes to apply and (bucket links) pulls to answer, in arrival order
+  Fifo<int> queue;    // pushes to apply and (bucket links) pulls to answer, in arrival order
   bool busy = false;  // applying
 };
 
@@ -345,7 +345,7 @@ class Simulation {
   EventQueue events_;
   std::uint64_t processed_ = 0;
   double contention_scale_ = 1;  // SimConfig::cpu_contention's factor for this configuration
-  double booked_cpu_s_ = 0;  // CPU booked on the host's cores: messages and real compute
+  double booked_cpu_s_ = 0;      // CPU booked on the host's cores: messages and real compute
   double now_ = 0;
 };
 

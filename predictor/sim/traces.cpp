@@ -1,15 +1,14 @@
 // Synthetic Chrome traces, one per node, as a live run leaves them.
-#include "predictor/sim/simulation.hpp"
-
 #include <cmath>
 #include <filesystem>
 
 #include "core/units.hpp"
+#include "predictor/sim/simulation.hpp"
 
 namespace psbed::predictor::sim {
 
 void Simulation::record(TraceRecorder& tr, const std::string& name, const char* lane, double t0,
-                   double t1, std::int64_t step) {
+                        double t1, std::int64_t step) {
   TraceEvent e;
   e.name = name, e.lane = lane, e.ts_us = t0 * 1e6, e.dur_us = (t1 - t0) * 1e6, e.step = step;
   tr.record(std::move(e));
@@ -19,8 +18,7 @@ void Simulation::record_transfer(Worker& w, const Message& m) {
   const Part& part = plan_.parts[m.t.part];
   const char* lane = m.kind == MsgKind::kPullReply ? "pull" : "push";
   TraceEvent e;
-  e.name =
-      std::string(lane) + ":" + spec_.tensors[part.key].name + "#" + std::to_string(part.part);
+  e.name = std::string(lane) + ":" + spec_.tensors[part.key].name + "#" + std::to_string(part.part);
   e.lane = lane, e.ts_us = m.started * 1e6, e.dur_us = (now_ - m.started) * 1e6, e.step = m.clock;
   e.bytes = m.t.bytes(), e.key = part.key, e.part = part.part, e.priority = m.t.layer,
   e.has_priority = true;
@@ -43,7 +41,8 @@ void Simulation::write_traces() {
                                   {"servers", S_}};
   const std::string link = cfg_.bandwidth_bytes_per_sec > 0
                                ? format_bandwidth(cfg_.bandwidth_bytes_per_sec * 8) + ", " +
-                                     std::to_string(std::lround(cfg_.latency_s * 1e6)) + " us one way"
+                                     std::to_string(std::lround(cfg_.latency_s * 1e6)) +
+                                     " us one way"
                                : "unshaped";
   auto meta = [&](TraceRecorder& tr, const char* role) {
     tr.set_metadata("role", role);

@@ -35,8 +35,8 @@ void Simulation::advance(int wi) {
         w.pulls_total = w.pushes_total = total_floats_;
         w.driver.begin_step(now_, std::uint64_t(w.step));
         for (int i = 0; i < int(plan_.parts.size()); ++i)
-          w.driver.parameter_needed(
-              now_, {Direction::kPull, i, part_layer_[i], 0, plan_.parts[i].numel});
+          w.driver.parameter_needed(now_,
+                                    {Direction::kPull, i, part_layer_[i], 0, plan_.parts[i].numel});
         pump(wi, true);
         w.phase = Phase::kOverhead;
         break;

@@ -12,7 +12,8 @@ TEST_CASE("[json] parse_peer_json refuses nesting past the limit as malformed te
   CHECK_THROWS_AS(parse_peer_json(deep), nlohmann::json::parse_error);
   // The top-level value is depth 0: 64 levels below it parse, a 65th does not.
   const auto nested = [](int arrays) {
-    return "{\"a\":" + std::string(std::size_t(arrays), '[') + std::string(std::size_t(arrays), ']') + "}";
+    return "{\"a\":" + std::string(std::size_t(arrays), '[') +
+           std::string(std::size_t(arrays), ']') + "}";
   };
   CHECK(parse_peer_json(nested(64))["a"].is_array());
   CHECK_THROWS_AS(parse_peer_json(nested(65)), nlohmann::json::parse_error);

@@ -15,15 +15,17 @@ TEST_CASE("every shipped spec builds with the documented parameter count", "[cor
   };
   const Expect expected[] = {
       {"mlp", 784 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10, {1, 28, 28}},
-      {"lenet5", (6 * 25 + 6) + (16 * 6 * 25 + 16) + (400 * 120 + 120) + (120 * 84 + 84) + (84 * 10 + 10),
+      {"lenet5",
+       (6 * 25 + 6) + (16 * 6 * 25 + 16) + (400 * 120 + 120) + (120 * 84 + 84) + (84 * 10 + 10),
        {1, 28, 28}},
       {"cnn-cifar",
-       (3 * 32 * 9 + 32) + (32 * 64 * 9 + 64) + (64 * 128 * 9 + 128) + (2048 * 256 + 256) + (256 * 10 + 10),
+       (3 * 32 * 9 + 32) + (32 * 64 * 9 + 64) + (64 * 128 * 9 + 128) + (2048 * 256 + 256) +
+           (256 * 10 + 10),
        {3, 32, 32}},
       {"vgg-mini",
        (3 * 64 * 9 + 64) + (64 * 64 * 9 + 64) + (64 * 128 * 9 + 128) + (128 * 128 * 9 + 128) +
-           (128 * 256 * 9 + 256) + (256 * 256 * 9 + 256) + (4096 * 1024 + 1024) + (1024 * 1024 + 1024) +
-           (1024 * 10 + 10),
+           (128 * 256 * 9 + 256) + (256 * 256 * 9 + 256) + (4096 * 1024 + 1024) +
+           (1024 * 1024 + 1024) + (1024 * 10 + 10),
        {3, 32, 32}},
   };
   for (const auto& e : expected) {
@@ -64,38 +66,45 @@ TEST_CASE("bad specs get an error naming the layer", "[core][spec]") {
   }
   SECTION("fc input mismatch") {
     REQUIRE_THROWS_WITH(
-        parse_model_spec(head + "[[layer]]\ntype = \"fc\"\nname = \"fc1\"\nin = 100\nout = 10\n", "bad.toml"),
+        parse_model_spec(head + "[[layer]]\ntype = \"fc\"\nname = \"fc1\"\nin = 100\nout = 10\n",
+                         "bad.toml"),
         Contains("'fc1'") && Contains("in = 100") && Contains("64 features"));
   }
   SECTION("conv channel mismatch") {
-    REQUIRE_THROWS_WITH(parse_model_spec(head +
-                                             "[[layer]]\ntype = \"conv\"\nname = \"c1\"\nin_channels = 3\n"
-                                             "out_channels = 4\nkernel = 3\n[[layer]]\ntype = \"fc\"\nout = 10\n",
-                                         "bad.toml"),
-                        Contains("'c1'") && Contains("in_channels = 3"));
+    REQUIRE_THROWS_WITH(
+        parse_model_spec(head +
+                             "[[layer]]\ntype = \"conv\"\nname = \"c1\"\nin_channels = 3\n"
+                             "out_channels = 4\nkernel = 3\n[[layer]]\ntype = \"fc\"\nout = 10\n",
+                         "bad.toml"),
+        Contains("'c1'") && Contains("in_channels = 3"));
   }
   SECTION("kernel larger than input") {
-    REQUIRE_THROWS_WITH(parse_model_spec(head + "[[layer]]\ntype = \"conv\"\nout_channels = 4\nkernel = 9\n",
-                                         "bad.toml"),
-                        Contains("layer #1") && Contains("does not fit"));
+    REQUIRE_THROWS_WITH(
+        parse_model_spec(head + "[[layer]]\ntype = \"conv\"\nout_channels = 4\nkernel = 9\n",
+                         "bad.toml"),
+        Contains("layer #1") && Contains("does not fit"));
   }
   SECTION("wrong number of classes at the end") {
-    REQUIRE_THROWS_WITH(parse_model_spec(head + "[[layer]]\ntype = \"fc\"\nname = \"last\"\nout = 7\n", "bad.toml"),
-                        Contains("'last'") && Contains("10 classes"));
+    REQUIRE_THROWS_WITH(
+        parse_model_spec(head + "[[layer]]\ntype = \"fc\"\nname = \"last\"\nout = 7\n", "bad.toml"),
+        Contains("'last'") && Contains("10 classes"));
   }
   SECTION("missing required key") {
     REQUIRE_THROWS_WITH(parse_model_spec(head + "[[layer]]\ntype = \"fc\"\n", "bad.toml"),
                         Contains("layer #1") && Contains("missing 'out'"));
   }
   SECTION("unknown key") {
-    REQUIRE_THROWS_WITH(parse_model_spec(head + "[[layer]]\ntype = \"fc\"\nout = 10\nbias = false\n", "bad.toml"),
-                        Contains("unknown key 'bias'"));
+    REQUIRE_THROWS_WITH(
+        parse_model_spec(head + "[[layer]]\ntype = \"fc\"\nout = 10\nbias = false\n", "bad.toml"),
+        Contains("unknown key 'bias'"));
   }
   SECTION("TOML syntax error names the file and line") {
-    REQUIRE_THROWS_WITH(parse_model_spec("input = [1, 8\n", "broken.toml"), Contains("broken.toml:"));
+    REQUIRE_THROWS_WITH(parse_model_spec("input = [1, 8\n", "broken.toml"),
+                        Contains("broken.toml:"));
   }
   SECTION("unknown model name lists the shipped ones") {
-    REQUIRE_THROWS_WITH(load_model("resnet152"), Contains("unknown model 'resnet152'") && Contains("lenet5"));
+    REQUIRE_THROWS_WITH(load_model("resnet152"),
+                        Contains("unknown model 'resnet152'") && Contains("lenet5"));
   }
 }
 
@@ -132,7 +141,8 @@ TEST_CASE("spec: wrongly typed top-level values are refused, not replaced by def
       Contains("layer #1") && Contains("'out' must be an integer, got a boolean"));
   // Whole floats are integers, as the parser has always read them.
   const ModelSpec w = parse_model_spec(
-      "input = [1.0, 4, 4]\nclasses = 3.0\n[[layer]]\ntype = \"conv\"\nout_channels = 2.0\nkernel = 3\n"
+      "input = [1.0, 4, 4]\nclasses = 3.0\n[[layer]]\ntype = \"conv\"\nout_channels = 2.0\nkernel "
+      "= 3\n"
       "[[layer]]\ntype = \"fc\"\nout = 3.0\n",
       "w.toml");
   CHECK(w.input.c == 1);

@@ -1,6 +1,5 @@
 // Each policy on scripted event sequences: the exact send order it must produce.
 #include <catch2/catch.hpp>
-
 #include <vector>
 
 #include "core/error.hpp"
@@ -10,8 +9,12 @@ using namespace psbed::policy;
 
 namespace {
 
-Transfer push(int part, int layer, std::int64_t count) { return {Direction::kPush, part, layer, 0, count}; }
-Transfer pull(int part, int layer, std::int64_t count) { return {Direction::kPull, part, layer, 0, count}; }
+Transfer push(int part, int layer, std::int64_t count) {
+  return {Direction::kPush, part, layer, 0, count};
+}
+Transfer pull(int part, int layer, std::int64_t count) {
+  return {Direction::kPull, part, layer, 0, count};
+}
 
 // Drains the policy with an always-idle link (every send acknowledged before the next).
 std::vector<Transfer> drain(Policy& p) {
@@ -39,7 +42,8 @@ TEST_CASE("bulk sends nothing before backward ends, then the last layer first", 
   CHECK(order[2].layer == 0);
 }
 
-TEST_CASE("wfbp sends each gradient as soon as it is ready, first come first served", "[core][policy]") {
+TEST_CASE("wfbp sends each gradient as soon as it is ready, first come first served",
+          "[core][policy]") {
   auto p = make_policy({"wfbp"});
   CHECK_FALSE(p->pull_all_before_forward());
   p->gradient_ready(1, push(5, 9, 100));
@@ -74,12 +78,14 @@ TEST_CASE("tf-random pulls every parameter once, in a seeded random order", "[co
   CHECK(a != sorted);
 }
 
-TEST_CASE("p3 sends a newly ready layer-1 slice before the remaining layer-9 slices once the credit drains",
-          "[core][policy]") {
+TEST_CASE(
+    "p3 sends a newly ready layer-1 slice before the remaining layer-9 slices once the credit "
+    "drains",
+    "[core][policy]") {
   PolicyOptions o;
   o.name = "p3";
-  o.slice_params = 1000;       // 4,000-byte slices
-  o.credit_bytes = 8000;       // two slices in flight
+  o.slice_params = 1000;  // 4,000-byte slices
+  o.credit_bytes = 8000;  // two slices in flight
   auto p = make_policy(o);
   p->gradient_ready(0, push(9, 9, 5000));  // 5 slices of layer 9
   std::int64_t in_flight = 0;
@@ -120,7 +126,8 @@ TEST_CASE("p3 pulls by priority, nearest the input first", "[core][policy]") {
   CHECK(order[2].layer == 7);
 }
 
-TEST_CASE("bytescheduler partitions with its default credit of 4,000,000 parameters", "[core][policy]") {
+TEST_CASE("bytescheduler partitions with its default credit of 4,000,000 parameters",
+          "[core][policy]") {
   PolicyOptions o;
   o.name = "bytescheduler";
   auto p = make_policy(o);
@@ -134,8 +141,10 @@ TEST_CASE("bytescheduler partitions with its default credit of 4,000,000 paramet
   CHECK(sent[3].count == 500000);
 }
 
-TEST_CASE("prophet sizes blocks from the learned gradient-ready gaps and never sends lower priority first",
-          "[core][policy]") {
+TEST_CASE(
+    "prophet sizes blocks from the learned gradient-ready gaps and never sends lower priority "
+    "first",
+    "[core][policy]") {
   PolicyOptions o;
   o.name = "prophet";
   o.slice_params = 1000;  // 4,000-byte slices
@@ -157,7 +166,8 @@ TEST_CASE("prophet sizes blocks from the learned gradient-ready gaps and never s
   std::vector<Transfer> block;
   auto take = [&](double now) {
     block.clear();
-    while (auto t = p->next(now, in_flight)) block.push_back(*t), in_flight += t->bytes(), p->sent(now, *t);
+    while (auto t = p->next(now, in_flight))
+      block.push_back(*t), in_flight += t->bytes(), p->sent(now, *t);
     return block.size();
   };
   auto ack_all = [&](double now) {
@@ -218,7 +228,8 @@ TEST_CASE("prophet learns the bandwidth from its own busy periods", "[core][poli
 }
 
 TEST_CASE("unknown policies and bad parameters are named", "[core][policy]") {
-  CHECK_THROWS_WITH(make_policy({"fastest"}), Catch::Contains("unknown policy 'fastest'") && Catch::Contains("p3"));
+  CHECK_THROWS_WITH(make_policy({"fastest"}),
+                    Catch::Contains("unknown policy 'fastest'") && Catch::Contains("p3"));
   PolicyOptions o;
   o.name = "p3";
   o.slice_params = 0;

@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-
 #include <cstdio>
 #include <filesystem>
 
@@ -61,14 +60,16 @@ TEST_CASE("a malformed profile names the field", "[core][profile]") {
   const ModelSpec spec = load_model("mlp");
   nlohmann::json j = profile_of(spec).to_json();
   j["layers"][1].erase("backward_ms");
-  CHECK_THROWS_WITH(Profile::from_json(j, "p.json"), Catch::Contains("layers[1]") && Catch::Contains("backward_ms"));
+  CHECK_THROWS_WITH(Profile::from_json(j, "p.json"),
+                    Catch::Contains("layers[1]") && Catch::Contains("backward_ms"));
   j = profile_of(spec).to_json();
   j["format"] = "other/2";
   CHECK_THROWS_WITH(Profile::from_json(j, "p.json"), Catch::Contains("psbed-profile/1"));
   j = profile_of(spec).to_json();
   j["tensors"][0]["layer"] = 99;
   CHECK_THROWS_WITH(Profile::from_json(j, "p.json"), Catch::Contains("layer 99"));
-  CHECK_THROWS_WITH(Profile::load("/nonexistent/profile.json"), Catch::Contains("/nonexistent/profile.json"));
+  CHECK_THROWS_WITH(Profile::load("/nonexistent/profile.json"),
+                    Catch::Contains("/nonexistent/profile.json"));
   // A folder where a file is expected: said so, not a stream error.
   const std::string dir = std::filesystem::temp_directory_path().string();
   CHECK_THROWS_WITH(Profile::load(dir), Catch::Contains("'" + dir + "' is a folder"));
@@ -78,7 +79,8 @@ TEST_CASE("a malformed profile names the field", "[core][profile]") {
 
 // A figure that cannot be negative is refused when the profile is read, naming it (a hand-edited
 // bandwidth of -1 failed later, inside a simulation).
-TEST_CASE("a profile's negative link, apply cost or tensor size is refused when read", "[core][profile]") {
+TEST_CASE("a profile's negative link, apply cost or tensor size is refused when read",
+          "[core][profile]") {
   const ModelSpec spec = load_model("mlp");
   auto refused = [&](const char* section, const char* key, const char* want) {
     nlohmann::json j = profile_of(spec).to_json();
@@ -103,15 +105,18 @@ TEST_CASE("a profile's negative link, apply cost or tensor size is refused when 
 // A cost left out of a hand-edited profile was taken for 0 (an unlimited link, a free apply) and
 // the prediction came out several times too fast without a word; a source field of the wrong kind
 // failed later as a bare JSON type error.
-TEST_CASE("a profile without its link, server or step overhead, or with a source field of the wrong kind, is refused",
-          "[core][profile]") {
+TEST_CASE(
+    "a profile without its link, server or step overhead, or with a source field of the wrong "
+    "kind, is refused",
+    "[core][profile]") {
   const ModelSpec spec = load_model("mlp");
   const nlohmann::json good = profile_of(spec).to_json();
   for (const char* key : {"link", "server", "step_overhead_ms"}) {
     nlohmann::json j = good;
     j.erase(key);
     INFO(key);
-    CHECK_THROWS_WITH(Profile::from_json(j, "p.json"), Catch::Contains("p.json") && Catch::Contains(key));
+    CHECK_THROWS_WITH(Profile::from_json(j, "p.json"),
+                      Catch::Contains("p.json") && Catch::Contains(key));
   }
   for (const auto& [section, key] : {std::pair<const char*, const char*>{"link", "latency_us"},
                                      {"link", "bandwidth_bytes_per_sec"},
@@ -123,7 +128,8 @@ TEST_CASE("a profile without its link, server or step overhead, or with a source
   }
   nlohmann::json j = good;
   j["source"]["compute"] = 1;
-  CHECK_THROWS_WITH(Profile::from_json(j, "p.json"), Catch::Contains("p.json: source.compute is not a string"));
+  CHECK_THROWS_WITH(Profile::from_json(j, "p.json"),
+                    Catch::Contains("p.json: source.compute is not a string"));
   j = good;
   j["source"] = "x";
   CHECK_THROWS_WITH(Profile::from_json(j, "p.json"), Catch::Contains("'source' is not an object"));

@@ -16,7 +16,8 @@ TEST_CASE("sizes, bandwidths and durations parse with their units", "[core][unit
   CHECK(parse_bandwidth_bps("100mbit") == Approx(1e8));
   CHECK(parse_duration_s("200us") == Approx(200e-6));
   CHECK(parse_duration_s("1.5s") == Approx(1.5));
-  REQUIRE_THROWS_WITH(parse_bandwidth_bps("1 gigabit"), Contains("'1 gigabit'") && Contains("gbit"));
+  REQUIRE_THROWS_WITH(parse_bandwidth_bps("1 gigabit"),
+                      Contains("'1 gigabit'") && Contains("gbit"));
   REQUIRE_THROWS_WITH(parse_bytes("lots"), Contains("'lots'"));
   REQUIRE_THROWS_AS(parse_duration_s("-3ms"), Error);
   // A bare number needs its unit (it would be seconds); 0 is 0 in any unit.
@@ -52,6 +53,7 @@ TEST_CASE("seconds in log lines are printed as given", "[core][units]") {
   CHECK(format_seconds(0) == "0");
 }
 
-TEST_CASE("the default partition size reads, as the flags show it, as the bytes it is", "[core][units]") {
+TEST_CASE("the default partition size reads, as the flags show it, as the bytes it is",
+          "[core][units]") {
   CHECK(parse_bytes(defaults::kPartitionBytesText) == std::uint64_t(defaults::kPartitionBytes));
 }

@@ -1,6 +1,5 @@
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -10,7 +9,8 @@
 
 using namespace psbed::predictor;
 
-TEST_CASE("parallel_for calls every index once, on as many threads as asked", "[predictor][parallel]") {
+TEST_CASE("parallel_for calls every index once, on as many threads as asked",
+          "[predictor][parallel]") {
   for (int threads : {1, 2, 7, 64}) {
     std::vector<std::atomic<int>> calls(100);
     parallel_for(calls.size(), threads, [&](std::size_t i) { ++calls[i]; });
@@ -27,7 +27,8 @@ TEST_CASE("parallel_for rethrows the lowest failing index's error, as a loop wou
     std::atomic<int> below{0};
     CHECK_THROWS_WITH(parallel_for(200, 4,
                                    [&](std::size_t i) {
-                                     if (i == 150 || i == 37) throw std::runtime_error("bad " + std::to_string(i));
+                                     if (i == 150 || i == 37)
+                                       throw std::runtime_error("bad " + std::to_string(i));
                                      if (i < 37) ++below;
                                    }),
                       "bad 37");

@@ -139,7 +139,8 @@ TEST_CASE("host CPU per message and per byte from the traces' CPU over the stead
   std::ifstream(kRun + "/summary.json") >> summary;
   w["metadata"]["compute"] = "replay:x.json";
   w["metadata"]["cpu_steady"] = {{"from_us", 1010000}, {"to_us", 1031300}, {"cpu_s", 0.02}};
-  sv["metadata"]["cpu_samples"] = {{1000000, 0.99}, {1010000, 1.0}, {1031300, 1.01}, {1041300, 1.02}};
+  sv["metadata"]["cpu_samples"] = {
+      {1000000, 0.99}, {1010000, 1.0}, {1031300, 1.01}, {1041300, 1.02}};
   summary["launch"] = {{"host_cpus", 2}};
   std::ofstream(tmp / "traces/worker-0.trace.json") << w.dump();
   std::ofstream(tmp / "traces/server-0.trace.json") << sv.dump();
@@ -193,7 +194,8 @@ TEST_CASE("host CPU per message and per byte from the traces' CPU over the stead
   p = extract_profile(o);
   CHECK(p.host_cpus == 0);
   CHECK(p.message_cost_us == 0);
-  CHECK_THAT(p.source.value("calibrated", std::string()), Catch::Contains("profile a 1-worker run"));
+  CHECK_THAT(p.source.value("calibrated", std::string()),
+             Catch::Contains("profile a 1-worker run"));
   fs::remove(tmp / "traces/worker-1.trace.json");
   o.worker.clear();
   o.calibrate = false;
@@ -213,12 +215,14 @@ TEST_CASE("the host's CPU per worker-step over the span every worker is steady i
   // steps): both in 1-2 s, with half of each (0.5 + 0.3 s, 50 + 25 steps); the shard's samples
   // say 0.2 s over it. 1.0 s over 75 steps, and over the span's 1 s.
   const std::vector<WorkerSteadyCpu> two{{0, 2e6, 1.0, 100}, {1e6, 3e6, 0.6, 50}};
-  const nlohmann::json shard = nlohmann::json::parse("[[0, 0.0], [1e6, 0.1], [2e6, 0.3], [3e6, 0.4]]");
+  const nlohmann::json shard =
+      nlohmann::json::parse("[[0, 0.0], [1e6, 0.1], [2e6, 0.3], [3e6, 0.4]]");
   HostCpu h = host_cpu_per_step(two, {shard});
   CHECK(h.per_step_s == Approx(1.0 / 75));
   CHECK(h.busy_cores == Approx(1.0));
   // Samples that do not cover the span, workers never steady together, no steps: not measured.
-  CHECK(host_cpu_per_step(two, {nlohmann::json::parse("[[1.5e6, 0.1], [3e6, 0.4]]")}).per_step_s < 0);
+  CHECK(host_cpu_per_step(two, {nlohmann::json::parse("[[1.5e6, 0.1], [3e6, 0.4]]")}).per_step_s <
+        0);
   CHECK(host_cpu_per_step({{0, 1e6, 1.0, 10}, {2e6, 3e6, 1.0, 10}}, {}).per_step_s < 0);
   CHECK(host_cpu_per_step({{0, 1e6, 1.0, 0}}, {}).per_step_s < 0);
   CHECK(host_cpu_per_step({}, {}).per_step_s < 0);
@@ -232,8 +236,10 @@ TEST_CASE("the host's CPU per worker-step over the span every worker is steady i
     std::ofstream(tmp / "traces" / (node + ".trace.json"))
         << nlohmann::json{{"traceEvents", nlohmann::json::array()}, {"metadata", meta}}.dump();
   };
-  write("worker-0", {{"steps_done", 200}, {"cpu_steady", {{"from_us", 0}, {"to_us", 2e6}, {"cpu_s", 1.0}}}});
-  write("worker-1", {{"steps_done", 110}, {"cpu_steady", {{"from_us", 1e6}, {"to_us", 3e6}, {"cpu_s", 0.6}}}});
+  write("worker-0",
+        {{"steps_done", 200}, {"cpu_steady", {{"from_us", 0}, {"to_us", 2e6}, {"cpu_s", 1.0}}}});
+  write("worker-1",
+        {{"steps_done", 110}, {"cpu_steady", {{"from_us", 1e6}, {"to_us", 3e6}, {"cpu_s", 0.6}}}});
   write("server-0", {{"cpu_samples", shard}});
   // In 1-2 s: 95 of worker 0's 190 steps and 50 of worker 1's 100.
   h = run_host_cpu(tmp.string(), 2, 1, 200);
@@ -245,7 +251,7 @@ TEST_CASE("the host's CPU per worker-step over the span every worker is steady i
   CHECK(run_host_cpu(tmp.string(), 2, 1, 200, nullptr, &w0).per_step_s == Approx(2.0 / 145));
   CHECK(run_host_cpu(tmp.string(), 3, 1, 200).per_step_s < 0);  // no worker-2 trace
   CHECK(run_host_cpu(tmp.string(), 2, 2, 200).per_step_s < 0);  // no server-1 trace
-  write("server-0", {{"node", "server-0"}});                     // a shard without samples
+  write("server-0", {{"node", "server-0"}});                    // a shard without samples
   CHECK(run_host_cpu(tmp.string(), 2, 1, 200).per_step_s < 0);
   fs::remove_all(tmp);
 }
@@ -280,8 +286,9 @@ bool warns(const Profile& p, const std::string& text) {
 }
 }  // namespace
 
-TEST_CASE("what the summary says, or cannot: a damaged one refused, a missing one or a failed node said",
-          "[predictor][profile]") {
+TEST_CASE(
+    "what the summary says, or cannot: a damaged one refused, a missing one or a failed node said",
+    "[predictor][profile]") {
   const fs::path tmp = fs::temp_directory_path() / "psbed-profile-summary-test";
   fs::remove_all(tmp);
   fs::create_directories(tmp / "traces");
@@ -298,9 +305,11 @@ TEST_CASE("what the summary says, or cannot: a damaged one refused, a missing on
   CHECK_THROWS_WITH(extract_profile(o), Catch::Contains("summary.json is not valid JSON"));
   // Valid JSON of the wrong shape: the field named, with the file.
   std::ofstream(tmp / "summary.json") << R"({"launch": []})";
-  CHECK_THROWS_WITH(extract_profile(o), Catch::Contains("summary.json: 'launch' is [], expected an object"));
+  CHECK_THROWS_WITH(extract_profile(o),
+                    Catch::Contains("summary.json: 'launch' is [], expected an object"));
   std::ofstream(tmp / "summary.json") << R"({"failed_nodes": ["worker-1"]})";
-  CHECK_THROWS_WITH(extract_profile(o), Catch::Contains("a node of 'failed_nodes' is \"worker-1\""));
+  CHECK_THROWS_WITH(extract_profile(o),
+                    Catch::Contains("a node of 'failed_nodes' is \"worker-1\""));
   // The fixture's own summary: no launch record.
   fs::copy_file(kRun + "/summary.json", tmp / "summary.json", fs::copy_options::overwrite_existing);
   p = extract_profile(o);
@@ -312,7 +321,8 @@ TEST_CASE("what the summary says, or cannot: a damaged one refused, a missing on
   // then no single-worker run (no calibration, no split of the host's CPU).
   nlohmann::json s = nlohmann::json::parse(std::ifstream(kRun + "/summary.json"));
   s["workers"] = 2;
-  s["failed_nodes"] = {{{"name", "worker-1"}, {"role", "worker"}, {"reason", "killed by signal 9 (Killed)"}}};
+  s["failed_nodes"] = {
+      {{"name", "worker-1"}, {"role", "worker"}, {"reason", "killed by signal 9 (Killed)"}}};
   std::ofstream(tmp / "summary.json") << s.dump();
   p = extract_profile(o);
   CHECK(warns(p, "node(s) failed during the run: worker-1 (killed by signal 9 (Killed))"));
@@ -387,7 +397,8 @@ TEST_CASE("the per-byte calibration finds the host copy cost that gives a pace",
           "[predictor][profile]") {
   const Profile p = uncalibrated_fixture();
   const double pace = source_pace(p, [](SimConfig& c) { c.transit_s_per_byte = 40e-9; });
-  REQUIRE(pace < source_pace(p, [](SimConfig&) {}));  // the cost slows it down
+  REQUIRE(pace < source_pace(
+                     p, [](SimConfig&) {}));  // the cost slows it down
   CHECK(calibrate_transit_ns_per_byte(p, pace) == Approx(40).epsilon(0.01));
 }
 

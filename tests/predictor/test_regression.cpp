@@ -40,7 +40,8 @@ TEST_CASE("recorded runs stay within the accuracy bounds", "[predictor][regressi
 
 // A sweep's repeats (`psbed sweep --repeat`): runs of one configuration are predicted once and
 // compared by the median of their measurements; other configurations stay apart.
-TEST_CASE("validate compares repeats of one configuration by their median", "[predictor][regression]") {
+TEST_CASE("validate compares repeats of one configuration by their median",
+          "[predictor][regression]") {
   const std::string dir = std::string(PSBED_FIXTURES_DIR) + "/predictor/regression";
   const Profile profile = Profile::load(dir + "/profile.json");
   const ModelSpec spec =

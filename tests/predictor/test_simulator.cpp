@@ -13,79 +13,11 @@
 #include "predictor/analytic.hpp"
 #include "predictor/commands.hpp"
 #include "predictor/simulator.hpp"
+#include "tests/predictor/sim_test_util.hpp"
 
 using namespace psbed;
 using namespace psbed::predictor;
-
-namespace {
-
-// One fully-connected layer of 249 x 4 weights + 4 biases: 1,000 floats, 4,000 bytes in two
-// parts (weight 3,984 bytes, bias 16), then a relu without parameters.
-const char* kTiny = R"(name = "tiny"
-input = [1, 1, 249]
-classes = 4
-
-[[layer]]
-type = "fc"
-name = "fc1"
-in = 249
-out = 4
-
-[[layer]]
-type = "relu"
-)";
-
-// Fixed compute: forward of fc1 2 ms, backward 3 ms; relu and overhead cost nothing.
-Profile fixed_profile(const ModelSpec& spec, double apply_ns_per_byte = 0) {
-  Profile p;
-  p.model = spec.name;
-  p.batch = 8;
-  for (const auto& t : spec.tensors) p.tensors.push_back({t.name, t.layer, t.bytes()});
-  p.layers.push_back({"fc1", {2.0}, {3.0}});
-  p.layers.push_back({spec.layers[1].name, {0.0}, {0.0}});
-  p.apply_ns_per_byte = apply_ns_per_byte;
-  return p;
-}
-
-// Per-layer compute drawn from three samples each, so the seed of the draws matters.
-Profile varied_profile(const ModelSpec& spec) {
-  Profile p;
-  p.model = spec.name;
-  p.batch = 32;
-  for (const auto& t : spec.tensors) p.tensors.push_back({t.name, t.layer, t.bytes()});
-  for (const auto& l : spec.layers) p.layers.push_back({l.name, {0.1, 0.5, 0.9}, {0.2, 0.4, 1.3}});
-  p.step_overhead_ms = {0.1, 0.3};
-  return p;
-}
-
-// One worker of kTiny on config()'s link: pull request (L) + 4,000 bytes (1 ms) + reply (L),
-// forward 2 ms, backward 3 ms, push 4,000 bytes (1 ms) + L, apply 0, acknowledgment L.
-constexpr double kOneWorkerStep = 0.0001 + 0.001 + 0.0001 + 0.002 + 0.003 + 0.001 + 0.0001 + 0.0001;
-
-SimConfig config(int workers, const std::string& mode = "bsp") {
-  SimConfig c;
-  c.workers = workers;
-  c.servers = 1;
-  c.mode = Consistency::parse(mode);
-  c.policy.name = "wfbp";
-  c.bandwidth_bytes_per_sec = 4e6;  // 4,000 bytes take 1 ms
-  c.latency_s = 100e-6;
-  c.message_overhead_bytes = 0;
-  c.steps = 20;
-  return c;
-}
-
-// `workers` async workers on unlimited links sharing `cpus` host cores, every message taking
-// `cpu_per_message` seconds of one.
-SimConfig host_config(int workers, int cpus, double cpu_per_message) {
-  SimConfig c = config(workers, "async");
-  c.bandwidth_bytes_per_sec = 0;
-  c.host_cpus = cpus;
-  c.cpu_per_message_s = cpu_per_message;
-  return c;
-}
-
-}  // namespace
+using namespace psbed::predictor::test;
 
 TEST_CASE(
     "one worker, one link: step = compute + model both ways at link rate + four one-way latencies",
@@ -377,159 +309,6 @@ TEST_CASE("synthetic traces use the measured trace schema", "[predictor][simulat
   std::filesystem::remove_all(c.trace_dir);
 }
 
-TEST_CASE("analytic bounds after Yan et al.", "[predictor][analytic]") {
-  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
-  const Profile p = fixed_profile(spec);
-  SimConfig c = config(8);
-  const AnalyticBounds a = analytic_bounds(p, spec, c);
-  CHECK(a.compute_bound == Approx(8 * 8 / 0.005));      // 5 ms of compute per step
-  CHECK(a.worker_link_bound == Approx(8 * 8 / 0.001));  // 4,000 bytes each way at 4 MB/s
-  CHECK(a.server_link_bound == Approx(8 / 0.001));      // the one shard moves 8 x 4,000 bytes
-  CHECK(a.upper == Approx(8000));
-  // No overlap: 5 ms compute + 8 x 1 ms each way + 4 latencies.
-  CHECK(a.serial == Approx(8 * 8 / (0.005 + 0.016 + 0.0004)));
-  CHECK(a.bottleneck == "server link");
-  // The simulation can never beat the upper bound.
-  const SimResult r = simulate(p, spec, c);
-  CHECK(r.images_per_sec <= a.upper * (1 + 1e-9));
-  CHECK(r.images_per_sec >= a.serial * (1 - 1e-9));
-}
-
-TEST_CASE("the analytic latency bound: compute and two round trips; a straggler holds bsp to its pace",
-          "[predictor][analytic]") {
-  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
-  const Profile p = fixed_profile(spec);
-  SimConfig c = config(1);
-  c.bandwidth_bytes_per_sec = 0;
-  c.latency_s = 2e-3;  // a round trip (4 ms) is most of a 5 ms-compute step
-  AnalyticBounds a = analytic_bounds(p, spec, c);
-  // 5 ms compute + 2 round trips of 2 x 2 ms: 13 ms a step.
-  CHECK(a.latency_bound == Approx(8 / 0.013));
-  CHECK(a.bottleneck == "latency");
-  CHECK(a.upper == Approx(a.latency_bound));
-  CHECK(a.serial <= a.upper);
-  SimResult r = simulate(p, spec, c);
-  CHECK(r.images_per_sec <= a.upper * (1 + 1e-9));
-  CHECK(r.images_per_sec >= a.serial * (1 - 1e-9));
-  // 4 workers, worker-0 sleeping 50 ms after its backward (its last push's round trip inside the
-  // sleep): 4 + 5 + 50 ms for it, 13 ms for the others, each at its own pace (under bsp the others
-  // follow worker-0 in the long run, but a step ahead of it).
-  c = config(4);
-  c.bandwidth_bytes_per_sec = 0;
-  c.latency_s = 2e-3;
-  c.straggler_s = 0.05;
-  for (const char* mode : {"bsp", "async"}) {
-    c.mode = Consistency::parse(mode);
-    a = analytic_bounds(p, spec, c);
-    CHECK(a.latency_bound == Approx(3 * 8 / 0.013 + 8 / 0.059));
-    CHECK(a.serial <= a.upper);
-    r = simulate(p, spec, c);
-    CHECK(r.images_per_sec <= a.upper * (1 + 1e-9));
-    CHECK(r.images_per_sec >= a.serial * (1 - 1e-9));
-  }
-  // No overlap, with the straggler: bsp holds every worker to its sleep, async worker-0 alone.
-  c.mode = Consistency::parse("bsp");
-  const double bsp_serial = analytic_bounds(p, spec, c).serial;
-  c.straggler_s = 0;
-  const double no_straggler_serial = analytic_bounds(p, spec, c).serial;
-  const double serial_step = 4 * 8 / no_straggler_serial;
-  CHECK(bsp_serial == Approx(4 * 8 / (serial_step + 0.05)));
-  c.straggler_s = 0.05;
-  c.mode = Consistency::parse("async");
-  CHECK(analytic_bounds(p, spec, c).serial == Approx(3 * 8 / serial_step + 8 / (serial_step + 0.05)));
-}
-
-TEST_CASE("the analytic latency bound: layers before the first with parameters overlap the round trips",
-          "[predictor][analytic]") {
-  // A relu before fc1: its forward waits for no pull, its backward comes after fc1's gradient is
-  // pushed. 5 + 5 ms for it, 0.1 + 0.1 ms for fc1, 2 ms latency: a step is max(5, 4) + 0.2 +
-  // max(5, 4) = 10.2 ms, not 10.2 + two round trips.
-  const ModelSpec spec = parse_model_spec(R"(name = "relu-first"
-input = [1, 1, 249]
-classes = 4
-
-[[layer]]
-type = "relu"
-
-[[layer]]
-type = "fc"
-name = "fc1"
-in = 249
-out = 4
-)",
-                                          "relu-first");
-  Profile p;
-  p.model = spec.name;
-  p.batch = 8;
-  for (const auto& t : spec.tensors) p.tensors.push_back({t.name, t.layer, t.bytes()});
-  p.layers.push_back({spec.layers[0].name, {5.0}, {5.0}});
-  p.layers.push_back({"fc1", {0.1}, {0.1}});
-  for (const int workers : {1, 4}) {
-    SimConfig c = config(workers, "async");
-    c.bandwidth_bytes_per_sec = 0;
-    c.latency_s = 2e-3;
-    const AnalyticBounds a = analytic_bounds(p, spec, c);
-    CHECK(a.latency_bound == Approx(workers * 8 / 0.0102));
-    CHECK(a.serial <= a.upper);
-    const SimResult r = simulate(p, spec, c);
-    CHECK(r.images_per_sec <= a.upper * (1 + 1e-9));
-    CHECK(r.images_per_sec >= a.serial * (1 - 1e-9));
-  }
-}
-
-TEST_CASE("the analytic host bound: the host's cores doing every step's messages and bytes",
-          "[predictor][analytic]") {
-  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
-  Profile p = fixed_profile(spec);
-  SimConfig c = config(8);
-  c.bandwidth_bytes_per_sec = 0;
-  CHECK(analytic_bounds(p, spec, c).host_bound == Approx(std::numeric_limits<double>::infinity()));
-  p.host_cpus = 2;
-  p.cpu_per_message_us = 400;
-  p.cpu_per_byte_ns = 5;
-  take_host_costs(p, c);  // as predict does: the profile's host unless --host-cpus says otherwise
-  // wfbp: 2 parts -> 8 messages (3.2 ms) and 8,000 bytes (40 us) a worker-step; 2 cores. Below
-  // the compute bound of 8 x 8 / 5 ms.
-  AnalyticBounds a = analytic_bounds(p, spec, c);
-  CHECK(a.host_bound == Approx(2 * 8 / 0.00324));
-  CHECK(a.bottleneck == "host cpu");
-  CHECK(a.upper == Approx(a.host_bound));
-  // No overlap: 5 ms compute, 4 latencies, and the 8 workers' message work (3.24 ms each) on the
-  // 2 cores: never above the upper bound.
-  CHECK(a.serial == Approx(8 * 8 / (0.005 + 0.0004 + 8 * 0.00324 / 2)));
-  CHECK(a.serial <= a.upper);
-  // Real compute shares the cores too: 8 workers' 5 ms on 2 cores, not 5 ms.
-  c.compute_on_cores = true;
-  a = analytic_bounds(p, spec, c);
-  CHECK(a.serial == Approx(8 * 8 / (8 * 0.005 / 2 + 0.0004 + 8 * 0.00324 / 2)));
-  CHECK(a.serial <= a.upper);
-  c.compute_on_cores = false;
-  // p3 with 100-float slices: the weight's 996 floats go as 10 slices, the bias as 1: 44 messages.
-  c.policy.name = "p3";
-  c.policy.slice_params = 100;
-  a = analytic_bounds(p, spec, c);
-  CHECK(a.host_bound == Approx(2 * 8 / (44 * 400e-6 + 8000 * 5e-9)));
-}
-
-TEST_CASE("the analytic thread bound: the shard's receiving thread takes every worker's pushes",
-          "[predictor][analytic]") {
-  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
-  const Profile p = fixed_profile(spec);
-  SimConfig c = config(8);
-  c.bandwidth_bytes_per_sec = 0;
-  c.message_cost_s = 200e-6;  // a push holds the shard's thread 2 x 200 us (receive_cost)
-  // wfbp: 2 parts a worker-step, 0.8 ms of the one shard's thread: 8 / 0.8 ms = 10,000 images/s,
-  // under the compute bound of 8 x 8 / 5 ms = 12,800.
-  const AnalyticBounds a = analytic_bounds(p, spec, c);
-  CHECK(a.thread_bound == Approx(8 / 0.0008));
-  CHECK(a.bottleneck == "server thread");
-  CHECK(a.upper == Approx(a.thread_bound));
-  CHECK(a.serial <= a.upper);
-  const SimResult r = simulate(p, spec, c);
-  CHECK(r.images_per_sec <= a.upper * (1 + 1e-9));
-  CHECK(r.images_per_sec >= a.serial * (1 - 1e-9));
-}
-
 TEST_CASE("bad simulation inputs are named", "[predictor][simulator]") {
   const ModelSpec spec = parse_model_spec(kTiny, "tiny");
   const Profile p = fixed_profile(spec);
@@ -591,7 +370,8 @@ TEST_CASE("a node handles its arrivals one at a time for the message cost",
   CHECK(simulate(fixed_profile(spec), spec, two).worker_steps_per_sec[0] < 1 / step);
 }
 
-TEST_CASE("host copies delay every message by its bytes x the transit cost", "[predictor][simulator]") {
+TEST_CASE("host copies delay every message by its bytes x the transit cost",
+          "[predictor][simulator]") {
   const ModelSpec spec = parse_model_spec(kTiny, "tiny");
   const double T = 100e-9;  // 100 ns per byte: the weight part (3,984 bytes) arrives 398.4 us later
   // Fair links: as the first test, each direction's weight part now reaches the other side
@@ -599,16 +379,19 @@ TEST_CASE("host copies delay every message by its bytes x the transit cost", "[p
   SimConfig fair = config(1);
   fair.transit_s_per_byte = T;
   const double fair_step = 4 * 0.0001 + 0.005 + 2 * (0.000996 + 3984 * T);
-  CHECK(1 / simulate(fixed_profile(spec), spec, fair).steps_per_sec == Approx(fair_step).epsilon(1e-9));
+  CHECK(1 / simulate(fixed_profile(spec), spec, fair).steps_per_sec ==
+        Approx(fair_step).epsilon(1e-9));
   // Bucket links: 4,000 bytes fit in the burst (64 KiB), so the links add nothing and each
   // direction is two latencies plus the weight part's copy.
   SimConfig bucket = config(1);
   bucket.link_model = LinkModel::kBucket;
   bucket.transit_s_per_byte = T;
   const double bucket_step = 4 * 0.0001 + 0.005 + 2 * 3984 * T;
-  CHECK(1 / simulate(fixed_profile(spec), spec, bucket).steps_per_sec == Approx(bucket_step).epsilon(1e-9));
+  CHECK(1 / simulate(fixed_profile(spec), spec, bucket).steps_per_sec ==
+        Approx(bucket_step).epsilon(1e-9));
   bucket.transit_s_per_byte = 0;
-  CHECK(1 / simulate(fixed_profile(spec), spec, bucket).steps_per_sec == Approx(4 * 0.0001 + 0.005).epsilon(1e-9));
+  CHECK(1 / simulate(fixed_profile(spec), spec, bucket).steps_per_sec ==
+        Approx(4 * 0.0001 + 0.005).epsilon(1e-9));
 }
 
 TEST_CASE("a message latency delays every message and holds up nothing else",
@@ -621,7 +404,8 @@ TEST_CASE("a message latency delays every message and holds up nothing else",
     c.link_model = link;
     const double base = 1 / simulate(fixed_profile(spec), spec, c).steps_per_sec;
     c.message_latency_s = M;
-    CHECK(1 / simulate(fixed_profile(spec), spec, c).steps_per_sec == Approx(base + 4 * M).epsilon(1e-9));
+    CHECK(1 / simulate(fixed_profile(spec), spec, c).steps_per_sec ==
+          Approx(base + 4 * M).epsilon(1e-9));
   }
   // Unlike a message cost, it is no resource: eight workers on one shard keep their pace.
   SimConfig eight = config(8, "async");
@@ -745,8 +529,8 @@ TEST_CASE("a crowded host's contention scales every CPU cost once processes outn
     c.cpu_contention = contention;
     return simulate(fixed_profile(spec), spec, c);
   };
-  for (const auto& [workers, servers, scale] :
-       {std::tuple{1, 1, 1.0}, std::tuple{2, 1, 1.25}, std::tuple{3, 1, 1.5}, std::tuple{4, 2, 1.5}}) {
+  for (const auto& [workers, servers, scale] : {std::tuple{1, 1, 1.0}, std::tuple{2, 1, 1.25},
+                                                std::tuple{3, 1, 1.5}, std::tuple{4, 2, 1.5}}) {
     INFO(workers << " worker(s), " << servers << " shard(s)");
     const SimResult plain = run(workers, servers, 0), crowded = run(workers, servers, 0.5);
     CHECK(crowded.cpu_contention_scale == Approx(scale));
@@ -772,7 +556,8 @@ TEST_CASE("a crowded host's contention scales every CPU cost once processes outn
   const Profile prof = fixed_profile(spec);
   SimConfig none = c;
   none.cpu_contention = 0;
-  const AnalyticBounds with = analytic_bounds(prof, spec, c), without = analytic_bounds(prof, spec, none);
+  const AnalyticBounds with = analytic_bounds(prof, spec, c),
+                       without = analytic_bounds(prof, spec, none);
   CHECK(with.host_bound == Approx(without.host_bound / 1.5));
   CHECK(with.serial <= with.upper);
   CHECK(with.serial < without.serial);
@@ -784,8 +569,9 @@ TEST_CASE("a crowded host's contention scales every CPU cost once processes outn
   CHECK_THROWS_WITH(simulate(fixed_profile(spec), spec, bad), Catch::Contains("contention"));
 }
 
-TEST_CASE("bucket links: a send returns at once unless the send buffer is full, then the thread waits",
-          "[predictor][simulator]") {
+TEST_CASE(
+    "bucket links: a send returns at once unless the send buffer is full, then the thread waits",
+    "[predictor][simulator]") {
   // fc1 (20 floats) near the input, fc2 (524,272-byte weight, 131,068-byte bias) at the output:
   // backward computes fc2 first and pushes it, then computes fc1.
   const char* two = R"(name = "two"
@@ -809,7 +595,8 @@ out = 32767
   p.model = spec.name;
   p.batch = 8;
   for (const auto& t : spec.tensors) p.tensors.push_back({t.name, t.layer, t.bytes()});
-  p.layers = {{"fc1", {20.0}, {30.0}}, {spec.layers[1].name, {0.0}, {0.0}}, {"fc2", {20.0}, {30.0}}};
+  p.layers = {
+      {"fc1", {20.0}, {30.0}}, {spec.layers[1].name, {0.0}, {0.0}}, {"fc2", {20.0}, {30.0}}};
   SimConfig c = config(1);
   c.link_model = LinkModel::kBucket;
   c.steps = 6;

@@ -72,7 +72,8 @@ TEST_CASE("validate leaves failed runs out, names them and says why", "[predicto
   const std::string failed = tmp.copy(kRun, "failed", [](nlohmann::json& s) {
     s["ok"] = false, s["failure"] = "worker-1 died", s["images_per_sec"] = 0;
   });
-  const std::string empty = tmp.copy(kRun, "no-throughput", [](nlohmann::json& s) { s["images_per_sec"] = 0; });
+  const std::string empty =
+      tmp.copy(kRun, "no-throughput", [](nlohmann::json& s) { s["images_per_sec"] = 0; });
   const auto v = f.validate({failed, ok, empty});
   INFO(v.dump(1));
   REQUIRE(v["runs"].size() == 1);
@@ -86,7 +87,8 @@ TEST_CASE("validate leaves failed runs out, names them and says why", "[predicto
   CHECK_THROWS_WITH(f.validate({failed}), Contains("none of the 1 run folder(s)"));
 }
 
-TEST_CASE("validate leaves out runs that lost a node or switched policy midway", "[predictor][validate]") {
+TEST_CASE("validate leaves out runs that lost a node or switched policy midway",
+          "[predictor][validate]") {
   const Fixture f;
   const Scratch tmp("psbed-validate-changed-test");
   const std::string ok = tmp.copy(kRun, "ok");
@@ -102,31 +104,41 @@ TEST_CASE("validate leaves out runs that lost a node or switched policy midway",
   REQUIRE(v["runs"].size() == 1);
   CHECK(v["runs"][0]["run"] == ok);
   REQUIRE(v["runs_left_out"].size() == 2);
-  CHECK_THAT(v["runs_left_out"][0]["reason"].get<std::string>(), Contains("a node failed") && Contains("worker-1"));
+  CHECK_THAT(v["runs_left_out"][0]["reason"].get<std::string>(),
+             Contains("a node failed") && Contains("worker-1"));
   CHECK_THAT(v["runs_left_out"][1]["reason"].get<std::string>(), Contains("policy was switched"));
 }
 
-TEST_CASE("validate refuses a run of another model or batch than the profile's", "[predictor][validate]") {
+TEST_CASE("validate refuses a run of another model or batch than the profile's",
+          "[predictor][validate]") {
   const Fixture f;
   const Scratch tmp("psbed-validate-model-test");
-  const std::string other = tmp.copy(kRun, "other-model", [](nlohmann::json& s) { s["model"] = "cnn-cifar"; });
+  const std::string other =
+      tmp.copy(kRun, "other-model", [](nlohmann::json& s) { s["model"] = "cnn-cifar"; });
   CHECK_THROWS_WITH(f.validate({other}), Contains(other) && Contains("trained cnn-cifar") &&
                                              Contains("profile is of lenet5"));
-  const std::string batch = tmp.copy(kRun, "other-batch", [](nlohmann::json& s) { s["batch"] = 64; });
-  CHECK_THROWS_WITH(f.validate({batch}), Contains(batch) && Contains("batches of 64") && Contains("32"));
+  const std::string batch =
+      tmp.copy(kRun, "other-batch", [](nlohmann::json& s) { s["batch"] = 64; });
+  CHECK_THROWS_WITH(f.validate({batch}),
+                    Contains(batch) && Contains("batches of 64") && Contains("32"));
 }
 
 TEST_CASE("validate's errors on a bad summary name the run", "[predictor][validate]") {
   const Fixture f;
   const Scratch tmp("psbed-validate-errors-test");
-  const std::string text = tmp.copy(kRun, "text", [](nlohmann::json& s) { s["images_per_sec"] = "fast"; });
-  CHECK_THROWS_WITH(f.validate({text}), Contains(text + "/summary.json") && Contains("'images_per_sec'") &&
+  const std::string text =
+      tmp.copy(kRun, "text", [](nlohmann::json& s) { s["images_per_sec"] = "fast"; });
+  CHECK_THROWS_WITH(f.validate({text}), Contains(text + "/summary.json") &&
+                                            Contains("'images_per_sec'") &&
                                             Contains("expected a number"));
-  const std::string none = tmp.copy(kRun, "no-workers", [](nlohmann::json& s) { s["workers"] = 0; });
+  const std::string none =
+      tmp.copy(kRun, "no-workers", [](nlohmann::json& s) { s["workers"] = 0; });
   CHECK_THROWS_WITH(f.validate({none}), Contains(none) && Contains("at least one of each"));
-  const std::string policy = tmp.copy(kRun, "policy", [](nlohmann::json& s) { s["policy"] = "fastest"; });
+  const std::string policy =
+      tmp.copy(kRun, "policy", [](nlohmann::json& s) { s["policy"] = "fastest"; });
   CHECK_THROWS_WITH(f.validate({policy}), Contains(policy) && Contains("fastest"));
-  const std::string mode = tmp.copy(kRun, "mode", [](nlohmann::json& s) { s["mode"] = "sometimes"; });
+  const std::string mode =
+      tmp.copy(kRun, "mode", [](nlohmann::json& s) { s["mode"] = "sometimes"; });
   CHECK_THROWS_WITH(f.validate({mode}), Contains(mode) && Contains("sometimes"));
 }
 
@@ -142,7 +154,8 @@ TEST_CASE("a run without traces: its link from summary.json, or --bandwidth, or 
   CHECK_THROWS_WITH(f.validate({bare}), Contains(bare) && Contains("traces/worker-0.trace.json") &&
                                             Contains("--bandwidth"));
   const std::string linked = tmp.copy(bare, "linked", [](nlohmann::json& s) {
-    s["launch"] = {{"link", "100.00 Mbit/s, 200 us one way"}, {"straggler_ms", 0}, {"start_stagger_ms", 0}};
+    s["launch"] = {
+        {"link", "100.00 Mbit/s, 200 us one way"}, {"straggler_ms", 0}, {"start_stagger_ms", 0}};
   });
   const auto v = f.validate({linked});
   CHECK(v["runs"][0]["bandwidth"] == "100.00 Mbit/s");
@@ -155,7 +168,8 @@ TEST_CASE("a run without traces: its link from summary.json, or --bandwidth, or 
 
 // Runs that differ only in their straggler are configurations of their own, each row carrying
 // its latency, straggler and start stagger (validation.md gives them columns where one is set).
-TEST_CASE("validate keeps each run's latency, straggler and start stagger", "[predictor][validate]") {
+TEST_CASE("validate keeps each run's latency, straggler and start stagger",
+          "[predictor][validate]") {
   Fixture f;
   const Scratch tmp("psbed-validate-straggler-test");
   auto bare = [&](const std::string& name, double straggler_ms) {
@@ -175,7 +189,8 @@ TEST_CASE("validate keeps each run's latency, straggler and start stagger", "[pr
     CHECK(r["start_stagger_ms"].get<double>() == 0);
   }
   const auto& plain = v["runs"][0]["run"].get<std::string>().find("plain") != std::string::npos
-                          ? v["runs"][0] : v["runs"][1];
+                          ? v["runs"][0]
+                          : v["runs"][1];
   const auto& straggled = &plain == &v["runs"][0] ? v["runs"][1] : v["runs"][0];
   CHECK(plain["straggler_ms"].get<double>() == 0);
   CHECK(straggled["straggler_ms"].get<double>() == Approx(20));
@@ -209,7 +224,9 @@ TEST_CASE("validate --compute real or replay overrides each run's own", "[predic
   auto predicted = [&](const char* compute) {
     f.flags.compute = compute;
     // 4 workers on the 2 cores: real compute queues for them
-    return f.validate({kFixtures + "/runs/lenet5-4w-async-wfbp-100mbit"})["runs"][0]["predicted_images_per_sec"]
+    return f
+        .validate({kFixtures +
+                   "/runs/lenet5-4w-async-wfbp-100mbit"})["runs"][0]["predicted_images_per_sec"]
         .get<double>();
   };
   const double own = predicted("auto");  // the fixture runs computed for real
@@ -236,7 +253,8 @@ TEST_CASE("validate: the link of unshaped and --netns runs", "[predictor][valida
   REQUIRE_FALSE(f.profile.shaped.empty());
   CHECK(link_of(unshaped) == "unlimited");
   const std::string netns = tmp.copy(unshaped, "netns", [](nlohmann::json& s) {
-    s["launch"] = {{"netns", {{"shaping", "tc tbf 100mbit per direction"}}}, {"link", "100.00 Mbit/s, 0 us one way"}};
+    s["launch"] = {{"netns", {{"shaping", "tc tbf 100mbit per direction"}}},
+                   {"link", "100.00 Mbit/s, 0 us one way"}};
   });
   CHECK(link_of(netns) == "100.00 Mbit/s");
   const std::string older = tmp.copy(unshaped, "netns-older", [](nlohmann::json& s) {
@@ -251,7 +269,8 @@ TEST_CASE("validate: the link of unshaped and --netns runs", "[predictor][valida
   CHECK(row["recorded_link"] == "unshaped");
   CHECK(row["recorded_bandwidth_bytes_per_sec"].is_null());
   CHECK(row["recorded_latency_us"].is_null());
-  CHECK(f.validate({netns})["runs"][0]["recorded_bandwidth_bytes_per_sec"].get<double>() == Approx(12.5e6));
+  CHECK(f.validate({netns})["runs"][0]["recorded_bandwidth_bytes_per_sec"].get<double>() ==
+        Approx(12.5e6));
 }
 
 // Runs whose traces measured the host's CPU are simulated again at it: every CPU cost scaled by
@@ -265,25 +284,29 @@ TEST_CASE("validate: each run again at its measured host CPU per step", "[predic
   f.flags.bandwidth = "10gbit";  // a fast link, so that the CPU sets the pace
   f.flags.steps = 0;             // the run's own 100
   const Scratch tmp("psbed-validate-host-cpu-test");
-  const std::string run = tmp.copy(kFixtures + "/runs/lenet5-4w-async-wfbp-100mbit", "run",
-                                   [](nlohmann::json& s) { s["launch"] = {{"host_cpus", 2}}; });
+  const std::string run =
+      tmp.copy(kFixtures + "/runs/lenet5-4w-async-wfbp-100mbit", "run", [](nlohmann::json& s) {
+        s["launch"] = {{"host_cpus", 2}};
+      });
   // Each worker `cpu_s` of CPU over its 95 steady steps (100 done, 5 warm-up) in 1-2 s; the shard
   // 0.2 s over that second: 4 cpu_s + 0.2 s over 380 steps, 4 cpu_s + 0.2 cores busy.
   const fs::path traces = fs::path(run) / "traces";
   auto measured_cpu = [&](double cpu_s, int threads = 1) {
     for (int w = 0; w < 4; ++w) {
-      nlohmann::json t = {{"traceEvents", nlohmann::json::array()}, {"metadata", nlohmann::json::object()}};
-      std::ifstream(kFixtures + "/runs/lenet5-4w-async-wfbp-100mbit/traces/worker-0.trace.json") >> t;
+      nlohmann::json t = {{"traceEvents", nlohmann::json::array()},
+                          {"metadata", nlohmann::json::object()}};
+      std::ifstream(kFixtures + "/runs/lenet5-4w-async-wfbp-100mbit/traces/worker-0.trace.json") >>
+          t;
       if (w > 0) t["traceEvents"] = nlohmann::json::array();
       t["metadata"]["steps_done"] = 100;
       t["metadata"]["threads"] = threads;
       t["metadata"]["cpu_steady"] = {{"from_us", 1e6}, {"to_us", 2e6}, {"cpu_s", cpu_s}};
       std::ofstream(traces / ("worker-" + std::to_string(w) + ".trace.json")) << t.dump();
     }
-    std::ofstream(traces / "server-0.trace.json")
-        << nlohmann::json{{"traceEvents", nlohmann::json::array()},
-                          {"metadata", {{"cpu_samples", {{0, 0.0}, {3e6, 0.6}}}}}}
-               .dump();
+    std::ofstream(traces / "server-0.trace.json") << nlohmann::json{
+        {"traceEvents", nlohmann::json::array()},
+        {"metadata",
+         {{"cpu_samples", {{0, 0.0}, {3e6, 0.6}}}}}}.dump();
     return (4 * cpu_s + 0.2) / 380;  // seconds a worker-step
   };
   measured_cpu(0.5);
@@ -317,8 +340,10 @@ TEST_CASE("validate: each run again at its measured host CPU per step", "[predic
 
   // Beside a run without the figures (the fixture's 2-worker run has one worker trace), each
   // configuration keeps its own.
-  const std::string other = tmp.copy(kFixtures + "/runs/lenet5-2w-bsp-bulk-100mbit", "other",
-                                     [](nlohmann::json& s) { s["launch"] = {{"host_cpus", 2}}; });
+  const std::string other =
+      tmp.copy(kFixtures + "/runs/lenet5-2w-bsp-bulk-100mbit", "other", [](nlohmann::json& s) {
+        s["launch"] = {{"host_cpus", 2}};
+      });
   v = f.validate({other, run});
   REQUIRE(v["runs"].size() == 2);
   for (const auto& row : v["runs"]) CHECK(row.contains("host_cpu") == (row["workers"] == 4));
@@ -386,7 +411,8 @@ TEST_CASE("validate keeps runs of different recorded links apart under --bandwid
   REQUIRE(v["configurations"] == 2);
   for (const auto& r : v["runs"]) {
     CHECK(r["bandwidth"] == "1.00 Gbit/s");
-    CHECK(r["recorded_bandwidth_bytes_per_sec"].get<double>() == Approx(r["run"] == fast ? 125e6 : 12.5e6));
+    CHECK(r["recorded_bandwidth_bytes_per_sec"].get<double>() ==
+          Approx(r["run"] == fast ? 125e6 : 12.5e6));
   }
   // The same override on runs of one recorded link: repeats, as without it.
   CHECK(f.validate({near, near_again})["configurations"] == 1);
@@ -423,17 +449,21 @@ TEST_CASE("validate's rows carry each configuration's settings", "[predictor][va
   REQUIRE(run_validate(o) == 0);
   std::ifstream md(tmp.dir / "report" / "validation.md");
   std::string header, rule, first, second;
-  std::getline(md, header), std::getline(md, rule), std::getline(md, first), std::getline(md, second);
+  std::getline(md, header), std::getline(md, rule), std::getline(md, first),
+      std::getline(md, second);
   CHECK_THAT(header, Contains("| policy | settings | mode |"));
-  CHECK_THAT(first + second, Contains("| p3 | slice 40000, credit 4.00 MiB |") && Contains("| bulk |  |"));
+  CHECK_THAT(first + second,
+             Contains("| p3 | slice 40000, credit 4.00 MiB |") && Contains("| bulk |  |"));
 }
 
 // Seeds past 2^64 - 1 wrap to 0 (unsigned arithmetic); the report names them so, not as
 // "18446744073709551615 to 1".
-TEST_CASE("a seed range is named as the seeds run, wrapping past 2^64 - 1", "[predictor][validate]") {
+TEST_CASE("a seed range is named as the seeds run, wrapping past 2^64 - 1",
+          "[predictor][validate]") {
   CHECK(seed_range(1, 5) == "1 to 5");
   CHECK(seed_range(7, 1) == "7");
   CHECK(seed_range(18446744073709551611ull, 5) == "18446744073709551611 to 18446744073709551615");
-  CHECK(seed_range(18446744073709551614ull, 5) == "18446744073709551614 to 18446744073709551615, then 0 to 2");
+  CHECK(seed_range(18446744073709551614ull, 5) ==
+        "18446744073709551614 to 18446744073709551615, then 0 to 2");
   CHECK(seed_range(18446744073709551615ull, 2) == "18446744073709551615, then 0");
 }

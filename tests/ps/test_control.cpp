@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
@@ -12,7 +11,8 @@ TEST_CASE("a policy request takes the settings its policy uses and refuses the o
           "[ps][control]") {
   policy::PolicyOptions now;
   now.name = "wfbp";
-  const auto p3 = ps::policy_from_request({{"policy", "p3"}, {"slice_params", 1000}, {"credit", "2MiB"}}, now);
+  const auto p3 =
+      ps::policy_from_request({{"policy", "p3"}, {"slice_params", 1000}, {"credit", "2MiB"}}, now);
   CHECK(p3.name == "p3");
   CHECK(p3.slice_params == 1000);
   CHECK(p3.credit_bytes == 2 << 20);
@@ -20,9 +20,10 @@ TEST_CASE("a policy request takes the settings its policy uses and refuses the o
   const auto prophet = ps::policy_from_request({{"policy", "prophet"}}, p3);
   CHECK(prophet.slice_params == 1000);
   CHECK(prophet.credit_bytes == -1);
-  CHECK(ps::policy_from_request({{"policy", "bytescheduler"}, {"partition_params", 5000}}, now).partition_params ==
-        5000);
-  CHECK(ps::policy_from_request({{"policy", "wfbp"}, {"credit", "default"}}, p3).credit_bytes == -1);
+  CHECK(ps::policy_from_request({{"policy", "bytescheduler"}, {"partition_params", 5000}}, now)
+            .partition_params == 5000);
+  CHECK(ps::policy_from_request({{"policy", "wfbp"}, {"credit", "default"}}, p3).credit_bytes ==
+        -1);
   CHECK_THROWS_WITH(ps::policy_from_request({{"policy", "wfbp"}, {"slice_params", 1000}}, now),
                     Contains("'slice_params' is for p3 and prophet, not wfbp"));
   CHECK_THROWS_WITH(ps::policy_from_request({{"policy", "p3"}, {"partition_params", 1000}}, now),
@@ -35,7 +36,8 @@ TEST_CASE("a policy request takes the settings its policy uses and refuses the o
   // A request naming nothing is refused, not recorded as a switch.
   CHECK_THROWS_WITH(ps::policy_from_request(nlohmann::json::object(), p3),
                     Contains("names nothing to change"));
-  CHECK_THROWS_WITH(ps::policy_from_request({{"command", "policy"}}, p3), Contains("names nothing to change"));
+  CHECK_THROWS_WITH(ps::policy_from_request({{"command", "policy"}}, p3),
+                    Contains("names nothing to change"));
   CHECK_THROWS_WITH(ps::policy_from_request({{"policy", "p3"}, {"slice_params", -5}}, now),
                     Contains("'slice_params' must be a positive integer"));
 }

@@ -1,8 +1,7 @@
 // Link emulation: sustained transfers through a shaped transport match the set rate within 5%,
 // and several senders share one node's ingress.
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -19,7 +18,7 @@ using Clock = std::chrono::steady_clock;
 TEST_CASE("a token bucket hands out bytes at its rate, with bounded idle credit", "[ps][link]") {
   TokenBucket b(1e6, 1000);  // 1 MB/s, 1 KB of credit
   const auto t0 = Clock::now();
-  auto t1 = b.reserve(500000, t0);   // starts with up to 1 ms of credit
+  auto t1 = b.reserve(500000, t0);  // starts with up to 1 ms of credit
   auto t2 = b.reserve(500000, t0);
   const double d1 = std::chrono::duration<double>(t1 - t0).count();
   const double d2 = std::chrono::duration<double>(t2 - t0).count();
@@ -27,7 +26,8 @@ TEST_CASE("a token bucket hands out bytes at its rate, with bounded idle credit"
   CHECK(d2 == Approx(1.0 - 0.001).margin(1e-6));
   // After a long idle spell, only the burst carries over.
   auto t3 = b.reserve(1000, t0 + std::chrono::seconds(10));
-  CHECK(std::chrono::duration<double>(t3 - (t0 + std::chrono::seconds(10))).count() == Approx(0.0).margin(1e-6));
+  CHECK(std::chrono::duration<double>(t3 - (t0 + std::chrono::seconds(10))).count() ==
+        Approx(0.0).margin(1e-6));
 }
 
 namespace {
@@ -80,7 +80,8 @@ double measure_bps(double bps, std::uint64_t bytes_per_sender, int senders) {
   }
   for (auto& c : clients) c->stop();
   server.stop();
-  return double(received + (received / chunk) * kHeaderBytes) * 8 / std::chrono::duration<double>(last - start).count();
+  return double(received + (received / chunk) * kHeaderBytes) * 8 /
+         std::chrono::duration<double>(last - start).count();
 }
 
 }  // namespace
@@ -108,7 +109,8 @@ TEST_CASE("with a rate set every message still arrives one full latency after it
   so.role = ZmqOptions::Role::kServer;
   so.endpoint = "tcp://127.0.0.1:*";
   const double latency_s = 0.02;
-  ShapedTransport server(std::make_unique<ZmqTransport>(so), LinkBuckets::make(parse_link("100mbit", "20ms")));
+  ShapedTransport server(std::make_unique<ZmqTransport>(so),
+                         LinkBuckets::make(parse_link("100mbit", "20ms")));
   std::mutex mu;
   std::condition_variable cv;
   std::vector<double> delays;

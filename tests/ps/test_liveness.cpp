@@ -94,7 +94,8 @@ TEST_CASE("try_send does not wait behind a send() that waits for room", "[ps][li
   CHECK_FALSE(blocked.get());
 }
 
-TEST_CASE("PsClient::stop frees a push waiting for room on a shard that is gone", "[ps][liveness]") {
+TEST_CASE("PsClient::stop frees a push waiting for room on a shard that is gone",
+          "[ps][liveness]") {
   // One fc tensor of 1 Mi floats in parts of 1 MiB, on one shard whose address leads nowhere.
   const char* toml = "input = [1, 1, 1024]\nclasses = 1024\n[[layer]]\ntype = \"fc\"\nout = 1024\n";
   ClusterMap map;
@@ -109,23 +110,29 @@ TEST_CASE("PsClient::stop frees a push waiting for room on a shard that is gone"
   // pacing thread waits inside ZeroMQ's (stopping that link used to wait for it for ever).
   const std::string bandwidth = GENERATE(std::string("0"), std::string("10gbit"));
   INFO("bandwidth " << bandwidth);
-  auto client = std::make_unique<PsClient>(map, 0, "worker-0", LinkBuckets::make(parse_link(bandwidth, "")));
+  auto client =
+      std::make_unique<PsClient>(map, 0, "worker-0", LinkBuckets::make(parse_link(bandwidth, "")));
   std::vector<float> part(std::size_t(map.plan.parts[0].numel), 1.0f);
   auto blocked = std::async(std::launch::async, [&] {
-    for (int i = 0; i < 1000; ++i) client->push(0, part.data(), 0, std::int64_t(part.size()), 0, 0, [] {});
+    for (int i = 0; i < 1000; ++i)
+      client->push(0, part.data(), 0, std::int64_t(part.size()), 0, 0, [] {});
   });
   // 1000 MiB cannot fit in the queues: the pusher is waiting now.
   REQUIRE(blocked.wait_for(1s) == std::future_status::timeout);
   auto stopping = std::async(std::launch::async, [&] { client->stop(); });
-  if (stopping.wait_for(kWait) != std::future_status::ready || blocked.wait_for(kWait) != std::future_status::ready) {
+  if (stopping.wait_for(kWait) != std::future_status::ready ||
+      blocked.wait_for(kWait) != std::future_status::ready) {
     // A hang would take the whole test binary down with it: say so and end.
-    std::fprintf(stderr, "FAILED: PsClient::stop did not free a push waiting on a dead shard (bandwidth %s)\n",
-                 bandwidth.c_str());
+    std::fprintf(
+        stderr,
+        "FAILED: PsClient::stop did not free a push waiting on a dead shard (bandwidth %s)\n",
+        bandwidth.c_str());
     std::_Exit(1);
   }
   client->stop();  // again: nothing to do
   // Stopped: a push sends nothing and does not wait.
-  auto after = std::async(std::launch::async, [&] { client->push(0, part.data(), 0, 4, 0, 0, [] {}); });
+  auto after =
+      std::async(std::launch::async, [&] { client->push(0, part.data(), 0, 4, 0, 0, [] {}); });
   REQUIRE(after.wait_for(kWait) == std::future_status::ready);
   client.reset();
 }

@@ -2,7 +2,6 @@
 // address (ZeroMQ hands small frames over inside its receive buffer, at odd offsets) are applied
 // exactly as aligned ones.
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -74,8 +73,9 @@ Message request(Op op, std::uint64_t sequence, Payload payload = {}) {
 
 }  // namespace
 
-TEST_CASE("a shard applies a push whose floats sit at an odd address, acks it, and serves the result",
-          "[ps][shard]") {
+TEST_CASE(
+    "a shard applies a push whose floats sit at an odd address, acks it, and serves the result",
+    "[ps][shard]") {
   const ClusterMap map = one_fc_map();
   std::vector<float> w0(8);
   init_tensor(map.spec, 0, map.exp.seed, w0.data());

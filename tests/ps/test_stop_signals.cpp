@@ -1,7 +1,8 @@
-// BlockedStopSignals: the stops a supervising process (launch, sweep) takes, blocked and waited for.
-#include <catch2/catch.hpp>
-
+// BlockedStopSignals: the stops a supervising process (launch, sweep) takes, blocked and waited
+// for.
 #include <signal.h>
+
+#include <catch2/catch.hpp>
 
 #include "ps/stop_signals.hpp"
 
@@ -15,7 +16,8 @@ bool blocked(int sig) {
 }
 }  // namespace
 
-TEST_CASE("a blocked stop is taken by wait, the first one kept, and the mask restored after", "[ps][signals]") {
+TEST_CASE("a blocked stop is taken by wait, the first one kept, and the mask restored after",
+          "[ps][signals]") {
   REQUIRE_FALSE(blocked(SIGTERM));
   {
     BlockedStopSignals stops(true, {SIGCHLD});
@@ -46,7 +48,8 @@ TEST_CASE("SIGHUP is a stop only where asked and not ignored", "[ps][signals]") 
     CHECK_FALSE(stops.is_stop(SIGHUP));
     CHECK_FALSE(blocked(SIGHUP));
   }
-  struct sigaction ignore {}, old {};
+  struct sigaction ignore {
+  }, old{};
   ignore.sa_handler = SIG_IGN;
   sigaction(SIGHUP, &ignore, &old);
   {

@@ -22,7 +22,8 @@ ClusterMap tiny_map(const std::string& mode, int workers, float momentum = 0.0f)
   m.spec = parse_model_spec(toml, "tiny");
   m.plan = make_partition(m.spec, 1 << 20, 1);
   m.servers.push_back({"server", 0, "server-0", "x"});
-  for (int w = 0; w < workers; ++w) m.workers.push_back({"worker", w, "worker-" + std::to_string(w), ""});
+  for (int w = 0; w < workers; ++w)
+    m.workers.push_back({"worker", w, "worker-" + std::to_string(w), ""});
   return m;
 }
 
@@ -53,7 +54,8 @@ TEST_CASE("async applies each push on arrival and answers pulls at once", "[ps][
   for (int i = 0; i < 8; ++i) CHECK((*v)[i] == Approx(w0[i] - 0.5f));
 }
 
-TEST_CASE("bsp averages one gradient per worker per clock before pulls of the next clock", "[ps][store]") {
+TEST_CASE("bsp averages one gradient per worker per clock before pulls of the next clock",
+          "[ps][store]") {
   ClusterMap m = tiny_map("bsp", 2);
   Store s(m, 0);
   const auto w0 = initial(m);
@@ -86,8 +88,8 @@ TEST_CASE("ssp:K lets a worker run at most K clocks ahead of the slowest", "[ps]
   // Worker 0 completes clocks 0 and 1; worker 1 none.
   s.push(0, 0, 0, 0, 0, g.data(), 32);
   s.push(0, 1, 0, 0, 0, g.data(), 32);
-  CHECK(s.pull_ready(0, 0, 1));        // 1 ahead of the slowest (0 completed): allowed
-  CHECK_FALSE(s.pull_ready(0, 0, 2));  // 2 ahead: waits
+  CHECK(s.pull_ready(0, 0, 1));         // 1 ahead of the slowest (0 completed): allowed
+  CHECK_FALSE(s.pull_ready(0, 0, 2));   // 2 ahead: waits
   s.push(1, 0, 0, 0, 0, g.data(), 16);  // half of worker 1's part: not complete yet
   CHECK_FALSE(s.pull_ready(0, 0, 2));
   s.push(1, 0, 0, 0, 16, g.data(), 16);

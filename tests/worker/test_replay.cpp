@@ -23,11 +23,13 @@ Profile profile_of(const ModelSpec& spec, double fwd_ms, double bwd_ms, int batc
 TEST_CASE("compute takes real or replay:<profile>", "[worker][replay]") {
   CHECK(worker::replay_profile_path("real").empty());
   CHECK(worker::replay_profile_path("replay:/tmp/p.json") == "/tmp/p.json");
-  CHECK_THROWS_WITH(worker::replay_profile_path("replay:"), Catch::Contains("replay:<profile.json>"));
+  CHECK_THROWS_WITH(worker::replay_profile_path("replay:"),
+                    Catch::Contains("replay:<profile.json>"));
   CHECK_THROWS_WITH(worker::replay_profile_path("fake"), Catch::Contains("'fake'"));
 }
 
-TEST_CASE("a replay net sleeps the profiled durations, scaled by batch, and computes nothing", "[worker][replay]") {
+TEST_CASE("a replay net sleeps the profiled durations, scaled by batch, and computes nothing",
+          "[worker][replay]") {
   const ModelSpec spec = load_model("lenet5");
   // Profiled at batch 16; replayed at batch 32: every duration doubles.
   const Profile p = profile_of(spec, 1.0, 2.0, 16);
@@ -47,9 +49,11 @@ TEST_CASE("a replay net sleeps the profiled durations, scaled by batch, and comp
     const float* g = net->grad(t);
     bool zero = true, nonzero_param = false;
     for (std::int64_t i = 0; i < spec.tensors[t].numel; ++i) zero = zero && g[i] == 0.0f;
-    for (std::int64_t i = 0; i < spec.tensors[t].numel; ++i) nonzero_param = nonzero_param || net->param(t)[i] != 0.0f;
+    for (std::int64_t i = 0; i < spec.tensors[t].numel; ++i)
+      nonzero_param = nonzero_param || net->param(t)[i] != 0.0f;
     CHECK(zero);
-    if (spec.tensors[t].dims.size() > 1) CHECK(nonzero_param);  // weights initialised like a real net
+    if (spec.tensors[t].dims.size() > 1)
+      CHECK(nonzero_param);  // weights initialised like a real net
   }
 }
 

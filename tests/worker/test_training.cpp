@@ -1,12 +1,11 @@
 #include <catch2/catch.hpp>
-
 #include <numeric>
 
 #include "core/model_spec.hpp"
 #include "core/optimizer.hpp"
-#include "workloads/dataset.hpp"
 #include "worker/evaluate.hpp"
 #include "worker/net.hpp"
+#include "workloads/dataset.hpp"
 
 using namespace psbed;
 

@@ -1,6 +1,7 @@
 // The IDX reader: the tiny fixtures in tests/fixtures/idx (plain and gzip), malformed files
 // written here into a scratch folder, and the data set chosen by name.
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -10,8 +11,6 @@
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <zlib.h>
 
 #include "core/error.hpp"
 #include "workloads/dataset.hpp"
@@ -37,7 +36,8 @@ std::vector<std::uint8_t> slurp(const std::string& path) {
 // `plain` as one gzip member, as gzip(1) writes it.
 std::vector<std::uint8_t> gzip(std::vector<std::uint8_t> plain) {
   z_stream zs{};
-  REQUIRE(deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  REQUIRE(deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8,
+                       Z_DEFAULT_STRATEGY) == Z_OK);
   std::vector<std::uint8_t> gz(deflateBound(&zs, uLong(plain.size())));
   zs.next_in = plain.data(), zs.avail_in = uInt(plain.size());
   zs.next_out = gz.data(), zs.avail_out = uInt(gz.size());
@@ -195,11 +195,13 @@ TEST_CASE("a gzip IDX file that inflates past its header's size stops there", "[
   ScratchDir dir;
   const std::string path = dir.file("bomb-labels.gz");
   spit(path, gz);
-  REQUIRE_THROWS_WITH(read_file_maybe_gzip(path),
-                      Contains(path) && Contains("decompresses to more than the 12 bytes its IDX header declares"));
+  REQUIRE_THROWS_WITH(
+      read_file_maybe_gzip(path),
+      Contains(path) && Contains("decompresses to more than the 12 bytes its IDX header declares"));
 }
 
-TEST_CASE("a gzip IDX file whose header declares more than the memory there is stops there", "[workloads][idx]") {
+TEST_CASE("a gzip IDX file whose header declares more than the memory there is stops there",
+          "[workloads][idx]") {
   // 4,000,000,000 images of 28x28 (2.9 TiB) declared, 4 KiB given.
   std::vector<std::uint8_t> plain = {0, 0, 8, 3, 0xEE, 0x6B, 0x28, 0x00, 0, 0, 0, 28, 0, 0, 0, 28};
   plain.resize(plain.size() + 4096, 0);
@@ -207,7 +209,9 @@ TEST_CASE("a gzip IDX file whose header declares more than the memory there is s
   ScratchDir dir;
   const std::string path = dir.file("liar-images.gz");
   spit(path, gz);
-  REQUIRE_THROWS_WITH(read_file_maybe_gzip(path), Contains(path) && Contains("its IDX header declares 2920.6 GiB, more than the"));
+  REQUIRE_THROWS_WITH(
+      read_file_maybe_gzip(path),
+      Contains(path) && Contains("its IDX header declares 2920.6 GiB, more than the"));
 }
 
 TEST_CASE("load_idx: a wrong magic number is an error naming the file and the expected magic",
@@ -298,7 +302,8 @@ TEST_CASE("load_dataset mnist reads the four IDX files from the data folder", "[
   CHECK(s.description.find(dir.path.string()) != std::string::npos);
 
   SECTION("a model with another input shape is an error naming both shapes") {
-    REQUIRE_THROWS_AS(load_dataset("mnist", dir.path.string(), psbed::Shape{1, 28, 28}, 10, 1), Error);
+    REQUIRE_THROWS_AS(load_dataset("mnist", dir.path.string(), psbed::Shape{1, 28, 28}, 10, 1),
+                      Error);
     REQUIRE_THROWS_WITH(load_dataset("mnist", dir.path.string(), psbed::Shape{1, 28, 28}, 10, 1),
                         Contains("1x4x5") && Contains("1x28x28"));
   }
@@ -405,8 +410,10 @@ TEST_CASE("default_data_dir: $PSBED_DATA_DIR, else data/mnist here, else the che
     }
     ~Restore() {
       fs::current_path(cwd);
-      if (had_env) ::setenv("PSBED_DATA_DIR", env.c_str(), 1);
-      else ::unsetenv("PSBED_DATA_DIR");
+      if (had_env)
+        ::setenv("PSBED_DATA_DIR", env.c_str(), 1);
+      else
+        ::unsetenv("PSBED_DATA_DIR");
     }
   } restore;
   ScratchDir dir;

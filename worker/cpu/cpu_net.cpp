@@ -4,10 +4,9 @@
 // producer did not make (Converter). Parameters and gradients stay plain row-major on the host,
 // since that is what crosses the wire; weights are reordered into the primitive's layout when
 // they change, and weight gradients out of it after backward.
-#include <dnnl.hpp>
-
 #include <algorithm>
 #include <cmath>
+#include <dnnl.hpp>
 #include <utility>
 #include <vector>
 
@@ -101,19 +100,24 @@ class WeightedLayer : public Layer {
 
   void forward(Ctx& c, const memory& in) override {
     memory src = cv_src_(c, in, fwd_pd_.src_desc());
-    fwd_.execute(c.strm, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w_fwd_.get(c)},
-                          {DNNL_ARG_BIAS, b_user_}, {DNNL_ARG_DST, dst}});
+    fwd_.execute(c.strm, {{DNNL_ARG_SRC, src},
+                          {DNNL_ARG_WEIGHTS, w_fwd_.get(c)},
+                          {DNNL_ARG_BIAS, b_user_},
+                          {DNNL_ARG_DST, dst}});
   }
 
   void backward(Ctx& c, const memory& in, const memory& diff_dst, bool need_diff_src) override {
     memory src = cv_src_bw_(c, in, bw_pd_.src_desc());
     memory dd = cv_dd_w_(c, diff_dst, bw_pd_.diff_dst_desc());
-    bw_.execute(c.strm, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, dd},
-                         {DNNL_ARG_DIFF_WEIGHTS, gw_prim_}, {DNNL_ARG_DIFF_BIAS, gb_user_}});
+    bw_.execute(c.strm, {{DNNL_ARG_SRC, src},
+                         {DNNL_ARG_DIFF_DST, dd},
+                         {DNNL_ARG_DIFF_WEIGHTS, gw_prim_},
+                         {DNNL_ARG_DIFF_BIAS, gb_user_}});
     if (gw_prim_ != gw_user_) gw_out_.execute(c.strm, gw_prim_, gw_user_);
     if (need_diff_src && !first_) {
       memory dd2 = cv_dd_d_(c, diff_dst, bd_pd_.diff_dst_desc());
-      bd_.execute(c.strm, {{DNNL_ARG_DIFF_DST, dd2}, {DNNL_ARG_WEIGHTS, w_bwd_.get(c)},
+      bd_.execute(c.strm, {{DNNL_ARG_DIFF_DST, dd2},
+                           {DNNL_ARG_WEIGHTS, w_bwd_.get(c)},
                            {DNNL_ARG_DIFF_SRC, diff_src}});
     }
   }
@@ -144,7 +148,8 @@ class WeightedLayer : public Layer {
       gw_prim_ = memory(bw_pd_.diff_weights_desc(), c.eng);
       gw_out_ = dnnl::reorder(gw_prim_, gw_user_);
     }
-    if (bw_pd_.diff_bias_desc() != b_md) throw Error("oneDNN chose a non-plain bias gradient layout");
+    if (bw_pd_.diff_bias_desc() != b_md)
+      throw Error("oneDNN chose a non-plain bias gradient layout");
     dst = memory(fwd_pd_.dst_desc(), c.eng);
     if (!first_) {
       bd_ = BwdData(bd_pd_);
@@ -262,7 +267,8 @@ class ReluLayer final : public Layer {
   void backward(Ctx& c, const memory& in, const memory& diff_dst, bool need_diff_src) override {
     if (!need_diff_src) return;
     memory dd = cv_(c, diff_dst, bwd_pd_.diff_dst_desc());
-    bwd_.execute(c.strm, {{DNNL_ARG_SRC, in}, {DNNL_ARG_DIFF_DST, dd}, {DNNL_ARG_DIFF_SRC, diff_src}});
+    bwd_.execute(c.strm,
+                 {{DNNL_ARG_SRC, in}, {DNNL_ARG_DIFF_DST, dd}, {DNNL_ARG_DIFF_SRC, diff_src}});
   }
 
  private:
@@ -282,7 +288,8 @@ class MaxPoolLayer final : public Layer {
                           (s_.out.w - 1) * s_.stride + s_.kernel - s_.in.w - s_.pad};
     memory::desc out_any({n_, s_.out.c, s_.out.h, s_.out.w}, dt::f32, tag::any);
     fwd_pd_ = dnnl::pooling_forward::primitive_desc(
-        {prop_kind::forward_training, algorithm::pooling_max, in, out_any, st, k, pad, pad_r}, c.eng);
+        {prop_kind::forward_training, algorithm::pooling_max, in, out_any, st, k, pad, pad_r},
+        c.eng);
     bwd_pd_ = dnnl::pooling_backward::primitive_desc(
         {algorithm::pooling_max, in, fwd_pd_.dst_desc(), st, k, pad, pad_r}, c.eng, fwd_pd_);
     fwd_ = dnnl::pooling_forward(fwd_pd_);
@@ -293,13 +300,15 @@ class MaxPoolLayer final : public Layer {
     return fwd_pd_.dst_desc();
   }
   void forward(Ctx& c, const memory& in) override {
-    fwd_.execute(c.strm, {{DNNL_ARG_SRC, in}, {DNNL_ARG_DST, dst}, {DNNL_ARG_WORKSPACE, workspace_}});
+    fwd_.execute(c.strm,
+                 {{DNNL_ARG_SRC, in}, {DNNL_ARG_DST, dst}, {DNNL_ARG_WORKSPACE, workspace_}});
   }
   void backward(Ctx& c, const memory&, const memory& diff_dst, bool need_diff_src) override {
     if (!need_diff_src) return;
     memory dd = cv_(c, diff_dst, bwd_pd_.diff_dst_desc());
-    bwd_.execute(c.strm, {{DNNL_ARG_DIFF_DST, dd}, {DNNL_ARG_DIFF_SRC, diff_src},
-                          {DNNL_ARG_WORKSPACE, workspace_}});
+    bwd_.execute(
+        c.strm,
+        {{DNNL_ARG_DIFF_DST, dd}, {DNNL_ARG_DIFF_SRC, diff_src}, {DNNL_ARG_WORKSPACE, workspace_}});
   }
 
  private:
@@ -326,7 +335,8 @@ class CpuNet final : public Net {
     try {
       input_ = memory({{batch, in.c, in.h, in.w}, dt::f32, tag::nchw}, c_.eng);
     } catch (const dnnl::error& e) {
-      throw Error(spec_.source + ": the input of a batch of " + std::to_string(batch) + " (" + in.str() + ", " +
+      throw Error(spec_.source + ": the input of a batch of " + std::to_string(batch) + " (" +
+                  in.str() + ", " +
                   format_memory(std::uint64_t(batch) * std::uint64_t(in.numel()) * sizeof(float)) +
                   "): oneDNN cannot allocate it: " + e.what() + " (expected a smaller --batch)");
     }
@@ -341,25 +351,33 @@ class CpuNet final : public Net {
           int wt = s.tensors[0], bt = s.tensors[1];
           float *w = params_[wt].data(), *b = params_[bt].data();
           float *gw = grads_[wt].data(), *gb = grads_[bt].data();
-          if (s.type == LayerType::kConv) layer = std::make_unique<ConvLayer>(s, batch, w, b, gw, gb, first);
-          else layer = std::make_unique<FcLayer>(s, batch, w, b, gw, gb, first);
+          if (s.type == LayerType::kConv)
+            layer = std::make_unique<ConvLayer>(s, batch, w, b, gw, gb, first);
+          else
+            layer = std::make_unique<FcLayer>(s, batch, w, b, gw, gb, first);
           break;
         }
-        case LayerType::kRelu: layer = std::make_unique<ReluLayer>(); break;
-        case LayerType::kMaxPool: layer = std::make_unique<MaxPoolLayer>(s, batch); break;
+        case LayerType::kRelu:
+          layer = std::make_unique<ReluLayer>();
+          break;
+        case LayerType::kMaxPool:
+          layer = std::make_unique<MaxPoolLayer>(s, batch);
+          break;
       }
       try {
         cur = layer->build(c_, cur);
       } catch (const dnnl::error& e) {
-        throw Error(spec_.source + ": layer '" + s.name + "': oneDNN cannot build it at batch " + std::to_string(batch) +
-                    ": " + e.what() +
-                    (e.status == dnnl_out_of_memory ? std::string(" (out of memory: expected a smaller --batch or layer)")
-                                                    : std::string()));
+        throw Error(spec_.source + ": layer '" + s.name + "': oneDNN cannot build it at batch " +
+                    std::to_string(batch) + ": " + e.what() +
+                    (e.status == dnnl_out_of_memory
+                         ? std::string(" (out of memory: expected a smaller --batch or layer)")
+                         : std::string()));
       }
       layers_.push_back(std::move(layer));
     }
     logits_md_ = memory::desc({batch, spec_.classes}, dt::f32, tag::nc);
-    dnnl::logsoftmax_forward::primitive_desc ls_pd({prop_kind::forward_training, logits_md_, 1}, c_.eng);
+    dnnl::logsoftmax_forward::primitive_desc ls_pd({prop_kind::forward_training, logits_md_, 1},
+                                                   c_.eng);
     logsoftmax_ = dnnl::logsoftmax_forward(ls_pd);
     logp_ = memory(ls_pd.dst_desc(), c_.eng);
     diff_logits_ = memory(logits_md_, c_.eng);
@@ -374,7 +392,9 @@ class CpuNet final : public Net {
   void params_updated(int t) override { layers_[spec_.tensors.at(t).layer]->params_updated(); }
 
   void set_batch(const float* images, const std::int32_t* labels, int n) override {
-    if (n < 1 || n > batch_) throw Error("batch of " + std::to_string(n) + " samples, expected 1.." + std::to_string(batch_));
+    if (n < 1 || n > batch_)
+      throw Error("batch of " + std::to_string(n) + " samples, expected 1.." +
+                  std::to_string(batch_));
     const std::int64_t per = spec_.input.numel();
     float* dst = static_cast<float*>(input_.get_data_handle());
     std::copy(images, images + per * n, dst);
@@ -383,9 +403,7 @@ class CpuNet final : public Net {
     valid_ = n;
   }
 
-  void forward(int l) override {
-    layers_[l]->forward(c_, l == 0 ? input_ : layers_[l - 1]->dst);
-  }
+  void forward(int l) override { layers_[l]->forward(c_, l == 0 ? input_ : layers_[l - 1]->dst); }
 
   LossResult compute_loss() override {
     memory logits = cv_logits_(c_, layers_.back()->dst, logits_md_);

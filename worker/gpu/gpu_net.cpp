@@ -37,7 +37,8 @@ std::string gpu_unavailable_reason() {
     // Without a driver the runtime speaks of an old driver ("CUDA driver version is
     // insufficient"), which sends people to upgrade one they do not have: say what is missing.
     if (!std::filesystem::exists("/dev/nvidiactl") && !std::filesystem::exists("/dev/nvidia0"))
-      return std::string("no NVIDIA GPU driver is loaded here (no /dev/nvidia0); the CUDA runtime says: ") +
+      return std::string(
+                 "no NVIDIA GPU driver is loaded here (no /dev/nvidia0); the CUDA runtime says: ") +
              cudaGetErrorString(e);
     return cudaGetErrorString(e);
   }
