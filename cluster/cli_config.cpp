@@ -387,6 +387,15 @@ CLI::Validator momentum_range() {
   return number_in("a momentum", 0, false, 1, "0 or more and below 1", true);
 }
 
+void add_momentum_and_decay(CLI::App* app, SgdOptions& sgd) {
+  app->add_option("--momentum", sgd.momentum, "SGD momentum")
+      ->capture_default_str()
+      ->check(momentum_range());
+  app->add_option("--weight-decay", sgd.weight_decay, "L2 weight decay")
+      ->capture_default_str()
+      ->check(non_negative("a weight decay", true));
+}
+
 CLI::Validator seed_validator() {
   return CLI::Validator(
       [](std::string& v) {

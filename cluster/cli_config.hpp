@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "core/optimizer.hpp"
+
 namespace psbed::cluster {
 
 void enable_subcommand_configs(CLI::App& root);
@@ -29,6 +31,8 @@ CLI::Validator non_negative(const std::string& what, bool as_float = false);
 CLI::Validator positive(const std::string& what);
 // SGD momentum: 1 or more never forgets a gradient, and the parameters run away.
 CLI::Validator momentum_range();
+// --momentum and --weight-decay into `sgd`, as every command that trains registers them.
+void add_momentum_and_decay(CLI::App* app, SgdOptions& sgd);
 
 // A seed flag's check, for every subcommand that takes one: a whole decimal number from 0 to
 // 2^64 - 1, handed on without leading zeros (CLI11 alone reads -1 and too many digits as

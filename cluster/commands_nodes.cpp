@@ -50,12 +50,7 @@ void add_coordinator(CLI::App& root, CoordinatorCommand& c, std::string& log_lev
          "learning rate (async needs a smaller one than bsp: docs/concepts.md, \"Consistency\")")
       ->capture_default_str()
       ->check(non_negative("a learning rate", true));
-  app->add_option("--momentum", o.sgd.momentum, "SGD momentum")
-      ->capture_default_str()
-      ->check(momentum_range());
-  app->add_option("--weight-decay", o.sgd.weight_decay, "L2 weight decay")
-      ->capture_default_str()
-      ->check(non_negative("a weight decay", true));
+  add_momentum_and_decay(app, o.sgd);
   app->add_option("--lr-schedule", o.lr_schedule, "constant or cosine")->capture_default_str();
   app->add_option("--epochs", o.epochs, "passes over the training set, all workers together")
       ->capture_default_str()

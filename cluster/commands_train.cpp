@@ -46,12 +46,7 @@ void add_train(CLI::App& root, worker::TrainOptions& o, std::string& log_level) 
       ->check(non_negative("a learning rate", true));
   app->add_option("--lr-schedule", o.lr_schedule, "constant, or cosine (decay to 0 over the run)")
       ->capture_default_str();
-  app->add_option("--momentum", o.sgd.momentum, "SGD momentum")
-      ->capture_default_str()
-      ->check(momentum_range());
-  app->add_option("--weight-decay", o.sgd.weight_decay, "L2 weight decay")
-      ->capture_default_str()
-      ->check(non_negative("a weight decay", true));
+  add_momentum_and_decay(app, o.sgd);
   app->add_option("--threads", o.threads, "compute threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
