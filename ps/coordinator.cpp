@@ -203,6 +203,12 @@ void Coordinator::handle(Message&& m) {
   if (m.header.op == Op::kRegister) return on_register(m.peer, j);
   // `psbed ctl` (or any peer) asking something of the run; it need not be a node.
   if (m.header.op == Op::kControl && j.is_object() && j.value("event", "") == "ctl") {
+    if (!ctl_allowed_locked(m.peer, Clock::now())) {
+      if (first_drop_locked(m.peer))
+        spdlog::warn("{} asks more than {} times a second (ctl), dropped{}", peer_name(m.peer),
+                     kCtlPerSecond, kLaterDropped);
+      return;
+    }
     PeerId peer = m.peer;
     return on_ctl(j, [this, peer](json reply) { ctl_reply(peer, std::move(reply)); });
   }
@@ -231,6 +237,15 @@ void Coordinator::handle(Message&& m) {
         spdlog::warn("{}: unexpected {} message, dropped{}", n.name, op_name(m.header.op),
                      kLaterDropped);
   }
+}
+
+bool Coordinator::ctl_allowed_locked(const PeerId& peer, Clock::time_point now) {
+  // Fixed one-second windows per peer; the map is cleared when it holds too many peers (a flood
+  // of fresh identities), which lets each of them start a window again: bounded either way.
+  if (ctl_windows_.size() >= kMaxWarnedPeers && !ctl_windows_.count(peer)) ctl_windows_.clear();
+  CtlWindow& w = ctl_windows_[peer];
+  if (now - w.start >= std::chrono::seconds(1)) w = {now, 0};
+  return ++w.count <= kCtlPerSecond;
 }
 
 bool Coordinator::first_drop_locked(const PeerId& peer) {

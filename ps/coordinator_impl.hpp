@@ -106,6 +106,10 @@ class Coordinator {
   void receive(Message&& m);
   void handle(Message&& m);
   bool first_drop_locked(const PeerId& peer);
+  // `psbed ctl` requests a peer may make a second: a person or a script makes a few; a flood
+  // of them would take the coordinator's CPU from the run it serves.
+  static constexpr int kCtlPerSecond = 50;
+  bool ctl_allowed_locked(const PeerId& peer, Clock::time_point now);
   void on_control(Node& n, const json& j);
   void fail_locked(const std::string& why);
 
@@ -178,7 +182,12 @@ class Coordinator {
   Consistency mode_{Consistency::Kind::kAsync};  // opt_.mode's, once read_spec_text has read it
   std::unique_ptr<ZmqTransport> transport_;
   std::mutex mu_;
-  std::set<PeerId> warned_peers_;       // first_drop_locked
+  std::set<PeerId> warned_peers_;  // first_drop_locked
+  struct CtlWindow {
+    Clock::time_point start{};
+    int count = 0;
+  };
+  std::map<PeerId, CtlWindow> ctl_windows_;  // ctl_allowed_locked
   std::uint64_t dropped_messages_ = 0;  // well-formed frames whose content the coordinator dropped
   std::condition_variable cv_;
   std::map<PeerId, Node> nodes_;

@@ -2,7 +2,7 @@
 # Peers that ask and never read what they asked for hold nobody else up. A raw ZeroMQ client
 # sends each shard 300 valid pulls of lenet5's fc1 weights (192 KB each) and the coordinator
 # 50,000 `ctl status` requests, and reads none of the answers, for the whole run. The workers'
-# pace stays within 10% of an unattacked run's (medians of alternated runs), the run ends on
+# pace stays within 10% of an unattacked run's (best of three alternated runs each), the run ends on
 # time, and the shards count the replies they dropped.
 source "$(dirname "$0")/lib.sh"
 # Debian's python3-zmq imports only from Debian's own python3 (another may come first on PATH).
@@ -59,8 +59,10 @@ for i, ep in enumerate(shards):
         s.send_multipart([header(5, key=4, part=0, length=192000, seq=seq + 1)])
 c = dealer(coordinator, b"rogue-ctl")
 status = json.dumps({"event": "ctl", "command": "status"}).encode()
-for seq in range(50000):
-    c.send_multipart([header(11, length=len(status), seq=seq + 1), status])
+# One message built once: on a 2-core host the client's own CPU is taken from the run too.
+request = [header(11, length=len(status), seq=1), status]
+for _ in range(50000):
+    c.send_multipart(request)
 print("sent", flush=True)
 time.sleep(1000)  # connected, reading nothing, until the test ends it
 PY
@@ -77,7 +79,7 @@ PY
 }
 
 base=() attacked=()
-for i in 1 2; do
+for i in 1 2 3; do
   base+=("$(run "base$i")")
   attacked+=("$(run "attacked$i" attack)")
 done
@@ -86,12 +88,13 @@ echo "wall s unattacked: $(cat "$WORK"/base*.wall | tr '\n' ' ') attacked: $(cat
 python3 - "${base[@]}" "${attacked[@]}" <<'PY' || fail "the attacked runs were more than 10% slower"
 import sys
 v = [float(x) for x in sys.argv[1:]]
-base, attacked = sorted(v[:2]), sorted(v[2:])
+n = len(v) // 2
+base, attacked = sorted(v[:n]), sorted(v[n:])
 ratio = max(attacked) / max(base)
-print(f"attacked / unattacked (best of 2 each): {ratio:.3f}")
+print(f"attacked / unattacked (best of {n} each): {ratio:.3f}")
 assert ratio >= 0.9, ratio
 PY
-for i in 1 2; do
+for i in 1 2 3; do
   # The run ended on time: an attacked run took at most 10 s more than the slower unattacked one.
   [ "$(cat "$WORK/attacked$i.wall")" -le $(($(cat "$WORK"/base*.wall | sort -n | tail -1) + 10)) ] ||
     fail "attacked$i took $(cat "$WORK/attacked$i.wall") s: the shutdown was held up"
