@@ -64,6 +64,9 @@ void add_coordinator(CLI::App& root, CoordinatorCommand& c, std::string& log_lev
   app->add_option("--seed", o.seed, "seed for initial parameters and data order")
       ->capture_default_str()
       ->transform(seed_validator());
+  app->add_flag("--allow-nonfinite", o.allow_nonfinite,
+                "shards apply gradients holding NaN or infinity (to study divergence); by default "
+                "they refuse them and the worker stops, naming the tensor");
   app->add_option("--partition-bytes", partition, "largest part a tensor is cut into")
       ->capture_default_str()
       ->check(size_value());
@@ -235,6 +238,9 @@ void add_launch(CLI::App& root, LaunchOptions& o, std::string& log_level) {
       ->check(non_negative("a weight decay", true));
   app->add_option("--lr-schedule", o.lr_schedule, "constant or cosine")->capture_default_str();
   app->add_option("--seed", o.seed, "seed")->capture_default_str()->transform(seed_validator());
+  app->add_flag("--allow-nonfinite", o.allow_nonfinite,
+                "shards apply gradients holding NaN or infinity (to study divergence); by default "
+                "they refuse them and the worker stops, naming the tensor");
   app->add_option("--partition-bytes", o.partition_bytes, "largest part a tensor is cut into")
       ->capture_default_str()
       ->check(size_value());

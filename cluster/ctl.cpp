@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -38,6 +39,9 @@ void add_ctl(CLI::App& root, CtlOptions& o, std::string& log_level) {
   app->add_option("--run", o.run,
                   "or: a `psbed launch` run folder still running (reads logs/coordinator.endpoint)")
       ->excludes(where);
+  app->add_option("--token", o.token,
+                  "the coordinator's --http-token, required when it has one (default "
+                  "$PSBED_HTTP_TOKEN)");
   app->add_option("--timeout", o.timeout_s, "seconds to wait for the answer")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 1e6));
@@ -112,6 +116,10 @@ int run_ctl(CLI::App& root, const CtlOptions& o) {
   } else {
     req = {{"command", "status"}};
   }
+  if (!o.token.empty())
+    req["token"] = o.token;
+  else if (const char* t = std::getenv("PSBED_HTTP_TOKEN"); t && *t)
+    req["token"] = t;
   const json reply = ps::control_request(ep, req, o.timeout_s);
   if (o.json) {
     json shown = reply;

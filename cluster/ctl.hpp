@@ -14,6 +14,7 @@ struct CtlOptions {
   std::string policy;
   std::int64_t slice_params = 0, partition_params = 0;  // 0: keep the policy's
   std::string credit;
+  std::string token;  // the coordinator's --http-token, where it has one
   double timeout_s = 45;
   bool json = false;
 };

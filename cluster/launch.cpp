@@ -297,6 +297,7 @@ class Launcher {
                                   "--log-file",
                                   out_ + "/logs/coordinator.log"};
     if (!opt_.credit.empty()) a.insert(a.end(), {"--credit", opt_.credit});
+    if (opt_.allow_nonfinite) a.push_back("--allow-nonfinite");
     if (!opt_.http.empty())
       a.insert(a.end(), {"--http", opt_.http, "--http-file", out_ + "/logs/coordinator.http"});
     if (!opt_.http_token.empty()) a.insert(a.end(), {"--http-token", opt_.http_token});

@@ -33,6 +33,7 @@ struct LaunchOptions {
   float lr = 0.03f, momentum = 0.9f, weight_decay = 0.0f;
   std::string lr_schedule = "cosine";
   std::uint64_t seed = 1;
+  bool allow_nonfinite = false;  // psbed coordinator --allow-nonfinite
   std::string partition_bytes = defaults::kPartitionBytesText;
   int threads = 1;  // compute threads per worker
   int apply_threads =

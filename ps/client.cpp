@@ -4,24 +4,27 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
+#include <random>
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/json_text.hpp"
 #include "core/trace.hpp"
 #include "core/units.hpp"
 #include "ps/host_lookup.hpp"
 
 namespace psbed::ps {
 
-PsClient::PsClient(const ClusterMap& map, int worker_id, const std::string& name,
+PsClient::PsClient(const ClusterMap& map, int worker_id, const std::string& link_id,
                    std::shared_ptr<LinkBuckets> link)
     : map_(map), worker_(worker_id) {
   for (const auto& s : map.servers) {
     ZmqOptions z;
     z.role = ZmqOptions::Role::kClient;
     z.endpoint = s.address;
-    z.identity = name;
+    z.identity = link_id;
     z.thread_name = "ps-client" + std::to_string(s.id);
     auto t = std::make_unique<ZmqTransport>(z);
     zmq_.push_back(t.get());
@@ -171,6 +174,19 @@ std::string PsClient::describe_outstanding() {
   return text + ")";
 }
 
+std::string PsClient::refusal() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return refusal_;
+}
+
+std::string PsClient::make_link_id(const std::string& name) {
+  std::random_device random;
+  char tag[40];
+  std::snprintf(tag, sizeof tag, "#%08x%08x%08x%08x", unsigned(random()), unsigned(random()),
+                unsigned(random()), unsigned(random()));
+  return name.substr(0, 200) + tag;
+}
+
 void PsClient::receive(int shard, Message&& m) {
   Pending done;
   {
@@ -183,6 +199,18 @@ void PsClient::receive(int shard, Message&& m) {
     }
     done = std::move(it->second);
     pending_.erase(it);
+  }
+  if (m.header.op == Op::kError) {
+    std::string why = "an error without a reason";
+    try {
+      why = parse_peer_json(m.payload.view()).value("error", why);
+    } catch (const std::exception&) {
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!refusal_.empty()) return;  // the first says why; the rest follow from it
+    spdlog::error("{} refused a request: {}", map_.servers.at(std::size_t(shard)).name, why);
+    refusal_ = why;
+    return;
   }
   if (m.header.op == Op::kPullReply) {
     if (m.payload.size() != done.bytes) {

@@ -24,9 +24,10 @@ class PsClient {
  public:
   using Callback = std::function<void()>;
 
-  // Connects one DEALER per server shard, with identity `name`.
+  // Connects one DEALER per server shard, with identity `link_id` (make_link_id(): the shards
+  // take this worker's id only from connections with the identity the coordinator gave them).
   // `link` shapes this worker's traffic to and from all shards together (null: unshaped).
-  PsClient(const ClusterMap& map, int worker_id, const std::string& name,
+  PsClient(const ClusterMap& map, int worker_id, const std::string& link_id,
            std::shared_ptr<LinkBuckets> link = nullptr);
   ~PsClient();
   PsClient(const PsClient&) = delete;
@@ -58,6 +59,11 @@ class PsClient {
   std::uint64_t bytes_pushed() const { return pushed_; }
   std::uint64_t bytes_pulled() const { return pulled_; }
   const ClusterMap& map() const { return map_; }
+  // Why a shard refused one of this worker's requests (its Error answer: a gradient holding NaN,
+  // say), "" while none did. The request is never answered: a wait on it must end with this.
+  std::string refusal() const;
+  // A routing identity for a worker named `name`: the name (for the logs) and 128 random bits.
+  static std::string make_link_id(const std::string& name);
 
  private:
   struct Pending {
@@ -80,8 +86,9 @@ class PsClient {
   std::vector<ZmqTransport*> zmq_;
   std::mutex stop_mu_;
   std::atomic<bool> stopping_{false};
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::unordered_map<std::uint64_t, Pending> pending_;
+  std::string refusal_;  // under mu_
   std::atomic<std::uint64_t> seq_{0}, pushed_{0}, pulled_{0};
 };
 

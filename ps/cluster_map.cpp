@@ -20,11 +20,14 @@ nlohmann::json ClusterMap::to_json() const {
                      {"policy", exp.policy.name},
                      {"slice_params", exp.policy.slice_params},
                      {"partition_params", exp.policy.partition_params},
-                     {"credit_bytes", exp.policy.credit_bytes}};
+                     {"credit_bytes", exp.policy.credit_bytes},
+                     {"allow_nonfinite", exp.allow_nonfinite}};
   auto nodes = [](const std::vector<NodeInfo>& v) {
     nlohmann::json a = nlohmann::json::array();
-    for (const auto& n : v)
+    for (const auto& n : v) {
       a.push_back({{"role", n.role}, {"id", n.id}, {"name", n.name}, {"address", n.address}});
+      if (!n.link_id.empty()) a.back()["link_id"] = n.link_id;
+    }
     return a;
   };
   j["servers"] = nodes(servers);
@@ -55,12 +58,14 @@ ClusterMap ClusterMap::from_json(const nlohmann::json& j) {
     m.exp.policy.partition_params = e.value("partition_params", m.exp.policy.partition_params);
     m.exp.policy.credit_bytes = e.value("credit_bytes", m.exp.policy.credit_bytes);
     m.exp.policy.seed = m.exp.seed;
+    m.exp.allow_nonfinite = e.value("allow_nonfinite", false);
     policy::check_policy_options(
         m.exp.policy);  // an unknown name or bad parameter fails here, named
     auto nodes = [](const nlohmann::json& a) {
       std::vector<NodeInfo> v;
       for (const auto& n : a)
-        v.push_back({n.at("role"), n.at("id"), n.at("name"), n.at("address")});
+        v.push_back({n.at("role"), n.at("id"), n.at("name"), n.at("address"),
+                     n.value("link_id", std::string())});
       return v;
     };
     m.servers = nodes(j.at("servers"));

@@ -31,6 +31,7 @@ struct Experiment {
   std::uint64_t seed = 1;
   std::int64_t partition_bytes = defaults::kPartitionBytes;
   policy::PolicyOptions policy;  // transmission policy of every worker
+  bool allow_nonfinite = false;  // shards apply gradients holding NaN or infinity
 };
 
 struct NodeInfo {
@@ -38,6 +39,9 @@ struct NodeInfo {
   int id = 0;           // 0-based within its role
   std::string name;     // "server-0", "worker-3"
   std::string address;  // servers: the endpoint workers connect to
+  // Workers: the routing identity of their connections to the shards, a random tag only the
+  // coordinator and the shards learn. A shard takes a worker id only from that connection.
+  std::string link_id;
 };
 
 struct ClusterMap {

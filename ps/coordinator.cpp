@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "core/json_text.hpp"
+#include "core/secret.hpp"
 #include "core/units.hpp"
 #include "ps/coordinator_impl.hpp"
 
@@ -32,6 +33,9 @@ Coordinator::Coordinator(const CoordinatorOptions& opt) : opt_(opt) {
   // never reads the answers loses them past this, and delays nobody.
   z.peer_max_messages = 4096;
   z.peer_max_bytes = 16 << 20;
+  // Every message a node or `psbed ctl` sends here is a small JSON text: a larger one is refused
+  // before it is read (ZeroMQ drops the connection), not parsed into memory.
+  z.limits.max_message_bytes = kMaxControlBytes;
   transport_ = std::make_unique<ZmqTransport>(z);
 }
 
@@ -188,6 +192,13 @@ void Coordinator::receive(Message&& m) {
 
 void Coordinator::handle(Message&& m) {
   json j;
+  if (m.header.op == Op::kRegister && m.payload.size() > kMaxRegisterBytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (first_drop_locked(m.peer))
+      spdlog::warn("{}: a registration of {} bytes, expected at most {}, dropped{}",
+                   peer_name(m.peer), m.payload.size(), kMaxRegisterBytes, kLaterDropped);
+    return;
+  }
   if (!m.payload.empty()) {
     try {
       j = parse_peer_json(m.payload.view());
@@ -210,6 +221,16 @@ void Coordinator::handle(Message&& m) {
       return;
     }
     PeerId peer = m.peer;
+    // The same secret as the HTTP API's: a switch refused there must not pass here.
+    if (!opt_.http_token.empty() && !same_secret(text(j, "token"), opt_.http_token)) {
+      if (first_drop_locked(peer))
+        spdlog::warn("{}: a ctl request without the coordinator's token, refused{}",
+                     peer_name(peer), kLaterDropped);
+      return ctl_reply(peer, {{"ok", false},
+                              {"error",
+                               "a token is required: give psbed ctl --token TOKEN (or "
+                               "PSBED_HTTP_TOKEN), the coordinator's --http-token"}});
+    }
     return on_ctl(j, [this, peer](json reply) { ctl_reply(peer, std::move(reply)); });
   }
   auto it = nodes_.find(m.peer);

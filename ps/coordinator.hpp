@@ -25,6 +25,9 @@ struct CoordinatorOptions {
   std::int64_t steps = 0;  // > 0: steps per worker instead of epochs
   int batch = 64;          // per worker
   std::uint64_t seed = 1;
+  // Shards apply gradients holding NaN or infinity instead of refusing them (to study how a
+  // run diverges); off, a worker whose gradients are not finite is stopped with the reason.
+  bool allow_nonfinite = false;
   std::int64_t partition_bytes = defaults::kPartitionBytes;
   double heartbeat_s = defaults::kHeartbeatS;
   double heartbeat_timeout_s = defaults::kHeartbeatTimeoutS;
@@ -39,6 +42,7 @@ struct CoordinatorOptions {
   // Live control plane and dashboard over HTTP (ps/coordinator_http.hpp): "" = off, else
   // HOST:PORT (":PORT" = loopback). Any address beyond loopback needs `http_token`.
   std::string http;
+  // Also required of `psbed ctl` over ZeroMQ when set: one secret guards every control path.
   std::string http_token;
   std::string http_file;  // write the dashboard's URL here once listening
   std::string profile;    // profile.json: /api/prediction predicts from it

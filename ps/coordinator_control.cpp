@@ -45,6 +45,7 @@ void Coordinator::on_ctl(const json& j, const SwitchReply& reply) {
   json req = j;
   req.erase("event");
   req.erase("command");
+  req.erase("token");
   if (auto refused = start_switch_locked(req, reply))
     reply({{"ok", false}, {"error", refused->second}});
 }

@@ -119,12 +119,17 @@ class Coordinator {
   static constexpr const char* kLaterDropped =
       " (later ones from this peer are dropped without a word)";
   static constexpr std::size_t kMaxWarnedPeers = 4096;
+  // The largest message taken at all (a worker's progress of a second's steps is a few KiB),
+  // and the largest registration (a handful of fields).
+  static constexpr std::uint64_t kMaxControlBytes = 1 << 20;
+  static constexpr std::size_t kMaxRegisterBytes = 64 << 10;
 
   // ---- coordinator_nodes.cpp: registration, map, barriers, heartbeats, failures -------------
   int count(const std::string& role) const;
   std::vector<Node*> live(const std::string& role);
   void on_register(const PeerId& peer, const json& j);
   std::string worker_mismatch_locked(const json& j) const;
+  std::string link_id_problem_locked(const json& j) const;
   static int numbered_id(const std::string& role, const std::string& name);
   int free_id_locked(const std::string& role, const std::string& name, int want) const;
   void send_map_locked();

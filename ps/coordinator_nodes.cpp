@@ -50,6 +50,7 @@ void Coordinator::on_register(const PeerId& peer, const json& j) {
       return reject("another node is named '" + name + "' already: give each node its own --name");
   if (role == "worker") {
     if (const std::string why = worker_mismatch_locked(j); !why.empty()) return reject(why);
+    if (const std::string why = link_id_problem_locked(j); !why.empty()) return reject(why);
   }
   // worker-5 in a 2-worker cluster would take another id, and push the real worker-1 aside.
   if (const int k = numbered_id(role, name); k >= want)
@@ -85,6 +86,21 @@ std::string Coordinator::worker_mismatch_locked(const json& j) const {
              text(n.extra, "data", other) + "): every worker trains on the same data set";
     break;  // every worker registered was compared with the first
   }
+  return "";
+}
+
+// Why a worker's link id (the identity of its connections to the shards) cannot be taken: the
+// shards bind its worker id to that identity, so it must be there, routable and unique.
+std::string Coordinator::link_id_problem_locked(const json& j) const {
+  const auto it = j.find("link_id");
+  if (it == j.end() || !it->is_string())
+    return "a worker must give its link_id (the identity of its connections to the shards)";
+  const std::string id = it->get<std::string>();
+  if (id.size() < 16 || id.size() > 255)
+    return "link_id of " + std::to_string(id.size()) + " bytes, expected 16 to 255";
+  for (const auto& [_, n] : nodes_)
+    if (n.role == "worker" && text(n.extra, "link_id") == id)
+      return "link_id is taken by " + n.name + " already";
   return "";
 }
 
@@ -125,9 +141,10 @@ void Coordinator::send_map_locked() {
   map.exp.partition_bytes = opt_.partition_bytes;
   map.exp.policy = opt_.policy;
   map.exp.policy.seed = opt_.seed;
+  map.exp.allow_nonfinite = opt_.allow_nonfinite;
   std::int64_t train_size = -1;
   for (const auto& [_, n] : nodes_) {
-    NodeInfo info{n.role, n.id, n.name, n.address};
+    NodeInfo info{n.role, n.id, n.name, n.address, text(n.extra, "link_id")};
     (n.role == "server" ? map.servers : map.workers).push_back(info);
     if (n.role == "worker") train_size = whole(n.extra, "train_size");
   }
@@ -147,8 +164,12 @@ void Coordinator::send_map_locked() {
   }
   map.plan = make_partition(spec_, opt_.partition_bytes, opt_.servers);
   steps_ = map.exp.steps;
+  // The shards get the workers' link ids; the workers, the status and the summary do not.
+  const json with_links = map.to_json();
+  for (NodeInfo& w : map.workers) w.link_id.clear();
   map_json_ = map.to_json();
-  broadcast_locked(Op::kClusterMap, map_json_);
+  for (const auto& [_, n] : nodes_)
+    if (n.alive) send_to(n.peer, Op::kClusterMap, n.role == "server" ? with_links : map_json_);
   map_sent_ = true;
   last_advance_ = Clock::now();
   training_started_ = Clock::now();

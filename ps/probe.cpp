@@ -62,6 +62,8 @@ int run_probe(const std::string& endpoint, int sender) {
   cases.push_back({"extra frames", {header(push(0, 0, 0, 4, sender)), four, four}});
   cases.push_back({"sender is not a worker", {header(push(0, 0, 0, 4, 4000)), four}});
   cases.push_back({"misaligned offset", {header(push(0, 0, 2, 4, sender)), four}});
+  // Well formed, in a worker's name, from a connection that is not that worker's.
+  cases.push_back({"forged sender", {header(push(0, 0, 0, 4, sender)), four}});
 
   zmq::context_t ctx;
   int n = 0;

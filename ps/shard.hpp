@@ -62,6 +62,7 @@ class Shard {
   bool check(const Message& m);
   void handle(Lane& lane, Message&& m);
   void reply(const Message& pull);
+  void refuse_nonfinite(const Message& m);
   void send_reply(const Message& pull, const Buffer& snap);
   void retry_pulls(Lane& lane);
   bool answer_now(Message& m);

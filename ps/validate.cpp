@@ -96,6 +96,10 @@ const char* problem_name(Problem p) {
       return "unknown part";
     case Problem::kRange:
       return "range past the part";
+    case Problem::kSender:
+      return "forged sender";
+    case Problem::kNonfinite:
+      return "non-finite gradient";
   }
   return "unknown problem";
 }

@@ -37,8 +37,10 @@ enum class Problem {
   kKey,          // key beyond the cluster map
   kPart,         // part beyond the tensor's parts
   kRange,        // offset + length past the end of the part
+  kSender,       // a worker id other than the one bound to the connection it came on
+  kNonfinite,    // a gradient holding NaN or infinity
 };
-constexpr int kProblemKinds = static_cast<int>(Problem::kRange) + 1;
+constexpr int kProblemKinds = static_cast<int>(Problem::kNonfinite) + 1;
 const char* problem_name(Problem p);  // "bad magic", "unknown key", ...
 
 struct Verdict {

@@ -251,7 +251,9 @@ class PsWorker {
     });
     // The model and data it brings, so that the coordinator refuses a mismatch at registration,
     // leaving the slot to a worker that fits, rather than the run losing it after the start.
-    map_ = link.join({{"train_size", data->train.size()},
+    link_id_ = ps::PsClient::make_link_id(opt_.node.name);
+    map_ = link.join({{"link_id", link_id_},
+                      {"train_size", data->train.size()},
                       {"data", data->description},
                       {"dataset", opt_.data},
                       {"model", local.name},
@@ -274,6 +276,8 @@ class PsWorker {
 
   // Why a wait on the servers ends with the run, or "" while it goes on.
   std::string stop_reason(ps::NodeLink& link) const {
+    if (const ps::PsClient* c = client_.load(); c)
+      if (std::string why = c->refusal(); !why.empty()) return why;
     if (!link.shutdown_requested()) return "";
     const std::string lost = link.coordinator_lost();
     if (!lost.empty()) return lost;
@@ -359,7 +363,12 @@ class PsWorker {
     const int workers = int(map_.workers.size());
     const auto& exp = map_.exp;
     const ps::LinkOptions shaping = ps::parse_link(opt_.node.bandwidth, opt_.node.latency);
-    ps::PsClient client(map_, id_, opt_.node.name, ps::LinkBuckets::make(shaping));
+    ps::PsClient client(map_, id_, link_id_, ps::LinkBuckets::make(shaping));
+    client_ = &client;
+    struct Unset {
+      std::atomic<const ps::PsClient*>& c;
+      ~Unset() { c = nullptr; }
+    } unset{client_};
     // Declared after the client: it ends first.
     struct Watch {
       PsWorker* self;
@@ -698,6 +707,8 @@ class PsWorker {
   bool watch_done_ = false;      // guarded by watch_mu_
   std::atomic<bool> gave_up_{false};
   ps::ClusterMap map_;
+  std::string link_id_;                               // this worker's identity towards the shards
+  std::atomic<const ps::PsClient*> client_{nullptr};  // while run_joined's client lives
   std::unique_ptr<Net> net_;
   int id_ = 0;
   std::vector<std::int64_t> layer_floats_;

@@ -21,7 +21,8 @@ wait "${PIDS[0]}" || { tail -20 "$WORK/run.out"; fail "the run failed"; }
 log="$WORK/run/logs/server-0.log"
 grep -E "bad|dropped" "$log" | head -30
 for reason in "header frame" "magic" "version" "unknown op" "unknown key" "part" "past the end" \
-              "payload frame" "maximum message size" "frame" "not a worker id" "multiples of 4"; do
+              "payload frame" "maximum message size" "frame" "not a worker id" "multiples of 4" \
+              "whose connection this is not"; do
   grep -qi -- "$reason" "$log" || fail "no logged reason mentioning '$reason' in $log"
 done
 grep -q ", $sent bad messages dropped" "$log" || fail "server-0 did not count $sent bad messages"

@@ -3,6 +3,7 @@
 // exactly as aligned ones.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -105,4 +106,78 @@ TEST_CASE(
   std::memcpy(got.data(), reply.payload.data(), 32);
   for (int i = 0; i < 8; ++i) CHECK(got[i] == Approx(w0[i] - 0.5f * float(i + 1)));
   CHECK(shard.bad().total() == 0);
+}
+
+TEST_CASE("a shard takes a worker's id only from that worker's own connection", "[ps][shard]") {
+  ClusterMap map = one_fc_map();
+  map.workers[0].link_id = "worker-0#0123456789abcdef";
+  auto grad = std::make_shared<const std::vector<float>>(8, 1.0f);
+  FakeTransport transport;
+  TraceRecorder trace("server-0", false);
+  Shard shard(1 << 20, transport, trace);
+  shard.start(map, 0);
+  auto own = [&](Message m) {
+    m.peer = map.workers[0].link_id;
+    return m;
+  };
+  // In worker 0's name from another connection: neither applied nor answered. Its own push,
+  // behind the forged one on the same lane, is acked after the forged one was looked at.
+  shard.enqueue(request(Op::kPush, 1, Payload::share(grad)));
+  shard.enqueue(own(request(Op::kPush, 2, Payload::share(grad))));
+  CHECK(transport.wait_for(1).header.sequence == 2);
+  shard.enqueue(request(Op::kPull, 3));
+  shard.enqueue(own(request(Op::kPull, 4)));
+  const Message reply = transport.wait_for(2);
+  shard.stop();
+  CHECK(reply.header.sequence == 4);
+  std::vector<float> w0(8), got(8);
+  init_tensor(map.spec, 0, map.exp.seed, w0.data());
+  std::memcpy(got.data(), reply.payload.data(), 32);
+  for (int i = 0; i < 8; ++i) CHECK(got[i] == Approx(w0[i] - 0.5f));  // one push applied
+  CHECK(shard.bad().count(Problem::kSender) == 2);
+  CHECK(shard.pushes() == 1);
+}
+
+TEST_CASE("a shard refuses a gradient holding NaN or infinity and tells the worker why",
+          "[ps][shard]") {
+  for (const float poison : {std::nanf(""), INFINITY, -INFINITY}) {
+    for (const bool allow : {false, true}) {
+      ClusterMap map = one_fc_map();
+      map.exp.allow_nonfinite = allow;
+      std::vector<float> g(8, 1.0f);
+      g[5] = poison;
+      auto grad = std::make_shared<const std::vector<float>>(std::move(g));
+      FakeTransport transport;
+      TraceRecorder trace("server-0", false);
+      Shard shard(1 << 20, transport, trace);
+      shard.start(map, 0);
+      shard.enqueue(request(Op::kPush, 1, Payload::share(grad)));
+      const Message answer = transport.wait_for(1);
+      shard.stop();
+      if (allow) {
+        CHECK(answer.header.op == Op::kPushAck);
+        CHECK(shard.pushes() == 1);
+        continue;
+      }
+      CHECK(answer.header.op == Op::kError);
+      CHECK(answer.header.sequence == 1);
+      CHECK(std::string(answer.payload.view()).find("NaN or infinity") != std::string::npos);
+      CHECK(shard.bad().count(Problem::kNonfinite) == 1);
+      CHECK(shard.pushes() == 0);
+    }
+  }
+}
+
+TEST_CASE("the cluster map carries the workers' link ids and the non-finite switch",
+          "[ps][shard]") {
+  ClusterMap map = one_fc_map();
+  map.workers[0].link_id = "worker-0#00000000000000000000000000000001";
+  map.exp.allow_nonfinite = true;
+  const ClusterMap back = ClusterMap::from_json(map.to_json());
+  CHECK(back.workers.at(0).link_id == map.workers[0].link_id);
+  CHECK(back.exp.allow_nonfinite);
+  // The map workers get has no link ids: absent, not empty strings.
+  map.workers[0].link_id.clear();
+  CHECK_FALSE(map.to_json()["workers"][0].contains("link_id"));
+  CHECK(ClusterMap::from_json(map.to_json()).workers.at(0).link_id.empty());
 }
