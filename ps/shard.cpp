@@ -3,7 +3,6 @@
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -12,11 +11,19 @@
 namespace psbed::ps {
 namespace {
 
-// One pass, no early exit: vectorised, it costs a fraction of the optimizer's pass over the part.
+// A float is NaN or infinite when its exponent bits are all ones. The largest exponent field,
+// one pass with no branch, vectorises (std::isfinite in the loop does not): about the cost of
+// reading the gradient once.
 bool all_finite(const float* v, std::size_t n) {
-  bool ok = true;
-  for (std::size_t i = 0; i < n; ++i) ok &= std::isfinite(v[i]);
-  return ok;
+  constexpr std::uint32_t kExponent = 0x7f800000u;
+  std::uint32_t top = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, v + i, sizeof bits);
+    bits &= kExponent;
+    top = bits > top ? bits : top;
+  }
+  return top != kExponent;
 }
 
 }  // namespace
