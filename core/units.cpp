@@ -29,11 +29,19 @@ std::pair<double, std::string> split_number(const std::string& text, const char*
   return {value, suffix};
 }
 
+// The value in the base unit, at most `max` of it: past the bound a value is no setting anyone
+// means, and a conversion to a whole number (bytes, nanoseconds) would overflow (--credit 1e19
+// became -9223372036854775808 bytes).
 double lookup(const std::string& text, const char* what, const std::string& expected,
-              const std::vector<std::pair<const char*, double>>& units) {
+              const std::vector<std::pair<const char*, double>>& units, double max,
+              const char* max_text) {
   auto [value, suffix] = split_number(text, what);
-  for (const auto& [name, scale] : units)
-    if (suffix == name) return value * scale;
+  for (const auto& [name, scale] : units) {
+    if (suffix != name) continue;
+    if (!(value * scale <= max))
+      throw Error("bad " + std::string(what) + " '" + text + "': at most " + max_text);
+    return value * scale;
+  }
   throw Error("bad " + std::string(what) + " '" + text + "': unknown unit '" + suffix +
               "', expected " + expected);
 }
@@ -52,7 +60,8 @@ std::uint64_t parse_bytes(const std::string& text) {
                      {"gb", 1e9},
                      {"k", 1024.0},
                      {"m", 1024.0 * 1024},
-                     {"g", 1024.0 * 1024 * 1024}});
+                     {"g", 1024.0 * 1024 * 1024}},
+                    kMaxBytes, "1 PiB (1125899906842624 bytes)");
   return static_cast<std::uint64_t>(std::llround(v));
 }
 
@@ -71,7 +80,8 @@ double parse_bandwidth_bps(const std::string& text) {
                  {"mbit", 1e6},
                  {"mbps", 1e6},
                  {"gbit", 1e9},
-                 {"gbps", 1e9}});
+                 {"gbps", 1e9}},
+                kMaxBandwidthBps, "10000gbit (10 Tbit/s)");
 }
 
 double parse_duration_s(const std::string& text) {
@@ -81,7 +91,8 @@ double parse_duration_s(const std::string& text) {
     throw Error("bad duration '" + text + "': give its unit, ns, us, ms or s (e.g. " + text +
                 "us)");
   return lookup(text, "duration", "ns, us, ms or s",
-                {{"", 1}, {"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}});
+                {{"", 1}, {"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}}, kMaxDurationS,
+                "86400s (a day)");
 }
 
 std::string format_bytes(double bytes) {

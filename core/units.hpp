@@ -1,10 +1,17 @@
 // Human units on the command line and in TOML: sizes ("4MiB", "40000"), bandwidths ("1gbit",
-// "100mbit"), durations ("200us", "1.5s"). Each parser throws psbed::Error naming the text.
+// "100mbit"), durations ("200us", "1.5s"). Each parser throws psbed::Error naming the text
+// and what was expected.
 #pragma once
 #include <cstdint>
 #include <string>
 
 namespace psbed {
+
+// The largest value each parser takes (larger ones are refused, naming the bound): far beyond
+// any real setting, and exact in a double and an int64_t.
+constexpr double kMaxBytes = 1125899906842624.0;  // 1 PiB
+constexpr double kMaxBandwidthBps = 1e13;         // 10 Tbit/s
+constexpr double kMaxDurationS = 86400;           // a day
 
 // Bytes. Binary suffixes (KiB, MiB, GiB) are powers of 1024, decimal ones (KB, MB, GB) of 1000;
 // a bare number is bytes.

@@ -28,6 +28,21 @@ TEST_CASE("sizes, bandwidths and durations parse with their units", "[core][unit
   CHECK(parse_bandwidth_bps("1000bit") == Approx(1000));
 }
 
+TEST_CASE("sizes, bandwidths and durations past their bound are refused, naming it",
+          "[core][units]") {
+  // 1e19 bytes, cast to the int64 a credit is, became -9223372036854775808.
+  REQUIRE_THROWS_WITH(parse_bytes("1e19"), Contains("'1e19'") && Contains("at most 1 PiB"));
+  REQUIRE_THROWS_WITH(parse_bytes("1e300"), Contains("at most 1 PiB"));
+  REQUIRE_THROWS_WITH(parse_bytes("2000000GiB"), Contains("at most 1 PiB"));
+  CHECK(parse_bytes("1125899906842624") == 1125899906842624u);
+  REQUIRE_THROWS_WITH(parse_bytes("1e400"), Contains("'1e400'"));
+  REQUIRE_THROWS_WITH(parse_bandwidth_bps("1e300gbit"), Contains("at most 10000gbit"));
+  CHECK(parse_bandwidth_bps("10000gbit") == Approx(1e13));
+  REQUIRE_THROWS_WITH(parse_duration_s("1e300s"), Contains("at most 86400s"));
+  REQUIRE_THROWS_WITH(parse_duration_s("100000s"), Contains("'100000s'"));
+  CHECK(parse_duration_s("86400s") == Approx(86400));
+}
+
 TEST_CASE("SGD with momentum and weight decay follows its update rule", "[core][optimizer]") {
   SgdOptions o{0.1f, 0.9f, 0.01f};
   float w[2] = {1.0f, -2.0f}, g[2] = {0.5f, 0.25f}, v[2] = {0, 0};
