@@ -220,6 +220,11 @@ void collect(const toml::table& t, const std::vector<std::string>& parents,
     } else {
       l.item.inputs.push_back(value_text(value, lines));
     }
+    // TOML writes one as \u0000; a file name would end there (a path cut short is another file).
+    for (const std::string& v : l.item.inputs)
+      if (v.find('\0') != std::string::npos)
+        fail_at(file, l.line,
+                "'" + name + "' holds a NUL character (\\u0000), which no value takes");
     out.push_back(std::move(l));
   }
 }
@@ -376,11 +381,13 @@ CLI::Validator number_in(const std::string& what, double lo, bool above, double 
       },
       "NUMBER");
 }
+// Bounded: a number past 10^9 is no setting anyone means (seconds: 31 years), and one converted
+// to a whole number or a clock's ticks would overflow.
 CLI::Validator non_negative(const std::string& what, bool as_float) {
-  return number_in(what, 0, false, HUGE_VAL, "0 or more", as_float);
+  return number_in(what, 0, false, 1e9, "0 or more and below 10^9", as_float);
 }
 CLI::Validator positive(const std::string& what) {
-  return number_in(what, 0, true, HUGE_VAL, "above 0");
+  return number_in(what, 0, true, 1e9, "above 0 and below 10^9");
 }
 // SGD momentum: 1 or more never forgets a gradient, and the parameters run away.
 CLI::Validator momentum_range() {

@@ -14,6 +14,11 @@
 #include "ps/control.hpp"
 
 namespace psbed::cluster {
+namespace {
+// A slice or a partition of more parameters than this is no model's (and CLI11 alone reads
+// 99999999999999999999 as 2^63 - 1); as `psbed ctl policy` bounds them.
+constexpr std::int64_t kMaxParams = 1000000000;
+}  // namespace
 
 void add_coordinator(CLI::App& root, CoordinatorCommand& c, std::string& log_level) {
   ps::CoordinatorOptions& o = c.options;
@@ -37,10 +42,12 @@ void add_coordinator(CLI::App& root, CoordinatorCommand& c, std::string& log_lev
                   "transmission policy: bulk, wfbp, tf-random, p3, bytescheduler, prophet")
       ->capture_default_str();
   app->add_option("--slice-params", o.policy.slice_params, "p3, prophet: parameters per slice")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t(1), kMaxParams));
   app->add_option("--partition-params", o.policy.partition_params,
                   "bytescheduler: parameters per partition")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t(1), kMaxParams));
   app->add_option("--credit", credit,
                   "p3/bytescheduler: bytes in flight at most; prophet: largest block (default, or "
                   "'default': the policy's)")
@@ -58,9 +65,7 @@ void add_coordinator(CLI::App& root, CoordinatorCommand& c, std::string& log_lev
   app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
-  app->add_option("--batch", o.batch, "batch per worker")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
+  app->add_option("--batch", o.batch, "batch per worker")->capture_default_str();
   app->add_option("--seed", o.seed, "seed for initial parameters and data order")
       ->capture_default_str()
       ->transform(seed_validator());
@@ -211,10 +216,12 @@ void add_launch(CLI::App& root, LaunchOptions& o, std::string& log_level) {
                   "transmission policy: bulk, wfbp, tf-random, p3, bytescheduler, prophet")
       ->capture_default_str();
   app->add_option("--slice-params", o.slice_params, "p3, prophet: parameters per slice")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t(1), kMaxParams));
   app->add_option("--partition-params", o.partition_params,
                   "bytescheduler: parameters per partition")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t(1), kMaxParams));
   app->add_option("--credit", o.credit,
                   "p3/bytescheduler: bytes in flight at most; prophet: largest block; e.g. 4MiB "
                   "(default, or 'default': the policy's)")
@@ -222,8 +229,10 @@ void add_launch(CLI::App& root, LaunchOptions& o, std::string& log_level) {
   app->add_option("--epochs", o.epochs, "passes over the training set, all workers together")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
+  // As the coordinator bounds it (CLI11 alone reads 99999999999999999999 as 2^63 - 1).
   app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
   app->add_option("--batch", o.batch, "batch per worker")->capture_default_str();
   app->add_option(
          "--lr", o.lr,

@@ -15,7 +15,7 @@ grep -q "unknown policy 'fastest'" "$WORK/bad.out" || { cat "$WORK/bad.out"; fai
 # switch made anyway).
 rc=0; "$PSBED" ctl --run "$WORK/run" policy p3 --slice-params -5 --timeout 10 >"$WORK/bad.out" 2>&1 || rc=$?
 [ "$rc" = 2 ] || { cat "$WORK/bad.out"; fail "a negative slice exited $rc, not 2"; }
-grep -qF -- "--slice-params: expected a parameter count, above 0, got '-5'" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the bad slice is not named"; }
+grep -qF -- "--slice-params: expected a parameter count, above 0 and below 10^9, got '-5'" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "the bad slice is not named"; }
 rc=0; "$PSBED" ctl --run "$WORK/run" policy p3 --credit lots --timeout 10 >"$WORK/bad.out" 2>&1 || rc=$?
 [ "$rc" = 2 ] && grep -qF -- "--credit: bad size 'lots'" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "a bad credit was not refused by ctl"; }
 # A setting the policy does not use is refused, not kept for a later switch.
