@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <type_traits>
 
@@ -20,10 +21,21 @@ template <class T>
 T field(const nlohmann::json& j, const char* key, const std::string& where) {
   if (!j.is_object() || !j.contains(key)) throw Error(where + ": missing field '" + key + "'");
   // A whole number must be one: get<int> would take 32.5 for 32 without a word.
-  if constexpr (std::is_integral_v<T>)
-    if (!j.at(key).is_number_integer())
-      throw Error(where + ": field '" + key + "' is " + json_excerpt(j.at(key)) +
+  // Nor a larger one than T holds: get<int> would wrap 10^12 round to another number.
+  if constexpr (std::is_integral_v<T>) {
+    const nlohmann::json& v = j.at(key);
+    if (!v.is_number_integer())
+      throw Error(where + ": field '" + key + "' is " + json_excerpt(v) +
                   ", expected a whole number");
+    using L = std::numeric_limits<T>;
+    const bool fits = v.is_number_unsigned() ? v.get<std::uint64_t>() <= std::uint64_t(L::max())
+                                             : v.get<std::int64_t>() >= std::int64_t(L::min()) &&
+                                                   v.get<std::int64_t>() <= std::int64_t(L::max());
+    if (!fits)
+      throw Error(where + ": field '" + key + "' is " + json_excerpt(v) +
+                  ", expected a whole number from " + std::to_string(L::min()) + " to " +
+                  std::to_string(L::max()));
+  }
   try {
     return j.at(key).get<T>();
   } catch (const nlohmann::json::exception&) {
@@ -39,17 +51,38 @@ T field_or(const nlohmann::json& j, const char* key, T fallback, const std::stri
 // A figure that cannot be negative: refused when the profile is read, naming the field, rather
 // than failing a simulation later (a hand-edited bandwidth of -1 failed after predict's table
 // header, as "simulation: ...").
+// Past 10^12 (a bandwidth of a terabyte a second, a cost of eleven days) a figure is no
+// measurement, and an infinite one (1e400 reads as that) breaks the simulation's arithmetic.
+constexpr double kMaxFigure = 1e12;
+
 double not_negative(double v, const char* key, const std::string& where, const char* zero = "") {
   if (!(v >= 0))
     throw Error(where + ": " + key + " is " + nlohmann::json(v).dump() + ", expected 0 or more" +
                 zero);
+  if (!(v < kMaxFigure))
+    throw Error(where + ": " + key + " is " + nlohmann::json(v).dump() + ", expected below 10^12");
   return v;
 }
 
+// A whole number in [lo, hi]: a count that drives the simulation's work (host.cpus of 10^7 made
+// every message scan ten million cores, and a prediction run for minutes).
+int count_in(int v, const char* key, const std::string& where, int lo, int hi,
+             const char* note = "") {
+  if (v < lo || v > hi)
+    throw Error(where + ": " + key + " is " + std::to_string(v) + ", expected " +
+                std::to_string(lo) + " to " + std::to_string(hi) + note);
+  return v;
+}
+
+// Durations in milliseconds, each below 10^7 (almost three hours a layer or a step).
 std::vector<double> samples(const nlohmann::json& j, const char* key, const std::string& where) {
   auto v = field<std::vector<double>>(j, key, where);
-  for (double x : v)
+  for (double x : v) {
     if (!(x >= 0)) throw Error(where + ": '" + key + "' holds a negative or NaN duration");
+    if (!(x < 1e7))
+      throw Error(where + ": '" + key + "' holds " + nlohmann::json(x).dump() +
+                  " ms, expected below 10^7");
+  }
   return v;
 }
 
@@ -112,8 +145,7 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& name) {
                 "' is not a profile this version reads (expected psbed-profile/1)");
   Profile p;
   p.model = field<std::string>(j, "model", name);
-  p.batch = field<int>(j, "batch", name);
-  if (p.batch <= 0) throw Error(name + ": batch must be positive");
+  p.batch = count_in(field<int>(j, "batch", name), "batch", name, 1, 1 << 20);
   for (const auto& t : field<nlohmann::json>(j, "tensors", name)) {
     const std::string where = name + ": tensors[" + std::to_string(p.tensors.size()) + "]";
     p.tensors.push_back({field<std::string>(t, "name", where), field<int>(t, "layer", where),
@@ -121,6 +153,9 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& name) {
     if (p.tensors.back().bytes < 0)
       throw Error(where + ": bytes is " + std::to_string(p.tensors.back().bytes) +
                   ", expected 0 or more");
+    if (p.tensors.back().bytes > (std::int64_t(1) << 40))
+      throw Error(where + ": bytes is " + std::to_string(p.tensors.back().bytes) +
+                  ", expected at most 2^40 (1 TiB)");
   }
   for (const auto& l : field<nlohmann::json>(j, "layers", name)) {
     const std::string where = name + ": layers[" + std::to_string(p.layers.size()) + "]";
@@ -151,21 +186,19 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& name) {
   p.latency_us = not_negative(field<double>(link, "latency_us", name + ": link"), "latency_us",
                               name + ": link");
   p.shaped = field_or<std::string>(link, "shaped", "", name + ": link");
-  p.message_cost_us = field_or<double>(link, "message_cost_us", 0.0, name + ": link");
-  if (!(p.message_cost_us >= 0)) throw Error(name + ": link: message_cost_us must not be negative");
-  p.message_latency_us = field_or<double>(link, "message_latency_us", 0.0, name + ": link");
-  if (!(p.message_latency_us >= 0))
-    throw Error(name + ": link: message_latency_us must not be negative");
-  p.transit_ns_per_byte = field_or<double>(link, "transit_ns_per_byte", 0.0, name + ": link");
-  if (!(p.transit_ns_per_byte >= 0))
-    throw Error(name + ": link: transit_ns_per_byte must not be negative");
+  const std::string at_link = name + ": link", at_host = name + ": host";
+  for (auto [key, to] : {std::pair<const char*, double*>{"message_cost_us", &p.message_cost_us},
+                         {"message_latency_us", &p.message_latency_us},
+                         {"transit_ns_per_byte", &p.transit_ns_per_byte}})
+    *to = not_negative(field_or<double>(link, key, 0.0, at_link), key, at_link);
   const auto host = field_or<nlohmann::json>(j, "host", nlohmann::json::object(), name);
-  p.host_cpus = field_or<int>(host, "cpus", 0, name + ": host");
-  p.cpu_per_message_us = field_or<double>(host, "cpu_per_message_us", 0.0, name + ": host");
-  p.cpu_per_byte_ns = field_or<double>(host, "cpu_per_byte_ns", 0.0, name + ": host");
-  p.contention = field_or<double>(host, "contention", 0.0, name + ": host");
-  if (p.host_cpus < 0 || !(p.cpu_per_message_us >= 0) || !(p.cpu_per_byte_ns >= 0))
-    throw Error(name + ": host: cpus, cpu_per_message_us and cpu_per_byte_ns must not be negative");
+  p.host_cpus = count_in(field_or<int>(host, "cpus", 0, at_host), "cpus", at_host, 0, kMaxHostCpus,
+                         " (0: not measured)");
+  p.cpu_per_message_us = not_negative(field_or<double>(host, "cpu_per_message_us", 0.0, at_host),
+                                      "cpu_per_message_us", at_host);
+  p.cpu_per_byte_ns = not_negative(field_or<double>(host, "cpu_per_byte_ns", 0.0, at_host),
+                                   "cpu_per_byte_ns", at_host);
+  p.contention = field_or<double>(host, "contention", 0.0, at_host);
   if (!(p.contention >= 0 && p.contention <= 10))
     throw Error(name + ": host: contention must be 0 to 10 (every CPU cost x 1 to 11)");
   p.step_overhead_ms = samples(j, "step_overhead_ms", name);

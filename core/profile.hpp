@@ -29,6 +29,9 @@
 
 namespace psbed {
 
+// The most cores a profile's host may have: the simulation books each message on one of them.
+constexpr int kMaxHostCpus = 4096;
+
 struct ProfileTensor {
   std::string name;
   int layer = 0;

@@ -102,6 +102,44 @@ TEST_CASE("a profile's negative link, apply cost or tensor size is refused when 
   CHECK(Profile::from_json(j, "p.json").bandwidth_bytes_per_sec == 0);
 }
 
+// host.cpus of 10^7 made every simulated message scan ten million cores: `predict` ran for
+// minutes, and a coordinator's /api/prediction with it. Counts and figures have bounds, each
+// refused in one line naming the field and what is allowed.
+TEST_CASE("a profile's counts and figures past their bounds are refused, naming the field",
+          "[core][profile]") {
+  const ModelSpec spec = load_model("mlp");
+  const nlohmann::json good = profile_of(spec).to_json();
+  auto refused = [&](const std::string& want, auto&& edit) {
+    nlohmann::json j = good;
+    edit(j);
+    CHECK_THROWS_WITH(Profile::from_json(j, "p.json"),
+                      Catch::Contains("p.json") && Catch::Contains(want));
+  };
+  refused("host: cpus is 10000000, expected 0 to 4096 (0: not measured)", [](auto& j) {
+    j["host"] = {{"cpus", 10000000}, {"cpu_per_message_us", 1.0}};
+  });
+  refused("host: cpus is -2, expected 0 to 4096", [](auto& j) { j["host"] = {{"cpus", -2}}; });
+  refused("field 'cpus' is 1000000000000, expected a whole number from", [](auto& j) {
+    j["host"] = {{"cpus", 1000000000000LL}};
+  });
+  refused("batch is 0, expected 1 to 1048576", [](auto& j) { j["batch"] = 0; });
+  refused("batch is 2000000, expected 1 to 1048576", [](auto& j) { j["batch"] = 2000000; });
+  refused("cpu_per_byte_ns is 1e+300, expected below 10^12", [](auto& j) {
+    j["host"] = {{"cpus", 2}, {"cpu_per_byte_ns", 1e300}};
+  });
+  refused("link: latency_us is 1e+20, expected below 10^12",
+          [](auto& j) { j["link"]["latency_us"] = 1e20; });
+  refused("message_cost_us is -1.0, expected 0 or more",
+          [](auto& j) { j["link"]["message_cost_us"] = -1.0; });
+  refused("'forward_ms' holds 1e+200 ms, expected below 10^7",
+          [](auto& j) { j["layers"][0]["forward_ms"] = {1e200}; });
+  refused("bytes is 2199023255552, expected at most 2^40",
+          [](auto& j) { j["tensors"][0]["bytes"] = std::int64_t(1) << 41; });
+  nlohmann::json j = good;
+  j["host"] = {{"cpus", 4096}, {"cpu_per_message_us", 1.0}};
+  CHECK(Profile::from_json(j, "p.json").host_cpus == 4096);
+}
+
 // A cost left out of a hand-edited profile was taken for 0 (an unlimited link, a free apply) and
 // the prediction came out several times too fast without a word; a source field of the wrong kind
 // failed later as a bare JSON type error.
