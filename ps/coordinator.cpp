@@ -163,7 +163,8 @@ void Coordinator::send_to(const PeerId& peer, Op op, const json& j, std::uint64_
   m.header.op = op;
   m.header.clock = clock;
   if (!j.is_null()) {
-    std::string text = j.dump();
+    // A reply may quote what a peer sent, which need not be UTF-8: replaced, not thrown on.
+    std::string text = j.dump(-1, ' ', false, json::error_handler_t::replace);
     m.header.length = text.size();
     m.payload = Payload::copy(text);
   }

@@ -65,6 +65,36 @@ bool same_secret(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+std::optional<std::string> check_http_host(const HttpRequest& req, const std::string& bound_host,
+                                           std::uint16_t bound_port) {
+  const HttpAddress bound{bound_host, bound_port};
+  const std::string host = lower(req.header("host"));
+  const std::string origin = lower(req.header("origin"));
+  // A foreign page's request names the page's origin: only one of this server's own pages (the
+  // dashboard, as the browser reached it) may drive it.
+  if (!origin.empty() && origin != "http://" + host)
+    return "a request from the page at " + origin + " (this server serves only its own pages)";
+  if (!bound.loopback() || host.empty()) return std::nullopt;  // no Host: no browser sent it
+  // A DNS-rebinding page reaches a loopback port under a name of its own, and the browser sends
+  // that name: a loopback server answers to loopback names only, on its own port.
+  std::string name = host, port;
+  if (!name.empty() && name.front() == '[') {
+    const auto close = name.find(']');
+    port = close == std::string::npos ? "" : name.substr(close + 1);
+    name = close == std::string::npos ? name : name.substr(1, close - 1);
+    if (!port.empty() && port.front() == ':') port.erase(0, 1);
+  } else if (const auto colon = name.rfind(':'); colon != std::string::npos) {
+    port = name.substr(colon + 1);
+    name = name.substr(0, colon);
+  }
+  const bool loopback_name =
+      name == "localhost" || name == "127.0.0.1" || name == "::1" || name == lower(bound_host);
+  const bool same_port = port.empty() ? bound_port == 80 : port == std::to_string(bound_port);
+  if (loopback_name && same_port) return std::nullopt;
+  return "Host '" + req.header("host") + "' (this server is bound to loopback: it answers to " +
+         "localhost, 127.0.0.1 or [::1] on port " + std::to_string(bound_port) + ")";
+}
+
 std::optional<std::string> HttpRequest::query_param(std::string_view name) const {
   std::string_view q = query;
   while (!q.empty()) {
@@ -87,7 +117,8 @@ std::string HttpRequest::header(const std::string& lower_name) const {
 HttpResponse HttpResponse::json(int status, const nlohmann::json& j) {
   HttpResponse r;
   r.status = status;
-  r.body = j.dump() + "\n";
+  // Replaced, not thrown on: an answer may quote text a client sent, which need not be UTF-8.
+  r.body = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   return r;
 }
 
@@ -215,6 +246,7 @@ struct HttpServer::Core {
   std::atomic<int> connections{0};
   std::atomic<bool> stopped{false};
   std::string host;
+  std::uint16_t port = 0;  // as bound (the real one when 0 was asked)
   std::weak_ptr<Core> self;
   // Touched on the server's thread only: stop() closes what is still open there.
   std::vector<std::weak_ptr<Connection>> open;
@@ -302,6 +334,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void dispatch() {
     timer_.cancel();
+    if (auto refused = check_http_host(req_, core_.host, core_.port))
+      return send(HttpResponse::error(403, "refused " + *refused));
     if (!opt_.token.empty()) {
       const std::string auth = req_.header("authorization");
       const std::string bearer =
@@ -462,6 +496,7 @@ HttpServer::HttpServer(HttpOptions opt, HttpHandler handler) : core_(std::make_s
   if (!ec) acc.bind(ep, ec);
   if (!ec) acc.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) throw Error("cannot listen for HTTP on " + core_->opt.address + ": " + ec.message());
+  core_->port = acc.local_endpoint(ec).port();
 }
 
 HttpServer::~HttpServer() { stop(); }

@@ -5,8 +5,9 @@
 // answers when the workers have switched), so it gets a `respond` callback, not a return value.
 //
 // Bad input never stops the server: a malformed request line or header gets 400, a head over
-// max_header_bytes 431, a body over max_body_bytes 413, a missing or wrong token 401; the
-// connection is closed and the server goes on accepting.
+// max_header_bytes 431, a body over max_body_bytes 413, a foreign Host or Origin 403
+// (check_http_host), a missing or wrong token 401; the connection is closed and the server goes
+// on accepting.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -69,6 +70,15 @@ HttpAddress parse_http_address(const std::string& text);
 // Parses a request head (request line and headers, without the final blank line) into `req`.
 // Returns an error message for a malformed head.
 std::optional<std::string> parse_http_head(std::string_view head, HttpRequest& req);
+
+// Why a request may not reach a server bound to bound_host:bound_port, or nullopt if it may.
+// An Origin (a browser names the page that sends a request) must be the server itself as the
+// request's Host names it. On a loopback address the Host must be localhost, 127.0.0.1, [::1]
+// or the bound name, with the bound port (a DNS-rebinding page sends its own name); a request
+// without a Host came from no browser and passes. Beyond loopback any Host passes: the token,
+// which a foreign page does not have, guards it.
+std::optional<std::string> check_http_host(const HttpRequest& req, const std::string& bound_host,
+                                           std::uint16_t bound_port);
 
 std::string http_status_text(int status);
 

@@ -165,6 +165,62 @@ TEST_CASE("an HTTP server beyond loopback needs a token, and checks it on every 
         401);
 }
 
+// A DNS-rebinding page reaches a loopback port under a name of its own; a foreign page names
+// its origin. Both are refused with 403 and why, and the server goes on serving.
+TEST_CASE("a loopback HTTP server answers to loopback names on its port, and its own pages only",
+          "[ps][http]") {
+  HttpOptions o;
+  o.address = "127.0.0.1:0";
+  HttpServer server(o, echo());
+  server.start();
+  const auto port = server.port();
+  const std::string p = std::to_string(port);
+  auto get = [&](const std::string& headers) {
+    return round_trip(port, "GET /api/status HTTP/1.1\r\n" + headers + "\r\n");
+  };
+  for (const std::string& host :
+       {"127.0.0.1:" + p, "localhost:" + p, "[::1]:" + p, "LOCALHOST:" + p}) {
+    INFO(host);
+    CHECK(status_of(get("Host: " + host + "\r\n")) == 200);
+  }
+  CHECK(status_of(get("")) == 200);  // no Host: no browser sent it
+  const std::string rebound =
+      get("Host: evil.example:" + p + "\r\nOrigin: http://evil.example:" + p + "\r\n");
+  CHECK(status_of(rebound) == 403);
+  CHECK(body_of(rebound).find("Host 'evil.example:" + p + "'") != std::string::npos);
+  CHECK(status_of(get("Host: evil.example:" + p + "\r\n")) == 403);
+  CHECK(status_of(get("Host: localhost:1\r\n")) == 403);
+  CHECK(status_of(get("Host: localhost\r\n")) == 403);  // port 80, not this one
+  CHECK(status_of(get("Host: localhost.evil.example:" + p + "\r\n")) == 403);
+  const std::string cross = get("Host: 127.0.0.1:" + p + "\r\nOrigin: https://evil.example\r\n");
+  CHECK(status_of(cross) == 403);
+  CHECK(body_of(cross).find("https://evil.example") != std::string::npos);
+  CHECK(status_of(get("Host: 127.0.0.1:" + p + "\r\nOrigin: null\r\n")) == 403);
+  CHECK(status_of(get("Host: 127.0.0.1:" + p + "\r\nOrigin: http://127.0.0.1:" + p + "\r\n")) ==
+        200);
+  CHECK(status_of(get("Host: localhost:" + p + "\r\n")) == 200);
+}
+
+TEST_CASE("beyond loopback any Host passes (the token guards it), a foreign Origin does not",
+          "[ps][http]") {
+  HttpRequest r;
+  r.headers["host"] = "psbed.lab.example:8080";
+  CHECK_FALSE(check_http_host(r, "0.0.0.0", 8080));
+  r.headers["origin"] = "http://psbed.lab.example:8080";
+  CHECK_FALSE(check_http_host(r, "0.0.0.0", 8080));
+  r.headers["origin"] = "http://evil.example";
+  CHECK(check_http_host(r, "0.0.0.0", 8080));
+  CHECK(check_http_host(r, "0.0.0.0", 8080)->find("http://evil.example") != std::string::npos);
+}
+
+// An answer quoting what a client sent that is not UTF-8 (a policy name of bytes) is an answer,
+// not an exception from the JSON writer (which turned a 400 into a 500).
+TEST_CASE("an answer quoting bytes that are not UTF-8 is written, not thrown", "[ps][http]") {
+  const HttpResponse r = HttpResponse::error(400, std::string("unknown policy '\xff\xfe'"));
+  CHECK(r.status == 400);
+  CHECK(json::parse(r.body)["error"].get<std::string>().find("unknown policy") == 0);
+}
+
 TEST_CASE("an HTTP answer may come later from another thread, or after the server stopped",
           "[ps][http]") {
   // The handler runs on the server's thread: what it hands over is guarded.
