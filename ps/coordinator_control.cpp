@@ -154,7 +154,7 @@ void Coordinator::start_http() {
     // thread never blocks on the coordinator's socket.
     cv_.notify_all();
   };
-  api.prediction = [this] { return prediction(); };
+  api.prediction = [this](HttpRespond respond) { prediction(std::move(respond)); };
   api.history = [this] {
     std::lock_guard<std::mutex> lock(mu_);
     return json{{"samples", json(history_)}, {"policy_switches", switches_}};
@@ -173,16 +173,17 @@ void Coordinator::start_http() {
   }
 }
 
-// The predictor's figure for the configuration running now; computed once per configuration
-// (a simulation may take a while), outside mu_ so the coordinator goes on meanwhile.
-HttpResponse Coordinator::prediction() {
+// The predictor's figure for the configuration running now; computed once per configuration,
+// on a thread of its own (a simulation may take a while: the HTTP thread goes on serving, and
+// the coordinator goes on meanwhile).
+void Coordinator::prediction(HttpRespond respond) {
   if (opt_.profile.empty())
-    return HttpResponse::error(
+    return respond(HttpResponse::error(
         404,
-        "no prediction: start the coordinator with --profile profile.json (from psbed profile)");
+        "no prediction: start the coordinator with --profile profile.json (from psbed profile)"));
   if (!opt_.predict)
-    return HttpResponse::error(
-        503, "no prediction: this psbed was built without a predictor, measured figures only");
+    return respond(HttpResponse::error(
+        503, "no prediction: this psbed was built without a predictor, measured figures only"));
   json config;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -197,20 +198,22 @@ HttpResponse Coordinator::prediction() {
               {"policy", policy_to_json(policy_)},
               {"compute", opt_.compute == "real" ? "real" : "replay"}};
   }
-  std::lock_guard<std::mutex> lock(predict_mu_);
-  const std::string key = config.dump();
-  if (key != predicted_for_) {
-    try {
-      predicted_ = opt_.predict(opt_.profile, config);
-    } catch (const std::exception& e) {
-      return HttpResponse::error(500, std::string("the predictor failed: ") + e.what());
-    }
-    predicted_for_ = key;
+  const std::string profile = opt_.profile;
+  const double t_s = since_start_s();
+  auto compute = [predict = opt_.predict, profile, config] { return predict(profile, config); };
+  auto answer = [respond, config, profile, t_s](std::optional<double> figure,
+                                                const std::string& error) {
+    if (!figure) return respond(HttpResponse::error(500, "the predictor failed: " + error));
+    respond(HttpResponse::json(
+        200,
+        {{"images_per_sec", *figure}, {"config", config}, {"profile", profile}, {"t_s", t_s}}));
+  };
+  if (!predictions_.request(config.dump(), std::move(compute), std::move(answer))) {
+    HttpResponse busy = HttpResponse::error(
+        503, "a prediction for another configuration is under way; try again in a moment");
+    busy.headers.emplace_back("Retry-After", "1");
+    respond(std::move(busy));
   }
-  return HttpResponse::json(200, {{"images_per_sec", predicted_},
-                                  {"config", config},
-                                  {"profile", opt_.profile},
-                                  {"t_s", since_start_s()}});
 }
 
 }  // namespace psbed::ps::coordinator_detail

@@ -65,7 +65,7 @@ HttpHandler make_control_handler(ControlPlaneApi api) {
     }
     if (req.path == "/api/prediction") {
       if (!get) return respond(method_not_allowed("GET"));
-      return respond(api.prediction());
+      return api.prediction(std::move(respond));
     }
     if (req.path == "/favicon.ico") return respond(HttpResponse{204, "image/x-icon", "", {}});
     for (const auto& a : dashboard_assets()) {

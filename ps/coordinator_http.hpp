@@ -25,7 +25,9 @@ struct ControlPlaneApi {
   // the answer, at once for a refusal, or once every worker has switched (or the switch timed out).
   std::function<void(const nlohmann::json& request, std::function<void(int, nlohmann::json)> done)>
       switch_policy;
-  std::function<HttpResponse()> prediction;
+  // Answers later, from another thread: a prediction may take a while, and the HTTP thread
+  // serves every other request meanwhile.
+  std::function<void(HttpRespond)> prediction;
   // {"samples":[{"t_s", "images_per_sec", "workers":{name:{...}}}...], "policy_switches":[...]}
   std::function<nlohmann::json()> history;
 };

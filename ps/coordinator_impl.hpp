@@ -28,6 +28,7 @@
 #include "core/trace.hpp"
 #include "ps/coordinator.hpp"
 #include "ps/http_server.hpp"
+#include "ps/prediction_runner.hpp"
 #include "ps/protocol.hpp"
 #include "ps/stop_signals.hpp"
 #include "ps/zmq_transport.hpp"
@@ -160,7 +161,7 @@ class Coordinator {
                                                                  SwitchReply reply);
   void finish_switch_locked(bool timeout);
   void start_http();
-  HttpResponse prediction();
+  void prediction(HttpRespond respond);
 
   // ---- coordinator_status.cpp: progress, stalls, status, metrics ---------------------------
   // The dashboard's memory: one sample a second of what it charts, the last ten minutes, so a
@@ -216,9 +217,8 @@ class Coordinator {
   Clock::time_point started_, training_started_;
   double started_us_ = 0;
   std::deque<json> history_;
-  std::mutex predict_mu_;  // one prediction at a time; guards the two below
-  std::string predicted_for_;
-  double predicted_ = 0;
+  // /api/prediction's computations; before http_, so none is answered by a server gone.
+  PredictionRunner predictions_;
   // Interrupted: the workers were told to stop; their reports are awaited until stop_deadline_.
   static constexpr double kStopReportS = 5;
   bool stopping_ = false;

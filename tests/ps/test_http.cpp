@@ -281,7 +281,7 @@ TEST_CASE("the control routes: status codes, bodies parsed once, dashboard files
     seen = req;
     done(200, {{"step", 12}});
   };
-  api.prediction = [] { return HttpResponse::error(404, "no profile"); };
+  api.prediction = [](HttpRespond r) { r(HttpResponse::error(404, "no profile")); };
   api.history = [] { return json{{"samples", json::array()}}; };
   const HttpHandler h = make_control_handler(api);
   auto call = [&](const std::string& method, const std::string& path, const std::string& body = "",
