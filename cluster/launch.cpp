@@ -36,6 +36,7 @@
 #include "core/trace.hpp"
 #include "core/units.hpp"
 #include "ps/cluster_map.hpp"
+#include "ps/coordinator.hpp"
 #include "ps/http_server.hpp"
 #include "ps/link.hpp"
 #include "ps/stop_signals.hpp"
@@ -583,6 +584,7 @@ class Launcher {
       } catch (const std::exception&) {
       }
     }
+    if (!s.is_object()) s = unwritten_summary();
     if (!s.is_object())
       s = {{"model", opt_.model}, {"workers", opt_.workers}, {"servers", opt_.servers},
            {"mode", opt_.mode},   {"policy", opt_.policy},   {"ok", false}};
@@ -624,8 +626,20 @@ class Launcher {
         if (!named) nodes.push_back(f);
       }
     }
-    std::ofstream(path) << s.dump(2) << "\n";
-    std::printf("\n== summary (%s) ==\n", path.c_str());
+    // A summary that cannot be written (--out made read-only, a full disk) is an error that says
+    // so; what the run measured is still printed below.
+    bool written = true;
+    try {
+      write_text_file(path, s.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    } catch (const std::exception& e) {
+      spdlog::error("the summary: {} (the results below are all that is kept)", e.what());
+      written = false;
+      rc = rc ? rc : 1;
+    }
+    if (written)
+      std::printf("\n== summary (%s) ==\n", path.c_str());
+    else
+      std::printf("\n== results (not written: %s could not be) ==\n", path.c_str());
     std::printf("model %s, %d worker(s), %d server(s), mode %s, policy %s%s%s\n",
                 opt_.model.c_str(), opt_.workers, opt_.servers, opt_.mode.c_str(),
                 opt_.policy.c_str(), opt_.compute == "real" ? "" : ", compute ",
@@ -652,6 +666,24 @@ class Launcher {
     std::printf("logs: %s/logs/\n", out_.c_str());
     std::fflush(stdout);
     return rc;
+  }
+
+  // The summary a coordinator could not write (ps/coordinator_summary.cpp logs it instead, on
+  // one line after kUnwrittenSummary): what the workers reported, kept. Null if there is none.
+  nlohmann::json unwritten_summary() const {
+    for (const auto& c : children_) {
+      if (c.role != "coordinator") continue;
+      std::ifstream in(c.log);
+      nlohmann::json found;
+      for (std::string line; std::getline(in, line);) {
+        const auto at = line.find(ps::kUnwrittenSummary);
+        if (at == std::string::npos) continue;
+        found =
+            nlohmann::json::parse(line.substr(at + ps::kUnwrittenSummary.size()), nullptr, false);
+      }
+      if (found.is_object()) return found;
+    }
+    return nullptr;
   }
 
   // The loss at the first step and the last, per worker (one batch each), and whether it fell:

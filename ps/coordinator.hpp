@@ -5,6 +5,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "core/defaults.hpp"
 #include "core/optimizer.hpp"
@@ -51,6 +52,10 @@ struct CoordinatorOptions {
   // in. Unset: /api/prediction answers 503 and says why.
   std::function<double(const std::string& profile, const nlohmann::json& config)> predict;
 };
+
+// A coordinator that cannot write its summary logs it on one line after these words, so that
+// what the workers reported is not lost (launch takes it from the log).
+inline constexpr std::string_view kUnwrittenSummary = "the summary, not written, as JSON: ";
 
 // Runs until the workers finish (0) or the run cannot go on (non-zero), then tells every node
 // to shut down.

@@ -86,7 +86,10 @@ void Coordinator::write_summary_locked() {
   try {
     write_text_file(opt_.summary_path, s.dump(2) + "\n");
   } catch (const std::exception& e) {
+    // Said, and the summary kept in the log, whence launch takes what the workers reported.
     spdlog::error("the summary: {}", e.what());
+    spdlog::error("{}{}", kUnwrittenSummary,
+                  s.dump(-1, ' ', false, json::error_handler_t::replace));
     exit_code_ = exit_code_ ? exit_code_ : 1;
     return;
   }
