@@ -87,7 +87,7 @@ wait "$live" || true
 
 # A summary that cannot be written (its path taken by a folder mid-run): said, naming the file and
 # the reason; launch exits non-zero and still prints what the run measured.
-timeout 150 "$PSBED" launch --servers 1 --workers 1 --model lenet5 --data mnist --steps 400 --batch 32 \
+timeout 150 "$PSBED" launch --servers 1 --workers 1 --model lenet5 --data mnist --steps 1000 --batch 32 \
   --lr 0.02 --out "$WORK/ro" >"$WORK/ro.out" 2>&1 &
 launcher=$!
 PIDS+=($launcher)
