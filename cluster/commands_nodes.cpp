@@ -100,7 +100,9 @@ void add_coordinator(CLI::App& root, CoordinatorCommand& c, std::string& log_lev
   app->add_option("--compute", o.compute, "compute mode recorded in the summary")
       ->capture_default_str();
   app->add_option("--http", o.http,
-                  "serve the dashboard and HTTP API on HOST:PORT (:PORT = loopback; port 0 = any)");
+                  "serve the dashboard and HTTP API on HOST:PORT (:PORT = loopback; port 0 = any; "
+                  "on loopback only Host localhost, 127.0.0.1 or [::1] is answered, and from no "
+                  "page of another origin)");
   app->add_option(
       "--http-token", o.http_token,
       "token every HTTP request must carry (required beyond loopback; default $PSBED_HTTP_TOKEN)");
@@ -294,7 +296,8 @@ void add_launch(CLI::App& root, LaunchOptions& o, std::string& log_level) {
       ->check(duration_value());
   app->add_option("--http", o.http,
                   "the coordinator serves the dashboard and HTTP API on HOST:PORT (:PORT = "
-                  "loopback; port 0 = any)");
+                  "loopback; port 0 = any; on loopback only Host localhost, 127.0.0.1 or [::1] is "
+                  "answered, and from no page of another origin)");
   app->add_option("--http-token", o.http_token,
                   "token for the HTTP API (required beyond loopback; default $PSBED_HTTP_TOKEN)");
   app->add_option("--profile", o.profile,
