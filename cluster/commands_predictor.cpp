@@ -6,6 +6,7 @@
 #include "cluster/commands.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/profile.hpp"
 #include "predictor/simulator.hpp"
 
 namespace psbed::cluster {
@@ -106,7 +107,7 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
                   "cores every node of the cluster shares, each transfer taking the profile's "
                   "CPU for its two messages and its bytes on one where its data arrives "
                   "(default: the profile's host; 0: the host's CPU not modelled)")
-      ->check(CLI::Range(0, 1 << 16));
+      ->check(CLI::Range(0, kMaxHostCpus));
 }
 
 // profile, predict and validate.

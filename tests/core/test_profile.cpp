@@ -115,10 +115,10 @@ TEST_CASE("a profile's counts and figures past their bounds are refused, naming 
     CHECK_THROWS_WITH(Profile::from_json(j, "p.json"),
                       Catch::Contains("p.json") && Catch::Contains(want));
   };
-  refused("host: cpus is 10000000, expected 0 to 4096 (0: not measured)", [](auto& j) {
+  refused("host: cpus is 10000000, expected 0 to 1024 (0: not measured)", [](auto& j) {
     j["host"] = {{"cpus", 10000000}, {"cpu_per_message_us", 1.0}};
   });
-  refused("host: cpus is -2, expected 0 to 4096", [](auto& j) { j["host"] = {{"cpus", -2}}; });
+  refused("host: cpus is -2, expected 0 to 1024", [](auto& j) { j["host"] = {{"cpus", -2}}; });
   refused("field 'cpus' is 1000000000000, expected a whole number from", [](auto& j) {
     j["host"] = {{"cpus", 1000000000000LL}};
   });
@@ -136,8 +136,8 @@ TEST_CASE("a profile's counts and figures past their bounds are refused, naming 
   refused("bytes is 2199023255552, expected at most 2^40",
           [](auto& j) { j["tensors"][0]["bytes"] = std::int64_t(1) << 41; });
   nlohmann::json j = good;
-  j["host"] = {{"cpus", 4096}, {"cpu_per_message_us", 1.0}};
-  CHECK(Profile::from_json(j, "p.json").host_cpus == 4096);
+  j["host"] = {{"cpus", 1024}, {"cpu_per_message_us", 1.0}};
+  CHECK(Profile::from_json(j, "p.json").host_cpus == 1024);
 }
 
 // A cost left out of a hand-edited profile was taken for 0 (an unlimited link, a free apply) and

@@ -124,7 +124,7 @@ usage "psbed predict: --bandwidth: bad bandwidth '1xb': unknown unit 'xb'" predi
 usage "psbed predict: --latency: bad duration '1xb': unknown unit 'xb'" predict --profile "$pf" --latency 1xb
 usage "psbed predict: --credit: bad size 'abc'" predict --profile "$pf" --credit abc
 usage "psbed predict: --partition-bytes: bad size '1xb'" predict --profile "$pf" --partition-bytes 1xb
-usage "psbed predict: --host-cpus: expected a whole number from 0 to 65536, got '1.5'" predict --profile "$pf" --host-cpus 1.5
+usage "psbed predict: --host-cpus: expected a whole number from 0 to 1024, got '1.5'" predict --profile "$pf" --host-cpus 1.5
 usage "psbed optimize: --max-nodes: expected a whole number from 2 to 1024, got 'abc'" optimize --profile "$pf" --max-nodes abc
 usage "psbed optimize: --max-nodes: Value 100000 not in range 2 to 1024" optimize --profile "$pf" --max-nodes 100000 --steps 1
 usage "psbed optimize: --credit: bad size 'abc'" optimize --profile "$pf" --credit abc

@@ -40,8 +40,8 @@ p = json.load(open(sys.argv[1]))
 p.setdefault("host", {"cpu_per_message_us": 50.0, "cpu_per_byte_ns": 0.5})["cpus"] = 10**7
 json.dump(p, open(sys.argv[2], "w"))
 PY
-refused "host: cpus is 10000000, expected 0 to 4096 (0: not measured)" predict --profile "$WORK/cpus.json" --workers 2
-refused "host: cpus is 10000000, expected 0 to 4096" launch --profile "$WORK/cpus.json" --http :0 --out "$WORK/x"
+refused "host: cpus is 10000000, expected 0 to 1024 (0: not measured)" predict --profile "$WORK/cpus.json" --workers 2
+refused "host: cpus is 10000000, expected 0 to 1024" launch --profile "$WORK/cpus.json" --http :0 --out "$WORK/x"
 
 # A live cluster with its API on loopback, predicting from a profile.
 cp "$profile" "$WORK/profile.json"
