@@ -46,8 +46,9 @@ namespace {
 
 std::int64_t positive_int(const json& req, const char* key) {
   const json& v = req.at(key);
-  if (!v.is_number_integer() || v.get<std::int64_t>() < 1)
-    throw Error(std::string("field '") + key + "' must be a positive integer, got " +
+  // At most 10^9, as the flags take them: no model has more, and 2^63 - 1 wraps as bytes.
+  if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > 1000000000)
+    throw Error(std::string("field '") + key + "' must be a positive integer, at most 10^9, got " +
                 json_excerpt(v));
   return v.get<std::int64_t>();
 }
@@ -76,11 +77,13 @@ policy::PolicyOptions policy_from_request(const json& req, policy::PolicyOptions
       } catch (const Error& e) {
         throw Error(std::string("field 'credit': ") + e.what());
       }
-    } else if (c.is_number_integer() && c.get<std::int64_t>() > 0) {
+    } else if (c.is_number_integer() && c.get<std::int64_t>() > 0 &&
+               double(c.get<std::int64_t>()) <= kMaxBytes) {
       o.credit_bytes = c.get<std::int64_t>();
     } else {
-      throw Error("field 'credit' must be a size such as \"2MiB\" or a byte count, got " +
-                  json_excerpt(c));
+      throw Error(
+          "field 'credit' must be a size such as \"2MiB\" or a byte count, at most 1 PiB, got " +
+          json_excerpt(c));
     }
   }
   for (const auto& [k, v] : req.items())
