@@ -130,6 +130,8 @@ async function refreshPrediction(status) {
     } else {
       predicted = null;
       $('prediction-note').textContent = j.error;
+      // Busy with another configuration's prediction: asked again at the next refresh.
+      if (r.headers.get('Retry-After')) predictedFor = null;
     }
   } catch (e) {
     predictedFor = null;
