@@ -61,6 +61,7 @@ struct ZmqTransport::Impl {
   const ZmqOptions opt;
   const bool server;
   zmq::context_t ctx{1};
+  std::unique_ptr<ZapHandler> zap;  // CURVE servers only; ends before the context
   // Owned by the owner thread once started (the thread's creation is the hand-over point).
   zmq::socket_t net;
   zmq::socket_t outbox_rx;
@@ -113,6 +114,7 @@ ZmqTransport::Impl::Impl(ZmqOptions o)
   // reports EAGAIN (we keep the message and retry) or EHOSTUNREACH (we log and drop).
   if (server) net.set(zmq::sockopt::router_mandatory, true);
   if (!server && !opt.identity.empty()) net.set(zmq::sockopt::routing_id, opt.identity);
+  if (opt.curve.on()) zap = secure_socket(ctx, net, opt.curve, server);  // before bind/connect
   // A port past 65535 is taken by ZeroMQ's connect, which then retries for ever.
   if (opt.endpoint.rfind("tcp://", 0) == 0) {
     const std::string port = opt.endpoint.substr(opt.endpoint.rfind(':') + 1);
@@ -458,7 +460,8 @@ void ZmqTransport::stop() {
     impl_->net.close();
     impl_->outbox_rx.close();
   }
-  impl_->ctx.close();  // waits up to `linger` for frames already inside ZeroMQ
+  if (impl_->zap) impl_->zap->stop();  // its sockets closed; its counts kept
+  impl_->ctx.close();                  // waits up to `linger` for frames already inside ZeroMQ
 }
 
 std::string ZmqTransport::endpoint() const { return impl_->endpoint; }
@@ -472,6 +475,10 @@ std::uint64_t ZmqTransport::dropped_unread() const {
 void ZmqTransport::set_peer_bounds(std::size_t messages, std::size_t bytes) {
   impl_->peer_max_messages = messages;
   impl_->peer_max_bytes = bytes;
+}
+
+std::string ZmqTransport::refused_connections() const {
+  return impl_->zap ? impl_->zap->describe() : std::string();
 }
 
 const zmq::message_t& ZmqTransport::frame_of(const Payload& received) {

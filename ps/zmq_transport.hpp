@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "ps/curve.hpp"
 #include "ps/transport.hpp"
 #include "ps/validate.hpp"
 
@@ -49,6 +50,9 @@ struct ZmqOptions {
   std::chrono::milliseconds linger{200};
   // The owner thread's name in ps/top/gdb (15 characters at most). Empty: "ps-server"/"ps-client".
   std::string thread_name;
+  // CURVE (ps/curve.hpp): a server lets in only listed client keys, a client needs the server's
+  // public key. Off (keys empty): a plain socket.
+  CurveKeys curve;
 };
 
 class ZmqTransport final : public Transport {
@@ -79,6 +83,8 @@ class ZmqTransport final : public Transport {
   std::uint64_t dropped_unread() const;
   // Server: new per-peer bounds, for a shard that learns its parameters' size after it bound.
   void set_peer_bounds(std::size_t messages, std::size_t bytes);
+  // Server with CURVE: the connections it refused, for the node's closing lines ("" if none).
+  std::string refused_connections() const;
 
   // The ZeroMQ frame that owns a payload this transport delivered: its data() is the payload's
   // data(), which shows the receive path made no copy. Precondition: `received` came from a
