@@ -4,6 +4,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 #include "cluster/launch.hpp"
 #include "cluster/verify.hpp"
@@ -46,6 +47,17 @@ void add_probe(CLI::App& root, ProbeCommand& o, std::string& log_level);
 // Checks what the coordinator's flags leave to it (as launch checks them), wires its
 // /api/prediction to the simulator, and runs it.
 int run_coordinator_command(CoordinatorCommand& c, const std::string& log_level);
+
+// ---- commands_keys.cpp: keys, and the CURVE flags of every node ----
+struct KeysCommand {
+  std::string out;
+  int servers = 1, workers = 1;
+  std::vector<std::string> names;  // more key pairs by name
+};
+void add_keys(CLI::App& root, KeysCommand& o, std::string& log_level);
+int run_keys(const KeysCommand& o);
+// --keys DIR and --key FILE (default <keys>/<own>.key).
+void add_key_flags(CLI::App* app, std::string& keys, std::string& key_file, const std::string& own);
 
 // ---- commands_predictor.cpp: profile, predict, validate, optimize, bench predict ----
 struct PredictorCommands {

@@ -109,6 +109,7 @@ void add_coordinator(CLI::App& root, CoordinatorCommand& c, std::string& log_lev
   app->add_option("--http-file", o.http_file, "write the dashboard's URL here once listening");
   app->add_option("--profile", o.profile,
                   "profile.json (psbed profile): /api/prediction predicts from it");
+  add_key_flags(app, o.keys, o.key_file, "coordinator");
 }
 
 namespace {
@@ -162,6 +163,7 @@ void add_server(CLI::App& root, ps::ServerOptions& o, std::string& log_level) {
                   "threads applying updates (each owns a subset of parts)")
       ->capture_default_str();
   add_link(app, o.node, "1gbit");
+  add_key_flags(app, o.node.keys, o.node.key_file, "<name>");
 }
 
 void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level) {
@@ -198,6 +200,7 @@ void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level
       "--start-stagger-ms", o.start_stagger_ms,
       "worker i of N waits i x this / N before its first step (a de-synchronized start)");
   add_link(app, o.node, "100mbit");
+  add_key_flags(app, o.node.keys, o.node.key_file, "<name>");
 }
 
 void add_launch(CLI::App& root, LaunchOptions& o, std::string& log_level) {
@@ -302,6 +305,11 @@ void add_launch(CLI::App& root, LaunchOptions& o, std::string& log_level) {
                   "token for the HTTP API (required beyond loopback; default $PSBED_HTTP_TOKEN)");
   app->add_option("--profile", o.profile,
                   "profile.json given to the coordinator for /api/prediction");
+  app->add_flag("--secure", o.secure,
+                "CURVE on every link (docs/security.md): fresh keys in OUT/keys unless --keys");
+  app->add_option("--keys", o.keys,
+                  "with --secure: this key folder (psbed keys) instead of fresh keys; it needs "
+                  "coordinator, server-I, worker-I and ctl");
 }
 
 void add_probe(CLI::App& root, ProbeCommand& o, std::string& log_level) {

@@ -46,6 +46,10 @@ void add_ctl(CLI::App& root, CtlOptions& o, std::string& log_level) {
       ->capture_default_str()
       ->check(CLI::Range(0.001, 1e6));
   app->add_flag("--json", o.json, "print the coordinator's answer as JSON");
+  app->add_option("--keys", o.keys,
+                  "CURVE key folder (psbed keys) of a cluster started with --keys; uses "
+                  "coordinator.pub and ctl.key (default with --run: RUN/keys when there)");
+  app->add_option("--key", o.key_file, "this client's secret key (default <keys>/ctl.key)");
   app->require_subcommand(1);
   auto* pol = app->add_subcommand("policy", "Switch every worker to this transmission policy");
   pol->fallthrough();  // --timeout, --json after the subcommand still reach ctl
@@ -120,7 +124,12 @@ int run_ctl(CLI::App& root, const CtlOptions& o) {
     req["token"] = o.token;
   else if (const char* t = std::getenv("PSBED_HTTP_TOKEN"); t && *t)
     req["token"] = t;
-  const json reply = ps::control_request(ep, req, o.timeout_s);
+  // A `launch --secure` run keeps its keys beside its logs.
+  std::string keys = o.keys;
+  if (keys.empty() && !o.run.empty() && std::ifstream(o.run + "/keys/ctl.key"))
+    keys = o.run + "/keys";
+  const json reply =
+      ps::control_request(ep, req, o.timeout_s, ps::node_keys(keys, o.key_file, "ctl"));
   if (o.json) {
     json shown = reply;
     shown.erase("event");  // the transport's tag, not part of the answer

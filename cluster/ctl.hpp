@@ -17,6 +17,8 @@ struct CtlOptions {
   std::string token;  // the coordinator's --http-token, where it has one
   double timeout_s = 45;
   bool json = false;
+  std::string keys;      // CURVE key folder (default with --run: RUN/keys when there)
+  std::string key_file;  // default <keys>/ctl.key
 };
 
 void add_ctl(CLI::App& root, CtlOptions& o, std::string& log_level);

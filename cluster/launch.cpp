@@ -37,6 +37,7 @@
 #include "core/units.hpp"
 #include "ps/cluster_map.hpp"
 #include "ps/coordinator.hpp"
+#include "ps/curve.hpp"
 #include "ps/http_server.hpp"
 #include "ps/link.hpp"
 #include "ps/stop_signals.hpp"
@@ -136,6 +137,7 @@ class Launcher {
     }
     ensure_writable_dir(out_ + "/logs", "--out");
     if (opt_.trace) ensure_writable_dir(out_ + "/traces", "--out");
+    if (opt_.secure || !opt_.keys.empty()) make_keys();
     // A closed terminal or ssh session ends the run as Ctrl-C does, unless SIGHUP is ignored
     // (nohup, or a sweep under nohup). SIGCHLD wakes the supervision when a node ends.
     stops_.emplace(true, std::initializer_list<int>{SIGCHLD});
@@ -198,6 +200,22 @@ class Launcher {
            std::to_string(opt_.servers) + "s-" + buf;
   }
 
+  // --secure: every node gets its own key pair (fresh ones in OUT/keys, where `psbed ctl --run`
+  // finds ctl's), each checked now rather than by a node that fails to start.
+  void make_keys() {
+    std::vector<std::string> names = {"coordinator"};
+    for (int i = 0; i < opt_.servers; ++i) names.push_back("server-" + std::to_string(i));
+    for (int i = 0; i < opt_.workers; ++i) names.push_back("worker-" + std::to_string(i));
+    keys_ = opt_.keys;
+    if (keys_.empty()) {
+      keys_ = out_ + "/keys";
+      names.push_back("ctl");
+      ps::write_key_set(keys_, names);
+    }
+    for (const auto& n : names) (void)ps::node_keys(keys_, "", n);
+    spdlog::info("CURVE on every link: keys in {}", keys_);
+  }
+
   // With --netns every node has its own namespace and address; tc shapes the links, so the
   // nodes' in-process shaping stays off (latency stays in user space: this kernel has no netem).
   void make_namespaces(const ps::LinkOptions& link) {
@@ -223,6 +241,7 @@ class Launcher {
     if (!opt_.bandwidth.empty() && !opt_.netns) a.insert(a.end(), {"--bandwidth", opt_.bandwidth});
     if (!opt_.latency.empty()) a.insert(a.end(), {"--latency", opt_.latency});
     if (opt_.trace) a.insert(a.end(), {"--trace-dir", out_ + "/traces"});
+    if (!keys_.empty()) a.insert(a.end(), {"--keys", keys_});
     return a;
   }
 
@@ -303,6 +322,7 @@ class Launcher {
       a.insert(a.end(), {"--http", opt_.http, "--http-file", out_ + "/logs/coordinator.http"});
     if (!opt_.http_token.empty()) a.insert(a.end(), {"--http-token", opt_.http_token});
     if (!opt_.profile.empty()) a.insert(a.end(), {"--profile", opt_.profile});
+    if (!keys_.empty()) a.insert(a.end(), {"--keys", keys_});
     return a;
   }
 
@@ -731,6 +751,7 @@ class Launcher {
   std::vector<Child> children_;
   std::unique_ptr<NetnsTestbed> netns_;
   std::map<std::string, std::string> addresses_;  // node -> address (--netns)
+  std::string keys_;                              // --secure: the key folder every node uses
   nlohmann::json failed_ = nlohmann::json::array();
   bool coordinator_done_ = false;
   std::chrono::steady_clock::time_point coordinator_done_at_{};

@@ -55,6 +55,8 @@ struct LaunchOptions {
   std::string http;  // the coordinator's dashboard and HTTP API (HOST:PORT; "" = off)
   std::string http_token;
   std::string profile;  // for the coordinator's /api/prediction
+  bool secure = false;  // CURVE on every link: fresh keys in OUT/keys, or `keys`
+  std::string keys;     // a key folder (psbed keys) for --secure
 };
 
 // Throws Error, naming the flag, for settings a run cannot start with (a batch of 0, a

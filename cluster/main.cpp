@@ -40,6 +40,7 @@ struct Commands {
   cluster::SweepOptions sweep;
   cluster::PredictorCommands predictor;
   cluster::ProbeCommand probe;
+  cluster::KeysCommand keys;
 };
 
 // The subcommands in the order `psbed --help` lists them.
@@ -52,6 +53,7 @@ void add_commands(CLI::App& root, Commands& c) {
   cluster::add_worker(root, c.worker, c.log_level);
   cluster::add_launch(root, c.launch, c.log_level);
   cluster::add_ctl(root, c.ctl, c.log_level);
+  cluster::add_keys(root, c.keys, c.log_level);
   c.sweep.base.lr_schedule = "constant";
   cluster::add_sweep(root, c.sweep, c.log_level);
   cluster::add_predictor(root, c.predictor, c.log_level);
@@ -85,6 +87,10 @@ int run_command(CLI::App& root, Commands& c) {
   if (root.got_subcommand("ctl")) {
     setup_logging("ctl", log_level);
     return cluster::run_ctl(root, c.ctl);
+  }
+  if (root.got_subcommand("keys")) {
+    setup_logging("keys", log_level);
+    return cluster::run_keys(c.keys);
   }
   if (root.got_subcommand("sweep")) {
     setup_logging("sweep", log_level);

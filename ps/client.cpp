@@ -18,7 +18,7 @@
 namespace psbed::ps {
 
 PsClient::PsClient(const ClusterMap& map, int worker_id, const std::string& link_id,
-                   std::shared_ptr<LinkBuckets> link)
+                   std::shared_ptr<LinkBuckets> link, const CurveKeys& keys)
     : map_(map), worker_(worker_id) {
   for (const auto& s : map.servers) {
     ZmqOptions z;
@@ -26,6 +26,13 @@ PsClient::PsClient(const ClusterMap& map, int worker_id, const std::string& link
     z.endpoint = s.address;
     z.identity = link_id;
     z.thread_name = "ps-client" + std::to_string(s.id);
+    if (keys.on()) {
+      if (s.curve_key.empty())
+        throw Error("--keys: " + s.name +
+                    " gave no CURVE key when it registered: start every node with --keys");
+      z.curve = keys;
+      z.curve.server_key = s.curve_key;
+    }
     auto t = std::make_unique<ZmqTransport>(z);
     zmq_.push_back(t.get());
     if (link && link->options.shaped())

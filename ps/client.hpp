@@ -27,8 +27,9 @@ class PsClient {
   // Connects one DEALER per server shard, with identity `link_id` (make_link_id(): the shards
   // take this worker's id only from connections with the identity the coordinator gave them).
   // `link` shapes this worker's traffic to and from all shards together (null: unshaped).
+  // With `keys` on, each shard's link is CURVE with the shard's key from the map.
   PsClient(const ClusterMap& map, int worker_id, const std::string& link_id,
-           std::shared_ptr<LinkBuckets> link = nullptr);
+           std::shared_ptr<LinkBuckets> link = nullptr, const CurveKeys& keys = {});
   ~PsClient();
   PsClient(const PsClient&) = delete;
   PsClient& operator=(const PsClient&) = delete;

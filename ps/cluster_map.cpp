@@ -27,6 +27,7 @@ nlohmann::json ClusterMap::to_json() const {
     for (const auto& n : v) {
       a.push_back({{"role", n.role}, {"id", n.id}, {"name", n.name}, {"address", n.address}});
       if (!n.link_id.empty()) a.back()["link_id"] = n.link_id;
+      if (!n.curve_key.empty()) a.back()["curve_key"] = n.curve_key;
     }
     return a;
   };
@@ -63,9 +64,11 @@ ClusterMap ClusterMap::from_json(const nlohmann::json& j) {
         m.exp.policy);  // an unknown name or bad parameter fails here, named
     auto nodes = [](const nlohmann::json& a) {
       std::vector<NodeInfo> v;
-      for (const auto& n : a)
-        v.push_back({n.at("role"), n.at("id"), n.at("name"), n.at("address"),
-                     n.value("link_id", std::string())});
+      for (const auto& n : a) {
+        v.push_back({n.at("role"), n.at("id"), n.at("name"), n.at("address")});
+        v.back().link_id = n.value("link_id", "");
+        v.back().curve_key = n.value("curve_key", "");
+      }
       return v;
     };
     m.servers = nodes(j.at("servers"));

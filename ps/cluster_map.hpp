@@ -42,6 +42,7 @@ struct NodeInfo {
   // Workers: the routing identity of their connections to the shards, a random tag only the
   // coordinator and the shards learn. A shard takes a worker id only from that connection.
   std::string link_id;
+  std::string curve_key;  // servers with --keys: their CURVE public key (Z85), else ""
 };
 
 struct ClusterMap {

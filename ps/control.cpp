@@ -125,23 +125,29 @@ namespace {
 // Whether anything accepts a connection at `endpoint` within `wait_s`: ZeroMQ queues a request to
 // an address nothing listens on, so without this a mistyped endpoint or a run that ended waits
 // out the whole --timeout for an answer.
-bool reachable(const std::string& endpoint, double wait_s) {
+bool reachable(const std::string& endpoint, double wait_s, const CurveKeys& keys) {
   zmq::context_t ctx;
   zmq::socket_t s(ctx, zmq::socket_type::dealer);
   s.set(zmq::sockopt::linger, 0);
+  // A CURVE coordinator completes no handshake without the keys: the check needs them too.
+  if (keys.on()) (void)secure_socket(ctx, s, keys, false);
   return connect_and_wait(s, endpoint, std::chrono::milliseconds(std::int64_t(wait_s * 1000)),
                           "ctl", "tcp://127.0.0.1:7000");
 }
 
 }  // namespace
 
-json control_request(const std::string& coordinator, json request, double timeout_s) {
+json control_request(const std::string& coordinator, json request, double timeout_s,
+                     const CurveKeys& keys) {
   const double connect_s = std::min(timeout_s, 3.0);
-  if (!reachable(coordinator, connect_s)) {
+  if (!reachable(coordinator, connect_s, keys)) {
     const std::string host = unresolved_host(coordinator);
+    const std::string why =
+        keys.on() ? " (is the run still going, and is this key in its authorized_keys?)"
+                  : " (is the run still going? one started with --keys needs ctl --keys)";
     throw Error("no coordinator at " + coordinator + ": " +
                 (host.empty() ? "nothing accepted a connection within " +
-                                    format_seconds(connect_s) + " s (is the run still going?)"
+                                    format_seconds(connect_s) + " s" + why
                               : host));
   }
   ZmqOptions z;
@@ -149,6 +155,7 @@ json control_request(const std::string& coordinator, json request, double timeou
   z.endpoint = coordinator;
   z.identity = "ctl-" + std::to_string(::getpid());
   z.thread_name = "ps-ctl";
+  z.curve = keys;
   ZmqTransport transport(z);
   std::mutex mu;
   std::condition_variable cv;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/policy.hpp"
+#include "ps/curve.hpp"
 
 namespace psbed::ps {
 
@@ -21,8 +22,8 @@ policy::PolicyOptions policy_from_json(const nlohmann::json& j);
 std::string describe_policy(const policy::PolicyOptions& o);
 
 // Sends `request` to the coordinator and waits for its answer; throws Error if none comes
-// within timeout_s or the coordinator cannot be reached.
+// within timeout_s or the coordinator cannot be reached. With `keys` on, over CURVE.
 nlohmann::json control_request(const std::string& coordinator, nlohmann::json request,
-                               double timeout_s);
+                               double timeout_s, const CurveKeys& keys = {});
 
 }  // namespace psbed::ps

@@ -29,6 +29,7 @@ Coordinator::Coordinator(const CoordinatorOptions& opt) : opt_(opt) {
   z.role = ZmqOptions::Role::kServer;
   z.endpoint = opt_.bind;
   z.thread_name = "coord-router";
+  z.curve = node_keys(opt_.keys, opt_.key_file, "coordinator");
   // No peer has more than a few control messages outstanding: one that sends requests and
   // never reads the answers loses them past this, and delays nobody.
   z.peer_max_messages = 4096;
@@ -73,6 +74,8 @@ int Coordinator::run() {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   if (http_) http_->stop();
   transport_->stop();
+  if (const std::string refused = transport_->refused_connections(); !refused.empty())
+    spdlog::warn("coordinator {}", refused);
   spdlog::info("coordinator done{}", exit_code_ == 0 ? "" : " (the run failed)");
   return exit_code_;
 }

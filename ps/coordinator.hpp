@@ -47,6 +47,9 @@ struct CoordinatorOptions {
   std::string http_token;
   std::string http_file;  // write the dashboard's URL here once listening
   std::string profile;    // profile.json: /api/prediction predicts from it
+  // CURVE (ps/curve.hpp): the key folder ("" = plain) and the secret key ("" =
+  // keys/coordinator.key).
+  std::string keys, key_file;
   // images/s the predictor expects of `config` (model, workers, servers, mode, batch,
   // partition_bytes, policy) given `profile`; set by the executable where a predictor is linked
   // in. Unset: /api/prediction answers 503 and says why.

@@ -144,7 +144,9 @@ void Coordinator::send_map_locked() {
   map.exp.allow_nonfinite = opt_.allow_nonfinite;
   std::int64_t train_size = -1;
   for (const auto& [_, n] : nodes_) {
-    NodeInfo info{n.role, n.id, n.name, n.address, text(n.extra, "link_id")};
+    NodeInfo info{n.role, n.id, n.name, n.address};
+    info.link_id = text(n.extra, "link_id");
+    info.curve_key = text(n.extra, "curve_key");  // a shard's, for the workers' CURVE links
     (n.role == "server" ? map.servers : map.workers).push_back(info);
     if (n.role == "worker") train_size = whole(n.extra, "train_size");
   }

@@ -34,6 +34,7 @@ NodeLink::NodeLink(NodeLinkOptions opt) : opt_(std::move(opt)) {
   std::snprintf(tag, sizeof tag, "#%08x", unsigned(std::random_device{}()));
   z.identity = opt_.name.substr(0, 200) + tag;
   z.thread_name = "ps-coordlink";
+  z.curve = opt_.curve;
   try {
     transport_ = std::make_unique<ZmqTransport>(z);
   } catch (const Error& e) {

@@ -35,6 +35,7 @@ struct NodeLinkOptions {
   // Once registered: silence from the coordinator this long (it answers every heartbeat) means
   // it is gone; the node then stops as if told to shut down, and coordinator_lost() says so.
   double coordinator_timeout_s = 30;
+  CurveKeys curve;  // with server_key the coordinator's; empty: a plain link
 };
 
 class NodeLink {

@@ -17,6 +17,10 @@ struct NodeOptions {
   std::string trace_dir;  // write <name>.trace.json here at the end
   std::string bandwidth;  // link emulation: "1gbit" per direction ("" = none)
   std::string latency;    // link emulation: one-way latency, "200us"
+  // CURVE (ps/curve.hpp): the key folder ("" = plain links) and this node's secret key file
+  // ("" = <keys>/<name>.key).
+  std::string keys;
+  std::string key_file;
 };
 
 }  // namespace psbed::ps

@@ -51,6 +51,7 @@ int run_server(const ServerOptions& in) {
   z.endpoint = opt.bind;
   z.thread_name = "ps-router";
   z.limits.max_message_bytes = opt.max_message_bytes;
+  z.curve = node_keys(opt.node.keys, opt.node.key_file, opt.node.name);
   const LinkOptions shaping = parse_link(opt.node.bandwidth, opt.node.latency);
   // Acks are tiny and a worker asks for each slice once a step: the bytes bound is what holds a
   // peer that never reads; it grows with this shard's parameters once they are known.
@@ -74,7 +75,7 @@ int run_server(const ServerOptions& in) {
   spdlog::info("{} serving on {} (link: {})", opt.node.name, transport.endpoint(), shaping.str());
 
   NodeLink link({opt.node.coordinator, "server", opt.node.name, address, opt.node.connect_timeout_s,
-                 opt.node.heartbeat_s, opt.node.coordinator_timeout_s});
+                 opt.node.heartbeat_s, opt.node.coordinator_timeout_s, z.curve});
   link.on_control([&](const nlohmann::json& j) {
     if (j.value("event", "") == "worker_dead") shard.worker_dead(j.value("worker", -1));
   });
@@ -85,7 +86,9 @@ int run_server(const ServerOptions& in) {
   });
   ClusterMap map;
   try {
-    map = link.join();
+    // With CURVE the workers need this shard's public key: it travels in the cluster map.
+    map = link.join(z.curve.on() ? nlohmann::json{{"curve_key", z.curve.own.public_key}}
+                                 : nlohmann::json::object());
   } catch (const Error&) {
     transport.stop();  // first: it delivers to the shard, which goes before it
     if (link.stopped().empty()) throw;
@@ -120,6 +123,8 @@ int run_server(const ServerOptions& in) {
   if (!stopped.empty()) link.leave(stopped, 0.5);
   transport.stop();  // first: wakes a lane blocked in send() by a peer that stopped reading
   shard.stop();
+  if (const std::string refused = zmq_transport.refused_connections(); !refused.empty())
+    spdlog::warn("{} {}", opt.node.name, refused);
   const auto& bad = shard.bad();
   const auto& tbad = transport.bad_messages();
   if (stopped.empty())

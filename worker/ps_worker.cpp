@@ -157,9 +157,10 @@ class PsWorker {
       profile = Profile::load(replay);
       profile->check_matches(local, "profile '" + replay + "'");
     }
+    keys_ = ps::node_keys(opt_.node.keys, opt_.node.key_file, opt_.node.name);
     ps::NodeLink link({opt_.node.coordinator, "worker", opt_.node.name, "",
                        opt_.node.connect_timeout_s, opt_.node.heartbeat_s,
-                       opt_.node.coordinator_timeout_s});
+                       opt_.node.coordinator_timeout_s, keys_});
     // SIGTERM or SIGINT: training stops at the next step boundary (see stop_reason below).
     const ps::StopHook hook(signals_, [this, &link](int sig) {  // removed before `link` goes
       link.stop("stopped by " + ps::StopSignals::name(sig));
@@ -363,7 +364,7 @@ class PsWorker {
     const int workers = int(map_.workers.size());
     const auto& exp = map_.exp;
     const ps::LinkOptions shaping = ps::parse_link(opt_.node.bandwidth, opt_.node.latency);
-    ps::PsClient client(map_, id_, link_id_, ps::LinkBuckets::make(shaping));
+    ps::PsClient client(map_, id_, link_id_, ps::LinkBuckets::make(shaping), keys_);
     client_ = &client;
     struct Unset {
       std::atomic<const ps::PsClient*>& c;
@@ -709,6 +710,7 @@ class PsWorker {
   ps::ClusterMap map_;
   std::string link_id_;                               // this worker's identity towards the shards
   std::atomic<const ps::PsClient*> client_{nullptr};  // while run_joined's client lives
+  ps::CurveKeys keys_;  // --keys: CURVE on every link
   std::unique_ptr<Net> net_;
   int id_ = 0;
   std::vector<std::int64_t> layer_floats_;
