@@ -30,6 +30,11 @@ except ImportError:
 HERE = os.path.dirname(os.path.abspath(__file__))
 API = {"ConfigMap": "v1", "Service": "v1", "PersistentVolumeClaim": "v1",
        "Deployment": "apps/v1", "StatefulSet": "apps/v1", "Job": "batch/v1"}
+# The files of the Secret psbed-keys each role mounts (docs/security.md): its own secret key and
+# nothing of another role's.
+KEY_FILES = {"coordinator": {"authorized_keys", "coordinator.pub", "coordinator.key"},
+             "server": {"authorized_keys", "coordinator.pub", "server.key"},
+             "worker": {"coordinator.pub", "worker.key"}}
 # Which workload runs which role.
 ROLE_OF_KIND = {"Deployment": "coordinator", "StatefulSet": "server", "Job": "worker"}
 VAR_RE = re.compile(r"\bPSBED_[A-Z0-9_]+\b")
@@ -79,6 +84,22 @@ def as_int(v):
         return int(str(v))
     except ValueError:
         return None
+
+
+def check_key_mount(where, role, mounts, volumes, keys_dir):
+    """The CURVE keys: Secret psbed-keys mounted at PSBED_KEYS with this role's files only."""
+    secret = [(m, volumes[m.get("name")]["secret"]) for m in mounts
+              if "secret" in (volumes.get(m.get("name")) or {})]
+    at = [s for m, s in secret if m.get("mountPath") == keys_dir and s.get("secretName") == "psbed-keys"]
+    if not at:
+        problem(where, f"does not mount Secret/psbed-keys at PSBED_KEYS ({keys_dir})")
+        return
+    files = {i.get("key") for i in at[0].get("items") or []}
+    for f in sorted(KEY_FILES[role] - files):
+        problem(where, f"lacks {f} of Secret/psbed-keys (a {role} needs it with PSBED_KEYS)")
+    for f in sorted(files - KEY_FILES[role]):
+        if f.endswith(".key"):
+            problem(where, f"mounts {f}, another role's secret key")
 
 
 def check_k8s(directory, known):
@@ -174,6 +195,7 @@ def check_k8s(directory, known):
                           if (volumes.get(m.get("name")) or {}).get("persistentVolumeClaim", {}).get("claimName") == pvc_name]
             if not any(m.get("mountPath") == runs_mount for m in pvc_mounts):
                 problem(cwhere, f"does not mount PersistentVolumeClaim/{pvc_name} at PSBED_RUNS ({runs_mount})")
+            check_key_mount(cwhere, role, mounts, volumes, data.get("PSBED_KEYS") or "/keys")
             if role in ("server", "worker"):
                 caps = ((c.get("securityContext") or {}).get("capabilities") or {}).get("add") or []
                 if "NET_ADMIN" not in caps:

@@ -65,6 +65,8 @@ PSBED_CONNECT_TIMEOUT|300|server/worker: seconds to reach the coordinator
 PSBED_REGISTER_TIMEOUT|300|coordinator: seconds for every node to register
 PSBED_HTTP||coordinator: serve the dashboard and HTTP API on HOST:PORT, e.g. 0.0.0.0:8080 (:PORT = loopback only; any other host needs PSBED_HTTP_TOKEN)
 PSBED_HTTP_TOKEN||token every dashboard/API request must carry (read by psbed from the environment; never logged)
+PSBED_KEYS||CURVE key folder (docs/security.md): authorized_keys and coordinator.pub; every link authenticated and encrypted (empty: plain links)
+PSBED_KEY||with PSBED_KEYS: the secret key file of this node (default PSBED_KEYS/ROLE.key)
 PSBED_HEARTBEAT||seconds between heartbeats
 PSBED_HEARTBEAT_TIMEOUT||coordinator: seconds of silence before a node is dead
 PSBED_LOG_LEVEL|info|trace, debug, info, warn or error
@@ -349,6 +351,16 @@ add_opt() {  # FLAG VALUE: appends both when VALUE is not empty
   [[ -z $2 ]] || ARGS+=("$1" "$2")
 }
 
+# PSBED_KEYS: CURVE, with the role's secret key (compose and Kubernetes mount them as secrets).
+key_opts() {
+  [[ -n $PSBED_KEYS ]] || { [[ -z $PSBED_KEY ]] || die "PSBED_KEY is set but PSBED_KEYS is not: expected the key folder too"; return 0; }
+  local key=${PSBED_KEY:-$PSBED_KEYS/$PSBED_ROLE.key}
+  if [[ $PSBED_DRY_RUN != 1 ]]; then
+    [[ -r $key ]] || die "PSBED_KEYS: no readable secret key '$key' (PSBED_KEY), expected the key of this role from psbed keys"
+  fi
+  ARGS+=(--keys "$PSBED_KEYS" --key "$key")
+}
+
 link_opts() {
   [[ $PSBED_SHAPE == tc ]] || add_opt --bandwidth "$PSBED_BANDWIDTH"
   add_opt --latency "$PSBED_LATENCY"
@@ -376,6 +388,7 @@ coordinator_args() {
   # The token stays in the environment (psbed reads PSBED_HTTP_TOKEN): not in the argument list,
   # where the log line and every process listing would show it.
   add_opt --http "$PSBED_HTTP"
+  key_opts
 }
 
 node_args() {  # server or worker
@@ -388,6 +401,7 @@ node_args() {  # server or worker
   add_opt --heartbeat "$PSBED_HEARTBEAT"
   link_opts
   [[ $PSBED_TRACE == 0 ]] || ARGS+=(--trace-dir "$RUN_DIR/traces")
+  key_opts
 }
 
 is_wildcard_host() { [[ $1 == 0.0.0.0 || $1 == '*' || $1 == :: || $1 == '[::]' ]]; }

@@ -80,6 +80,32 @@ mutate compose-name "has a container_name" 'compose["services"]["worker"]["conta
 mutate compose-coordinator "names no service of this file" \
   'compose["services"]["server"]["environment"]["PSBED_COORDINATOR"] = "tcp://coord:7000"'
 
+mutate key-missing "lacks worker.key of Secret/psbed-keys" \
+  'v = find("Job", "worker")["spec"]["template"]["spec"]["volumes"]; v[1]["secret"]["items"] = v[1]["secret"]["items"][:1]'
+mutate key-of-another-role "mounts coordinator.key, another role's secret key" \
+  'find("Job", "worker")["spec"]["template"]["spec"]["volumes"][1]["secret"]["items"].append({"key": "coordinator.key", "path": "coordinator.key"})'
+
+# The CURVE overlay (docs/security.md) over keys `psbed keys` made: compose takes it, and every
+# role gets PSBED_KEYS and exactly its files (its own secret key, no other role's).
+"$PSBED" keys --out "$WORK/keys" --servers 0 --workers 0 --name server --name worker >/dev/null || fail "psbed keys failed"
+dc PSBED_KEYS_HOST="$WORK/keys" docker-compose -f "$COMPOSE" -f "$SRC/docker-compose.secure.yml" config >"$WORK/secure.yml" ||
+  fail "docker-compose config rejects docker-compose.yml with docker-compose.secure.yml"
+$PY - "$WORK/secure.yml" "$WORK/keys" <<'EOF' || fail "the CURVE overlay gives a role the wrong key files"
+import sys, yaml
+d = yaml.safe_load(open(sys.argv[1]))
+want = {"coordinator": {"authorized_keys", "coordinator.pub", "coordinator.key"},
+        "server": {"authorized_keys", "coordinator.pub", "server.key"},
+        "worker": {"coordinator.pub", "worker.key"}}
+for name, files in want.items():
+    svc = d["services"][name]
+    got = {s["target"] for s in svc.get("secrets", [])}
+    assert svc["environment"].get("PSBED_KEYS") == "/run/secrets", f"{name}: PSBED_KEYS not /run/secrets"
+    assert got == files, f"{name}: secrets {sorted(got)}, expected {sorted(files)}"
+    for s in svc["secrets"]:
+        assert d["secrets"][s["source"]]["file"] == sys.argv[2] + "/" + s["target"], s
+print("compose CURVE overlay: each role mounts its own key files")
+EOF
+
 # The Dockerfile: what it copies from the tree exists, and it installs the entrypoint it runs.
 DF="$SRC/cluster/Dockerfile"
 grep -q '^FROM debian:bookworm AS build' "$DF" || fail "Dockerfile: no build stage FROM debian:bookworm"
