@@ -98,6 +98,9 @@ void add_bench_ps(CLI::App* bench, ps::BenchPsOptions& o, std::string& log_level
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
   app->add_option("--json", o.json_out, "write results as JSON to this file");
+  app->add_flag("--secure", o.secure,
+                "instead of the tables above: 1 worker x 1 shard per model size with and without "
+                "CURVE (docs/security.md), alternating, --repeat runs each; ratio CURVE / plain");
 }
 
 void add_bench(CLI::App& root, worker::BenchComputeOptions& o, std::string& log_level) {

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "core/error.hpp"
@@ -79,9 +80,19 @@ struct Result {
   std::uint64_t bytes = 0;
 };
 
-// Every worker repeatedly pushes its whole gradient, then pulls the whole model.
-Result measure(int mib, int workers, int servers, std::int64_t partition, double min_seconds) {
+// Every worker repeatedly pushes its whole gradient, then pulls the whole model; with `curve`
+// over CURVE links (a key pair for the shards, one for the workers, which they list).
+Result measure(int mib, int workers, int servers, std::int64_t partition, double min_seconds,
+               bool curve = false) {
   ClusterMap map = synthetic_map(mib, workers, servers, partition);
+  CurveKeys shard_keys, worker_keys;
+  if (curve) {
+    shard_keys.own = make_key_pair();
+    worker_keys.own = make_key_pair();
+    shard_keys.authorized =
+        std::make_shared<const std::set<std::string>>(std::set{worker_keys.own.public_key});
+    shard_keys.name = "bench-shard", worker_keys.name = "bench-worker";
+  }
   std::vector<std::unique_ptr<ZmqTransport>> transports;
   std::vector<std::unique_ptr<TraceRecorder>> traces;
   std::vector<std::unique_ptr<Shard>> shards;
@@ -90,12 +101,14 @@ Result measure(int mib, int workers, int servers, std::int64_t partition, double
     z.role = ZmqOptions::Role::kServer;
     z.endpoint = "tcp://127.0.0.1:*";
     z.thread_name = "bench-router";
+    z.curve = shard_keys;
     transports.push_back(std::make_unique<ZmqTransport>(z));
     traces.push_back(std::make_unique<TraceRecorder>("server-" + std::to_string(s), false));
     shards.push_back(std::make_unique<Shard>(1ull << 30, *transports.back(), *traces.back()));
     Shard* shard = shards.back().get();
     transports.back()->start([shard](Message&& m) { shard->enqueue(std::move(m)); });
     map.servers[s].address = transports.back()->endpoint();
+    map.servers[s].curve_key = shard_keys.own.public_key;
   }
   for (int s = 0; s < servers; ++s) shards[s]->start(map, s);
 
@@ -118,7 +131,7 @@ Result measure(int mib, int workers, int servers, std::int64_t partition, double
         std::vector<std::vector<float>> params, grads;
         for (const auto& t : map.spec.tensors)
           params.emplace_back(t.numel), grads.emplace_back(t.numel, 1e-6f);
-        PsClient client(map, w, "worker-" + std::to_string(w));
+        PsClient client(map, w, "worker-" + std::to_string(w), nullptr, worker_keys);
         // A training step's traffic: push the whole gradient, then pull the whole model.
         auto round = [&](std::uint64_t clock) {
           Waiter pushes, pulls;
@@ -210,6 +223,50 @@ double raw(int mib, double min_seconds) {
   return bench_raw_round_trip(o).gb_per_s;
 }
 
+std::string ratios_text(const std::vector<double>& ratios) {
+  std::string s;
+  char text[32];
+  for (double x : ratios) {
+    std::snprintf(text, sizeof text, "%.2f", x);
+    s += (s.empty() ? "" : " ") + std::string(text);
+  }
+  return s;
+}
+
+// The cost of CURVE: plain, CURVE, plain, ..., plain per model size; each CURVE run is compared
+// with the mean of the plain runs on either side, and the row reports medians (as the raw rows).
+void curve_table(const BenchPsOptions& opt, std::int64_t partition, nlohmann::json& rows) {
+  require_curve();
+  std::printf(
+      "\nsingle worker, single shard: push + pull of the whole model, plain and CURVE (parts of "
+      "%s)\n%8s %12s %12s %8s\n",
+      opt.partition.c_str(), "model", "plain GB/s", "CURVE GB/s", "ratio");
+  for (int mib : opt.model_mib) {
+    spdlog::info("{} MiB: {} CURVE runs between {} plain runs ...", mib, opt.repeat,
+                 opt.repeat + 1);
+    std::vector<double> plain = {measure(mib, 1, 1, partition, opt.min_seconds).gb_per_s}, curve,
+                        ratios;
+    for (int i = 0; i < opt.repeat; ++i) {
+      curve.push_back(measure(mib, 1, 1, partition, opt.min_seconds, true).gb_per_s);
+      plain.push_back(measure(mib, 1, 1, partition, opt.min_seconds).gb_per_s);
+      ratios.push_back(curve.back() / ((plain[i] + plain[i + 1]) / 2));
+    }
+    const double p = median(plain), c = median(curve), ratio = median(ratios);
+    std::printf("%5d MiB %12.2f %12.2f %7.2fx   (ratios %s)\n", mib, p, c, ratio,
+                ratios_text(ratios).c_str());
+    std::fflush(stdout);
+    rows.push_back({{"kind", "curve"},
+                    {"model_mib", mib},
+                    {"plain_gb_per_s", p},
+                    {"curve_gb_per_s", c},
+                    {"ratio", ratio},
+                    {"plain_runs", plain},
+                    {"curve_runs", curve},
+                    {"ratios", ratios}});
+  }
+  std::printf("(GB/s = pushed + pulled bytes / s; ratio = CURVE / plain)\n");
+}
+
 }  // namespace
 
 constexpr std::int64_t kMaxBenchParts = 100000;
@@ -259,6 +316,14 @@ int run_bench_ps(const BenchPsOptions& opt) {
                 " of memory available (expected smaller --models, --aggregate-model or --workers)");
   ensure_writable_file(opt.json_out, "--json");
   nlohmann::json rows = nlohmann::json::array();
+  if (opt.secure) {
+    curve_table(opt, partition, rows);
+    if (!opt.json_out.empty())
+      write_text_file(
+          opt.json_out,
+          nlohmann::json({{"partition", opt.partition}, {"rows", rows}}).dump(2) + "\n");
+    return 0;
+  }
   std::printf("\nsingle worker, single shard: push + pull of the whole model (parts of %s)\n",
               opt.partition.c_str());
   std::printf("%8s %12s %12s %8s\n", "model", "psbed GB/s", "raw GB/s", "ratio");
@@ -275,16 +340,7 @@ int run_bench_ps(const BenchPsOptions& opt) {
     }
     const double p = median(ps_runs), r = median(raws), ratio = median(ratios);
     std::printf("%5d MiB %12.2f %12.2f %7.2fx   (ratios %s)\n", mib, p, r, ratio,
-                [&] {
-                  std::string s;
-                  char text[32];
-                  for (double x : ratios) {
-                    std::snprintf(text, sizeof text, "%.2f", x);
-                    s += (s.empty() ? "" : " ") + std::string(text);
-                  }
-                  return s;
-                }()
-                    .c_str());
+                ratios_text(ratios).c_str());
     std::fflush(stdout);
     rows.push_back({{"kind", "single"},
                     {"model_mib", mib},

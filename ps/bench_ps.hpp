@@ -18,6 +18,7 @@ struct BenchPsOptions {
   double min_seconds = 2.0;
   int repeat = 3;  // psbed runs per single-worker row, interleaved with raw runs
   std::string json_out;
+  bool secure = false;  // the CURVE table (with / without) instead of the others
 };
 
 int run_bench_ps(const BenchPsOptions& opt);
