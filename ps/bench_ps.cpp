@@ -110,7 +110,13 @@ Result measure(int mib, int workers, int servers, std::int64_t partition, double
     map.servers[s].address = transports.back()->endpoint();
     map.servers[s].curve_key = shard_keys.own.public_key;
   }
-  for (int s = 0; s < servers; ++s) shards[s]->start(map, s);
+  for (int s = 0; s < servers; ++s) {
+    shards[s]->start(map, s);
+    // As psbed server does once it knows its size: a whole model's pull replies in flight to one
+    // worker must not pass the per-peer bound (64 MiB by default), or they are dropped.
+    transports[s]->set_peer_bounds(
+        1 << 16, std::max<std::size_t>(64ull << 20, 4 * shards[s]->bytes_owned() + (16 << 20)));
+  }
 
   std::atomic<std::uint64_t> bytes{0};
   std::atomic<bool> stop{false};
