@@ -55,8 +55,8 @@ ClusterMap one_fc_map() {
   m.exp.steps = 100;
   m.spec = parse_model_spec(toml, "tiny");
   m.plan = make_partition(m.spec, 1 << 20, 1);
-  m.servers.push_back({"server", 0, "server-0", "x"});
-  m.workers.push_back({"worker", 0, "worker-0", ""});
+  m.servers.push_back({"server", 0, "server-0", "x", "", ""});
+  m.workers.push_back({"worker", 0, "worker-0", "", "", ""});
   return m;
 }
 
