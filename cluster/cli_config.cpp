@@ -382,9 +382,12 @@ CLI::Validator number_in(const std::string& what, double lo, bool above, double 
       "NUMBER");
 }
 // Bounded: a number past 10^9 is no setting anyone means (seconds: 31 years), and one converted
-// to a whole number or a clock's ticks would overflow.
+// to a whole number or a clock's ticks would overflow. A float setting (a learning rate) is
+// bounded by the float it becomes: a learning rate of 10^30 is how a test makes gradients
+// infinite.
 CLI::Validator non_negative(const std::string& what, bool as_float) {
-  return number_in(what, 0, false, 1e9, "0 or more and below 10^9", as_float);
+  if (as_float) return number_in(what, 0, false, HUGE_VAL, "0 or more", true);
+  return number_in(what, 0, false, 1e9, "0 or more and below 10^9");
 }
 CLI::Validator positive(const std::string& what) {
   return number_in(what, 0, true, 1e9, "above 0 and below 10^9");

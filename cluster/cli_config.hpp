@@ -27,8 +27,8 @@ std::string subcommand_names(const CLI::App& app, const char* open = "", const c
 // 0.99999999999 would be 1).
 CLI::Validator number_in(const std::string& what, double lo, bool above, double hi,
                          const std::string& expected, bool as_float = false);
-// Below 10^9 both: past that a value is no setting anyone means, and would overflow the whole
-// number or the clock it becomes.
+// Below 10^9 both (a float setting: finite as a float): past that a value is no setting anyone
+// means, and would overflow the whole number or the clock it becomes.
 CLI::Validator non_negative(const std::string& what, bool as_float = false);
 CLI::Validator positive(const std::string& what);
 // SGD momentum: 1 or more never forgets a gradient, and the parameters run away.
