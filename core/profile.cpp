@@ -4,6 +4,7 @@
 #include <fstream>
 #include <limits>
 #include <numeric>
+#include <sstream>
 #include <type_traits>
 
 #include "core/error.hpp"
@@ -257,13 +258,20 @@ Profile Profile::load(const std::string& path) {
   if (!in)
     throw Error("cannot read profile '" + path +
                 "' (expected a profile.json written by `psbed profile`)");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse(text.str(), "profile '" + path + "'");
+}
+
+Profile Profile::parse(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
   nlohmann::json j;
   try {
     in >> j;
   } catch (const nlohmann::json::exception& e) {
-    throw Error("profile '" + path + "' is not valid JSON: " + e.what());
+    throw Error(name + " is not valid JSON: " + e.what());
   }
-  return from_json(j, "profile '" + path + "'");
+  return from_json(j, name);
 }
 
 void Profile::save(const std::string& path) const {

@@ -89,6 +89,8 @@ struct Profile {
   static Profile from_json(const nlohmann::json& j, const std::string& source_name);
   // Errors name the file and the field.
   static Profile load(const std::string& path);
+  // The text of a profile.json; `name` ("profile 'x.json'") opens every error.
+  static Profile parse(const std::string& text, const std::string& name);
   void save(const std::string& path) const;
   // Throws if the profile was taken on a different model (layer names or tensor sizes differ).
   void check_matches(const ModelSpec& spec, const std::string& profile_name) const;
