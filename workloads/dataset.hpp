@@ -30,6 +30,9 @@ struct IdxArray {
 };
 IdxArray parse_idx_u8(const std::vector<std::uint8_t>& bytes, const std::string& name);
 std::vector<std::uint8_t> read_file_maybe_gzip(const std::string& path);
+// A file's bytes as read_file_maybe_gzip hands them on: inflated when they are gzip (by content,
+// not by name), else as they are. Errors name `name`.
+std::vector<std::uint8_t> maybe_gunzip(std::vector<std::uint8_t> bytes, const std::string& name);
 
 struct SyntheticOptions {
   Shape shape{3, 32, 32};

@@ -186,9 +186,13 @@ std::vector<std::uint8_t> read_file_maybe_gzip(const std::string& path) {
   std::size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) bytes.insert(bytes.end(), buf, buf + n);
   if (std::ferror(f.get())) throw Error("cannot read " + path + ": " + std::strerror(errno));
+  return maybe_gunzip(std::move(bytes), path);
+}
+
+std::vector<std::uint8_t> maybe_gunzip(std::vector<std::uint8_t> bytes, const std::string& name) {
   // Detect compression by content, not by name: a ".gz" that is not gzip is read as is (and
   // then fails the IDX checks with a message about its magic), a gzip without ".gz" is inflated.
-  if (is_gzip(bytes)) return gunzip(bytes, path);
+  if (is_gzip(bytes)) return gunzip(bytes, name);
   return bytes;
 }
 
