@@ -168,8 +168,14 @@ std::optional<std::string> parse_http_head(std::string_view head, HttpRequest& r
   req.method = std::string(line.substr(0, sp1));
   req.target = std::string(line.substr(sp1 + 1, sp2 - sp1 - 1));
   const std::string_view version = line.substr(sp2 + 1);
-  if (version != "HTTP/1.1" && version != "HTTP/1.0")
-    return "unsupported protocol '" + std::string(version) + "'";
+  if (version != "HTTP/1.1" && version != "HTTP/1.0") {
+    // Quoted only when it is printable ASCII: the reason goes into a JSON answer, whose dump
+    // throws on bytes that are not UTF-8 (and that would stop the server's thread).
+    const bool printable = std::all_of(version.begin(), version.end(),
+                                       [](unsigned char c) { return c >= 0x20 && c < 0x7f; });
+    return printable ? "unsupported protocol '" + std::string(version) + "'"
+                     : std::string("unsupported protocol (expected HTTP/1.1 or HTTP/1.0)");
+  }
   if (req.method.empty() ||
       req.method.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ") != std::string::npos)
     return "malformed method";

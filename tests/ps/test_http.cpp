@@ -104,6 +104,18 @@ TEST_CASE("HTTP request heads parse, and malformed ones are named", "[ps][http]"
   CHECK(parse_http_head("GET / HTTP/1.1\r\nno colon here", bad));
 }
 
+// Found by tests/fuzz/fuzz_http_request: the protocol was quoted as sent, and the 400 answer's
+// JSON dump threw on bytes that are not UTF-8, which stopped the server's thread.
+TEST_CASE("an HTTP head's unreadable protocol is refused without quoting it", "[ps][http]") {
+  HttpRequest r;
+  const auto err = parse_http_head("GET /metrics HTTP\xcc.u\n01", r);
+  REQUIRE(err);
+  CHECK(*err == "unsupported protocol (expected HTTP/1.1 or HTTP/1.0)");
+  CHECK_NOTHROW(HttpResponse::error(400, *err).body);
+  CHECK(parse_http_head("GET / HTTP/2.0", r) ==
+        std::optional<std::string>("unsupported protocol 'HTTP/2.0'"));
+}
+
 TEST_CASE("an HTTP server answers, refuses bad requests with a reason, and keeps serving",
           "[ps][http]") {
   HttpOptions o;
