@@ -251,6 +251,27 @@ toml::table parse_config(std::string text, const std::string& file) {
   }
 }
 
+}  // namespace
+
+std::vector<CLI::ConfigItem> read_config_items(std::string body, const std::string& file,
+                                               std::map<std::string, int>& key_lines) {
+  // A byte-order mark (editors on Windows write one) is no part of the first key.
+  if (body.rfind("\xEF\xBB\xBF", 0) == 0) body.erase(0, 3);
+  const toml::table root = parse_config(body, file);
+  const std::vector<std::string> lines = split_lines(body);
+  note_lines(root, {}, key_lines);
+  std::vector<Located> found;
+  collect(root, {}, lines, file, found);
+  std::stable_sort(found.begin(), found.end(), [](const Located& a, const Located& b) {
+    return a.line != b.line ? a.line < b.line : a.column < b.column;
+  });
+  std::vector<CLI::ConfigItem> items;
+  for (Located& l : found) items.push_back(std::move(l.item));
+  return items;
+}
+
+namespace {
+
 // TOML whose keys belong to one subcommand: each item is filed under that subcommand's path. A
 // key for an option that excludes one given on the command line (ctl's --run against
 // --coordinator) is dropped: the command line wins there too.
@@ -263,21 +284,9 @@ class SubcommandToml final : public CLI::ConfigBase {
   std::vector<CLI::ConfigItem> from_config(std::istream& input) const override {
     std::stringstream text;
     text << input.rdbuf();
-    std::string body = text.str();
-    // A byte-order mark (editors on Windows write one) is no part of the first key.
-    if (body.rfind("\xEF\xBB\xBF", 0) == 0) body.erase(0, 3);
-    const toml::table root = parse_config(body, file);
-    const std::vector<std::string> lines = split_lines(body);
     key_lines_.clear();
-    note_lines(root, {}, key_lines_);
-    std::vector<Located> found;
-    collect(root, {}, lines, file, found);
-    std::stable_sort(found.begin(), found.end(), [](const Located& a, const Located& b) {
-      return a.line != b.line ? a.line < b.line : a.column < b.column;
-    });
     std::vector<CLI::ConfigItem> kept;
-    for (Located& l : found) {
-      CLI::ConfigItem& item = l.item;
+    for (CLI::ConfigItem& item : read_config_items(text.str(), file, key_lines_)) {
       check_key(item);
       if (app != nullptr && item.parents.empty() && overruled(item.name)) continue;
       item.parents.insert(item.parents.begin(), scope.begin(), scope.end());

@@ -9,6 +9,7 @@
 // lines); a key alone on its line is `key = true`, as CLI11 took it.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,12 @@
 namespace psbed::cluster {
 
 void enable_subcommand_configs(CLI::App& root);
+// The text of a --config file (`file` names it in errors) as CLI11's items, in the order the file
+// gives them, a section's keys with the section as their parent; `key_lines` gets every key's and
+// section's line ("train.batch", "[train]"). No key is checked against a command here. Throws
+// CLI::ConfigError naming the file and the line.
+std::vector<CLI::ConfigItem> read_config_items(std::string body, const std::string& file,
+                                               std::map<std::string, int>& key_lines);
 void add_config_option(CLI::App* app);
 // The names of app's subcommands, ", "-joined, each between `open` and `close`.
 std::string subcommand_names(const CLI::App& app, const char* open = "", const char* close = "");
