@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 PSBED := build/release/cluster/psbed
 export PSBED_DATA_DIR ?= $(CURDIR)/data/mnist
 
-.PHONY: all deps data web build build-asan demo test test-unit test-asan lint bench clean
+.PHONY: all deps data web build build-asan demo test test-unit test-asan lint fuzz fuzz-build fuzz-smoke bench clean
 
 all: build
 
@@ -65,6 +65,22 @@ lint:
 	@cluster/install-deps.sh test
 	@tests/format_check.sh
 	@tests/house_check.sh
+
+# The decoders' libFuzzer harnesses (tests/fuzz/, clang), in their own build folder: `make fuzz`
+# runs each for FUZZ_SECONDS (or FUZZ_RUNS executions; then no time limit unless FUZZ_SECONDS is
+# given too) from the seed corpus in tests/fuzz/corpus; `make fuzz-smoke` a few seconds each (CI).
+FUZZ_SECONDS ?= $(if $(FUZZ_RUNS),0,60)
+FUZZ_RUNS ?=
+fuzz-build:
+	@cluster/install-deps.sh test
+	@cmake -S tests/fuzz -B build/fuzz -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+	@cmake --build build/fuzz -j $(JOBS)
+
+fuzz: fuzz-build
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_RUNS=$(FUZZ_RUNS) tests/fuzz/run.sh build/fuzz
+
+fuzz-smoke: fuzz-build
+	@FUZZ_SECONDS=4 FUZZ_RUNS= tests/fuzz/run.sh build/fuzz
 
 test-unit: build
 	@cd build/release && ctest -L unit --output-on-failure

@@ -8,7 +8,8 @@
 #   cluster/install-deps.sh test      also curl, prometheus (promtool) and chromium for the tests
 #                                     of the coordinator's HTTP API and dashboard, python3-zmq for
 #                                     those that speak to the nodes as a raw ZeroMQ peer (`make test`),
-#                                     clang-format and universal-ctags for the house checks (`make lint`)
+#                                     clang-format and universal-ctags for the house checks (`make lint`),
+#                                     clang with libFuzzer for the decoders' fuzz harnesses (`make fuzz`)
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config git ca-certificates
@@ -21,7 +22,7 @@ for extra in "$@"; do
   case "$extra" in
     bench) pkgs+=(python3-torch libopenblas0-pthread) ;;
     plot)  pkgs+=(python3-matplotlib) ;;
-    test)  pkgs+=(curl prometheus chromium python3-zmq clang-format universal-ctags) ;;
+    test)  pkgs+=(curl prometheus chromium python3-zmq clang-format universal-ctags clang libclang-rt-14-dev) ;;
     *) echo "install-deps: unknown extra '$extra' (expected: bench, plot, test)" >&2; exit 2 ;;
   esac
 done
