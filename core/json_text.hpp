@@ -1,9 +1,14 @@
 // JSON from outside the process (a peer's message, an HTTP body, a file) as error messages quote
 // it and as psbed parses it from the network: never dumped whole, never nested without bound.
 #pragma once
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace psbed {
 
@@ -21,6 +26,25 @@ inline std::string json_excerpt(const nlohmann::json& v) {
     s = s.substr(0, n) + "...";
   }
   return s;
+}
+
+// A peer's number as a T, or nullopt where it is not one T holds: a fraction, NaN or a value out
+// of T's range. json::get converts those with a cast, which is undefined behaviour for a value
+// out of range (1e44 as an integer, 1e300 as a float).
+template <typename T>
+bool json_fits(const nlohmann::json& v) {
+  using L = std::numeric_limits<T>;
+  if constexpr (std::is_floating_point_v<T>) {
+    if (!v.is_number()) return false;
+    const double d = v.get<double>();
+    return std::isfinite(d) && std::fabs(d) <= double(L::max());
+  } else {
+    if (v.is_number_unsigned()) return v.get<std::uint64_t>() <= std::uint64_t(L::max());
+    if (!v.is_number_integer()) return false;
+    const std::int64_t i = v.get<std::int64_t>();
+    return i >= 0 ? std::uint64_t(i) <= std::uint64_t(L::max())
+                  : L::is_signed && i >= std::int64_t(L::min());
+  }
 }
 
 // Levels below the top-level value (a scalar counts as one more than the container holding it);

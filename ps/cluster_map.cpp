@@ -1,6 +1,7 @@
 #include "ps/cluster_map.hpp"
 
 #include "core/error.hpp"
+#include "core/json_text.hpp"
 
 namespace psbed::ps {
 
@@ -39,6 +40,26 @@ nlohmann::json ClusterMap::to_json() const {
   return j;
 }
 
+namespace {
+
+// A number of the map as a T, refused where T cannot hold it (json's own conversion is a cast,
+// undefined for a value out of range).
+template <typename T>
+T number(const nlohmann::json& v, const char* what) {
+  if (!json_fits<T>(v))
+    throw Error(std::string("malformed cluster map: ") + what + " is " + json_excerpt(v) +
+                (std::is_floating_point_v<T> ? ", expected a finite number"
+                                             : ", expected a whole number in range"));
+  return v.get<T>();
+}
+
+template <typename T>
+T number_or(const nlohmann::json& e, const char* key, T dflt) {
+  return e.contains(key) ? number<T>(e[key], key) : dflt;
+}
+
+}  // namespace
+
 ClusterMap ClusterMap::from_json(const nlohmann::json& j) {
   ClusterMap m;
   try {
@@ -46,18 +67,18 @@ ClusterMap ClusterMap::from_json(const nlohmann::json& j) {
     m.exp.model_name = e.at("model");
     m.exp.model_toml = e.at("model_toml");
     m.exp.mode = Consistency::parse(e.at("mode"));
-    m.exp.sgd.lr = e.at("lr");
-    m.exp.sgd.momentum = e.at("momentum");
-    m.exp.sgd.weight_decay = e.at("weight_decay");
+    m.exp.sgd.lr = number<float>(e.at("lr"), "lr");
+    m.exp.sgd.momentum = number<float>(e.at("momentum"), "momentum");
+    m.exp.sgd.weight_decay = number<float>(e.at("weight_decay"), "weight_decay");
     m.exp.lr_schedule = e.at("lr_schedule");
-    m.exp.steps = e.at("steps");
-    m.exp.batch = e.at("batch");
-    m.exp.seed = e.at("seed");
-    m.exp.partition_bytes = e.at("partition_bytes");
+    m.exp.steps = number<decltype(m.exp.steps)>(e.at("steps"), "steps");
+    m.exp.batch = number<int>(e.at("batch"), "batch");
+    m.exp.seed = number<std::uint64_t>(e.at("seed"), "seed");
+    m.exp.partition_bytes = number<std::int64_t>(e.at("partition_bytes"), "partition_bytes");
     m.exp.policy.name = e.value("policy", "wfbp");
-    m.exp.policy.slice_params = e.value("slice_params", m.exp.policy.slice_params);
-    m.exp.policy.partition_params = e.value("partition_params", m.exp.policy.partition_params);
-    m.exp.policy.credit_bytes = e.value("credit_bytes", m.exp.policy.credit_bytes);
+    m.exp.policy.slice_params = number_or(e, "slice_params", m.exp.policy.slice_params);
+    m.exp.policy.partition_params = number_or(e, "partition_params", m.exp.policy.partition_params);
+    m.exp.policy.credit_bytes = number_or(e, "credit_bytes", m.exp.policy.credit_bytes);
     m.exp.policy.seed = m.exp.seed;
     m.exp.allow_nonfinite = e.value("allow_nonfinite", false);
     policy::check_policy_options(
@@ -65,7 +86,8 @@ ClusterMap ClusterMap::from_json(const nlohmann::json& j) {
     auto nodes = [](const nlohmann::json& a) {
       std::vector<NodeInfo> v;
       for (const auto& n : a) {
-        v.push_back({n.at("role"), n.at("id"), n.at("name"), n.at("address")});
+        v.push_back(
+            {n.at("role"), number<int>(n.at("id"), "a node's id"), n.at("name"), n.at("address")});
         v.back().link_id = n.value("link_id", "");
         v.back().curve_key = n.value("curve_key", "");
       }
@@ -78,11 +100,21 @@ ClusterMap ClusterMap::from_json(const nlohmann::json& j) {
     m.plan.parts_of_key.resize(m.spec.tensors.size());
     m.plan.shard_bytes.assign(m.servers.size(), 0);
     for (const auto& p : j.at("parts")) {
-      Part part{p.at(0), p.at(1), p.at(2), p.at(3), p.at(4)};
+      Part part{number<int>(p.at(0), "a part's key"), number<int>(p.at(1), "a part's index"),
+                number<std::int64_t>(p.at(2), "a part's offset"),
+                number<std::int64_t>(p.at(3), "a part's size"),
+                number<int>(p.at(4), "a part's shard")};
       if (part.key < 0 || part.key >= int(m.spec.tensors.size()) || part.shard < 0 ||
           part.shard >= m.plan.shards)
         throw Error("cluster map part (" + std::to_string(part.key) + ", " +
                     std::to_string(part.part) + ") names a tensor or shard that does not exist");
+      // Within its tensor, so that its byte count cannot overflow either.
+      const std::int64_t numel = m.spec.tensors[std::size_t(part.key)].numel;
+      if (part.offset < 0 || part.numel < 0 || part.offset > numel ||
+          part.numel > numel - part.offset)
+        throw Error("cluster map part (" + std::to_string(part.key) + ", " +
+                    std::to_string(part.part) + ") runs past its tensor of " +
+                    std::to_string(numel) + " floats");
       m.plan.parts_of_key[part.key].push_back(int(m.plan.parts.size()));
       m.plan.shard_bytes[part.shard] += part.bytes();
       m.plan.parts.push_back(part);

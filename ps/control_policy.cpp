@@ -22,10 +22,18 @@ policy::PolicyOptions policy_from_json(const json& j) {
   policy::PolicyOptions o;
   try {
     o.name = j.at("policy").get<std::string>();
-    o.slice_params = j.value("slice_params", o.slice_params);
-    o.partition_params = j.value("partition_params", o.partition_params);
-    o.credit_bytes = j.value("credit_bytes", o.credit_bytes);
-    o.seed = j.value("seed", o.seed);
+    // json::value converts a fraction or a value out of range with a cast: undefined behaviour.
+    auto whole = [&j](const char* key, auto dflt) {
+      if (!j.contains(key)) return dflt;
+      if (!json_fits<decltype(dflt)>(j[key]))
+        throw Error(std::string("a policy description's '") + key + "' is " + json_excerpt(j[key]) +
+                    ", expected a whole number in range");
+      return j[key].get<decltype(dflt)>();
+    };
+    o.slice_params = whole("slice_params", o.slice_params);
+    o.partition_params = whole("partition_params", o.partition_params);
+    o.credit_bytes = whole("credit_bytes", o.credit_bytes);
+    o.seed = whole("seed", o.seed);
   } catch (const json::exception& e) {
     throw Error(std::string("a policy description is malformed: ") + e.what());
   }
