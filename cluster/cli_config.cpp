@@ -142,7 +142,8 @@ std::string unquoted(const std::string& key) {
     fail_at(file, n, "expected key = value, got '" + trim(line) + "'");
   if (what.rfind("expected value", 0) == 0 && line.find('=') != std::string::npos)
     fail_at(file, n, "'" + trim(line.substr(0, line.find('='))) + "' has no value");
-  if (what.rfind("expected a comment or whitespace", 0) == 0 && column >= 1) {
+  if (what.rfind("expected a comment or whitespace", 0) == 0 && column >= 1 &&
+      std::size_t(column - 1) <= line.size()) {
     const std::string before = trim(line.substr(0, std::size_t(column - 1)));
     fail_at(file, n,
             std::string("unexpected text after the ") +
@@ -154,9 +155,11 @@ std::string unquoted(const std::string& key) {
   if (what.find("cannot redefine existing") != std::string::npos) {
     if (context == "table header") {
       const std::string head = trim(line.substr(0, line.find('#')));
-      fail_at(file, n,
-              "the section " + head + " is given twice" +
-                  first_given(lines, n, unquoted(head.substr(1, head.size() - 2)), true));
+      // toml++ may name another line than the header's ("[a.b]" after a key a): no brackets.
+      const std::string name = head.size() >= 2 ? head.substr(1, head.size() - 2) : head;
+      fail_at(
+          file, n,
+          "the section " + head + " is given twice" + first_given(lines, n, unquoted(name), true));
     }
     const std::string key = trim(line.substr(0, line.find('=')));
     fail_at(file, n, "'" + key + "' is given twice" + first_given(lines, n, unquoted(key), false));
