@@ -41,3 +41,16 @@ TEST_CASE("a policy request takes the settings its policy uses and refuses the o
   CHECK_THROWS_WITH(ps::policy_from_request({{"policy", "p3"}, {"slice_params", -5}}, now),
                     Contains("'slice_params' must be a positive integer"));
 }
+
+// Found by tests/fuzz/fuzz_peer_json: json's own conversion casts, which is undefined behaviour
+// for a number out of the field's range.
+TEST_CASE("a set_policy word's number out of range is refused, naming it", "[ps][control]") {
+  const nlohmann::json ok = {{"policy", "p3"}, {"slice_params", 1000}, {"seed", 7}};
+  CHECK(ps::policy_from_json(ok).slice_params == 1000);
+  for (const nlohmann::json& bad :
+       {nlohmann::json(1.3e44), nlohmann::json(2.5), nlohmann::json(-1), nlohmann::json("5")}) {
+    nlohmann::json j = ok;
+    j["seed"] = bad;
+    CHECK_THROWS_WITH(ps::policy_from_json(j), Contains("'seed'") && Contains("whole number"));
+  }
+}
