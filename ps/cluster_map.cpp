@@ -86,10 +86,11 @@ ClusterMap ClusterMap::from_json(const nlohmann::json& j) {
     auto nodes = [](const nlohmann::json& a) {
       std::vector<NodeInfo> v;
       for (const auto& n : a) {
-        v.push_back(
-            {n.at("role"), number<int>(n.at("id"), "a node's id"), n.at("name"), n.at("address")});
-        v.back().link_id = n.value("link_id", "");
-        v.back().curve_key = n.value("curve_key", "");
+        NodeInfo info;
+        info.role = n.at("role"), info.id = number<int>(n.at("id"), "a node's id");
+        info.name = n.at("name"), info.address = n.at("address");
+        info.link_id = n.value("link_id", ""), info.curve_key = n.value("curve_key", "");
+        v.push_back(std::move(info));
       }
       return v;
     };

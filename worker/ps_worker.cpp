@@ -710,7 +710,7 @@ class PsWorker {
   ps::ClusterMap map_;
   std::string link_id_;                               // this worker's identity towards the shards
   std::atomic<const ps::PsClient*> client_{nullptr};  // while run_joined's client lives
-  ps::CurveKeys keys_;  // --keys: CURVE on every link
+  ps::CurveKeys keys_;                                // --keys: CURVE on every link
   std::unique_ptr<Net> net_;
   int id_ = 0;
   std::vector<std::int64_t> layer_floats_;
