@@ -96,7 +96,7 @@ json Coordinator::status_locked() {
     nodes.push_back(node);
     if (n.role == "server") {
       json sv = {{"name", n.name}, {"id", n.id}, {"alive", n.alive}};
-      for (const char* k : {"pushes", "pulls", "bad_messages", "queue_depth"})
+      for (const char* k : {"pushes", "pulls", "bad_messages", "bad_by_kind", "queue_depth"})
         if (n.stats.contains(k)) sv[k] = n.stats[k];
       servers.push_back(sv);
       continue;
@@ -200,6 +200,18 @@ std::string Coordinator::metrics_locked() {
   for (const auto& [_, n] : nodes_)
     if (n.role == "server" && n.stats.contains("bad_messages"))
       m.sample("psbed_bad_messages_total", labels(n), num(n.stats, "bad_messages"));
+  m.family("psbed_bad_messages_by_kind_total", "counter",
+           "A server shard's dropped messages by kind (forged sender, non-finite gradient, ...)");
+  for (const auto& [_, n] : nodes_) {
+    if (n.role != "server" || !n.stats.is_object() || !n.stats.contains("bad_by_kind") ||
+        !n.stats["bad_by_kind"].is_object())
+      continue;
+    for (const auto& [kind, count] : n.stats["bad_by_kind"].items()) {
+      auto l = labels(n);
+      l.emplace_back("kind", kind);
+      m.sample("psbed_bad_messages_by_kind_total", l, count.is_number() ? count.get<double>() : 0);
+    }
+  }
   m.family("psbed_policy_switches_total", "counter", "Live policy switches that took effect");
   m.sample("psbed_policy_switches_total", {}, double(switches_.size()));
   m.family("psbed_policy_info", "gauge",

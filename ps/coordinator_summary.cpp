@@ -76,6 +76,12 @@ void Coordinator::write_summary_locked() {
             {"test_accuracy", test_accuracy_ >= 0 ? json(test_accuracy_) : json(nullptr)},
             {"ok", exit_code_ == 0},
             {"duration_s", std::chrono::duration<double>(Clock::now() - started_).count()}};
+  // What each shard dropped, by kind, as it last reported (once a second).
+  json bad = json::object();
+  for (const auto& [_, n] : nodes_)
+    if (n.role == "server" && n.stats.is_object() && n.stats.contains("bad_by_kind"))
+      bad[n.name] = n.stats["bad_by_kind"];
+  s["bad_messages_by_server"] = bad;
   if (!failure_.empty()) s["failure"] = failure_;
   if (!evaluation_note_.empty()) s["evaluation"] = evaluation_note_;
   if (!map_json_.is_null())

@@ -107,6 +107,16 @@ int run_server(const ServerOptions& in) {
   // Every second, the shard's counters go to the coordinator (its /metrics and /api/status);
   // four times a second, the process's CPU seconds go to the trace (the profile's host cost).
   nlohmann::json cpu_samples = nlohmann::json::array();
+  // Messages refused so far, by kind ("forged sender", "non-finite gradient", ...).
+  auto refused_by_kind = [&] {
+    nlohmann::json by_kind = nlohmann::json::object();
+    for (int k = 1; k < kProblemKinds; ++k) {
+      const auto p = static_cast<Problem>(k);
+      if (auto n = shard.bad().count(p) + transport.bad_messages().count(p))
+        by_kind[problem_name(p)] = n;
+    }
+    return by_kind;
+  };
   for (int tick = 0;; ++tick) {
     cpu_samples.push_back({now_us(), process_cpu_s()});
     if (link.wait_shutdown(0.25)) break;
@@ -115,6 +125,7 @@ int run_server(const ServerOptions& in) {
                          {"pushes", shard.pushes()},
                          {"pulls", shard.pulls()},
                          {"bad_messages", shard.bad().total() + transport.bad_messages().total()},
+                         {"bad_by_kind", refused_by_kind()},
                          {"queue_depth", shard.queue_depth()},
                          {"dropped_unread", zmq_transport.dropped_unread()}});
   }
@@ -130,14 +141,9 @@ int run_server(const ServerOptions& in) {
   if (stopped.empty())
     spdlog::info("{} shutting down: {} pushes, {} pulls, {} bad messages dropped", opt.node.name,
                  shard.pushes(), shard.pulls(), bad.total() + tbad.total());
-  nlohmann::json by_kind = nlohmann::json::object();
-  for (int k = 1; k < kProblemKinds; ++k) {
-    const auto p = static_cast<Problem>(k);
-    if (auto n = bad.count(p) + tbad.count(p)) {
-      by_kind[problem_name(p)] = n;
-      spdlog::info("  bad messages, {}: {}", problem_name(p), n);
-    }
-  }
+  const nlohmann::json by_kind = refused_by_kind();
+  for (const auto& [kind, n] : by_kind.items())
+    spdlog::info("  bad messages, {}: {}", kind, n.get<std::uint64_t>());
   if (!opt.node.trace_dir.empty()) {
     trace.set_metadata("bad_messages", bad.total() + tbad.total());
     trace.set_metadata("cpu_samples", cpu_samples);

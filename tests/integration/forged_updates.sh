@@ -13,7 +13,7 @@ need_data
 # run NAME [attack]: one bsp launch with one worker and two shards, its parameters in NAME.bin.
 run() {
   local name="$1" attack="${2:-}"
-  "$PSBED" launch --servers 2 --workers 1 --model lenet5 --data mnist --steps 120 --batch 64 --lr 0.03 \
+  "$PSBED" launch --servers 2 --workers 1 --model lenet5 --data mnist --steps 300 --batch 64 --lr 0.03 \
     --mode bsp --threads 1 --timeout 240 --http 127.0.0.1:0 --http-token s3cret-token \
     --save-params "$WORK/$name.bin" --out "$WORK/$name" >"$WORK/$name.out" 2>&1 &
   local pid=$!
@@ -27,6 +27,14 @@ run() {
     shards=$(grep -ho 'serving on tcp://[0-9.:]*' "$WORK/$name"/logs/server-*.log | cut -d' ' -f3 | tr '\n' ' ')
     coordinator=$(cat "$WORK/$name/logs/coordinator.endpoint")
     [ -n "$shards" ] && [ -n "$coordinator" ] || fail "$name: no shard or coordinator endpoint in the logs"
+    # The switch without the token is refused, by ctl's exit status and its line.
+    if "$PSBED" ctl --run "$WORK/$name" policy bulk >"$WORK/$name.ctl" 2>&1; then
+      cat "$WORK/$name.ctl"; fail "ctl switched the policy without the token"
+    fi
+    grep -q "token is required" "$WORK/$name.ctl" || { cat "$WORK/$name.ctl"; fail "ctl did not say why"; }
+    # With it, the coordinator answers.
+    "$PSBED" ctl --run "$WORK/$name" --token s3cret-token status >"$WORK/$name.status" 2>&1 ||
+      { cat "$WORK/$name.status"; fail "ctl status with the token failed"; }
     timeout 60 "$PY3" - "$coordinator" $shards >"$WORK/$name.rogue" 2>&1 <<'PY' || { cat "$WORK/$name.rogue"; fail "the raw client failed"; }
 import json, struct, sys, time, zmq
 
@@ -75,14 +83,6 @@ print("registration:", frames[-1].decode())
 assert "refused" in frames[-1].decode(), frames
 print("sent", seq, "forged messages to the shards")
 PY
-    # The switch without the token is refused, by ctl's exit status and its line.
-    if "$PSBED" ctl --run "$WORK/$name" policy bulk >"$WORK/$name.ctl" 2>&1; then
-      cat "$WORK/$name.ctl"; fail "ctl switched the policy without the token"
-    fi
-    grep -q "token is required" "$WORK/$name.ctl" || { cat "$WORK/$name.ctl"; fail "ctl did not say why"; }
-    # With it, the coordinator answers.
-    "$PSBED" ctl --run "$WORK/$name" --token s3cret-token status >"$WORK/$name.status" 2>&1 ||
-      { cat "$WORK/$name.status"; fail "ctl status with the token failed"; }
   fi
   wait "$pid" || { tail -20 "$WORK/$name.out"; fail "$name: the run failed"; }
 }
@@ -97,6 +97,9 @@ for s in 0 1; do
   echo "server-$s refused ${n:-0} forged messages"
   [ "${n:-0}" = 60 ] || { tail -5 "$WORK/attacked/logs/server-$s.log"; fail "server-$s counted ${n:-0} forged messages, expected 60"; }
 done
+# The summary keeps the counts the shards reported while the run went on.
+json "$WORK/attacked/summary.json" "sum(v.get('forged sender', 0) for v in s['bad_messages_by_server'].values())" |
+  grep -qx "120" || fail "the summary does not count the 120 forged messages: $(json "$WORK/attacked/summary.json" "s['bad_messages_by_server']")"
 grep -q "registration of 'rogue' refused" "$WORK/attacked/logs/coordinator.log" || fail "the late registration was not logged"
 grep -q "a registration of [0-9]* bytes, expected at most" "$WORK/attacked/logs/coordinator.log" ||
   fail "the oversized registration was not refused by its size"
