@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Nobody but a registered worker trains the model. A raw ZeroMQ client that can reach every port
 # (no key: the cluster runs without --secure) sends each shard pushes of NaN gradients and pushes
-# 30 and 1000 clocks ahead in worker 0's name, and pulls in its name; the coordinator a 2 MB
+# 30 and 1000 clocks ahead in worker 0's name, and pulls in its name; the coordinator a 50 MB
 # message, a 100 KB registration, a worker registration after the cluster is full and a ctl policy
 # switch without the token. Each is refused and counted, and the bsp run's final parameters are
 # bit for bit those of the same run unattacked.
@@ -35,6 +35,9 @@ run() {
     # With it, the coordinator answers.
     "$PSBED" ctl --run "$WORK/$name" --token s3cret-token status >"$WORK/$name.status" 2>&1 ||
       { cat "$WORK/$name.status"; fail "ctl status with the token failed"; }
+    local coord_pid
+    coord_pid=$(pgrep -f -- "coordinator.*$WORK/$name/" | head -1)
+    [ -n "$coord_pid" ] || fail "$name: no coordinator process"
     timeout 60 "$PY3" - "$coordinator" $shards >"$WORK/$name.rogue" 2>&1 <<'PY' || { cat "$WORK/$name.rogue"; fail "the raw client failed"; }
 import json, struct, sys, time, zmq
 
@@ -69,7 +72,7 @@ for i, ep in enumerate(shards):
         print("a shard answered a forged message:", s.recv_multipart()[0][:8])
         sys.exit(1)
 # Past the size bound: ZeroMQ drops the connection before the coordinator reads a byte.
-dealer(coordinator, b"rogue-huge").send_multipart([header(1, length=2 << 20), b"x" * (2 << 20)])
+dealer(coordinator, b"rogue-huge").send_multipart([header(1, length=50 << 20), b"x" * (50 << 20)])
 big = json.dumps({"role": "worker", "name": "worker-9", "pad": "x" * 100000}).encode()
 dealer(coordinator, b"rogue-big").send_multipart([header(1, length=len(big)), big])
 c = dealer(coordinator, b"rogue-register")
@@ -83,6 +86,11 @@ print("registration:", frames[-1].decode())
 assert "refused" in frames[-1].decode(), frames
 print("sent", seq, "forged messages to the shards")
 PY
+    # The 50 MB message never entered the coordinator's memory (it took 1.1 GB when it was parsed).
+    local peak
+    peak=$(awk '/VmHWM/ {print $2}' "/proc/$coord_pid/status")
+    echo "the coordinator's peak memory after the attack: $((peak / 1024)) MiB"
+    [ "$peak" -lt $((200 * 1024)) ] || fail "the coordinator grew to $((peak / 1024)) MiB"
   fi
   wait "$pid" || { tail -20 "$WORK/$name.out"; fail "$name: the run failed"; }
 }
