@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/secret.hpp"
 
 namespace psbed::ps {
 namespace {
@@ -53,14 +54,6 @@ std::string decode(std::string_view s, bool plus_is_space) {
     }
   }
   return out;
-}
-
-// Compares without an early exit, so the time taken does not tell how much of a guess was right.
-bool same_secret(const std::string& a, const std::string& b) {
-  unsigned diff = a.size() == b.size() ? 0 : 1;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    diff |= unsigned(a[i]) ^ unsigned(i < b.size() ? b[i] : 0);
-  return diff == 0;
 }
 
 }  // namespace
