@@ -9,8 +9,10 @@ need_data
 PY=/usr/bin/python3
 "$PY" -c 'import zmq, sys; sys.exit(0 if zmq.has("curve") else 1)' 2>/dev/null ||
   skip "no python3-zmq with CURVE at $PY"
-steps=4000
-timeout 300 "$PSBED" launch --secure --servers 1 --workers 2 --model lenet5 --data mnist \
+# worker-0 sleeps 10 ms a step: the run lasts 15 s or more however fast the host, longer than
+# the rogue's tries (each waits 1 s for an answer that must not come).
+steps=1500
+timeout 300 "$PSBED" launch --secure --servers 1 --workers 2 --model lenet5 --data mnist --straggler-ms 10 \
   --steps $steps --batch 32 --lr 0.01 --mode async --out "$WORK/run" >"$WORK/run.out" 2>&1 &
 PIDS+=($!)
 keys="$WORK/run/keys"
@@ -57,7 +59,7 @@ def ask(frames):
         s.send_multipart(frames, flags=zmq.NOBLOCK)
     except zmq.Again:
         return False
-    return s.poll(2000) != 0
+    return s.poll(1000) != 0
 if target == "register":
     reg = json.dumps({"role": "worker", "name": "rogue", "address": ""}).encode()
     answered = ask([header(1, length=len(reg)), reg])
