@@ -350,11 +350,12 @@ int run_coordinator_command(CoordinatorCommand& c, const std::string& log_level)
     c.link_model = predictor::LinkModel::kBucket;
     predictor::take_host_costs(profile, c);
     c.arrival_jitter_s = predictor::kArrivalJitterUs * 1e-6;  // as psbed predict
+    c.host_cv = profile.host_cv, c.start_spread_s = profile.start_spread_ms * 1e-3;
     // The running cluster's compute: real compute takes the host's cores, replay sleeps.
     c.compute_on_cores = cfg.value("compute", std::string("real")) == "real";
     c.steps = 100;
     return predictor::simulate_seeds(profile, load_model(cfg.at("model").get<std::string>()), c,
-                                     predictor::kPredictSeeds)
+                                     predictor::kBandDraws)
         .images_per_sec;
   };
   // Where it writes, checked now: not a finished run that cannot keep its summary.

@@ -71,11 +71,20 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
       ->transform(seed_validator());
   app->add_option(
          "--seeds", f.seeds,
-         "simulations per configuration, with seeds --seed, --seed + 1, ...: the one with the "
-         "median "
-         "images/s is the prediction (steadies configurations on the edge between two regimes)")
+         "simulations (draws) per configuration, with seeds --seed, --seed + 1, ...: each draws "
+         "its compute, each worker's start and the run's host speed; their median is the "
+         "prediction, their 5th to 95th percentile the band one real run should land in, and "
+         "groups of draws far apart the regimes (docs/prediction.md, \"Bands and regimes\")")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  app->add_option("--host-cv", f.host_cv,
+                  "run-to-run variation of the host's speed the draws take (a coefficient of "
+                  "variation; default: the profile's variation.host_cv, 0: none)")
+      ->check(number_in("coefficient", 0, false, 1, "0 or more and below 1"));
+  app->add_option("--start-spread-ms", f.start_spread_ms,
+                  "each worker starts up to this much later, a draw per worker (default: the "
+                  "profile's variation.start_spread_ms, 0: all at once)")
+      ->check(number_in("milliseconds", 0, false, 6e5, "0 or more and below 600000"));
   app->add_option("--jobs", f.jobs,
                   "simulations run at once, one per thread (0: one per core this process may use); "
                   "the figures do not depend on it")
@@ -160,7 +169,7 @@ void add_profile_predict_validate(CLI::App& root, PredictorCommands& o, std::str
   pred->add_option("--mode", o.predict.modes, "async, bsp, ssp:K (several: comma-separated)")
       ->delimiter(',')
       ->capture_default_str();
-  o.predict.sim.seeds = predictor::kPredictSeeds;
+  o.predict.sim.seeds = predictor::kBandDraws;
   add_sim_flags(pred, o.predict.sim);
   pred->add_flag("--analytic", o.predict.analytic_only,
                  "analytic bounds only (instant), no simulation, so no --trace-out");
@@ -189,7 +198,7 @@ void add_profile_predict_validate(CLI::App& root, PredictorCommands& o, std::str
   val->add_option("--profile", o.validate.profile, "profile.json from psbed profile")->required();
   val->add_option("runs", o.validate.runs, "measured run folders")->required();
   val->add_option("--out", o.validate.out, "report folder")->capture_default_str();
-  o.validate.sim.seeds = predictor::kPredictSeeds;
+  o.validate.sim.seeds = predictor::kBandDraws;
   o.validate.sim.steps = 0;  // each run's own
   add_sim_flags(val, o.validate.sim, "simulated steps per worker (default, 0: each run's own)");
   val->add_option("--python", o.validate.python, "interpreter with matplotlib for the plot")

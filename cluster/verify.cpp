@@ -119,7 +119,7 @@ int run_optimize_verify(const predictor::OptimizeOptions& options, const VerifyO
   // The same configuration predicted for the run's own length, beside what it measured.
   predictor::SimFlags flags = o.sim;
   flags.steps = 0;
-  flags.seeds = std::max(flags.seeds, predictor::kPredictSeeds);  // as psbed validate, at least
+  flags.seeds = std::max(flags.seeds, predictor::kBandDraws);  // as psbed validate, at least
   const nlohmann::json val = predictor::validate_runs(profile, spec, {l.out}, flags);
   const auto& r = val.at("runs").at(0);
   const double measured = r.at("measured_images_per_sec").get<double>();

@@ -134,6 +134,8 @@ nlohmann::json Profile::to_json() const {
                  {"cpu_per_byte_ns", cpu_per_byte_ns}};
     if (contention > 0) j["host"]["contention"] = contention;
   }
+  if (host_cv > 0 || start_spread_ms > 0)
+    j["variation"] = {{"host_cv", host_cv}, {"start_spread_ms", start_spread_ms}};
   j["step_overhead_ms"] = step_overhead_ms;
   j["source"] = source;
   return j;
@@ -202,6 +204,14 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& name) {
   p.contention = field_or<double>(host, "contention", 0.0, at_host);
   if (!(p.contention >= 0 && p.contention <= 10))
     throw Error(name + ": host: contention must be 0 to 10 (every CPU cost x 1 to 11)");
+  const auto variation = field_or<nlohmann::json>(j, "variation", nlohmann::json::object(), name);
+  const std::string at_variation = name + ": variation";
+  p.host_cv = field_or<double>(variation, "host_cv", 0.0, at_variation);
+  if (!(p.host_cv >= 0 && p.host_cv <= 1))
+    throw Error(at_variation + ": host_cv must be 0 to 1 (a coefficient of variation)");
+  p.start_spread_ms = field_or<double>(variation, "start_spread_ms", 0.0, at_variation);
+  if (!(p.start_spread_ms >= 0 && p.start_spread_ms <= 600e3))
+    throw Error(at_variation + ": start_spread_ms must be 0 to 600000 (10 minutes)");
   p.step_overhead_ms = samples(j, "step_overhead_ms", name);
   p.source = field_or<nlohmann::json>(j, "source", nlohmann::json::object(), name);
   // Where the profile came from: read by the commands that print or reuse it, so a field of the

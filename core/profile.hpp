@@ -15,6 +15,7 @@
 //                "transit_ns_per_byte": 0}, // copy time per byte between the links (optional)
 //    "host":    {"cpus": 2, "cpu_per_message_us": 90, "cpu_per_byte_ns": 0.8,
 //                "contention": 0.3},                   // optional; contention optional too
+//    "variation": {"host_cv": 0.02, "start_spread_ms": 12},  // optional (Profile::host_cv)
 //    "step_overhead_ms": [...],   // per step: time not explained by compute or transfers
 //    "source":  {"run": "runs/x", "workers": 1, "servers": 1, "mode": "bsp", "policy": "wfbp",
 //                "compute": "real", "threads": 2, "steps": 300, ...}}
@@ -77,6 +78,15 @@ struct Profile {
   // this); in between, in proportion. Measured from a second, crowded run of the same host
   // (psbed profile --contention-run); 0 = not measured (nothing added).
   double contention = 0;
+  // How runs of this host vary, measured from the profiled run's own steps (psbed profile):
+  //  host_cv: run-to-run variation of the host's speed, as the coefficient of variation of the
+  //    mean time a step spends outside compute over each eighth of the profiled steps;
+  //  start_spread_ms: how far apart workers that start together may be when their steady steps
+  //    begin: the time the warm-up steps took beyond steady ones.
+  // The predictor's band draws each run's host speed and each worker's start from them. 0: not
+  // measured (older profiles): the band then comes from the compute draws alone.
+  double host_cv = 0;
+  double start_spread_ms = 0;
   std::string shaped;  // the link setting of the source run, "" if none
   std::vector<double> step_overhead_ms;
   nlohmann::json source = nlohmann::json::object();

@@ -13,6 +13,13 @@ inline double median(std::vector<double> v) {
   return n == 0 ? 0.0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+// The arithmetic mean; 0 for none.
+inline double mean_of(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0.0 : sum / double(v.size());
+}
+
 // A worker's warm-up: the first steps of a run of `steps`, left out of its steady-state figures
 // (at least 3, a twentieth of a long run, never more than half). The live worker and the
 // simulator count the same steps.

@@ -29,10 +29,13 @@ int run_profile(const ProfileCommandOptions& options);
 
 // The defaults of psbed predict and validate (and of the dashboard's prediction): arrival ties
 // between senders broken by chance (SimConfig::arrival_jitter_s), and each configuration
-// simulated with this many seeds, the median taken, since with the jitter a configuration on
-// the edge between two regimes (workers in lockstep or drifted apart) can land in either on one
-// draw. optimize, which ranks many configurations, simulates each once unless told.
+// simulated with kBandDraws seeds, each its own draw of compute, start phases and host speed:
+// their median is the prediction and their 5th to 95th percentile the band a single run should
+// land in (predictor/band.hpp). kPredictSeeds: the fewer draws whose median steadies a figure
+// where no band is shown (optimize's confirmation, the contention run); optimize, which ranks
+// many configurations, simulates each once unless told.
 constexpr double kArrivalJitterUs = 1;
+constexpr int kBandDraws = 20;
 constexpr int kPredictSeeds = 5;
 // The seeds seed, seed + 1, ... of `seeds` simulations as a report names them: "1 to 5", and
 // past 2^64 - 1, where they wrap to 0, "18446744073709551614 to 18446744073709551615, then 0 to 2"
@@ -56,7 +59,9 @@ struct SimFlags {
   double straggler_ms = 0;
   double start_stagger_ms = -1;  // < 0: the run's own (validate), else 0
   double arrival_jitter_us = kArrivalJitterUs;
-  int host_cpus = -1;  // < 0: the profile's; 0: the host's CPU not modelled
+  double host_cv = -1;          // < 0: the profile's variation.host_cv
+  double start_spread_ms = -1;  // < 0: the profile's variation.start_spread_ms
+  int host_cpus = -1;           // < 0: the profile's; 0: the host's CPU not modelled
   // The predicted workers' compute: "real" takes the host's cores, "replay" sleeps; "auto": as
   // the profiled run's (validate: each run's own).
   std::string compute = "auto";

@@ -88,8 +88,9 @@ void print_predict_head(const PredictOptions& o, const Profile& profile, const S
         profile.source.contains("contention_run")
             ? profile.source["contention_run"].value("run", std::string("a crowded run")).c_str()
             : "a crowded run");
-  std::printf("%-7s %-7s %-14s %-6s %10s %11s %7s   %11s %11s  %s\n", "workers", "servers",
-              "policy", "mode", "steps/s", "images/s", "spread", "upper", "serial", "bottleneck");
+  std::printf("%-7s %-7s %-14s %-6s %10s %11s %-15s %11s %11s  %-18s %s\n", "workers", "servers",
+              "policy", "mode", "steps/s", "images/s", "  low-high", "upper", "serial",
+              "bottleneck", "regimes (images/s, share)");
 }
 
 // A configuration's row of the JSON: what it is, and its analytic bounds `a`.
@@ -141,25 +142,33 @@ void emit_prediction(const PredictOptions& o, const Profile& profile, const Mode
   const AnalyticBounds a = analytic_bounds(profile, spec, c);
   nlohmann::json row = prediction_json(o, c, a);
   if (!r) {
-    std::printf("%-7d %-7d %-14s %-6s %10s %11s %7s   %11s %11s  %s\n", c.workers, c.servers,
-                c.policy.name.c_str(), c.mode.str().c_str(), "-", "-", "-", fmt(a.upper, 0).c_str(),
-                fmt(a.serial, 0).c_str(), a.bottleneck.c_str());
+    std::printf("%-7d %-7d %-14s %-6s %10s %11s %-15s %11s %11s  %s\n", c.workers, c.servers,
+                c.policy.name.c_str(), c.mode.str().c_str(), "-", "-", "  -",
+                fmt(a.upper, 0).c_str(), fmt(a.serial, 0).c_str(), a.bottleneck.c_str());
   } else {
     row["steps_per_sec"] = r->steps_per_sec;
     row["images_per_sec"] = r->images_per_sec;
     row["seeds_min_images_per_sec"] = r->seeds_min_images_per_sec;
     row["seeds_max_images_per_sec"] = r->seeds_max_images_per_sec;
     row["seeds_spread_pct"] = r->seeds_spread_pct();
+    row["low"] = r->band.low;  // the band one real run should land in (predictor/band.hpp)
+    row["high"] = r->band.high;
+    row["band_width_pct"] = r->band.width_pct();
+    row["regimes"] = regimes_json(r->band);
+    row["draws_images_per_sec"] = r->draws_images_per_sec;
+    row["host_cv"] = c.host_cv;
+    row["start_spread_ms"] = c.start_spread_s * 1e3;
     row["cpu_contention_scale"] = r->cpu_contention_scale;  // the host's contention, 1: none
     row["steps"] = c.steps;
     row["simulated_seconds"] = r->simulated_seconds;
     row["events"] = r->events;
     if (!c.trace_dir.empty()) row["traces"] = c.trace_dir, row["traces_seed"] = r->seed;
-    const std::string spread = o.sim.seeds > 1 ? fmt(r->seeds_spread_pct(), 0) + "%" : "-";
-    std::printf("%-7d %-7d %-14s %-6s %10s %11s %7s   %11s %11s  %s\n", c.workers, c.servers,
+    const std::string band =
+        o.sim.seeds > 1 ? "  " + fmt(r->band.low, 0) + "-" + fmt(r->band.high, 0) : "  -";
+    std::printf("%-7d %-7d %-14s %-6s %10s %11s %-15s %11s %11s  %-18s %s\n", c.workers, c.servers,
                 c.policy.name.c_str(), c.mode.str().c_str(), fmt(r->steps_per_sec, 2).c_str(),
-                fmt(r->images_per_sec, 0).c_str(), spread.c_str(), fmt(a.upper, 0).c_str(),
-                fmt(a.serial, 0).c_str(), a.bottleneck.c_str());
+                fmt(r->images_per_sec, 0).c_str(), band.c_str(), fmt(a.upper, 0).c_str(),
+                fmt(a.serial, 0).c_str(), a.bottleneck.c_str(), regimes_text(r->band).c_str());
   }
   std::fflush(stdout);
   out.push_back(row);
@@ -214,9 +223,11 @@ int run_predict(const PredictOptions& o) {
   std::printf(
       "upper: analytic bound with perfect overlap (Yan et al.); serial: no overlap at all\n");
   if (!o.analytic_only && o.sim.seeds > 1)
-    std::printf("images/s: the median of %d seeds (%s); spread: (highest - lowest) / median. %s\n",
-                o.sim.seeds, seed_range(o.sim.seed, o.sim.seeds).c_str(),
-                regime_edge_note().c_str());
+    std::printf(
+        "images/s: the median of %d draws (seeds %s); low-high: their 5th to 95th percentile, "
+        "where one real run should land 9 times in 10; regimes: groups of draws more than %.0f%% "
+        "apart (workers in lockstep or drifted apart), each one's images/s and share of draws\n",
+        o.sim.seeds, seed_range(o.sim.seed, o.sim.seeds).c_str(), 100 * kRegimeGap);
   write_json(o.json_out, out);
   return 0;
 }

@@ -43,8 +43,11 @@ void measure_contention(Profile& p, const std::string& run) {
   flags.steps = 0;  // the run's own
   flags.seeds = kPredictSeeds;
   p.contention = 0;  // the run's simulation books the single-worker costs alone
-  const MeasuredRun m =
-      for_flag(flag, [&] { return read_run(run, p, base_config(p, flags), flags); });
+  // The contention is the mean cost of the crowded run: its median seed, at the profile's own host
+  // speed (no band draws).
+  SimConfig base = base_config(p, flags);
+  base.host_cv = 0, base.start_spread_s = 0;
+  const MeasuredRun m = for_flag(flag, [&] { return read_run(run, p, base, flags); });
   if (!m.skipped.empty()) throw Error(flag + ": " + m.skipped);
   const int processes = m.config.workers + m.config.servers;
   const int run_cores = m.summary.value("launch", nlohmann::json::object()).value("host_cpus", 0);

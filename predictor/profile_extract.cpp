@@ -10,6 +10,7 @@
 #include "core/defaults.hpp"
 #include "core/error.hpp"
 #include "core/model_spec.hpp"
+#include "core/stats.hpp"
 #include "core/trace.hpp"
 #include "predictor/host_cost.hpp"
 #include "predictor/simulator.hpp"
@@ -311,6 +312,59 @@ void take_step_samples(Profile& p, const ModelSpec& spec, WorkerSteps& ws, bool 
   }
 }
 
+// How this run's steps varied (Profile::host_cv, start_spread_ms). A step's time outside
+// compute (transfers, the host's message work, overhead) is where the host's speed shows; its
+// means over eighths of the steady steps vary with slow changes of the host (other processes,
+// frequency) and with the steps' own noise. The slow part (their variance beyond what
+// independent steps give) plus the independent part of a whole run is how much a run's host time
+// varies. The warm-up steps' time beyond steady ones is how far apart workers started together
+// may be once they are steady.
+void measure_variation(Profile& p, const LoadedTrace& worker, const WorkerSteps& ws,
+                       std::int64_t skip) {
+  std::vector<double> outside;  // us per steady step, in step order
+  std::vector<double> steady;
+  for (const auto& [s, d] : ws.by_step) {
+    if (!d.step) continue;
+    double compute = 0;
+    bool whole = true;
+    for (std::size_t l = 0; l < d.fwd.size(); ++l) {
+      whole = whole && d.fwd[l] >= 0 && d.bwd[l] >= 0;
+      compute += (d.fwd[l] + d.bwd[l]) * 1e3;
+    }
+    if (!whole) continue;
+    outside.push_back(std::max(0.0, d.step->dur_us - compute));
+    steady.push_back(d.step->dur_us);
+  }
+  constexpr std::size_t kBlocks = 8;
+  const std::size_t per = outside.size() / kBlocks;
+  const double mean_outside = outside.empty() ? 0.0 : mean_of(outside);
+  if (per >= 2 && mean_outside > 0) {
+    std::vector<double> means;
+    double within = 0;  // the steps' variance inside their block, pooled
+    for (std::size_t b = 0; b < kBlocks; ++b) {
+      const std::vector<double> block(outside.begin() + std::ptrdiff_t(b * per),
+                                      outside.begin() + std::ptrdiff_t((b + 1) * per));
+      const double m = mean_of(block);
+      means.push_back(m);
+      for (double x : block) within += (x - m) * (x - m);
+    }
+    within /= double(kBlocks * (per - 1));
+    const double m = mean_of(means);
+    double between = 0;
+    for (double x : means) between += (x - m) * (x - m);
+    between /= double(kBlocks - 1);
+    const double slow = std::max(0.0, between - within / double(per));
+    p.host_cv = std::min(1.0, std::sqrt(slow + within / double(outside.size())) / mean_outside);
+  }
+  if (steady.empty()) return;
+  const double typical = median(steady);
+  double extra = 0;
+  for (const TraceEvent& e : worker.events)
+    if (e.step >= 0 && e.step < skip && e.lane == "step" && e.name == "step")
+      extra += std::max(0.0, e.dur_us - typical);
+  p.start_spread_ms = extra / 1e3;
+}
+
 // The run's own pace over the profiled steps, for calibration.
 double measured_pace(const std::map<std::int64_t, StepData>& by_step) {
   double first_start = 0, last_end = 0;
@@ -608,6 +662,7 @@ Profile extract_profile(const ProfileOptions& opt) {
   WorkerSteps steps_seen = collect_steps(worker, spec, skip, where);
   take_step_samples(p, spec, steps_seen, meta.value("policy", std::string()) == "bulk");
   const double measured_sps = measured_pace(steps_seen.by_step);
+  measure_variation(p, worker, steps_seen, skip);
   if (p.layers.empty() || p.layers[0].forward_ms.empty())
     throw Error(where + ": no complete step after the " + std::to_string(skip) +
                 " warm-up steps (expected fwd:/bwd: events of every layer and a step event; run "

@@ -59,6 +59,8 @@ SimConfig base_config(const Profile& profile, const SimFlags& f) {
   c.straggler_s = f.straggler_ms / 1e3;
   c.start_stagger_s = std::max(0.0, f.start_stagger_ms) / 1e3;
   c.arrival_jitter_s = f.arrival_jitter_us * 1e-6;
+  c.host_cv = f.host_cv >= 0 ? f.host_cv : profile.host_cv;
+  c.start_spread_s = (f.start_spread_ms >= 0 ? f.start_spread_ms : profile.start_spread_ms) * 1e-3;
   if (f.host_cpus >= 0) c.host_cpus = f.host_cpus;
   if (f.compute != "auto" && f.compute != "real" && f.compute != "replay")
     throw Error("unknown compute '" + f.compute + "', expected auto, real or replay");

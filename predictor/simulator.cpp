@@ -74,6 +74,9 @@ SimResult median_of(std::vector<SimResult> runs) {
   r.events = events, r.wall_seconds = wall;
   r.seeds_min_images_per_sec = runs.front().images_per_sec;
   r.seeds_max_images_per_sec = runs.back().images_per_sec;
+  r.draws_images_per_sec.clear();
+  for (const SimResult& x : runs) r.draws_images_per_sec.push_back(x.images_per_sec);
+  r.band = band_of(r.draws_images_per_sec);
   return r;
 }
 

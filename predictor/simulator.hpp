@@ -21,6 +21,7 @@
 #include "core/model_spec.hpp"
 #include "core/policy.hpp"
 #include "core/profile.hpp"
+#include "predictor/band.hpp"
 
 namespace psbed::predictor {
 
@@ -95,7 +96,15 @@ struct SimConfig {
   std::uint64_t seed = 1;
   double straggler_s = 0;  // worker-0 sleeps this long every step (as launch --straggler-ms)
   double start_stagger_s =
-      0;                  // worker w starts w x this / workers later (launch --start-stagger-ms)
+      0;  // worker w starts w x this / workers later (launch --start-stagger-ms)
+  // Each worker starts a seeded uniform draw of [0, this) later besides: the phase at which it
+  // meets the others, which decides lockstep or drift where both are stable (band draws).
+  double start_spread_s = 0;
+  // The run's host speed: each simulation draws one factor, exp(N(0, this)), and multiplies
+  // every host cost by it (per message, per byte, the receiving threads' time and delays, and real
+  // compute on the cores). A run on a shared host is faster or slower as a whole than the profiled
+  // one; the profile measures how much (Profile::host_cv). 0: every run at the profile's costs.
+  double host_cv = 0;
   std::string trace_dir;  // if set: one synthetic Chrome trace per node here
 };
 
@@ -115,6 +124,11 @@ struct SimResult {
   // A wide range says the configuration sits between two regimes (workers in lockstep or
   // drifted apart) and either can happen.
   double seeds_min_images_per_sec = 0, seeds_max_images_per_sec = 0;
+  // simulate_seeds: every seed's images/s, lowest first (simulate: the one run's), and the
+  // range a single real run should land in with its regimes (predictor/band.hpp).
+  std::vector<double> draws_images_per_sec;
+  Band band;
+  double host_factor = 1;  // the host speed this run drew (SimConfig::host_cv)
   // (max - min) / the median's images/s, in percent; 0 for one run.
   double seeds_spread_pct() const {
     return images_per_sec > 0

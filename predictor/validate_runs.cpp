@@ -263,6 +263,13 @@ nlohmann::json group_row(const Group& g, const SimResult& r, const CpuWhatIf& w,
       {"predicted_seeds_min_images_per_sec", r.seeds_min_images_per_sec},
       {"predicted_seeds_max_images_per_sec", r.seeds_max_images_per_sec},
       {"predicted_seeds_spread_pct", r.seeds_spread_pct()},
+      {"predicted_draws_images_per_sec", r.draws_images_per_sec},
+      {"predicted_low", r.band.low},  // the band one run should land in (predictor/band.hpp)
+      {"predicted_high", r.band.high},
+      {"predicted_band_width_pct", r.band.width_pct()},
+      {"predicted_regimes", regimes_json(r.band)},
+      {"host_cv", m.config.host_cv},
+      {"start_spread_ms", m.config.start_spread_s * 1e3},
       {"predicted_cpu_contention_scale", r.cpu_contention_scale},
       {"error_pct", err}};
   if (const SimResult* at_cpu = w.of(i)) {

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <random>
 
 #include "core/error.hpp"
 
@@ -72,12 +73,25 @@ Simulation::Simulation(const Profile& profile, const ModelSpec& spec, const SimC
   connection_last_.assign(channels_.size(), -kInf);
   jitter_rng_ = SplitMix(cfg.seed * 0x9E3779B97F4A7C15ull + 0x5851F42D4C957F2Dull);
   rx_free_.assign(std::size_t(nodes), -kInf);
+  if (!(cfg.start_spread_s >= 0)) throw Error("simulation: the start spread must not be negative");
+  SplitMix start_rng(cfg.seed * 0xD1B54A32D192ED03ull + 0x2545F4914F6CDD1Dull);
+  for (int w = 0; w < W_; ++w) start_delay_.push_back(cfg.start_spread_s * start_rng.uniform());
   if (cfg.host_cpus > 0 && cfg.cpu_per_message_s + cfg.cpu_per_byte_s > 0)
     cores_.resize(std::size_t(cfg.host_cpus));
   if (!(cfg.cpu_contention >= 0) || !std::isfinite(cfg.cpu_contention))
     throw Error("simulation: the host's contention must be a number, 0 or more");
   contention_scale_ = contention_scale(cfg);
   cfg_ = with_contention(cfg);
+  if (!(cfg.host_cv >= 0) || !std::isfinite(cfg.host_cv))
+    throw Error("simulation: the host's run-to-run variation must be a number, 0 or more");
+  if (cfg.host_cv > 0) {
+    std::mt19937_64 g(cfg.seed * 0xA24BAED4963EE407ull + 0x9FB21C651E98DF25ull);
+    host_factor_ = std::exp(std::normal_distribution<double>(0, cfg.host_cv)(g));
+    cfg_.message_cost_s *= host_factor_, cfg_.message_latency_s *= host_factor_;
+    cfg_.cpu_per_message_s *= host_factor_, cfg_.cpu_per_byte_s *= host_factor_;
+    cfg_.transit_s_per_byte *= host_factor_;
+    if (cfg_.compute_on_cores) cfg_.compute_cpu_scale *= host_factor_;
+  }
   if (cfg.bandwidth_bytes_per_sec > 0)
     burst_s_ =
         std::max(64.0 * 1024, cfg.bandwidth_bytes_per_sec * 1e-3) / cfg.bandwidth_bytes_per_sec;
@@ -141,6 +155,9 @@ SimResult Simulation::run() {
   r.images_per_sec = r.steps_per_sec * profile_.batch;
   r.seed = cfg_.seed;
   r.seeds_min_images_per_sec = r.seeds_max_images_per_sec = r.images_per_sec;
+  r.draws_images_per_sec = {r.images_per_sec};
+  r.band = band_of(r.draws_images_per_sec);
+  r.host_factor = host_factor_;
   r.events = processed_;
   r.host_cpu_per_step_s = booked_cpu_s_ / (double(W_) * double(cfg_.steps));
   r.cpu_contention_scale = contention_scale_;

@@ -342,6 +342,9 @@ class Simulation {
   // Arrival jitter: each connection's last delivery time, and the draws (seeded by cfg.seed).
   std::vector<double> connection_last_;
   SplitMix jitter_rng_;
+  std::vector<double> start_delay_;
+  double host_factor_ = 1;  // this run's draw of SimConfig::host_cv  // each worker's draw of
+                            // SimConfig::start_spread_s
   EventQueue events_;
   std::uint64_t processed_ = 0;
   double contention_scale_ = 1;  // SimConfig::cpu_contention's factor for this configuration

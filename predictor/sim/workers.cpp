@@ -24,8 +24,9 @@ void Simulation::advance(int wi) {
       case Phase::kStart: {
         if (w.step == 0 && !w.started) {  // as launch --start-stagger-ms
           w.started = true;
-          if (cfg_.start_stagger_s > 0 && wi > 0) {
-            start_compute(w, wi, cfg_.start_stagger_s * wi / W_);
+          const double delay = cfg_.start_stagger_s * wi / W_ + start_delay_[wi];
+          if (delay > 0) {
+            start_compute(w, wi, delay);
             break;
           }
         }

@@ -1,0 +1,54 @@
+#include "predictor/band.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/stats.hpp"
+#include "predictor/report.hpp"
+
+namespace psbed::predictor {
+
+double quantile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) throw Error("quantile of no values");
+  const double at = std::clamp(p, 0.0, 1.0) * double(sorted.size() - 1);
+  const std::size_t i = std::size_t(std::floor(at));
+  if (i + 1 >= sorted.size()) return sorted.back();
+  const double f = at - double(i);
+  return sorted[i] * (1 - f) + sorted[i + 1] * f;
+}
+
+Band band_of(std::vector<double> draws) {
+  if (draws.empty()) throw Error("a band of no draws");
+  std::sort(draws.begin(), draws.end());
+  Band b;
+  b.median = median(draws);
+  b.low = quantile(draws, kBandLow);
+  b.high = quantile(draws, kBandHigh);
+  std::size_t first = 0;
+  for (std::size_t i = 1; i <= draws.size(); ++i) {
+    if (i < draws.size() && draws[i] - draws[i - 1] <= kRegimeGap * b.median) continue;
+    const std::vector<double> group(draws.begin() + std::ptrdiff_t(first),
+                                    draws.begin() + std::ptrdiff_t(i));
+    b.regimes.push_back({median(group), double(group.size()) / double(draws.size())});
+    first = i;
+  }
+  return b;
+}
+
+std::string regimes_text(const Band& b) {
+  if (b.regimes.size() < 2) return "-";
+  std::string t;
+  for (const Regime& r : b.regimes)
+    t += (t.empty() ? "" : " | ") + fmt(r.images_per_sec, 0) + " (" + fmt(r.share, 2) + ")";
+  return t;
+}
+
+nlohmann::json regimes_json(const Band& b) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Regime& r : b.regimes)
+    out.push_back({{"images_per_sec", r.images_per_sec}, {"share", r.share}});
+  return out;
+}
+
+}  // namespace psbed::predictor

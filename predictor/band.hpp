@@ -1,0 +1,43 @@
+// A prediction's range: what one real run of a configuration may measure, from the images/s of
+// the simulation's draws (one per seed, each with its own compute draws, start phases and host
+// speed). The band is the draws' 5th to 95th percentile: a run lands inside it about 90% of the
+// time if the draws vary as runs do. Where the draws fall into groups far apart (workers in
+// lockstep or drifted apart), the groups are the regimes: each one's median and share of draws.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <vector>
+
+namespace psbed::predictor {
+
+// Two neighbouring draws (lowest first) further apart than this share of the median draw start
+// a new regime: more than a run of the same regime varies by (about 1-3% on a quiet host).
+constexpr double kRegimeGap = 0.05;
+// The band's percentiles.
+constexpr double kBandLow = 0.05, kBandHigh = 0.95;
+
+struct Regime {
+  double images_per_sec = 0;  // the median of its draws
+  double share = 0;           // its draws / all draws
+};
+
+struct Band {
+  double median = 0, low = 0, high = 0;
+  std::vector<Regime> regimes;  // lowest first; one where the draws form a single group
+  double width_pct() const { return median > 0 ? 100 * (high - low) / median : 0.0; }
+  bool contains(double images_per_sec) const {
+    return low <= images_per_sec && images_per_sec <= high;
+  }
+};
+
+// The p-quantile of `sorted` (lowest first, not empty), interpolated linearly between the two
+// draws around it (numpy's default).
+double quantile(const std::vector<double>& sorted, double p);
+
+// The band and regimes of some draws (any order; at least one).
+Band band_of(std::vector<double> draws);
+
+// "2.1k (0.6) | 3.0k (0.4)": the regimes as the table shows them; "-" for a single one.
+std::string regimes_text(const Band& b);
+nlohmann::json regimes_json(const Band& b);
+
+}  // namespace psbed::predictor
