@@ -232,10 +232,62 @@ void collect(const toml::table& t, const std::vector<std::string>& parents,
   }
 }
 
+// "key" alone on its line (spaces and a comment around it allowed) as "key = true": the flag
+// form CLI11's reader took. False, `line` unchanged, for any other line.
+bool bare_key_as_flag(std::string& line) {
+  auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\v' || c == '\f'; };
+  auto is_key = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+  };
+  std::size_t i = 0;
+  while (i < line.size() && is_space(line[i])) ++i;
+  const std::size_t key = i;
+  while (i < line.size() && is_key(line[i])) ++i;
+  if (i == key) return false;
+  const std::size_t end = i;
+  while (i < line.size() && is_space(line[i])) ++i;
+  if (i < line.size() && line[i] != '#') return false;
+  line.insert(end, " = true");
+  return true;
+}
+
 // Parses `text` as TOML. A key alone on its line is `key = true`, as CLI11's reader took it (a
-// flag); any other mistake is refused in one line (explain).
+// flag); any other mistake is refused in one line (explain). Such lines are turned into flags
+// where toml++ stops at them, one parse each; a file of many flags is first given them all at
+// once outside multi-line strings, so that it parses once, not once per flag.
 toml::table parse_config(std::string text, const std::string& file) {
-  static const std::regex bare(R"(^(\s*)([A-Za-z0-9_.-]+)(\s*(#.*)?)$)");
+  {
+    std::vector<std::string> lines = split_lines(text);
+    std::string delimiter;  // the open multi-line string's, or empty
+    bool changed = false;
+    for (std::string& l : lines) {
+      if (delimiter.empty() && l.find("\"\"\"") == std::string::npos &&
+          l.find("\'\'\'") == std::string::npos) {
+        changed = bare_key_as_flag(l) || changed;
+        continue;
+      }
+      for (std::size_t at = 0; at < l.size();) {  // opens and closes on this line, in order
+        const std::size_t d = l.find(delimiter.empty() ? "\"\"\"" : delimiter, at);
+        const std::size_t q = delimiter.empty() ? l.find("\'\'\'", at) : std::string::npos;
+        const std::size_t next = std::min(d, q);
+        if (next == std::string::npos) break;
+        if (delimiter.empty())
+          delimiter = next == d ? "\"\"\"" : "\'\'\'";
+        else
+          delimiter.clear();
+        at = next + 3;
+      }
+    }
+    if (changed) {
+      std::string flagged;
+      for (const std::string& l : lines) flagged += l + "\n";
+      try {
+        return toml::parse(flagged);
+      } catch (const toml::parse_error&) {
+        // Refused as the file is written, one flag at a time: its errors name its own lines.
+      }
+    }
+  }
   for (;;) {
     try {
       return toml::parse(text);
@@ -243,11 +295,9 @@ toml::table parse_config(std::string text, const std::string& file) {
       std::vector<std::string> lines = split_lines(text);
       const std::size_t n = e.source().begin.line;
       const std::string what(e.description());
-      std::smatch m;
       if (what.find("expected '='") == std::string::npos || n < 1 || n > lines.size() ||
-          !std::regex_match(lines[n - 1], m, bare))
+          !bare_key_as_flag(lines[n - 1]))
         explain(e, lines, file);
-      lines[n - 1] = m[1].str() + m[2].str() + " = true" + m[3].str();
       text.clear();
       for (const std::string& l : lines) text += l + "\n";
     }
