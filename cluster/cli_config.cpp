@@ -259,11 +259,14 @@ toml::table parse_config(std::string text, const std::string& file) {
   {
     std::vector<std::string> lines = split_lines(text);
     std::string delimiter;  // the open multi-line string's, or empty
+    std::vector<bool> flagged_at(lines.size(), false);
     bool changed = false;
-    for (std::string& l : lines) {
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      std::string& l = lines[i];
       if (delimiter.empty() && l.find("\"\"\"") == std::string::npos &&
           l.find("\'\'\'") == std::string::npos) {
-        changed = bare_key_as_flag(l) || changed;
+        flagged_at[i] = bare_key_as_flag(l);
+        changed = changed || flagged_at[i];
         continue;
       }
       for (std::size_t at = 0; at < l.size();) {  // opens and closes on this line, in order
@@ -283,8 +286,12 @@ toml::table parse_config(std::string text, const std::string& file) {
       for (const std::string& l : lines) flagged += l + "\n";
       try {
         return toml::parse(flagged);
-      } catch (const toml::parse_error&) {
-        // Refused as the file is written, one flag at a time: its errors name its own lines.
+      } catch (const toml::parse_error& e) {
+        // A mistake on a line left as it was is the one the file has (the lines before it are
+        // the same either way); one on a line made a flag is refused as the file is written, one
+        // flag at a time below.
+        const std::size_t n = e.source().begin.line;
+        if (n < 1 || n > lines.size() || !flagged_at[n - 1]) explain(e, lines, file);
       }
     }
   }

@@ -91,6 +91,8 @@ Simulation::Simulation(const Profile& profile, const ModelSpec& spec, const SimC
     cfg_.cpu_per_message_s *= host_factor_, cfg_.cpu_per_byte_s *= host_factor_;
     cfg_.transit_s_per_byte *= host_factor_;
     if (cfg_.compute_on_cores) cfg_.compute_cpu_scale *= host_factor_;
+    // psbed's link emulation paces in software on the same host (ps/link.cpp): as fast as it is.
+    if (bucket_) cfg_.bandwidth_bytes_per_sec /= host_factor_;
   }
   if (cfg.bandwidth_bytes_per_sec > 0)
     burst_s_ =

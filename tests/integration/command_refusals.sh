@@ -185,9 +185,9 @@ python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); p["link"]["bandw
   "$pf" "$WORK/negative.json"
 work_error "profile '$WORK/negative.json': link: bandwidth_bytes_per_sec is -1.0, expected 0 or more" \
   predict --profile "$WORK/negative.json" --workers 2
-timeout 60 "$PSBED" predict --profile "$pf" --workers 1 --policy wfbp --steps 10 --seed 18446744073709551614 \
+timeout 60 "$PSBED" predict --profile "$pf" --workers 1 --policy wfbp --steps 10 --seeds 5 --seed 18446744073709551614 \
   >"$WORK/seed.out" 2>&1 || { cat "$WORK/seed.out"; fail "predict with a seed near 2^64"; }
-grep -qF "the median of 5 seeds (18446744073709551614 to 18446744073709551615, then 0 to 2)" "$WORK/seed.out" ||
+grep -qF "the median of 5 draws (seeds 18446744073709551614 to 18446744073709551615, then 0 to 2)" "$WORK/seed.out" ||
   { cat "$WORK/seed.out"; fail "the seeds past 2^64 - 1 are not named as they run"; }
 echo "sizes, bandwidths, durations: usage errors (exit 2) in every subcommand; unknown names 1, each in a line naming the flag"
 echo "flags: one line each"
