@@ -288,10 +288,15 @@ toml::table parse_config(std::string text, const std::string& file) {
         return toml::parse(flagged);
       } catch (const toml::parse_error& e) {
         // A mistake on a line left as it was is the one the file has (the lines before it are
-        // the same either way); one on a line made a flag is refused as the file is written, one
-        // flag at a time below.
+        // the same either way); from one on a line made a flag, the file is read one flag at a
+        // time below, as written from that line on.
         const std::size_t n = e.source().begin.line;
         if (n < 1 || n > lines.size() || !flagged_at[n - 1]) explain(e, lines, file);
+        // The lines before it parsed as flags, as one flag a parse would have made them too.
+        const std::vector<std::string> written = split_lines(text);
+        text.clear();
+        for (std::size_t i = 0; i < lines.size(); ++i)
+          text += (i + 1 < n ? lines : written)[i] + "\n";
       }
     }
   }
