@@ -74,7 +74,7 @@ for jobs in 1 3; do
   timeout 120 "$PSBED" predict --profile "$WORK/profile.json" --workers 1,2,3 --policy wfbp,p3 --mode bsp --steps 30 \
     --jobs $jobs --json "$WORK/jobs$jobs.json" >"$WORK/jobs.out" 2>&1 || { cat "$WORK/jobs.out"; fail "predict --jobs $jobs failed"; }
 done
-grep -q "6 configuration(s), 5 seed(s) each, on 3 thread(s)" "$WORK/jobs.out" || { cat "$WORK/jobs.out"; fail "no progress line"; }
+grep -q "6 configuration(s), 20 seed(s) each, on 3 thread(s)" "$WORK/jobs.out" || { cat "$WORK/jobs.out"; fail "no progress line"; }
 cmp -s "$WORK/jobs1.json" "$WORK/jobs3.json" || fail "predict --jobs 3 differs from --jobs 1"
 timeout 120 "$PSBED" predict --profile "$WORK/profile.json" --workers 2 --jobs -1 >"$WORK/bad.out" 2>&1 &&
   fail "a negative --jobs was accepted"
@@ -159,8 +159,10 @@ timeout 120 "$PSBED" launch --servers 1 --workers $((2 * cores - 1)) --model "$M
 timeout 120 "$PSBED" profile "$WORK/single" --copy-ns-per-byte "$copy" --contention-run "$WORK/crowd" \
   -o "$WORK/crowded.json" >"$WORK/crowded.out" 2>&1 || { cat "$WORK/crowded.out"; fail "profile --contention-run failed"; }
 grep -q "contention: " "$WORK/crowded.out" || { cat "$WORK/crowded.out"; fail "profile did not say what contention it found"; }
+# Validated as the contention run was measured: five seeds at the profile's own host speed.
 for prof in profile crowded; do
   timeout 120 "$PSBED" validate --profile "$WORK/$prof.json" "$WORK/single" "$WORK/crowd" --out "$WORK/report-$prof" \
+    --seeds 5 --host-cv 0 --start-spread-ms 0 \
     >"$WORK/validate-$prof.out" 2>&1 || { cat "$WORK/validate-$prof.out"; fail "validate with $prof.json failed"; }
 done
 python3 - "$WORK/crowded.json" "$WORK/report-profile/validation.json" "$WORK/report-crowded/validation.json" "$cores" <<'PY' ||
