@@ -73,7 +73,8 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
          "--seeds", f.seeds,
          "simulations (draws) per configuration, with seeds --seed, --seed + 1, ...: each draws "
          "its compute, each worker's start and the run's host speed; their median is the "
-         "prediction, their 5th to 95th percentile the band one real run should land in, and "
+         "prediction, their range (less the extremes from 39 draws on) the band one real run "
+         "should land in 9 times in 10, and "
          "groups of draws far apart the regimes (docs/prediction.md, \"Bands and regimes\")")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));

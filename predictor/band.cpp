@@ -18,13 +18,20 @@ double quantile(const std::vector<double>& sorted, double p) {
   return sorted[i] * (1 - f) + sorted[i + 1] * f;
 }
 
+std::size_t band_rank(std::size_t n) {
+  // (n + 1 - 2k) / (n + 1) >= coverage  <=>  k <= (1 - coverage) (n + 1) / 2.
+  const double k = std::floor((1 - kBandCoverage) * double(n + 1) / 2 + 1e-9);
+  return std::max<std::size_t>(1, std::size_t(k));
+}
+
 Band band_of(std::vector<double> draws) {
   if (draws.empty()) throw Error("a band of no draws");
   std::sort(draws.begin(), draws.end());
   Band b;
   b.median = median(draws);
-  b.low = quantile(draws, kBandLow);
-  b.high = quantile(draws, kBandHigh);
+  const std::size_t k = std::min(band_rank(draws.size()), (draws.size() + 1) / 2);
+  b.low = draws[k - 1];
+  b.high = draws[draws.size() - k];
   std::size_t first = 0;
   for (std::size_t i = 1; i <= draws.size(); ++i) {
     if (i < draws.size() && draws[i] - draws[i - 1] <= kRegimeGap * b.median) continue;

@@ -1,7 +1,9 @@
 // A prediction's range: what one real run of a configuration may measure, from the images/s of
 // the simulation's draws (one per seed, each with its own compute draws, start phases and host
-// speed). The band is the draws' 5th to 95th percentile: a run lands inside it about 90% of the
-// time if the draws vary as runs do. Where the draws fall into groups far apart (workers in
+// speed). The band is a prediction interval: of n draws, a new one (a real run, if the draws vary
+// as runs do) lies between the k-th lowest and the k-th highest with probability (n + 1 - 2k) /
+// (n + 1); k is the largest that keeps this at 90% or more (at least 1: fewer than 19 draws give
+// their whole range, which holds less). Where the draws fall into groups far apart (workers in
 // lockstep or drifted apart), the groups are the regimes: each one's median and share of draws.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -12,8 +14,8 @@ namespace psbed::predictor {
 // Two neighbouring draws (lowest first) further apart than this share of the median draw start
 // a new regime: more than a run of the same regime varies by (about 1-3% on a quiet host).
 constexpr double kRegimeGap = 0.05;
-// The band's percentiles.
-constexpr double kBandLow = 0.05, kBandHigh = 0.95;
+// The share of single runs the band should hold.
+constexpr double kBandCoverage = 0.9;
 
 struct Regime {
   double images_per_sec = 0;  // the median of its draws
@@ -32,6 +34,8 @@ struct Band {
 // The p-quantile of `sorted` (lowest first, not empty), interpolated linearly between the two
 // draws around it (numpy's default).
 double quantile(const std::vector<double>& sorted, double p);
+// k of the band of n draws (above): at least 1.
+std::size_t band_rank(std::size_t n);
 
 // The band and regimes of some draws (any order; at least one).
 Band band_of(std::vector<double> draws);

@@ -30,10 +30,10 @@ int run_profile(const ProfileCommandOptions& options);
 // The defaults of psbed predict and validate (and of the dashboard's prediction): arrival ties
 // between senders broken by chance (SimConfig::arrival_jitter_s), and each configuration
 // simulated with kBandDraws seeds, each its own draw of compute, start phases and host speed:
-// their median is the prediction and their 5th to 95th percentile the band a single run should
-// land in (predictor/band.hpp). kPredictSeeds: the fewer draws whose median steadies a figure
-// where no band is shown (optimize's confirmation, the contention run); optimize, which ranks
-// many configurations, simulates each once unless told.
+// their median is the prediction and their range (up to 38 draws) the band a single run should
+// land in 9 times in 10 (predictor/band.hpp). kPredictSeeds: the fewer draws whose median steadies
+// a figure where no band is shown (optimize's confirmation, the contention run); optimize, which
+// ranks many configurations, simulates each once unless told.
 constexpr double kArrivalJitterUs = 1;
 constexpr int kBandDraws = 20;
 constexpr int kPredictSeeds = 5;

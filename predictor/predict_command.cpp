@@ -224,8 +224,9 @@ int run_predict(const PredictOptions& o) {
       "upper: analytic bound with perfect overlap (Yan et al.); serial: no overlap at all\n");
   if (!o.analytic_only && o.sim.seeds > 1)
     std::printf(
-        "images/s: the median of %d draws (seeds %s); low-high: their 5th to 95th percentile, "
-        "where one real run should land 9 times in 10; regimes: groups of draws more than %.0f%% "
+        "images/s: the median of %d draws (seeds %s); low-high: the band where one real run "
+        "should land 9 times in 10 (their range for up to 38 draws); regimes: groups of draws more "
+        "than %.0f%% "
         "apart (workers in lockstep or drifted apart), each one's images/s and share of draws\n",
         o.sim.seeds, seed_range(o.sim.seed, o.sim.seeds).c_str(), 100 * kRegimeGap);
   write_json(o.json_out, out);
