@@ -32,9 +32,13 @@ Band band_of(std::vector<double> draws) {
   const std::size_t k = std::min(band_rank(draws.size()), (draws.size() + 1) / 2);
   b.low = draws[k - 1];
   b.high = draws[draws.size() - k];
+  const std::size_t n = draws.size();
+  const std::size_t least = std::max<std::size_t>(1, std::size_t(std::ceil(kMinRegimeShare * n)));
   std::size_t first = 0;
-  for (std::size_t i = 1; i <= draws.size(); ++i) {
-    if (i < draws.size() && draws[i] - draws[i - 1] <= kRegimeGap * b.median) continue;
+  for (std::size_t i = 1; i <= n; ++i) {
+    if (i < n &&
+        (draws[i] - draws[i - 1] <= kRegimeGap * b.median || i - first < least || n - i < least))
+      continue;
     const std::vector<double> group(draws.begin() + std::ptrdiff_t(first),
                                     draws.begin() + std::ptrdiff_t(i));
     b.regimes.push_back({median(group), double(group.size()) / double(draws.size())});

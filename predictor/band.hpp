@@ -12,8 +12,11 @@
 namespace psbed::predictor {
 
 // Two neighbouring draws (lowest first) further apart than this share of the median draw start
-// a new regime: more than a run of the same regime varies by (about 1-3% on a quiet host).
+// a new regime: more than a run of the same regime varies by (about 1-3% on a quiet host)...
 constexpr double kRegimeGap = 0.05;
+// ...where each side holds at least this share of the draws: one draw far out in the tail of the
+// host's speed is no regime.
+constexpr double kMinRegimeShare = 0.15;
 // The share of single runs the band should hold.
 constexpr double kBandCoverage = 0.9;
 

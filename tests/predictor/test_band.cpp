@@ -58,6 +58,21 @@ TEST_CASE("band: a toy two-regime system splits at the gap, each regime with its
   CHECK(j[1]["share"].get<double>() == Approx(0.4));
 }
 
+TEST_CASE("band: a lone draw far out is no regime", "[band]") {
+  // 20 draws: 19 between 100 and 104.5, one at 114 (a fast host's draw). The gap 104.5 -> 114 is
+  // over 5% of the median, but 1 draw is under 15% of 20 (3): one regime.
+  std::vector<double> draws;
+  for (int i = 0; i < 19; ++i) draws.push_back(100 + 0.25 * i);
+  draws.push_back(114);
+  const Band b = band_of(draws);
+  REQUIRE(b.regimes.size() == 1);
+  CHECK(b.regimes[0].share == 1);
+  CHECK(b.high == 114);  // still in the band: the band is the draws' range
+  // Three draws out there (15%) are a regime of their own.
+  draws[17] = 113, draws[18] = 115;
+  CHECK(band_of(draws).regimes.size() == 2);
+}
+
 TEST_CASE("band: one draw is its own band; none is an error", "[band]") {
   const Band b = band_of({42});
   CHECK(b.low == 42);
