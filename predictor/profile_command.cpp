@@ -135,6 +135,11 @@ int run_profile(const ProfileCommandOptions& o) {
         "  host: %d CPUs; the nodes' CPU over the steady steps is %.0f us per message received + "
         "%.2f ns per byte (measured copies)\n",
         p.host_cpus, p.cpu_per_message_us, p.cpu_per_byte_ns);
+  if (p.host_cv > 0 || p.start_spread_ms > 0)
+    std::fprintf(stderr,
+                 "  variation: the host's time outside compute varies %.1f%% from run to run; "
+                 "workers started together drift up to %.1f ms apart (the band's draws)\n",
+                 100 * p.host_cv, p.start_spread_ms);
   if (p.source.contains("pulls_latency_us"))
     std::fprintf(stderr,
                  "  the pulls' latency, %.0f us one way, holds both ends' software time, which "

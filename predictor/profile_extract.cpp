@@ -312,13 +312,37 @@ void take_step_samples(Profile& p, const ModelSpec& spec, WorkerSteps& ws, bool 
   }
 }
 
-// How this run's steps varied (Profile::host_cv, start_spread_ms). A step's time outside
-// compute (transfers, the host's message work, overhead) is where the host's speed shows; its
-// means over eighths of the steady steps vary with slow changes of the host (other processes,
-// frequency) and with the steps' own noise. The slow part (their variance beyond what
-// independent steps give) plus the independent part of a whole run is how much a run's host time
-// varies. The warm-up steps' time beyond steady ones is how far apart workers started together
-// may be once they are steady.
+}  // namespace
+
+double host_cv_of(const std::vector<double>& outside) {
+  constexpr std::size_t kBlocks = 8;
+  const std::size_t per = outside.size() / kBlocks;
+  const double mean_outside = mean_of(outside);
+  if (per < 2 || !(mean_outside > 0)) return 0;
+  std::vector<double> means;
+  double within = 0;  // the steps' variance inside their block, pooled
+  for (std::size_t b = 0; b < kBlocks; ++b) {
+    const std::vector<double> block(outside.begin() + std::ptrdiff_t(b * per),
+                                    outside.begin() + std::ptrdiff_t((b + 1) * per));
+    const double m = mean_of(block);
+    means.push_back(m);
+    for (double x : block) within += (x - m) * (x - m);
+  }
+  within /= double(kBlocks * (per - 1));
+  const double m = mean_of(means);
+  double between = 0;
+  for (double x : means) between += (x - m) * (x - m);
+  between /= double(kBlocks - 1);
+  const double slow = std::max(0.0, between - within / double(per));
+  return std::min(1.0, std::sqrt(slow + within / double(outside.size())) / mean_outside);
+}
+
+namespace {
+
+// How this run's steps varied (Profile::host_cv, start_spread_ms): host_cv_of the time each
+// steady step spent outside compute (transfers, the host's message work, overhead: where the
+// host's speed shows), and the warm-up steps' time beyond steady ones, which is how far apart
+// workers started together may be once they are steady.
 void measure_variation(Profile& p, const LoadedTrace& worker, const WorkerSteps& ws,
                        std::int64_t skip) {
   std::vector<double> outside;  // us per steady step, in step order
@@ -335,27 +359,7 @@ void measure_variation(Profile& p, const LoadedTrace& worker, const WorkerSteps&
     outside.push_back(std::max(0.0, d.step->dur_us - compute));
     steady.push_back(d.step->dur_us);
   }
-  constexpr std::size_t kBlocks = 8;
-  const std::size_t per = outside.size() / kBlocks;
-  const double mean_outside = outside.empty() ? 0.0 : mean_of(outside);
-  if (per >= 2 && mean_outside > 0) {
-    std::vector<double> means;
-    double within = 0;  // the steps' variance inside their block, pooled
-    for (std::size_t b = 0; b < kBlocks; ++b) {
-      const std::vector<double> block(outside.begin() + std::ptrdiff_t(b * per),
-                                      outside.begin() + std::ptrdiff_t((b + 1) * per));
-      const double m = mean_of(block);
-      means.push_back(m);
-      for (double x : block) within += (x - m) * (x - m);
-    }
-    within /= double(kBlocks * (per - 1));
-    const double m = mean_of(means);
-    double between = 0;
-    for (double x : means) between += (x - m) * (x - m);
-    between /= double(kBlocks - 1);
-    const double slow = std::max(0.0, between - within / double(per));
-    p.host_cv = std::min(1.0, std::sqrt(slow + within / double(outside.size())) / mean_outside);
-  }
+  p.host_cv = host_cv_of(outside);
   if (steady.empty()) return;
   const double typical = median(steady);
   double extra = 0;

@@ -32,6 +32,12 @@ constexpr double kMaxPlausibleTransitNsPerByte = 5;
 // Errors name the run folder or trace file and what was expected.
 Profile extract_profile(const ProfileOptions& options);
 
+// Profile::host_cv from the time each steady step spent outside compute, in step order: split
+// into eighths, the variance of their means beyond what independent steps give (the host's slow
+// changes) plus the independent steps' share of a whole run, as a coefficient of variation of
+// the mean. 0 for fewer than 16 steps.
+double host_cv_of(const std::vector<double>& outside);
+
 // The software time per received message that makes the simulated source configuration (1 worker,
 // the run's servers, mode, policy and link, bucket links) run at `steps_per_sec`; 0 if even no
 // cost is too slow. Needs profile.source as extract_profile writes it.

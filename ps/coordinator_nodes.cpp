@@ -144,7 +144,8 @@ void Coordinator::send_map_locked() {
   map.exp.allow_nonfinite = opt_.allow_nonfinite;
   std::int64_t train_size = -1;
   for (const auto& [_, n] : nodes_) {
-    NodeInfo info{n.role, n.id, n.name, n.address};
+    NodeInfo info;
+    info.role = n.role, info.id = n.id, info.name = n.name, info.address = n.address;
     info.link_id = text(n.extra, "link_id");
     info.curve_key = text(n.extra, "curve_key");  // a shard's, for the workers' CURVE links
     (n.role == "server" ? map.servers : map.workers).push_back(info);

@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -418,4 +419,21 @@ TEST_CASE("the latency calibration finds the per-message delay that gives a pace
   const Profile p = uncalibrated_fixture();
   const double pace = source_pace(p, [](SimConfig& c) { c.message_latency_s = 300e-6; });
   CHECK(calibrate_message_latency_us(p, pace) == Approx(300).epsilon(0.01));
+}
+
+TEST_CASE("the host's run-to-run variation from the steps' time outside compute",
+          "[predictor][profile]") {
+  // 16 steps in 8 blocks of 2. Blocks alternate 10, 10 | 12, 12: the block means 10, 12, ...
+  // (mean 11) vary with variance 8 / 7 and nothing varies within: sqrt(8 / 7) / 11.
+  std::vector<double> slow;
+  for (int b = 0; b < 8; ++b) slow.insert(slow.end(), 2, b % 2 ? 12.0 : 10.0);
+  CHECK(host_cv_of(slow) == Approx(std::sqrt(8.0 / 7) / 11));
+  // Steps alternate 10, 12 inside every block: the means are all 11; within a block the variance
+  // is 2, which is independent steps' noise: a whole run's mean varies by 2 / 16.
+  std::vector<double> fast;
+  for (int i = 0; i < 16; ++i) fast.push_back(i % 2 ? 12.0 : 10.0);
+  CHECK(host_cv_of(fast) == Approx(std::sqrt(2.0 / 16) / 11));
+  // Fewer than 16 steps, or no time outside compute: not measured.
+  CHECK(host_cv_of(std::vector<double>(15, 3.0)) == 0);
+  CHECK(host_cv_of(std::vector<double>(16, 0.0)) == 0);
 }
