@@ -10,6 +10,8 @@
 #include "core/files.hpp"
 #include "core/run_program.hpp"
 #include "core/units.hpp"
+#include "predictor/band.hpp"
+#include "predictor/calibration.hpp"
 #include "predictor/commands.hpp"
 #include "predictor/plot_validation_py.hpp"
 #include "predictor/report.hpp"
@@ -207,6 +209,55 @@ void write_host_cpu(std::ostream& md, const nlohmann::json& v, const Profile& pr
      << "over the CPU per step, so there that figure follows from the measurement.\n";
 }
 
+// `x` with `prec` decimals, or "-" where it is null (a tau of no ranking).
+std::string fmt_or_dash(const nlohmann::json& x, int prec) {
+  return x.is_number() ? fmt(x.get<double>(), prec) : "-";
+}
+
+// A share as "87.5%", or "-" where there is none.
+std::string share_text(const nlohmann::json& share) {
+  return share.is_number() ? fmt(100 * share.get<double>(), 1) + "%" : "-";
+}
+
+// The calibration (predictor/calibration.hpp): how many runs land in their band, how wide the
+// bands are, the point errors' tail, and whether the policy predicted best is the one measured
+// best; then every configuration with runs outside its band.
+void write_calibration(std::ostream& md, const nlohmann::json& v) {
+  const auto& c = v["calibration"];
+  if (c["runs"].get<std::size_t>() == 0) return;
+  md << "\nCalibration: " << c["runs_inside"] << " of " << c["runs"] << " runs ("
+     << share_text(c["coverage"]) << ") inside their configuration's band (the "
+     << fmt(100 * kBandLow, 0) << "th to " << fmt(100 * kBandHigh, 0)
+     << "th percentile of its draws); median band width " << fmt(c["median_band_width_pct"], 1)
+     << " % of the predicted median; |error| median " << fmt(c["median_abs_error_pct"], 1)
+     << " %, p95 " << fmt(c["p95_abs_error_pct"], 1) << " %.\n";
+  const std::size_t cells = c["cells"];
+  if (cells > 0) {
+    md << "Policy cells (configurations alike but for the policy): " << cells
+       << "; the policy predicted best measured within " << fmt(kRegretWithinPct, 0)
+       << "% of the best in " << share_text(c["cells_regret_within_3pct"])
+       << "; median Kendall's tau between predicted and measured "
+       << fmt_or_dash(c["median_kendall_tau"], 2) << ".\n";
+    for (const auto& cell : c["policy_cells"])
+      if (cell["regret_pct"].get<double>() > kRegretWithinPct)
+        md << "- " << cell["cell"].get<std::string>() << ": predicted best "
+           << cell["predicted_best"].get<std::string>() << ", measured best "
+           << cell["measured_best"].get<std::string>() << ", regret " << fmt(cell["regret_pct"], 1)
+           << "%, tau " << fmt_or_dash(cell["kendall_tau"], 2) << "\n";
+  }
+  if (c["outside_band"].empty()) return;
+  md << "\nConfigurations with runs outside their band (" << c["outside_band"].size() << "):\n";
+  for (const auto& o : c["outside_band"]) {
+    // A band a few images/s wide gets a decimal, so that a run just outside it shows so.
+    const double low = o["predicted_low"], high = o["predicted_high"];
+    const int prec = high - low < 10 ? 1 : 0;
+    md << "- " << run_name(o["run"].get<std::string>()) << ": " << o["runs_outside"] << " of "
+       << o["runs"] << " outside " << fmt(low, prec) << "-" << fmt(high, prec) << " (measured";
+    for (const auto& m : o["measured_runs_images_per_sec"]) md << " " << fmt(m, prec);
+    md << ")\n";
+  }
+}
+
 // Plot: measured points and predicted lines against workers, one colour per policy and mode,
 // drawn by plot_validation.py (compiled in from predictor/plot_validation.py, written beside the
 // report so it can be run again).
@@ -241,6 +292,7 @@ int run_validate(const ValidateOptions& given) {
   v["regime_edge_configurations"] = edges.edge;
   write_summary(md, v, o, columns, edges);
   if (!v["at_measured_host_cpu"].is_null()) write_host_cpu(md, v, profile);
+  write_calibration(md, v);
   write_json(o.out + "/validation.json", v);
   std::ofstream(o.out + "/validation.md") << md.str();
   std::printf("%s", md.str().c_str());

@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/policy.hpp"
 #include "core/stats.hpp"
+#include "predictor/calibration.hpp"
 #include "predictor/commands.hpp"
 #include "predictor/measured_run.hpp"
 #include "predictor/parallel.hpp"
@@ -327,7 +328,8 @@ nlohmann::json validate_runs(const Profile& profile, const ModelSpec& spec,
           {"max_abs_error_pct", t.max_abs},
           {"single_run_mean_abs_error_pct", t.single_sum / double(read.size())},
           {"single_run_max_abs_error_pct", t.single_max},
-          {"at_measured_host_cpu", host_cpu}};
+          {"at_measured_host_cpu", host_cpu},
+          {"calibration", calibration_of(runs)}};
 }
 
 }  // namespace psbed::predictor
