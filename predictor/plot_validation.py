@@ -2,6 +2,7 @@ import json, sys
 try:
     import matplotlib
     matplotlib.use("Agg")
+    import matplotlib.patches
     import matplotlib.pyplot as plt
 except ImportError:
     print("matplotlib is not installed (cluster/install-deps.sh plot): no plot", file=sys.stderr)
@@ -62,11 +63,17 @@ for ax, (mode, bw) in zip(axes[0], panels):
                     key=lambda r: r["workers"])
         if not rs:
             continue
-        ax.plot([r["workers"] for r in rs], [r["predicted_images_per_sec"] for r in rs], linestyle=ls, color=col)
-        ax.plot([r["workers"] for r in rs], [r["measured_images_per_sec"] for r in rs], marker, color=col)
-        if any(r.get("repeats", 1) > 1 for r in rs):  # the range of a configuration's repeats
-            ax.vlines([r["workers"] for r in rs], [r["measured_min_images_per_sec"] for r in rs],
-                      [r["measured_max_images_per_sec"] for r in rs], color=col, alpha=0.6)
+        xs = [r["workers"] for r in rs]
+        ax.plot(xs, [r["predicted_images_per_sec"] for r in rs], linestyle=ls, color=col)
+        # The band one run should land in (an older report has none: the prediction alone).
+        ax.fill_between(xs, [r.get("predicted_low", r["predicted_images_per_sec"]) for r in rs],
+                        [r.get("predicted_high", r["predicted_images_per_sec"]) for r in rs],
+                        color=col, alpha=0.15, linewidth=0)
+        # Every run of a configuration, not only their median: which fall outside the band.
+        each = [(r["workers"], m) for r in rs
+                for m in r.get("measured_runs_images_per_sec", [r["measured_images_per_sec"]])]
+        ax.plot([x for x, _ in each], [m for _, m in each], marker, color=col, alpha=0.7,
+                markersize=4)
     ax.set_title("%s, %s" % (mode, bw))
     ax.set_xlabel("workers")
     ax.set_xticks(sorted({r["workers"] for r in runs if (r["mode"], r["bandwidth"]) == (mode, bw)}))
@@ -78,9 +85,13 @@ if varying:
 else:
     handles = [plt.Line2D([], [], color=colour[p], marker="o", label=p) for p in policies]
 handles += [plt.Line2D([], [], color="grey", label="predicted"),
-            plt.Line2D([], [], color="grey", marker="o", linestyle="", label="measured")]
+            matplotlib.patches.Patch(color="grey", alpha=0.15, label="band (5-95% of draws)"),
+            plt.Line2D([], [], color="grey", marker="o", linestyle="", label="measured runs")]
 fig.legend(handles=handles, loc="lower center" if varying else "center right", ncol=columns, fontsize=8)
-fig.suptitle("predicted (lines) and measured (points); mean |error| %.1f%%, max %.1f%%"
-             % (v["mean_abs_error_pct"], v["max_abs_error_pct"]))
+cal = v.get("calibration") or {}
+inside = (", %d%% of runs in their band" % round(100 * cal["coverage"])
+          if cal.get("coverage") is not None else "")
+fig.suptitle("predicted (lines, bands) and measured runs (points); mean |error| %.1f%%, max %.1f%%%s"
+             % (v["mean_abs_error_pct"], v["max_abs_error_pct"], inside))
 fig.tight_layout(rect=(0, below_in / (4.2 + below_in), 1 - max(0, legend_in - 0.1) / (5.5 * len(panels) + legend_in), 1))
 fig.savefig(sys.argv[2], dpi=120)
