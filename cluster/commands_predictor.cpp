@@ -194,7 +194,12 @@ void add_profile_predict_validate(CLI::App& root, PredictorCommands& o, std::str
       "simulation booked on the cores and simulates the run again at it: how much of an error is "
       "the CPU per\n"
       "step (no prediction: it takes the run's figure; docs/predictor-model.md, \"The host's CPU "
-      "per step\").");
+      "per step\").\n"
+      "Calibration: the share of runs inside their band, the bands' median width, the p95 "
+      "|error|, and over\n"
+      "configurations alike but for the policy, the regret of the policy predicted best and "
+      "Kendall's tau\n"
+      "(docs/prediction.md, \"Bands and regimes\").");
   add_common(val, log_level);
   val->add_option("--profile", o.validate.profile, "profile.json from psbed profile")->required();
   val->add_option("runs", o.validate.runs, "measured run folders")->required();
