@@ -89,8 +89,8 @@ Columns table_columns(const nlohmann::json& v, bool seeded) {
   return c;
 }
 
-// How many configurations sit on the edge between two regimes, how many are off by more than
-// 10%, and how many of those are on the edge.
+// How many configurations' draws split into regimes, how many are off by more than 10%, and how
+// many of those split.
 struct EdgeCounts {
   int edge = 0, edge_off = 0, off = 0;
 };
@@ -102,7 +102,7 @@ EdgeCounts write_table(std::ostream& md, const nlohmann::json& v, const Columns&
      << (k.straggler ? " straggler ms |" : "") << (k.stagger ? " start stagger ms |" : "")
      << (k.steps ? " steps |" : "") << (k.compute ? " compute |" : "") << " measured images/s |"
      << (k.repeated ? " runs (range) |" : "") << " predicted images/s |"
-     << (k.seeded ? " seeds' spread % |" : "") << " error % |\n"
+     << (k.seeded ? " band (images/s) |" : "") << " error % |\n"
      << "|---|---:|---:|---|" << (k.settings ? "---|" : "") << "---|---|"
      << (k.latency ? "---:|" : "") << (k.straggler ? "---:|" : "") << (k.stagger ? "---:|" : "")
      << (k.steps ? "---:|" : "") << (k.compute ? "---|" : "") << "---:|"
@@ -123,13 +123,14 @@ EdgeCounts write_table(std::ostream& md, const nlohmann::json& v, const Columns&
       md << " " << r["repeats"] << " (" << fmt(r["measured_min_images_per_sec"], 0) << "-"
          << fmt(r["measured_max_images_per_sec"], 0) << ") |";
     md << " " << fmt(r["predicted_images_per_sec"], 0) << " |";
-    const double spread = r["predicted_seeds_spread_pct"].get<double>();
+    // The band one run should land in; "2 regimes" where the draws split (predictor/band.hpp).
+    const std::size_t regimes = r["predicted_regimes"].size();
     if (k.seeded)
-      md << " " << fmt(spread, 0) << (spread > kRegimeSpreadPct ? " (edge)" : "") << " |";
+      md << " " << fmt(r["predicted_low"], 0) << "-" << fmt(r["predicted_high"], 0)
+         << (regimes > 1 ? " (" + std::to_string(regimes) + " regimes)" : "") << " |";
     md << " " << fmt(r["error_pct"], 1) << " |\n";
     const bool is_off = std::abs(r["error_pct"].get<double>()) > 10;
-    n.edge += spread > kRegimeSpreadPct, n.off += is_off,
-        n.edge_off += is_off && spread > kRegimeSpreadPct;
+    n.edge += regimes > 1, n.off += is_off, n.edge_off += is_off && regimes > 1;
   }
   return n;
 }
@@ -152,9 +153,9 @@ void write_summary(std::ostream& md, const nlohmann::json& v, const ValidateOpti
     md << "left out " << x["run"].get<std::string>() << ": " << x["reason"].get<std::string>()
        << "\n";
   if (k.seeded)
-    md << n.edge << " configuration(s) on the edge between two regimes (the seeds' images/s more "
-       << "than " << fmt(kRegimeSpreadPct, 0) << "% apart: a run can land in either); "
-       << n.edge_off << " of the " << n.off << " off by more than 10% are among them\n";
+    md << n.edge << " configuration(s) whose draws split into regimes (workers in lockstep or "
+       << "drifted apart: a run can land in either); " << n.edge_off << " of the " << n.off
+       << " off by more than 10% are among them\n";
 }
 
 // The host's CPU per worker-step, measured against what the simulation booked, and the
@@ -226,11 +227,11 @@ void write_calibration(std::ostream& md, const nlohmann::json& v) {
   const auto& c = v["calibration"];
   if (c["runs"].get<std::size_t>() == 0) return;
   md << "\nCalibration: " << c["runs_inside"] << " of " << c["runs"] << " runs ("
-     << share_text(c["coverage"]) << ") inside their configuration's band (the "
-     << fmt(100 * kBandLow, 0) << "th to " << fmt(100 * kBandHigh, 0)
-     << "th percentile of its draws); median band width " << fmt(c["median_band_width_pct"], 1)
-     << " % of the predicted median; |error| median " << fmt(c["median_abs_error_pct"], 1)
-     << " %, p95 " << fmt(c["p95_abs_error_pct"], 1) << " %.\n";
+     << share_text(c["coverage"]) << ") inside their configuration's band (a "
+     << fmt(100 * kBandCoverage, 0) << "% prediction interval of its draws); median band width "
+     << fmt(c["median_band_width_pct"], 1) << " % of the predicted median; |error| median "
+     << fmt(c["median_abs_error_pct"], 1) << " %, p95 " << fmt(c["p95_abs_error_pct"], 1)
+     << " %.\n";
   const std::size_t cells = c["cells"];
   if (cells > 0) {
     md << "Policy cells (configurations alike but for the policy): " << cells
