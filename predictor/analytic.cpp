@@ -1,6 +1,7 @@
 #include "predictor/analytic.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -79,12 +80,39 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   const double thread_per_transfer_s = receive_cost(cfg, true, 0).thread_s;
   const double shard_thread_s = busiest_transfers * thread_per_transfer_s;
 
+  // Stragglers (SimConfig::stragglers): each worker's compute factor and link rate, and worker-0's
+  // straggling sleep. Under async each worker runs at its own pace; under bsp and ssp the
+  // slowest holds every worker to its pace in the long run.
+  std::vector<double> factor(std::size_t(W), 1.0), link(std::size_t(W), B),
+      straggle(std::size_t(W), 0.0);
+  for (const Straggler& s : cfg.stragglers) {
+    if (s.worker < 0 || s.worker >= cfg.workers) continue;
+    factor[std::size_t(s.worker)] = s.compute_factor;
+    if (s.bandwidth_bytes_per_sec > 0) link[std::size_t(s.worker)] = s.bandwidth_bytes_per_sec;
+  }
+  straggle[0] = std::max(0.0, cfg.straggler_s);
+  const bool async = cfg.mode.kind == Consistency::Kind::kAsync;
+  // images/s of the W workers when worker w's step takes step_s(w) (0: no limit).
+  auto rate = [&](const auto& step_s) {
+    double sum = 0, slowest = 0;
+    for (int w = 0; w < cfg.workers; ++w) {
+      const double s = step_s(w);
+      slowest = std::max(slowest, s);
+      sum += s > 0 ? batch / s : kInf;
+    }
+    if (slowest <= 0) return kInf;
+    return async ? sum : W * batch / slowest;
+  };
   AnalyticBounds a;
   a.imbalance = plan.imbalance();
-  a.compute_bound = compute_s > 0 ? W * batch / compute_s : kInf;
+  a.compute_bound = rate([&](int w) { return compute_s * factor[std::size_t(w)]; });
   // Pull and push use opposite directions of a link, so each direction carries the model once
-  // per step for a worker, and W shares of its part of the model for a shard.
-  a.worker_link_bound = B > 0 ? W * batch * B / model_bytes : kInf;
+  // per step for a worker (at its own link's rate), and W shares of its part of the model for a
+  // shard.
+  a.worker_link_bound = rate([&](int w) {
+    const double bw = link[std::size_t(w)];
+    return bw > 0 ? model_bytes / bw : 0.0;
+  });
   a.server_link_bound = B > 0 && busiest > 0 ? batch * B / busiest : kInf;
   const double lanes = std::max(1, cfg.apply_lanes);
   a.apply_bound = busiest_apply > 0 ? batch * lanes / busiest_apply : kInf;
@@ -97,15 +125,6 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   const double host_step_s = message_cpu_s + (cfg.compute_on_cores ? compute_s : 0.0);
   a.host_bound = cfg.host_cpus > 0 && host_step_s > 0 ? cfg.host_cpus * batch / host_step_s : kInf;
   a.thread_bound = shard_thread_s > 0 ? batch / shard_thread_s : kInf;
-  // images/s of the W workers when a step takes `step_s`, worker-0 `straggler_s` more (a
-  // straggler holds every worker to its pace under bsp and ssp, only itself under async).
-  const double straggle = std::max(0.0, cfg.straggler_s);
-  auto rate = [&](double step_s) {
-    if (straggle <= 0) return W * batch / step_s;
-    if (cfg.mode.kind == Consistency::Kind::kAsync)
-      return (W - 1) * batch / step_s + batch / (step_s + straggle);
-    return W * batch / (step_s + straggle);
-  };
   // Whatever the overlap, a worker's step holds two round trips it cannot hide: the first layer
   // that holds parameters waits for its pull (a request and a reply: the batch loads, and the
   // layers before it run, meanwhile), and the step ends when the last gradient's push is
@@ -114,13 +133,17 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   // takes the link's latency and the receiving side's message latency at least. Each worker at
   // its own pace: under bsp the others follow the straggler in the long run, but one step ahead
   // of it, which a short run shows, so the bound that holds for every run is this one.
+  // A straggler's compute stretches by its factor.
   const double one_way_s = cfg.latency_s + cfg.message_latency_s;
-  const double pull_s = std::max(overhead_s + before_fwd_s, 2 * one_way_s) + held_s;
-  const double step_s = pull_s + std::max(before_bwd_s, 2 * one_way_s);
-  const double straggler_step_s = pull_s + std::max(before_bwd_s + straggle, 2 * one_way_s);
-  a.latency_bound = step_s <= 0    ? kInf
-                    : straggle > 0 ? (W - 1) * batch / step_s + batch / straggler_step_s
-                                   : W * batch / step_s;
+  a.latency_bound = 0;
+  for (int w = 0; w < cfg.workers; ++w) {
+    const double f = factor[std::size_t(w)];
+    const double pull_s = std::max((overhead_s + before_fwd_s) * f, 2 * one_way_s) + held_s * f;
+    const double step_s =
+        pull_s + std::max(before_bwd_s * f + straggle[std::size_t(w)], 2 * one_way_s);
+    a.latency_bound += step_s > 0 ? batch / step_s : kInf;
+  }
+  const bool straggling = cfg.straggler_s > 0;
   a.upper = a.compute_bound, a.bottleneck = "compute";
   if (a.worker_link_bound < a.upper) a.upper = a.worker_link_bound, a.bottleneck = "worker link";
   if (a.server_link_bound < a.upper) a.upper = a.server_link_bound, a.bottleneck = "server link";
@@ -128,22 +151,29 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   if (a.host_bound < a.upper) a.upper = a.host_bound, a.bottleneck = "host cpu";
   if (a.thread_bound < a.upper) a.upper = a.thread_bound, a.bottleneck = "server thread";
   if (a.latency_bound < a.upper)
-    a.upper = a.latency_bound, a.bottleneck = straggle > 0 ? "straggler" : "latency";
+    a.upper = a.latency_bound, a.bottleneck = straggling ? "straggler" : "latency";
   // No overlap: compute, the pull phase and the push phase one after the other, each phase as
   // slow as its busiest link, plus a round trip each; where the host's cores are modelled, the
   // workers' compute shares them (real compute) and every worker-step's message work waits for
   // them too. So each term is at least what one bound counts, and serial <= upper.
   const double cpus = cfg.host_cpus > 0 ? double(cfg.host_cpus) : 0.0;
-  const double per_direction = B > 0 ? std::max(model_bytes, W * busiest) / B : 0.0;
+  const double shard_direction_s = B > 0 ? W * busiest / B : 0.0;
   const double compute_phase_s =
       cpus > 0 && cfg.compute_on_cores ? std::max(compute_s, W * compute_s / cpus) : compute_s;
-  const double serial_s = compute_phase_s + 2 * per_direction +
+  const double serial_s = compute_phase_s + 2 * shard_direction_s +
                           4 * (cfg.latency_s + cfg.message_cost_s + cfg.message_latency_s) +
                           2 * model_bytes * cfg.transit_s_per_byte + W * busiest_apply / lanes +
                           (cpus > 0 ? W * message_cpu_s / cpus : 0.0) + W * shard_thread_s +
                           transfers * thread_per_transfer_s;
   // Each term covers one bound's work, so this is never above `upper` (unit tests check it).
-  a.serial = serial_s > 0 ? rate(serial_s) : a.upper;
+  // A worker's own link, and its compute, as slow as that worker's (stragglers).
+  a.serial = rate([&](int w) {
+    const double bw = link[std::size_t(w)];
+    const double worker_direction_s = bw > 0 ? model_bytes / bw : 0.0;
+    return serial_s + (factor[std::size_t(w)] - 1) * compute_phase_s +
+           2 * std::max(0.0, worker_direction_s - shard_direction_s) + straggle[std::size_t(w)];
+  });
+  if (!std::isfinite(a.serial)) a.serial = a.upper;
   return a;
 }
 

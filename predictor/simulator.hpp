@@ -21,6 +21,7 @@
 #include "core/model_spec.hpp"
 #include "core/policy.hpp"
 #include "core/profile.hpp"
+#include "core/straggler.hpp"
 #include "predictor/band.hpp"
 
 namespace psbed::predictor {
@@ -95,6 +96,11 @@ struct SimConfig {
   std::int64_t warmup_steps = -1;  // excluded from the figures; < 0: the live worker's rule
   std::uint64_t seed = 1;
   double straggler_s = 0;  // worker-0 sleeps this long every step (as launch --straggler-ms)
+  // Heterogeneous workers (as launch --straggler): a worker's forward, backward and step
+  // overhead x its compute factor (real compute on the cores: its CPU, then a sleep of (factor -
+  // 1) x what that took, as the live worker does), and its own uplink and downlink at its
+  // bandwidth instead of bandwidth_bytes_per_sec.
+  std::vector<Straggler> stragglers;
   double start_stagger_s =
       0;  // worker w starts w x this / workers later (launch --start-stagger-ms)
   // Each worker starts a seeded uniform draw of [0, this) later besides: the phase at which it

@@ -5,8 +5,10 @@
 namespace psbed::predictor::sim {
 
 void Simulation::send_from(int thread, int id) {
-  if (cfg_.bandwidth_bytes_per_sec <= 0) {
-    arrive(id, now_ + cfg_.latency_s + message_bytes(messages_[id]) * cfg_.transit_s_per_byte);
+  // An unshaped sender has no send buffer nor pacer (the live node sends straight away); the
+  // receiver's bucket, where it has one, still passes the bytes.
+  if (!shaped(sender_node(messages_[id]))) {
+    through_ingress(id);
     return;
   }
   // A thread that is not waiting has nothing queued before this message.
@@ -65,7 +67,7 @@ void Simulation::pace(int node) {
     const Message& m = messages_[id];
     // A reservation in the past (unused burst) means the message leaves now.
     const double out =
-        std::max(now_, reserve(egress_free_[std::size_t(node)], now_, message_bytes(m)));
+        std::max(now_, reserve(node, egress_free_[std::size_t(node)], now_, message_bytes(m)));
     if (out > now_ || !buffers_[buffer_of(m)].waiting.empty()) {
       events_.push_stream(node, out, EventType::kEgressDone, id);
       return;
@@ -78,10 +80,19 @@ void Simulation::pace(int node) {
 // A message's bytes left its sender: out of the send buffer, through the receiver's downlink.
 void Simulation::depart(int id) {
   const Message& m = messages_[id];
+  buffers_[buffer_of(m)].queued -= message_bytes(m);
+  through_ingress(id);
+}
+
+// A message on its way: the host's copies, the receiver's downlink bucket (if shaped), the
+// latency.
+void Simulation::through_ingress(int id) {
+  const Message& m = messages_[id];
   const double bytes = message_bytes(m);
-  buffers_[buffer_of(m)].queued -= bytes;
   const double in = now_ + bytes * cfg_.transit_s_per_byte;
-  const double due = std::max(in, reserve(ingress_free_[std::size_t(receiver_node(m))], in, bytes));
+  const int to = receiver_node(m);
+  const double due =
+      shaped(to) ? std::max(in, reserve(to, ingress_free_[std::size_t(to)], in, bytes)) : in;
   arrive(id, due + cfg_.latency_s);
 }
 

@@ -4,11 +4,12 @@
 namespace psbed::predictor::sim {
 
 void Simulation::send(std::size_t ci, int id) {
-  if (cfg_.bandwidth_bytes_per_sec <= 0) {  // unlimited links: latency (and host copies) only
+  Channel& c = channels_[ci];
+  // Links unlimited at both ends: latency (and host copies) only. Link 2n and 2n+1 are node n's.
+  if (!shaped(c.up_link / 2) && !shaped(c.down_link / 2)) {
     arrive(id, now_ + cfg_.latency_s + wire_bytes(messages_[id]) * cfg_.transit_s_per_byte);
     return;
   }
-  Channel& c = channels_[ci];
   c.queue.push_back(id);
   if (c.queue.size() > 1) return;
   c.head_left = wire_bytes(messages_[id]);
@@ -49,14 +50,18 @@ void Simulation::channel_done(int ci) {
 // link with the smallest fair share and freeze the pairs crossing it.
 void Simulation::reallocate() {
   network_dirty_ = false;
-  const double bw = cfg_.bandwidth_bytes_per_sec;
+  // A node's link capacity is its own (a straggler's may differ); an unlimited one never limits.
+  const auto cap = [this](int l) {
+    const double bw = node_bw_[std::size_t(l / 2)];
+    return bw > 0 ? bw : kInf;
+  };
   touched_.clear();
   for (int ci : active_) {
     Channel& c = channels_[ci];
     c.head_left = std::max(0.0, c.head_left - c.rate * (now_ - c.since));
     c.since = now_;
     for (int l : {c.up_link, c.down_link}) {
-      if (link_n_[l] == 0) link_cap_[l] = bw, touched_.push_back(l);
+      if (link_n_[l] == 0) link_cap_[l] = cap(l), touched_.push_back(l);
       ++link_n_[l];
     }
   }
@@ -74,7 +79,7 @@ void Simulation::reallocate() {
       if (c.up_link != best && c.down_link != best) continue;
       frozen_[k] = 1, --left;
       for (int l : {c.up_link, c.down_link}) link_cap_[l] -= share, --link_n_[l];
-      const double rate = std::max(share, 1e-9 * bw);
+      const double rate = std::max(share, 1e-9 * cap(best));
       if (rate != c.rate || c.head_left == 0) {
         c.rate = rate;
         events_.set_channel(active_[k], now_ + c.head_left / c.rate);

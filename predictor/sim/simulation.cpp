@@ -94,9 +94,7 @@ Simulation::Simulation(const Profile& profile, const ModelSpec& spec, const SimC
     // psbed's link emulation paces in software on the same host (ps/link.cpp): as fast as it is.
     if (bucket_) cfg_.bandwidth_bytes_per_sec /= host_factor_;
   }
-  if (cfg.bandwidth_bytes_per_sec > 0)
-    burst_s_ =
-        std::max(64.0 * 1024, cfg.bandwidth_bytes_per_sec * 1e-3) / cfg.bandwidth_bytes_per_sec;
+  set_up_links();
   egress_free_.assign(std::size_t(nodes), -kInf);
   ingress_free_.assign(std::size_t(nodes), -kInf);
   if (bucket_) {
@@ -112,6 +110,25 @@ Simulation::Simulation(const Profile& profile, const ModelSpec& spec, const SimC
       Channel& pull = channels_[pull_channel(w, s)];
       pull.up_link = 2 * (W_ + s), pull.down_link = 2 * w + 1;
     }
+}
+
+// Each node's link rate and burst, and each worker's compute factor, from the cluster's
+// bandwidth and the stragglers.
+void Simulation::set_up_links() {
+  check_stragglers(cfg_.stragglers, W_);
+  const int nodes = W_ + S_;
+  node_bw_.assign(std::size_t(nodes), cfg_.bandwidth_bytes_per_sec);
+  compute_factor_.assign(std::size_t(W_), 1.0);
+  for (const Straggler& s : cfg_.stragglers) {
+    if (s.bandwidth_bytes_per_sec > 0) node_bw_[std::size_t(s.worker)] = s.bandwidth_bytes_per_sec;
+    compute_factor_[std::size_t(s.worker)] = s.compute_factor;
+  }
+  node_burst_s_.assign(std::size_t(nodes), 0.0);
+  for (int n = 0; n < nodes; ++n) {
+    const double bw = node_bw_[std::size_t(n)];
+    // As ps/link.cpp's buckets: 1 ms of line rate, at least 64 KiB.
+    if (bw > 0) node_burst_s_[std::size_t(n)] = std::max(64.0 * 1024, bw * 1e-3) / bw;
+  }
 }
 
 SimResult Simulation::run() {

@@ -253,10 +253,13 @@ class Simulation {
     return to_server(m) ? std::size_t(m.worker) * S_ + m.shard : std::size_t(W_) * S_ + m.shard;
   }
 
-  double reserve(double& next_free, double t, double bytes) const {
-    next_free = std::max(next_free, t - burst_s_) + bytes / cfg_.bandwidth_bytes_per_sec;
+  // Node `node`'s bucket in one direction passes `bytes` from `t` on, at the node's rate.
+  double reserve(int node, double& next_free, double t, double bytes) const {
+    const std::size_t n = std::size_t(node);
+    next_free = std::max(next_free, t - node_burst_s_[n]) + bytes / node_bw_[n];
     return next_free;
   }
+  bool shaped(int node) const { return node_bw_[std::size_t(node)] > 0; }
 
   // A push or a reply; a request or an acknowledgment only names the part.
   static bool carries_data(const Message& m) {
@@ -270,6 +273,7 @@ class Simulation {
   }
 
   void send_from(int thread, int id);
+  void through_ingress(int id);
   bool flush(int thread);
 
   // A message goes alone into an empty buffer, however big.
@@ -290,6 +294,7 @@ class Simulation {
   }
 
   void send(std::size_t ci, int id);
+  void set_up_links();
   void channel_done(int ci);
   void reallocate();
 
@@ -332,7 +337,10 @@ class Simulation {
   // keeps the gaps before such bookings for earlier work; real compute fills gaps.
   std::vector<CoreSchedule> cores_;
   std::vector<CoreBooking> pieces_;  // run_on_core's scratch
-  double burst_s_ = 0;
+  // Each node's link rate, bytes/s per direction (0: unlimited): the cluster's, or a
+  // straggler's own; the bucket links' burst allowance of each, in seconds.
+  std::vector<double> node_bw_, node_burst_s_;
+  std::vector<double> compute_factor_;              // each worker's (SimConfig::stragglers)
   std::vector<double> egress_free_, ingress_free_;  // bucket links: each node's two buckets
   std::vector<SendThread> threads_;  // bucket links: compute, receiving (per worker), lanes
   std::vector<SendBuffer> buffers_;  // bucket links: per (worker, shard), then per shard

@@ -10,9 +10,16 @@ void Simulation::start_compute(Worker& w, int wi, double seconds, bool cpu) {
   w.computing = true;
   w.compute_started = now_;
   const bool on_core = cpu && cfg_.compute_on_cores && !cores_.empty();
-  if (on_core) booked_cpu_s_ += seconds * cfg_.compute_cpu_scale;
-  schedule(on_core ? run_on_core(now_, seconds * cfg_.compute_cpu_scale) : now_ + seconds,
-           EventType::kComputeDone, wi);
+  // A straggler's own computation takes its factor times as long; on the cores, as the live
+  // worker's real compute, the CPU first and then a sleep of (factor - 1) x what that took.
+  const double factor = cpu ? compute_factor_[std::size_t(wi)] : 1.0;
+  if (on_core) {
+    booked_cpu_s_ += seconds * cfg_.compute_cpu_scale;
+    const double end = run_on_core(now_, seconds * cfg_.compute_cpu_scale);
+    schedule(end + (factor - 1) * (end - now_), EventType::kComputeDone, wi);
+  } else {
+    schedule(now_ + seconds * factor, EventType::kComputeDone, wi);
+  }
 }
 
 // Runs the worker's step forward until it must wait for compute or a transfer.
