@@ -91,9 +91,15 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
                   "the figures do not depend on it")
       ->capture_default_str()
       ->check(CLI::Range(0, 4096));
-  if (!per_run)
+  if (!per_run) {
     app->add_option("--straggler-ms", f.straggler_ms, "worker-0 sleeps this long every step")
         ->check(number_in("milliseconds", 0, false, 1e7, "0 or more and below 10^7"));
+    app->add_option("--straggler", f.stragglers,
+                    "a slow worker, as launch --straggler: worker-N:compute=Kx (its compute K "
+                    "times as long) and/or bandwidth=B (its own link, each direction), e.g. "
+                    "worker-1:compute=2x,bandwidth=100mbit; repeatable")
+        ->allow_extra_args(false);
+  }
   app->add_option("--start-stagger-ms", f.start_stagger_ms,
                   per_run ? "worker i of N starts i x this / N later (default: each run's own)"
                           : "worker i of N starts i x this / N later")

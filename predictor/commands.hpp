@@ -57,7 +57,8 @@ struct SimFlags {
   int seeds = 1;  // simulations per configuration (seed, seed + 1, ...); their median counts
   int jobs = 0;   // simulations run at once, on as many threads (0: one per core)
   double straggler_ms = 0;
-  double start_stagger_ms = -1;  // < 0: the run's own (validate), else 0
+  std::vector<std::string> stragglers;  // --straggler worker-N:compute=Kx,bandwidth=B
+  double start_stagger_ms = -1;         // < 0: the run's own (validate), else 0
   double arrival_jitter_us = kArrivalJitterUs;
   double host_cv = -1;          // < 0: the profile's variation.host_cv
   double start_spread_ms = -1;  // < 0: the profile's variation.start_spread_ms

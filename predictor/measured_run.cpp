@@ -228,6 +228,11 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
   const nlohmann::json launch = s.value("launch", nlohmann::json::object());
   nlohmann::json meta;  // worker-0's trace metadata, where it has a trace
   const double start_stagger_ms = take_recorded_settings(dir, s, profile, flags, c, m, meta);
+  // The run's stragglers (launch --straggler): validate has no flag for them.
+  if (launch.contains("stragglers")) {
+    c.stragglers = stragglers_from_json(launch["stragglers"], "'" + path + "' launch");
+    for_flag("run folder '" + dir + "'", [&] { check_stragglers(c.stragglers, c.workers); });
+  }
   // The shard's apply lanes, where launch recorded them (psbed launch --apply-threads).
   if (launch.contains("apply_threads") && launch["apply_threads"].is_number_integer())
     c.apply_lanes = launch["apply_threads"].get<int>();
@@ -271,6 +276,7 @@ std::string config_key(const MeasuredRun& m) {
       {"bandwidth", c.bandwidth_bytes_per_sec},
       {"latency", c.latency_s},
       {"straggler", c.straggler_s},
+      {"stragglers", stragglers_json(c.stragglers)},
       {"stagger", c.start_stagger_s},
       {"compute_on_cores", c.compute_on_cores},
       {"host_cpus", c.host_cpus}}

@@ -63,6 +63,7 @@ std::vector<SimConfig> predicted_configs(const PredictOptions& o, const SimConfi
           SimConfig c = base;
           c.workers = w, c.servers = s, c.policy.name = pol;
           c.mode = for_flag("--mode", [&] { return Consistency::parse(mode); });
+          check_stragglers(c.stragglers, w);  // worker-N of a cluster that has it
           // An unknown policy fails before any simulation.
           for_flag("--policy", [&] { policy::check_policy_options(c.policy); });
           configs.push_back(c);
@@ -80,6 +81,7 @@ void print_predict_head(const PredictOptions& o, const Profile& profile, const S
               o.analytic_only ? "analytic bounds only"
                               : (std::to_string(base.steps) + " simulated steps").c_str(),
               o.analytic_only ? "" : " per worker");
+  if (!base.stragglers.empty()) std::printf("stragglers: %s\n", to_string(base.stragglers).c_str());
   if (profile.contention > 0 && base.compute_on_cores && base.host_cpus > 0)
     std::printf(
         "host: %d cores; with more workers + shards than that, every CPU cost x up to %.2f "
@@ -105,6 +107,7 @@ nlohmann::json prediction_json(const PredictOptions& o, const SimConfig& c,
           {"partition_bytes", c.partition_bytes},
           {"apply_threads", c.apply_lanes},
           {"straggler_ms", c.straggler_s * 1e3},
+          {"stragglers", stragglers_json(c.stragglers)},
           {"profile", o.profile},
           {"mode", c.mode.str()},
           {"bandwidth", bandwidth_text(c.bandwidth_bytes_per_sec)},

@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "core/policy.hpp"
+#include "core/straggler.hpp"
 #include "core/units.hpp"
 
 namespace psbed::predictor {
@@ -57,6 +58,7 @@ SimConfig base_config(const Profile& profile, const SimFlags& f) {
   c.seed = f.seed;
   c.policy.seed = f.seed;  // tf-random
   c.straggler_s = f.straggler_ms / 1e3;
+  c.stragglers = parse_stragglers(f.stragglers);  // its worker checked per configuration
   c.start_stagger_s = std::max(0.0, f.start_stagger_ms) / 1e3;
   c.arrival_jitter_s = f.arrival_jitter_us * 1e-6;
   c.host_cv = f.host_cv >= 0 ? f.host_cv : profile.host_cv;

@@ -59,7 +59,7 @@ std::string settings_of(const nlohmann::json& r) {
 // The columns of the table beyond the fixed ones.
 struct Columns {
   bool settings = false, latency = false, straggler = false, stagger = false, steps = false,
-       compute = false;
+       compute = false, stragglers = false;
   bool repeated = false;  // configurations of several runs: their range
   bool seeded = false;    // several seeds: their spread
 };
@@ -82,6 +82,8 @@ Columns table_columns(const nlohmann::json& v, bool seeded) {
   Columns c;
   c.latency = any("latency_us"), c.straggler = any("straggler_ms"),
   c.stagger = any("start_stagger_ms");
+  for (const auto& r : v["runs"])
+    c.stragglers = c.stragglers || !r.value("stragglers", std::string()).empty();
   for (const auto& r : v["runs"]) c.settings = c.settings || !settings_of(r).empty();
   c.steps = differ("steps"), c.compute = differ("predicted_compute");
   c.repeated = v["configurations"].get<std::size_t>() < v["runs_measured"].get<std::size_t>();
@@ -99,14 +101,15 @@ struct EdgeCounts {
 EdgeCounts write_table(std::ostream& md, const nlohmann::json& v, const Columns& k) {
   md << "| run | workers | servers | policy |" << (k.settings ? " settings |" : "")
      << " mode | bandwidth |" << (k.latency ? " latency us |" : "")
-     << (k.straggler ? " straggler ms |" : "") << (k.stagger ? " start stagger ms |" : "")
-     << (k.steps ? " steps |" : "") << (k.compute ? " compute |" : "") << " measured images/s |"
+     << (k.straggler ? " straggler ms |" : "") << (k.stragglers ? " stragglers |" : "")
+     << (k.stagger ? " start stagger ms |" : "") << (k.steps ? " steps |" : "")
+     << (k.compute ? " compute |" : "") << " measured images/s |"
      << (k.repeated ? " runs (range) |" : "") << " predicted images/s |"
      << (k.seeded ? " band (images/s) |" : "") << " error % |\n"
      << "|---|---:|---:|---|" << (k.settings ? "---|" : "") << "---|---|"
-     << (k.latency ? "---:|" : "") << (k.straggler ? "---:|" : "") << (k.stagger ? "---:|" : "")
-     << (k.steps ? "---:|" : "") << (k.compute ? "---|" : "") << "---:|"
-     << (k.repeated ? "---|" : "") << "---:|" << (k.seeded ? "---:|" : "") << "---:|\n";
+     << (k.latency ? "---:|" : "") << (k.straggler ? "---:|" : "") << (k.stragglers ? "---|" : "")
+     << (k.stagger ? "---:|" : "") << (k.steps ? "---:|" : "") << (k.compute ? "---|" : "")
+     << "---:|" << (k.repeated ? "---|" : "") << "---:|" << (k.seeded ? "---:|" : "") << "---:|\n";
   EdgeCounts n;
   for (const auto& r : v["runs"]) {
     md << "| " << run_name(r["run"].get<std::string>()) << " | " << r["workers"] << " | "
@@ -115,6 +118,7 @@ EdgeCounts write_table(std::ostream& md, const nlohmann::json& v, const Columns&
     md << r["mode"].get<std::string>() << " | " << r["bandwidth"].get<std::string>() << " | ";
     if (k.latency) md << fmt(r["latency_us"], 0) << " | ";
     if (k.straggler) md << fmt(r["straggler_ms"], 1) << " | ";
+    if (k.stragglers) md << r.value("stragglers", std::string()) << " | ";
     if (k.stagger) md << fmt(r["start_stagger_ms"], 1) << " | ";
     if (k.steps) md << r["steps"] << " | ";
     if (k.compute) md << r["predicted_compute"].get<std::string>() << " | ";

@@ -253,6 +253,7 @@ nlohmann::json group_row(const Group& g, const SimResult& r, const CpuWhatIf& w,
                                   ? nlohmann::json(m.link.latency * 1e6)
                                   : nlohmann::json()},
       {"straggler_ms", m.config.straggler_s * 1e3},
+      {"stragglers", to_string(m.config.stragglers)},  // "": none
       {"start_stagger_ms", m.config.start_stagger_s * 1e3},
       {"compute", m.summary.value("compute", std::string("real"))},
       {"predicted_compute", m.config.compute_on_cores ? "real" : "replay"},

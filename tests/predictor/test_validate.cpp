@@ -213,6 +213,47 @@ TEST_CASE("validate keeps each run's latency, straggler and start stagger",
   CHECK_THAT(header, !Contains("stagger ms"));
 }
 
+// launch --straggler's workers, from summary.json's launch.stragglers: runs that differ only in
+// them are configurations of their own, and validation.md gives them a column.
+TEST_CASE("validate reads each run's stragglers and keeps them apart", "[predictor][validate]") {
+  Fixture f;
+  const Scratch tmp("psbed-validate-stragglers-test");
+  auto run = [&](const std::string& name, const nlohmann::json& stragglers) {
+    return tmp.copy(kRun, name, [&](nlohmann::json& s) { s["launch"]["stragglers"] = stragglers; });
+  };
+  const nlohmann::json slow = {
+      {{"worker", 1}, {"compute_factor", 3}, {"bandwidth_bytes_per_sec", 0}}};
+  const auto v = f.validate({run("plain", nlohmann::json::array()), run("slow", slow)});
+  REQUIRE(v["runs"].size() == 2);
+  CHECK(v["configurations"] == 2);
+  const bool first_plain = v["runs"][0]["stragglers"] == "";
+  const auto& plain = v["runs"][first_plain ? 0 : 1];
+  const auto& straggled = v["runs"][first_plain ? 1 : 0];
+  CHECK(plain["stragglers"] == "");
+  CHECK(straggled["stragglers"] == "worker-1:compute=3x");
+  // bsp: worker-1's compute three times as long slows both workers.
+  CHECK(straggled["predicted_images_per_sec"].get<double>() <
+        0.95 * plain["predicted_images_per_sec"].get<double>());
+  // A straggler the run cannot have had is refused, naming the run.
+  const nlohmann::json bad = {{{"worker", 2}, {"compute_factor", 3}}};
+  const std::string wrong = run("wrong", bad);
+  CHECK_THROWS_WITH(f.validate({wrong}), Contains(wrong) && Contains("worker-2"));
+
+  ValidateOptions o;
+  o.profile = kFixtures + "/profile.json";
+  o.runs = {run("plain-md", nlohmann::json::array()), run("slow-md", slow)};
+  o.out = (tmp.dir / "report").string();
+  o.sim = f.flags;
+  o.python = "true";  // no plot
+  REQUIRE(run_validate(o) == 0);
+  std::ifstream md(tmp.dir / "report" / "validation.md");
+  std::string header, line, all;
+  std::getline(md, header);
+  while (std::getline(md, line)) all += line + "\n";
+  CHECK_THAT(header, Contains("| stragglers |"));
+  CHECK_THAT(all, Contains("| worker-1:compute=3x |"));
+}
+
 TEST_CASE("validate --compute real or replay overrides each run's own", "[predictor][validate]") {
   Fixture f;
   // The host's cores modelled (the fixture profile has no host costs): real compute takes them.
