@@ -9,6 +9,7 @@
 #include "core/files.hpp"
 #include "core/log.hpp"
 #include "core/profile.hpp"
+#include "core/straggler.hpp"
 #include "core/units.hpp"
 #include "predictor/simulator.hpp"
 #include "ps/control.hpp"
@@ -196,6 +197,21 @@ void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level
          "--straggler-ms,--straggle-ms", o.straggle_ms,
          "sleep this long every step (a deliberate straggler; --straggle-ms: the older name)")
       ->check(non_negative("milliseconds"));
+  app->add_option("--straggler", o.straggler,
+                  "make this worker slow: compute=Kx (its compute K times as long) and/or "
+                  "bandwidth=B (its own link, each direction, in place of --bandwidth), e.g. "
+                  "compute=2x,bandwidth=100mbit")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            try {
+              Straggler s;
+              parse_straggler_keys(v, s);
+              return std::string();
+            } catch (const Error& e) {
+              return std::string(e.what());
+            }
+          },
+          "KEYS"));
   app->add_option(
       "--start-stagger-ms", o.start_stagger_ms,
       "worker i of N waits i x this / N before its first step (a de-synchronized start)");
@@ -285,6 +301,11 @@ void add_launch(CLI::App& root, LaunchOptions& o, std::string& log_level) {
   app->add_option("--save-params", o.save_params, "final parameters to this file (raw float32)");
   app->add_option("--straggler-ms", o.straggler_ms,
                   "make worker-0 a straggler: it sleeps this long every step");
+  app->add_option("--straggler", o.stragglers,
+                  "a slow worker: worker-N:compute=Kx (its compute K times as long) and/or "
+                  "bandwidth=B (its own link, each direction, in place of --bandwidth; with "
+                  "--netns its veth), e.g. worker-1:compute=2x,bandwidth=100mbit; repeatable")
+      ->allow_extra_args(false);
   app->add_option(
       "--start-stagger-ms", o.start_stagger_ms,
       "worker i of N waits i x this / N before its first step (default: all start together)");

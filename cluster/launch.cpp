@@ -33,6 +33,7 @@
 #include "core/partition.hpp"
 #include "core/policy.hpp"
 #include "core/profile.hpp"
+#include "core/straggler.hpp"
 #include "core/trace.hpp"
 #include "core/units.hpp"
 #include "ps/cluster_map.hpp"
@@ -115,6 +116,7 @@ class Launcher {
     worker::require_device(opt_.device);  // a GPU run without a device: status 2, not a timeout
     scheduled_lr(opt_.lr_schedule, opt_.lr, 0, 1);
     link_ = ps::parse_link(opt_.bandwidth, opt_.latency);
+    stragglers_ = parse_stragglers(opt_.stragglers, opt_.workers);
     policy::check_policy_options(policy_options(opt_));
     warn_unused_policy_settings();
     if (!opt_.http.empty() && !ps::parse_http_address(opt_.http).loopback() &&
@@ -224,6 +226,10 @@ class Launcher {
     for (int i = 0; i < opt_.servers; ++i) nodes.push_back("server-" + std::to_string(i));
     for (int i = 0; i < opt_.workers; ++i) nodes.push_back("worker-" + std::to_string(i));
     for (const auto& n : nodes) addresses_[n] = netns_->add_node(n);
+    for (const auto& s : stragglers_)  // a slow worker's veth at its own rate
+      if (s.bandwidth_bytes_per_sec > 0)
+        netns_->shape("worker-" + std::to_string(s.worker),
+                      std::uint64_t(s.bandwidth_bytes_per_sec * 8));
     std::ofstream(out_ + "/logs/coordinator.netns") << netns_->namespaces().front() << "\n";
     spdlog::info("{} network namespaces on a bridge, links {}", nodes.size(),
                  link.bandwidth_bps > 0 ? "shaped by tc tbf to " + opt_.bandwidth + " per direction"
@@ -344,6 +350,10 @@ class Launcher {
     if (!opt_.save_params.empty()) a.insert(a.end(), {"--save-params", opt_.save_params});
     if (i == 0 && opt_.straggler_ms > 0)
       a.insert(a.end(), {"--straggle-ms", std::to_string(opt_.straggler_ms)});
+    Straggler own = straggler_of(stragglers_, i);
+    if (opt_.netns) own.bandwidth_bytes_per_sec = 0;  // tc shapes its veth instead
+    if (const std::string keys = straggler_keys(own); !keys.empty())
+      a.insert(a.end(), {"--straggler", keys});
     if (opt_.start_stagger_ms > 0)
       a.insert(a.end(), {"--start-stagger-ms", std::to_string(opt_.start_stagger_ms)});
     a.insert(a.end(), opt_.worker_args.begin(), opt_.worker_args.end());
@@ -625,6 +635,7 @@ class Launcher {
                    // shaped the bandwidth.
                    {"link", link_.str()},
                    {"straggler_ms", opt_.straggler_ms > 0 ? opt_.straggler_ms : 0.0},
+                   {"stragglers", stragglers_json(stragglers_)},
                    {"start_stagger_ms", opt_.start_stagger_ms > 0 ? opt_.start_stagger_ms : 0.0},
                    {"apply_threads", opt_.apply_threads},
                    // How each worker computed (the summary's data, seed and optimizer are the
@@ -744,7 +755,8 @@ class Launcher {
   }
 
   LaunchOptions opt_;
-  ps::LinkOptions link_;  // --bandwidth and --latency, read once
+  ps::LinkOptions link_;               // --bandwidth and --latency, read once
+  std::vector<Straggler> stragglers_;  // --straggler, read once
   std::string out_;
   // Held from the first node's start to the summary (ps/stop_signals.hpp).
   std::optional<ps::BlockedStopSignals> stops_;

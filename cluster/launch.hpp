@@ -49,6 +49,7 @@ struct LaunchOptions {
   bool netns = false;     // one network namespace per node, links shaped by tc (root)
   std::string latency;
   double straggler_ms = 0;               // worker-0 sleeps this long every step
+  std::vector<std::string> stragglers;   // --straggler worker-N:compute=Kx,bandwidth=B
   double start_stagger_ms = 0;           // worker i of N starts i x this / N later
   std::string save_params;               // evaluating worker writes the final parameters here
   std::vector<std::string> worker_args;  // extra flags passed to every worker

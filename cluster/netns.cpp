@@ -110,22 +110,27 @@ std::string NetnsTestbed::add_node(const std::string& node) {
   must({"ip", "-n", ns, "addr", "add", addr + "/16", "dev", "eth0"});
   must({"ip", "-n", ns, "link", "set", "eth0", "up"});
   must({"ip", "-n", ns, "link", "set", "lo", "up"});
-  if (rate_ > 0) {
-    // Token bucket per direction: the node's egress on its eth0, its ingress as the egress of the
-    // bridge-side peer. The bucket holds 2 ms of traffic (at least 64 KiB, one GSO segment).
-    const std::uint64_t burst = std::max<std::uint64_t>(64 * 1024, rate_ / 8 / 500);
-    const std::vector<std::string> tbf = {
-        "root",    "tbf",  "rate", std::to_string(rate_) + "bit", "burst", std::to_string(burst),
-        "latency", "100ms"};
-    auto shape = [&](const std::string& in_ns, const std::string& dev) {
-      std::vector<std::string> cmd = {"tc", "-n", in_ns, "qdisc", "add", "dev", dev};
-      cmd.insert(cmd.end(), tbf.begin(), tbf.end());
-      must(cmd);
-    };
-    shape(ns, "eth0");
-    shape(bridge_ns_, peer);
-  }
+  if (rate_ > 0) shape(node, rate_);
   return addr;
+}
+
+void NetnsTestbed::shape(const std::string& node, std::uint64_t rate) {
+  const auto it = std::find(nodes_.begin(), nodes_.end(), node);
+  if (it == nodes_.end()) throw Error("no network namespace for node '" + node + "'");
+  const std::string ns = ns_of(node), peer = "v" + std::to_string(it - nodes_.begin());
+  // Token bucket per direction: the node's egress on its eth0, its ingress as the egress of the
+  // bridge-side peer. The bucket holds 2 ms of traffic (at least 64 KiB, one GSO segment).
+  const std::uint64_t burst = std::max<std::uint64_t>(64 * 1024, rate / 8 / 500);
+  const std::vector<std::string> tbf = {
+      "root",    "tbf",  "rate", std::to_string(rate) + "bit", "burst", std::to_string(burst),
+      "latency", "100ms"};
+  for (const auto& [in_ns, dev] :
+       {std::pair{ns, std::string("eth0")}, std::pair{bridge_ns_, peer}}) {
+    // "replace" both adds a qdisc and changes one add_node set.
+    std::vector<std::string> cmd = {"tc", "-n", in_ns, "qdisc", "replace", "dev", dev};
+    cmd.insert(cmd.end(), tbf.begin(), tbf.end());
+    must(cmd);
+  }
 }
 
 bool NetnsTestbed::enter(const std::string& node) const {

@@ -25,6 +25,8 @@ class NetnsTestbed {
   // Creates the node's namespace, its veth to the bridge, its address and the shaping;
   // returns its address ("10.213.0.2").
   std::string add_node(const std::string& node);
+  // Shapes (or reshapes) an added node's link, both directions, at its own rate (a straggler's).
+  void shape(const std::string& node, std::uint64_t rate_bits_per_s);
   // Joins the calling process to the node's namespace (in a forked child, before exec).
   // Returns false if it could not (errno set).
   bool enter(const std::string& node) const;

@@ -69,6 +69,7 @@ int run_optimize_verify(const predictor::OptimizeOptions& options, const VerifyO
   l.partition_bytes = o.sim.partition_bytes;
   l.bandwidth = best.bandwidth, l.latency = best.latency;
   l.straggler_ms = o.sim.straggler_ms;
+  l.stragglers = o.sim.stragglers;
   // The shard's lanes and the start the ranking simulated: the run is the configuration ranked.
   l.apply_threads = o.sim.apply_lanes;
   if (o.sim.start_stagger_ms > 0) l.start_stagger_ms = o.sim.start_stagger_ms;

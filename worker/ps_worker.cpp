@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/stats.hpp"
+#include "core/straggler.hpp"
 #include "core/trace.hpp"
 #include "ps/client.hpp"
 #include "ps/control.hpp"
@@ -157,6 +158,7 @@ class PsWorker {
       profile = Profile::load(replay);
       profile->check_matches(local, "profile '" + replay + "'");
     }
+    if (!opt_.straggler.empty()) parse_straggler_keys(opt_.straggler, slow_);
     keys_ = ps::node_keys(opt_.node.keys, opt_.node.key_file, opt_.node.name);
     ps::NodeLink link({opt_.node.coordinator, "worker", opt_.node.name, "",
                        opt_.node.connect_timeout_s, opt_.node.heartbeat_s,
@@ -301,11 +303,13 @@ class PsWorker {
     trace_.set_metadata("compute", replay.empty() ? "real" : opt_.compute);
     trace_.set_metadata("threads", opt_.threads);
     trace_.set_metadata("straggle_ms", opt_.straggle_ms);
+    trace_.set_metadata("straggler", {{"compute_factor", slow_.compute_factor},
+                                      {"bandwidth_bytes_per_sec", slow_.bandwidth_bytes_per_sec}});
     trace_.set_metadata("start_stagger_ms", opt_.start_stagger_ms);
 
     replay_ = !replay.empty();
     net_ = replay_ ? make_replay_net(map_.spec, exp.batch, exp.seed + std::uint64_t(id_), *profile,
-                                     "profile '" + replay + "'")
+                                     "profile '" + replay + "'", slow_.compute_factor)
                    : make_net(opt_.device, map_.spec, exp.batch, exp.seed);
   }
 
@@ -364,7 +368,11 @@ class PsWorker {
     const int workers = int(map_.workers.size());
     const auto& exp = map_.exp;
     const ps::LinkOptions shaping = ps::parse_link(opt_.node.bandwidth, opt_.node.latency);
-    ps::PsClient client(map_, id_, link_id_, ps::LinkBuckets::make(shaping), keys_);
+    // A straggler's own link (both directions) at its rate; the trace's "link" stays the
+    // cluster's, which the predictor reads from worker-0.
+    ps::LinkOptions own = shaping;
+    if (slow_.bandwidth_bytes_per_sec > 0) own.bandwidth_bps = slow_.bandwidth_bytes_per_sec * 8;
+    ps::PsClient client(map_, id_, link_id_, ps::LinkBuckets::make(own), keys_);
     client_ = &client;
     struct Unset {
       std::atomic<const ps::PsClient*>& c;
@@ -437,6 +445,14 @@ class PsWorker {
     return finish(tr, trace_on_error, data->test);
   }
 
+  // A straggler's real compute (--straggler compute=Kx): after what started at t0, a sleep of
+  // (K - 1) x what it took, inside that layer's trace event. Replay scales its sleeps instead.
+  void stretch(double t0) const {
+    if (replay_ || slow_.compute_factor <= 1) return;
+    std::this_thread::sleep_for(
+        std::chrono::duration<double, std::micro>((slow_.compute_factor - 1) * (now_us() - t0)));
+  }
+
   // One training step: pull (as the policy sends), forward layer by layer as the parameters
   // arrive, backward handing each layer's gradients over, then wait for the pushes' acks.
   void train_step(Training& tr, std::int64_t s) {
@@ -461,13 +477,16 @@ class PsWorker {
       tr.sched.need(parts);
     }
     if (tr.pull_all_first) pulls_.wait_all("every parameter (the policy pulls all before forward)");
+    const double batch_t0 = now_us();
     tr.batcher.next(tr.images.data(), tr.labels.data());
     net_->set_batch(tr.images.data(), tr.labels.data(), exp.batch);
+    stretch(batch_t0);
     for (int l = 0; l < net_->num_layers(); ++l) {
       pulls_.wait_layer(l, "the parameters of layer " + spec.layers[l].name);
       for (int t : spec.layers[l].tensors) net_->params_updated(t);
       const double t0 = now_us();
       net_->forward(l);
+      stretch(t0);
       trace_.complete("fwd:" + spec.layers[l].name, "compute", t0, s);
     }
     tr.loss = net_->compute_loss().loss;
@@ -475,6 +494,7 @@ class PsWorker {
     for (int l = net_->num_layers() - 1; l >= 0; --l) {
       const double t0 = now_us();
       net_->backward(l);
+      stretch(t0);
       trace_.complete("bwd:" + spec.layers[l].name, "compute", t0, s);
       parts.clear();
       for (int t : spec.layers[l].tensors)
@@ -717,6 +737,7 @@ class PsWorker {
   std::atomic<std::int64_t> step_{0};
   Arrivals pulls_, pushes_;
   bool replay_ = false;
+  Straggler slow_;  // --straggler: this worker's compute factor and own link rate
   std::mutex ctl_mu_;
   std::optional<nlohmann::json> pending_policy_;
   nlohmann::json switches_ = nlohmann::json::array();

@@ -20,6 +20,9 @@ struct WorkerOptions {
   int threads = 1;
   double progress_every_s = 1.0;
   double straggle_ms = 0;  // sleep this long every step (a deliberate straggler, for experiments)
+  // A heterogeneous worker, "compute=2x,bandwidth=100mbit" (core/straggler.hpp): its compute K
+  // times as long, its own link at that rate in place of node.bandwidth ("" = neither).
+  std::string straggler;
   // Worker i of N waits i x this / N before its first step: a de-synchronized start, for
   // experiments with regimes that depend on how the workers start (0 = all at once).
   double start_stagger_ms = 0;

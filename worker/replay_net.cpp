@@ -36,12 +36,13 @@ void sleep_for_s(double seconds) {
 
 class ReplayNet final : public Net {
  public:
-  ReplayNet(const ModelSpec& spec, int batch, std::uint64_t seed, const Profile& profile)
+  ReplayNet(const ModelSpec& spec, int batch, std::uint64_t seed, const Profile& profile,
+            double compute_factor)
       : spec_(spec),
         batch_(batch),
         profile_(profile),
         sampler_(profile_, seed * 0x9E3779B97F4A7C15ULL + 11),
-        scale_(double(batch) / double(profile.batch)) {
+        scale_(compute_factor * double(batch) / double(profile.batch)) {
     // The default timer slack (50 us) would stretch every short layer; replay wants its sleeps
     // exact.
     ::prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
@@ -74,9 +75,10 @@ class ReplayNet final : public Net {
 }  // namespace
 
 std::unique_ptr<Net> make_replay_net(const ModelSpec& spec, int batch, std::uint64_t seed,
-                                     const Profile& profile, const std::string& profile_name) {
+                                     const Profile& profile, const std::string& profile_name,
+                                     double compute_factor) {
   profile.check_matches(spec, profile_name);
-  return std::make_unique<ReplayNet>(spec, batch, seed, profile);
+  return std::make_unique<ReplayNet>(spec, batch, seed, profile, compute_factor);
 }
 
 }  // namespace psbed::worker

@@ -16,9 +16,10 @@ namespace psbed::worker {
 // "real" -> empty; "replay:PATH" -> PATH; anything else throws Error naming the value.
 std::string replay_profile_path(const std::string& compute);
 
-// Durations are scaled by batch / profile.batch when the batches differ. Throws Error if the
-// profile was taken on another model.
+// Durations are scaled by batch / profile.batch when the batches differ, and by compute_factor
+// (a straggler's, core/straggler.hpp). Throws Error if the profile was taken on another model.
 std::unique_ptr<Net> make_replay_net(const ModelSpec& spec, int batch, std::uint64_t seed,
-                                     const Profile& profile, const std::string& profile_name);
+                                     const Profile& profile, const std::string& profile_name,
+                                     double compute_factor = 1);
 
 }  // namespace psbed::worker
