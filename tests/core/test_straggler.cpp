@@ -6,7 +6,8 @@
 using namespace psbed;
 using Catch::Contains;
 
-TEST_CASE("--straggler parses a worker's compute factor and bandwidth", "[core][straggler]") {
+TEST_CASE("a straggler setting parses a worker's compute factor and bandwidth",
+          "[core][straggler]") {
   auto s = parse_stragglers({"worker-2:compute=2x"}, 4);
   REQUIRE(s.size() == 1);
   CHECK(s[0].worker == 2);
@@ -35,7 +36,8 @@ TEST_CASE("--straggler parses a worker's compute factor and bandwidth", "[core][
   CHECK(parse_stragglers({}, 2).empty());
 }
 
-TEST_CASE("--straggler refuses each mistake in one line naming the value", "[core][straggler]") {
+TEST_CASE("a straggler setting refuses each mistake in one line naming the value",
+          "[core][straggler]") {
   REQUIRE_THROWS_WITH(parse_stragglers({"server-0:compute=2x"}, 2),
                       Contains("unknown worker 'server-0'") && Contains("expected worker-N"));
   REQUIRE_THROWS_WITH(parse_stragglers({"worker-x:compute=2x"}, 2),
