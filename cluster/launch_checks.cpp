@@ -12,6 +12,7 @@
 #include "core/partition.hpp"
 #include "core/policy.hpp"
 #include "core/profile.hpp"
+#include "core/straggler.hpp"
 #include "core/units.hpp"
 #include "ps/http_server.hpp"
 #include "ps/link.hpp"
@@ -104,6 +105,7 @@ void check_launch_options(const LaunchOptions& o) {
        "--straggler-ms must be 0 or more, got " + num(o.straggler_ms));
   need(std::isfinite(o.start_stagger_ms) && o.start_stagger_ms >= 0,
        "--start-stagger-ms must be 0 or more, got " + num(o.start_stagger_ms));
+  parse_stragglers(o.stragglers, o.workers);  // a worker the cluster has, each once
   const ModelSpec spec = load_model(o.model);
   // A shard that would hold no part serves nothing: more shards than the model has parts.
   const std::size_t parts = make_partition(spec, part_bytes, 1).parts.size();

@@ -18,6 +18,10 @@ refused() {  # refused EXPECTED-TEXT FLAGS...: the launch fails at once, saying 
   [ ! -e "$out" ] || fail "launch $* created its run folder before refusing"
 }
 refused "--batch must be at least 1" --batch 0
+refused "bad --straggler worker-1: the cluster has 1 worker(s)" --straggler worker-1:compute=2x
+refused "compute takes a factor of 1 or more with an x" --straggler worker-0:compute=2
+refused "unknown key 'speed', expected compute or bandwidth" --straggler worker-0:speed=2x
+refused "worker-0 is given twice" --straggler worker-0:compute=2x --straggler worker-0:bandwidth=1gbit
 refused "--apply-threads: Value 0 not in range" --apply-threads 0
 refused "--lr: expected a learning rate, 0 or more, got 'nan'" --lr nan
 refused "--lr: expected a learning rate, 0 or more, got '0x10'" --lr 0x10
