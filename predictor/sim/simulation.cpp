@@ -120,7 +120,8 @@ void Simulation::set_up_links() {
   node_bw_.assign(std::size_t(nodes), cfg_.bandwidth_bytes_per_sec);
   compute_factor_.assign(std::size_t(W_), 1.0);
   for (const Straggler& s : cfg_.stragglers) {
-    if (s.bandwidth_bytes_per_sec > 0) node_bw_[std::size_t(s.worker)] = s.bandwidth_bytes_per_sec;
+    if (s.bandwidth_bytes_per_sec > 0)  // paced, as the cluster's link, at the draw's host speed
+      node_bw_[std::size_t(s.worker)] = s.bandwidth_bytes_per_sec / (bucket_ ? host_factor_ : 1);
     compute_factor_[std::size_t(s.worker)] = s.compute_factor;
   }
   node_burst_s_.assign(std::size_t(nodes), 0.0);
