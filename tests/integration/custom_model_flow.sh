@@ -183,8 +183,10 @@ after = crowded[2 * cores - 1]
 assert abs(after["predicted_cpu_contention_scale"] - (1 + k)) < 1e-9, after
 # Booked x (1 + k) = the measured CPU where the run spent more than the single-worker costs book.
 assert abs(after["host_cpu"]["ratio"] - min(1.0, before["ratio"])) < 0.02, (before, after["host_cpu"])
-if k > 0:
-    assert after["predicted_images_per_sec"] < plain[2 * cores - 1]["predicted_images_per_sec"], after
+# More CPU a step never makes the run faster; whether it makes it slower depends on the CPU being
+# the bound (at 100 Mbit/s this run is bound by the link: the unit tests check a CPU-bound one).
+before_pred = plain[2 * cores - 1]
+assert after["predicted_images_per_sec"] <= before_pred["predicted_high"] * (1 + 1e-9), (after, before_pred)
 print(f"contention {k:.2f} from {c['workers']} workers + 1 shard on {cores} cores (x{c['ratio']:.2f} the booked CPU)"
       + ("" if k > 0 else ": none found this time, so the scaling went untried") +
       f"; validated with it x{after['host_cpu']['ratio']:.2f}")
