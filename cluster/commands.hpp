@@ -48,6 +48,13 @@ void add_probe(CLI::App& root, ProbeCommand& o, std::string& log_level);
 // /api/prediction to the simulator, and runs it.
 int run_coordinator_command(CoordinatorCommand& c, const std::string& log_level);
 
+// ---- commands_trace.cpp: trace merge ----
+struct TraceCommand {
+  std::string run, out;
+};
+void add_trace(CLI::App& root, TraceCommand& o, std::string& log_level);
+int run_trace(const TraceCommand& o);
+
 // ---- commands_keys.cpp: keys, and the CURVE flags of every node ----
 struct KeysCommand {
   std::string out;

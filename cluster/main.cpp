@@ -41,6 +41,7 @@ struct Commands {
   cluster::PredictorCommands predictor;
   cluster::ProbeCommand probe;
   cluster::KeysCommand keys;
+  cluster::TraceCommand trace;
 };
 
 // The subcommands in the order `psbed --help` lists them.
@@ -57,6 +58,7 @@ void add_commands(CLI::App& root, Commands& c) {
   c.sweep.base.lr_schedule = "constant";
   cluster::add_sweep(root, c.sweep, c.log_level);
   cluster::add_predictor(root, c.predictor, c.log_level);
+  cluster::add_trace(root, c.trace, c.log_level);
   cluster::add_probe(root, c.probe, c.log_level);
 }
 
@@ -87,6 +89,10 @@ int run_command(CLI::App& root, Commands& c) {
   if (root.got_subcommand("ctl")) {
     setup_logging("ctl", log_level);
     return cluster::run_ctl(root, c.ctl);
+  }
+  if (root.got_subcommand("trace")) {
+    setup_logging("trace", log_level);
+    return cluster::run_trace(c.trace);
   }
   if (root.got_subcommand("keys")) {
     setup_logging("keys", log_level);

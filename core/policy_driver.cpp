@@ -12,6 +12,7 @@ void PolicyDriver::set_policy(std::unique_ptr<Policy> policy) {
   if (in_flight_ != 0)
     throw Error("a policy can only be switched between steps, with nothing in flight");
   policy_ = std::move(policy);
+  queued_ = 0;
 }
 
 void PolicyDriver::begin_step(double now_s, std::uint64_t step) {
@@ -19,10 +20,12 @@ void PolicyDriver::begin_step(double now_s, std::uint64_t step) {
 }
 
 void PolicyDriver::parameter_needed(double now_s, const Transfer& t) {
+  queued_ += t.bytes();
   policy_->parameter_needed(now_s, t);
 }
 
 void PolicyDriver::gradient_ready(double now_s, const Transfer& t) {
+  queued_ += t.bytes();
   policy_->gradient_ready(now_s, t);
 }
 
@@ -31,6 +34,7 @@ void PolicyDriver::backward_done(double now_s) { policy_->backward_done(now_s); 
 void PolicyDriver::take_sends(double now_s, std::vector<Transfer>& out) {
   while (auto t = policy_->next(now_s, in_flight_)) {
     in_flight_ += t->bytes();
+    queued_ -= t->bytes();
     policy_->sent(now_s, *t);
     out.push_back(*t);
   }

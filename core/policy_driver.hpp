@@ -25,6 +25,8 @@ class PolicyDriver {
   // Throws psbed::Error otherwise.
   void set_policy(std::unique_ptr<Policy> policy);
   std::int64_t bytes_in_flight() const { return in_flight_; }
+  // Bytes handed over (needed or ready) and not yet let go by the policy.
+  std::int64_t bytes_queued() const { return queued_; }
 
   // What happens in a step, in the order the worker lives it. Everything that happens at one
   // moment is handed over before take_sends(): a policy that orders what is pending
@@ -46,6 +48,7 @@ class PolicyDriver {
  private:
   std::unique_ptr<Policy> policy_;
   std::int64_t in_flight_ = 0;
+  std::int64_t queued_ = 0;
 };
 
 }  // namespace psbed::policy

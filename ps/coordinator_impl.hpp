@@ -129,6 +129,7 @@ class Coordinator {
   int count(const std::string& role) const;
   std::vector<Node*> live(const std::string& role);
   void on_register(const PeerId& peer, const json& j);
+  static json registered_reply(const json& reg, int id);
   std::string worker_mismatch_locked(const json& j) const;
   std::string link_id_problem_locked(const json& j) const;
   static int numbered_id(const std::string& role, const std::string& name);

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "core/partition.hpp"
+#include "core/trace.hpp"
 #include "ps/cluster_map.hpp"
 #include "ps/coordinator_impl.hpp"
 
@@ -25,10 +26,22 @@ std::vector<Node*> Coordinator::live(const std::string& role) {
   return v;
 }
 
+// With the node's send time echoed and this clock read now, the node works out its clock's
+// offset to this one (NodeLink::clock_sync); the traces merge on it.
+json Coordinator::registered_reply(const json& reg, int id) {
+  json r = {{"event", "registered"}, {"id", id}};
+  if (const auto sent = reg.find("sent_us"); sent != reg.end() && sent->is_number()) {
+    r["echo_us"] = *sent;
+    r["clock_us"] = now_us();
+    r["clock_domain"] = clock_domain();
+  }
+  return r;
+}
+
 void Coordinator::on_register(const PeerId& peer, const json& j) {
   std::string role = j.value("role", ""), name = j.value("name", "");
   if (auto it = nodes_.find(peer); it != nodes_.end()) {  // a retry: answer again
-    send_to(peer, Op::kControl, {{"event", "registered"}, {"id", it->second.id}});
+    send_to(peer, Op::kControl, registered_reply(j, it->second.id));
     return;
   }
   auto reject = [&](const std::string& why) {
@@ -61,7 +74,7 @@ void Coordinator::on_register(const PeerId& peer, const json& j) {
   n.role = role, n.name = name.empty() ? peer_name(peer) : name, n.address = j.value("address", "");
   n.peer = peer, n.id = free_id_locked(role, n.name, want), n.last_seen = Clock::now(), n.extra = j;
   spdlog::info("{} registered as {} {} {}", n.name, role, n.id, n.address);
-  send_to(peer, Op::kControl, {{"event", "registered"}, {"id", n.id}});
+  send_to(peer, Op::kControl, registered_reply(j, n.id));
   nodes_.emplace(peer, std::move(n));
   if (count("server") == opt_.servers && count("worker") == opt_.workers) send_map_locked();
 }

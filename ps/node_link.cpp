@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/json_text.hpp"
+#include "core/trace.hpp"
 #include "core/units.hpp"
 #include "ps/host_lookup.hpp"
 
@@ -86,6 +87,7 @@ void NodeLink::receive(Message&& m) {
         if (j.value("event", "") == "registered") {
           registered_ = true;
           id_ = j.value("id", -1);
+          note_clock_locked(j);
         } else if (j.value("event", "") ==
                    "interrupted") {  // the shutdown that follows ends the run early
           shutdown_reason_ = "interrupted";
@@ -124,10 +126,29 @@ void NodeLink::receive(Message&& m) {
   if (fn) fn(j);
 }
 
+// Cristian's estimate: the coordinator read its clock about half a round trip after the node
+// sent. Of several answers (retries) the one with the shortest round trip is the closest.
+void NodeLink::note_clock_locked(const nlohmann::json& j) {
+  const auto echo = j.find("echo_us"), clock = j.find("clock_us");
+  if (echo == j.end() || clock == j.end() || !echo->is_number() || !clock->is_number()) return;
+  const double t1 = now_us(), t0 = echo->get<double>(), rtt = t1 - t0;
+  if (rtt < 0 || (!clock_sync_.is_null() && clock_sync_.value("rtt_us", 0.0) <= rtt)) return;
+  const std::string mine = clock_domain();
+  const bool same = !mine.empty() && j.value("clock_domain", std::string()) == mine;
+  clock_sync_ = {{"offset_us", same ? 0.0 : clock->get<double>() - (t0 + t1) / 2},
+                 {"rtt_us", rtt},
+                 {"same_clock", same}};
+}
+
+nlohmann::json NodeLink::clock_sync() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return clock_sync_;
+}
+
 ClusterMap NodeLink::join(nlohmann::json extra) {
   nlohmann::json reg = {{"role", opt_.role}, {"name", opt_.name}, {"address", opt_.address}};
   for (auto& [k, v] : extra.items()) reg[k] = v;
-  const std::string text = reg.dump();
+  reg["clock_domain"] = clock_domain();
   const steady_clock::time_point deadline =
       steady_clock::now() +
       duration_cast<steady_clock::duration>(duration<double>(opt_.connect_timeout_s));
@@ -144,7 +165,8 @@ ClusterMap NodeLink::join(nlohmann::json extra) {
     lock.unlock();
     // Not waiting for room: a coordinator not there yet leaves the queue full, and the retries
     // must keep to the deadline.
-    send(Op::kRegister, text, 0, false);
+    reg["sent_us"] = now_us();  // echoed: the round trip gives this clock's offset
+    send(Op::kRegister, reg.dump(), 0, false);
     lock.lock();
     auto wake = std::min(
         steady_clock::now() + duration_cast<steady_clock::duration>(duration<double>(backoff)),

@@ -50,6 +50,10 @@ class NodeLink {
   // The coordinator accepted this node's registration (it has an id; the map may not have come
   // yet): from then on the coordinator counts it, and a node that stops must leave().
   bool registered() const;
+  // This node's clock against the coordinator's, from the registration's round trip:
+  // {"offset_us": add to this node's trace times, "rtt_us", "same_clock": one host's clock, so
+  // the offset is 0}; null before registration or from a coordinator that did not say.
+  nlohmann::json clock_sync() const;
 
   // Blocks until every live node of the role ("worker", "all") reached barrier `name`.
   void barrier(const std::string& name);
@@ -91,6 +95,7 @@ class NodeLink {
 
  private:
   void receive(Message&& m);
+  void note_clock_locked(const nlohmann::json& registered);
   void heartbeat_loop();
   // Waits for room on the link unless `wait` is false (then drops the message when the queue
   // is full). A wait ends when the coordinator is declared lost (the link is stopped then).
@@ -115,6 +120,7 @@ class NodeLink {
   std::function<void(const nlohmann::json&)> on_control_;
   std::thread heartbeats_;
   int id_ = -1;
+  nlohmann::json clock_sync_;  // guarded by mu_
   std::atomic<std::uint64_t> seq_{0};
   std::chrono::steady_clock::time_point last_heard_;  // guarded by mu_
   std::string lost_;                                  // guarded by mu_

@@ -98,6 +98,7 @@ int run_server(const ServerOptions& in) {
     return kStoppedStatus;
   }
   trace.set_metadata("role", "server");
+  trace.set_metadata("clock_sync", link.clock_sync());
   trace.set_metadata("cluster", map.to_json()["experiment"]);
   shard.start(map, link.id());
   // Room for one worker asking for all of this shard's parameters a few times over (pulls of

@@ -231,6 +231,9 @@ void Shard::handle(Lane& lane, Message&& m) {
       e.step = std::int64_t(h.clock), e.bytes = std::int64_t(h.length), e.key = h.key,
       e.part = h.part;
       e.priority = h.priority, e.has_priority = true;
+      e.flow = transfer_flow_id(std::int64_t(h.sender), h.key, h.part,
+                                std::int64_t(h.offset / sizeof(float)), std::int64_t(h.clock));
+      e.flow_in = e.flow_out = true;
       trace_.record(std::move(e));
     }
     Message ack;

@@ -299,6 +299,7 @@ class PsWorker {
     pushes_.set_progress(&progress_);
     const auto& exp = map_.exp;
     trace_.set_metadata("role", "worker");
+    trace_.set_metadata("clock_sync", link.clock_sync());
     trace_.set_metadata("cluster", map_.to_json()["experiment"]);
     trace_.set_metadata("compute", replay.empty() ? "real" : opt_.compute);
     trace_.set_metadata("threads", opt_.threads);
@@ -417,10 +418,11 @@ class PsWorker {
                                                           : const_cast<float*>(net_->grad(p.key));
           return base + p.offset + t.offset;
         },
-        [this](const policy::Transfer& t, double t0) {
-          record_transfer(t, t0);
+        [this](const policy::Transfer& t, double t0, std::uint64_t clock) {
+          record_transfer(t, t0, clock);
           (t.dir == policy::Direction::kPull ? pulls_ : pushes_).done(t.layer, t.count);
         });
+    sched.set_trace(&trace_);
     Training tr(link, client, sched, batcher, warmup_steps(exp.steps),
                 std::size_t(spec.input.numel()) * exp.batch, std::size_t(exp.batch));
     trace_.set_metadata("policy", sched.policy().name());
@@ -671,7 +673,7 @@ class PsWorker {
 
   // "pull:conv1.weight#0" on the pull lane, from request to arrival (push: to acknowledgment);
   // a slice of a part keeps the part's name and carries its own bytes.
-  void record_transfer(const policy::Transfer& t, double t0) {
+  void record_transfer(const policy::Transfer& t, double t0, std::uint64_t clock) {
     if (!trace_.enabled()) return;
     const Part& part = map_.plan.parts[t.part];
     const char* lane = t.dir == policy::Direction::kPull ? "pull" : "push";
@@ -681,6 +683,14 @@ class PsWorker {
     e.lane = lane, e.ts_us = t0, e.dur_us = now_us() - t0, e.step = step_;
     e.bytes = t.bytes(), e.key = part.key, e.part = part.part, e.priority = t.layer,
     e.has_priority = true;
+    // A push starts the flow of this step's update; a pull ends the flow of the last step's.
+    if (t.dir == policy::Direction::kPush) {
+      e.flow = transfer_flow_id(id_, part.key, part.part, t.offset, std::int64_t(clock));
+      e.flow_out = true;
+    } else if (clock > 0) {
+      e.flow = transfer_flow_id(id_, part.key, part.part, t.offset, std::int64_t(clock) - 1);
+      e.flow_in = true;
+    }
     trace_.record(std::move(e));
   }
 

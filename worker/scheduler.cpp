@@ -88,12 +88,14 @@ void TransmissionScheduler::pump() {
   std::uint64_t clock;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    trace_queue_locked();  // the depth it reached, then what is left
     driver_.take_sends(now_s(), go);
     clock = clock_;
+    trace_queue_locked();
   }
   for (const Transfer& t : go) {
     const double t0 = now_us();
-    auto cb = [this, t, t0] { complete(t, t0); };
+    auto cb = [this, t, t0, clock] { complete(t, t0, clock); };
     if (t.dir == Direction::kPull)
       client_.pull(t.part, buffer_(t), t.offset, t.count, clock, t.layer, cb);
     else
@@ -101,14 +103,23 @@ void TransmissionScheduler::pump() {
   }
 }
 
-void TransmissionScheduler::complete(const Transfer& t, double started_us) {
+void TransmissionScheduler::complete(const Transfer& t, double started_us, std::uint64_t clock) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     driver_.acked(now_s(), t);
     wake_ = true;
   }
   wake_cv_.notify_one();
-  done_(t, started_us);
+  done_(t, started_us, clock);
+}
+
+// Sampled around each time the policy lets transfers go: the queue grows only between pumps,
+// so the samples show how deep it got and what each leave left.
+void TransmissionScheduler::trace_queue_locked() {
+  if (trace_ == nullptr || !trace_->enabled()) return;
+  const double now = now_us();
+  trace_->counter("bytes queued", "policy", now, double(driver_.bytes_queued()));
+  trace_->counter("bytes in flight", "policy", now, double(driver_.bytes_in_flight()));
 }
 
 void TransmissionScheduler::send_loop() {

@@ -23,6 +23,7 @@
 
 #include "core/policy.hpp"
 #include "core/policy_driver.hpp"
+#include "core/trace.hpp"
 #include "ps/client.hpp"
 
 namespace psbed::worker {
@@ -31,8 +32,8 @@ class TransmissionScheduler {
  public:
   // Where a transfer's floats live: pulls write there, pushes read from there.
   using Buffer = std::function<float*(const policy::Transfer&)>;
-  // Runs on a transport thread: must not block.
-  using Done = std::function<void(const policy::Transfer&, double started_us)>;
+  // Runs on a transport thread: must not block. `clock` is the one the transfer was sent with.
+  using Done = std::function<void(const policy::Transfer&, double started_us, std::uint64_t clock)>;
 
   TransmissionScheduler(ps::PsClient& client, std::unique_ptr<policy::Policy> policy, Buffer buffer,
                         Done done);
@@ -54,17 +55,21 @@ class TransmissionScheduler {
   void ready(const std::vector<policy::Transfer>& parts);
   void backward_done();
   std::int64_t bytes_in_flight();
+  // Where the bytes waiting for the policy's leave go, as a counter track (set before sending).
+  void set_trace(TraceRecorder* trace) { trace_ = trace; }
 
  private:
   // Asks the policy for everything it will send now; issues it outside the lock (a send may
   // wait on a full link, and completions take the lock). Never called on a transport thread.
   void pump();
-  void complete(const policy::Transfer& t, double started_us);
+  void complete(const policy::Transfer& t, double started_us, std::uint64_t clock);
+  void trace_queue_locked();
   void send_loop();
 
   ps::PsClient& client_;
   Buffer buffer_;
   Done done_;
+  TraceRecorder* trace_ = nullptr;
   std::mutex mu_;
   std::condition_variable wake_cv_;
   bool wake_ = false, stopping_ = false, sending_ = false;  // under mu_

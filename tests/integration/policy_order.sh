@@ -16,7 +16,7 @@ import collections, json, sys
 def request_orders(path):
     steps = collections.defaultdict(list)
     for e in json.load(open(path))["traceEvents"]:
-        if e.get("ph") == "X" and e["name"].startswith("pull:"):
+        if e.get("ph") == "b" and e["name"].startswith("pull:"):  # transfers: async begins
             a = e["args"]
             steps[a["step"]].append((e["ts"], a["key"], a["part"]))
     return {s: [(k, p) for _, k, p in sorted(v)] for s, v in steps.items() if s > 0}

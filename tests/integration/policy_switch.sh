@@ -55,7 +55,7 @@ at = marks[0]["args"]["step"]
 assert at == s["policy_switches"][0]["workers"][w], (at, s["policy_switches"])
 # After the switch, conv1.weight (150 floats) still goes whole, but fc1.weight (48,000 floats) is
 # pushed as 20,000-parameter slices: 80,000 bytes at most per push event.
-fc1 = [e for e in t["traceEvents"] if e.get("name", "").startswith("push:fc1.weight")]
+fc1 = [e for e in t["traceEvents"] if e.get("ph") == "b" and e.get("name", "").startswith("push:fc1.weight")]
 before = [e["args"]["bytes"] for e in fc1 if e["args"]["step"] < at]
 after = [e["args"]["bytes"] for e in fc1 if e["args"]["step"] > at]
 assert before and max(before) > 80000, max(before or [0])

@@ -14,14 +14,14 @@ for f in os.listdir(folder):
         continue
     doc = json.load(open(os.path.join(folder, f)))
     lanes = {e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e.get("ph") == "M" and e["name"] == "thread_name"}
-    ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    ev = [e for e in doc["traceEvents"] if e.get("ph") in ("X", "b")]  # transfers: async begins
     fwd_last = {}   # step -> start of the last layer's forward (all parts of the step arrived)
     push_done = {}  # step -> start of the step's last push
     for e in ev:
         s = e["args"].get("step")
         if e["name"].startswith("fwd:"):
             fwd_last[s] = max(fwd_last.get(s, 0), e["ts"])
-        if lanes[e["tid"]] == "push":
+        if e.get("cat") == "push":
             push_done[s] = max(push_done.get(s, 0), e["ts"])
     workers[f.split(".")[0]] = (fwd_last, sorted(push_done.values()))
 assert len(workers) == 3, workers.keys()
