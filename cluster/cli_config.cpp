@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -579,6 +580,62 @@ CLI::Validator bandwidth_value(bool unshaped_word) {
 CLI::Validator duration_value() {
   return parsed_by([](const std::string& v) { parse_duration_s(v); }, "DURATION");
 }
+namespace {
+// A plain number, as CLI11 would read it: left to the flag's own checks, so that what they say
+// about a bare number stays as it was.
+bool plain_number(const std::string& v) {
+  std::size_t pos = 0;
+  try {
+    std::stod(v, &pos);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return pos == v.size();
+}
+}  // namespace
+
+CLI::Validator duration_in(const std::string& unit) {
+  const double scale = unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : 1.0;
+  const std::string bare = unit == "ms"   ? "milliseconds"
+                           : unit == "us" ? "microseconds"
+                                          : "seconds";
+  return CLI::Validator(
+      [scale, bare](std::string& v) {
+        if (plain_number(v)) return std::string();
+        try {
+          const double s = parse_duration_in(v, scale, 1e9);
+          char buf[40];
+          std::snprintf(buf, sizeof buf, "%.17g", s / scale);
+          v = buf;
+          return std::string();
+        } catch (const Error& e) {
+          return std::string(e.what()) + " (a number of " + bare +
+                 ", or one with its unit: 30s, 500ms, 2min, 1h)";
+        }
+      },
+      "");
+}
+
+CLI::Validator bytes_in() {
+  return CLI::Validator(
+      [](std::string& v) {
+        if (plain_number(v)) return std::string();
+        try {
+          v = std::to_string(parse_bytes(v));
+          return std::string();
+        } catch (const Error& e) {
+          return std::string(e.what()) + " (a number of bytes, or one with its unit: 256MiB)";
+        }
+      },
+      "");
+}
+
+CLI::Option* as_duration(CLI::Option* o, const std::string& unit) {
+  return o->transform(duration_in(unit))->type_name("DURATION");
+}
+
+CLI::Option* as_size(CLI::Option* o) { return o->transform(bytes_in())->type_name("SIZE"); }
+
 CLI::Validator size_value() {
   return parsed_by([](const std::string& v) { parse_bytes(v); }, "SIZE");
 }

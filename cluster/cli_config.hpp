@@ -55,6 +55,15 @@ CLI::Validator seed_validator();
 CLI::Validator bandwidth_value(bool unshaped_word);
 CLI::Validator duration_value();
 CLI::Validator size_value();
+// A flag that has always taken a bare number in its own unit ("s", "ms" or "us": --timeout 3600,
+// --straggler-ms 50) takes a duration with its unit too (30s, 500ms, 2min, 1h): the transform
+// rewrites it into the flag's unit before CLI11 reads the number, and leaves a bare number to
+// the flag's own checks. Its type shows as DURATION in --help.
+CLI::Validator duration_in(const std::string& unit);
+CLI::Option* as_duration(CLI::Option* o, const std::string& unit);
+// The same for a size held as a number of bytes (--max-message-bytes 256MiB).
+CLI::Validator bytes_in();
+CLI::Option* as_size(CLI::Option* o);
 // A --credit flag: 'default' (the policy's own, as leaving it out, as `psbed ctl policy` takes
 // it), else a size.
 CLI::Validator credit_value();

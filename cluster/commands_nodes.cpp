@@ -76,23 +76,31 @@ void add_coordinator(CLI::App& root, CoordinatorCommand& c, std::string& log_lev
   app->add_option("--partition-bytes", partition, "largest part a tensor is cut into")
       ->capture_default_str()
       ->check(size_value());
-  app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")
+  as_duration(app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats"), "s")
       ->capture_default_str()
       ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
-  app->add_option("--heartbeat-timeout", o.heartbeat_timeout_s,
-                  "seconds of silence before a node is dead (at least twice --heartbeat)")
+  as_duration(
+      app->add_option("--heartbeat-timeout", o.heartbeat_timeout_s,
+                      "seconds of silence before a node is dead (at least twice --heartbeat)"),
+      "s")
       ->capture_default_str()
       ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
-  app->add_option("--progress-every", o.progress_every_s, "seconds between progress lines")
+  as_duration(
+      app->add_option("--progress-every", o.progress_every_s, "seconds between progress lines"),
+      "s")
       ->capture_default_str()
       ->check(positive("a number of seconds"));
-  app->add_option("--register-timeout", o.register_timeout_s, "seconds for every node to register")
+  as_duration(app->add_option("--register-timeout", o.register_timeout_s,
+                              "seconds for every node to register"),
+              "s")
       ->capture_default_str()
       ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
-  app->add_option("--stall-timeout", o.stall_timeout_s,
-                  "seconds without any worker finishing a step before the stall is reported, "
-                  "naming what each "
-                  "worker waits on (0 = never)")
+  as_duration(
+      app->add_option("--stall-timeout", o.stall_timeout_s,
+                      "seconds without any worker finishing a step before the stall is reported, "
+                      "naming what each "
+                      "worker waits on (0 = never)"),
+      "s")
       ->capture_default_str()
       ->check(number_in("a number of seconds", 0, false, 1e6, "0 or above, below 10^6"));
   app->add_option("--summary", o.summary_path, "write summary.json here at the end");
@@ -117,16 +125,18 @@ namespace {
 
 // The flags a server and a worker share, in the order both list them.
 void add_liveness(CLI::App* app, ps::NodeOptions& n, const std::string& connect_help) {
-  app->add_option("--connect-timeout", n.connect_timeout_s, connect_help)
+  as_duration(app->add_option("--connect-timeout", n.connect_timeout_s, connect_help), "s")
       ->capture_default_str()
       ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
-  app->add_option("--coordinator-timeout", n.coordinator_timeout_s,
-                  "once joined: seconds of silence from the coordinator (it answers every "
-                  "heartbeat) after which "
-                  "it is gone and this node stops with an error")
+  as_duration(
+      app->add_option("--coordinator-timeout", n.coordinator_timeout_s,
+                      "once joined: seconds of silence from the coordinator (it answers every "
+                      "heartbeat) after which "
+                      "it is gone and this node stops with an error"),
+      "s")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 1e6));
-  app->add_option("--heartbeat", n.heartbeat_s, "seconds between heartbeats")
+  as_duration(app->add_option("--heartbeat", n.heartbeat_s, "seconds between heartbeats"), "s")
       ->capture_default_str()
       ->check(number_in("a number of seconds", 0, true, 1e6, "above 0 and below 10^6"));
 }
@@ -158,7 +168,8 @@ void add_server(CLI::App& root, ps::ServerOptions& o, std::string& log_level) {
       ->check(node_name_value());
   add_liveness(app, o.node, "seconds to reach the coordinator");
   app->add_option("--trace-dir", o.node.trace_dir, "write <name>.trace.json here");
-  app->add_option("--max-message-bytes", o.max_message_bytes, "larger messages are dropped")
+  as_size(
+      app->add_option("--max-message-bytes", o.max_message_bytes, "larger messages are dropped"))
       ->capture_default_str();
   app->add_option("--apply-threads", o.apply_threads,
                   "threads applying updates (each owns a subset of parts)")
@@ -187,15 +198,19 @@ void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level
       ->capture_default_str();
   app->add_option("--threads", o.threads, "compute threads")->capture_default_str();
   add_liveness(app, o.node, "seconds to reach the coordinator, and each server shard");
-  app->add_option("--progress-every", o.progress_every_s, "seconds between progress reports")
+  as_duration(
+      app->add_option("--progress-every", o.progress_every_s, "seconds between progress reports"),
+      "s")
       ->capture_default_str()
       ->check(positive("a number of seconds"));
   app->add_option("--trace-dir", o.node.trace_dir, "write <name>.trace.json here");
   app->add_option("--save-params", o.save_params,
                   "the evaluating worker writes final parameters here (raw float32)");
-  app->add_option(
-         "--straggler-ms,--straggle-ms", o.straggle_ms,
-         "sleep this long every step (a deliberate straggler; --straggle-ms: the older name)")
+  as_duration(
+      app->add_option(
+          "--straggler-ms,--straggle-ms", o.straggle_ms,
+          "sleep this long every step (a deliberate straggler; --straggle-ms: the older name)"),
+      "ms")
       ->check(non_negative("milliseconds"));
   app->add_option("--straggler", o.straggler,
                   "make this worker slow: compute=Kx (its compute K times as long) and/or "
@@ -212,9 +227,11 @@ void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level
             }
           },
           "KEYS"));
-  app->add_option(
-      "--start-stagger-ms", o.start_stagger_ms,
-      "worker i of N waits i x this / N before its first step (a de-synchronized start)");
+  as_duration(
+      app->add_option(
+          "--start-stagger-ms", o.start_stagger_ms,
+          "worker i of N waits i x this / N before its first step (a de-synchronized start)"),
+      "ms");
   add_link(app, o.node, "100mbit");
   add_key_flags(app, o.node.keys, o.node.key_file, "<name>");
 }
@@ -284,31 +301,38 @@ void add_launch(CLI::App& root, LaunchOptions& o, std::string& log_level) {
                   "profile (psbed profile) instead of computing")
       ->capture_default_str();
   app->add_option("--out", o.out, "run folder (default runs/<model>-<mode>-<N>w<S>s-<time>)");
-  app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats")
+  as_duration(app->add_option("--heartbeat", o.heartbeat_s, "seconds between heartbeats"), "s")
       ->capture_default_str();
-  app->add_option("--heartbeat-timeout", o.heartbeat_timeout_s,
-                  "seconds of silence before a node is dead")
+  as_duration(app->add_option("--heartbeat-timeout", o.heartbeat_timeout_s,
+                              "seconds of silence before a node is dead"),
+              "s")
       ->capture_default_str();
-  app->add_option("--timeout", o.timeout_s, "stop the run after this many seconds")
+  as_duration(app->add_option("--timeout", o.timeout_s, "stop the run after this many seconds"),
+              "s")
       ->capture_default_str();
-  app->add_option("--stall-timeout", o.stall_timeout_s,
+  as_duration(app->add_option(
+                  "--stall-timeout", o.stall_timeout_s,
                   "seconds without any worker finishing a step before the coordinator reports a "
                   "stall, naming "
-                  "what each worker waits on (0 = never)")
+                  "what each worker waits on (0 = never)"),
+              "s")
       ->capture_default_str()
       ->check(number_in("a number of seconds", 0, false, 1e6, "0 or above, below 10^6"));
   app->add_flag("!--no-trace", o.trace, "do not write traces");
   app->add_option("--save-params", o.save_params, "final parameters to this file (raw float32)");
-  app->add_option("--straggler-ms", o.straggler_ms,
-                  "make worker-0 a straggler: it sleeps this long every step");
+  as_duration(app->add_option("--straggler-ms", o.straggler_ms,
+                              "make worker-0 a straggler: it sleeps this long every step"),
+              "ms");
   app->add_option("--straggler", o.stragglers,
                   "a slow worker: worker-N:compute=Kx (its compute K times as long) and/or "
                   "bandwidth=B (its own link, each direction, in place of --bandwidth; with "
                   "--netns its veth), e.g. worker-1:compute=2x,bandwidth=100mbit; repeatable")
       ->allow_extra_args(false);
-  app->add_option(
-      "--start-stagger-ms", o.start_stagger_ms,
-      "worker i of N waits i x this / N before its first step (default: all start together)");
+  as_duration(
+      app->add_option(
+          "--start-stagger-ms", o.start_stagger_ms,
+          "worker i of N waits i x this / N before its first step (default: all start together)"),
+      "ms");
   app->add_option(
          "--bandwidth", o.bandwidth,
          "emulated link rate of every server and worker, per direction (e.g. 1gbit; 0: unshaped)")

@@ -82,9 +82,11 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
                   "run-to-run variation of the host's speed the draws take (a coefficient of "
                   "variation; default: the profile's variation.host_cv, 0: none)")
       ->check(number_in("coefficient", 0, false, 1, "0 or more and below 1"));
-  app->add_option("--start-spread-ms", f.start_spread_ms,
-                  "each worker starts up to this much later, a draw per worker (default: the "
-                  "profile's variation.start_spread_ms, 0: all at once)")
+  as_duration(
+      app->add_option("--start-spread-ms", f.start_spread_ms,
+                      "each worker starts up to this much later, a draw per worker (default: the "
+                      "profile's variation.start_spread_ms, 0: all at once)"),
+      "ms")
       ->check(number_in("milliseconds", 0, false, 6e5, "0 or more and below 600000"));
   app->add_option("--jobs", f.jobs,
                   "simulations run at once, one per thread (0: one per core this process may use); "
@@ -92,7 +94,9 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
       ->capture_default_str()
       ->check(CLI::Range(0, 4096));
   if (!per_run) {
-    app->add_option("--straggler-ms", f.straggler_ms, "worker-0 sleeps this long every step")
+    as_duration(
+        app->add_option("--straggler-ms", f.straggler_ms, "worker-0 sleeps this long every step"),
+        "ms")
         ->check(number_in("milliseconds", 0, false, 1e7, "0 or more and below 10^7"));
     app->add_option("--straggler", f.stragglers,
                     "a slow worker, as launch --straggler: worker-N:compute=Kx (its compute K "
@@ -100,16 +104,20 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
                     "worker-1:compute=2x,bandwidth=100mbit; repeatable")
         ->allow_extra_args(false);
   }
-  app->add_option("--start-stagger-ms", f.start_stagger_ms,
-                  per_run ? "worker i of N starts i x this / N later (default: each run's own)"
-                          : "worker i of N starts i x this / N later")
+  as_duration(
+      app->add_option("--start-stagger-ms", f.start_stagger_ms,
+                      per_run ? "worker i of N starts i x this / N later (default: each run's own)"
+                              : "worker i of N starts i x this / N later"),
+      "ms")
       ->check(number_in("milliseconds", 0, false, 1e7, "0 or more and below 10^7"));
-  app->add_option(
-         "--arrival-jitter-us", f.arrival_jitter_us,
-         "arrivals at a node from different senders come up to this much later, by a seeded "
-         "draw, so that ties go in an order set by chance as on a real host (each connection "
-         "keeps its order); 0: exact times, and ties keep the order they were scheduled in, "
-         "which holds workers in lockstep")
+  as_duration(
+      app->add_option(
+          "--arrival-jitter-us", f.arrival_jitter_us,
+          "arrivals at a node from different senders come up to this much later, by a seeded "
+          "draw, so that ties go in an order set by chance as on a real host (each connection "
+          "keeps its order); 0: exact times, and ties keep the order they were scheduled in, "
+          "which holds workers in lockstep"),
+      "us")
       ->capture_default_str()
       ->check(number_in("microseconds", 0, false, 1e6, "0 or more and below 10^6 (a second)"));
   app->add_option(
@@ -133,7 +141,10 @@ void add_profile_predict_validate(CLI::App& root, PredictorCommands& o, std::str
   add_common(prof, log_level);
   prof->add_option("run", o.profile.extract.run, "run folder (the --out of psbed launch)")
       ->required();
-  prof->add_option("-o,--out", o.profile.out, "profile to write")->capture_default_str();
+  // A file is written with --json FILE and a folder with --out DIR, in every command; --out
+  // stays here, out of --help, for the scripts that used it.
+  prof->add_option("-o,--json", o.profile.out, "profile to write")->capture_default_str();
+  prof->add_option("--out", o.profile.out, "the profile to write (now --json)")->group("");
   prof->add_option("--worker", o.profile.extract.worker,
                    "which worker's trace (needed if the run had several)");
   prof->add_option(

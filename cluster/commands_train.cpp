@@ -56,7 +56,9 @@ void add_train(CLI::App& root, worker::TrainOptions& o, std::string& log_level) 
   app->add_flag("!--no-eval", o.evaluate, "skip test-set evaluation");
   app->add_flag("!--no-standardize", o.standardize,
                 "feed raw [0, 1] pixels instead of standardised ones");
-  app->add_option("--progress-every", o.progress_every_s, "seconds between progress lines")
+  as_duration(
+      app->add_option("--progress-every", o.progress_every_s, "seconds between progress lines"),
+      "s")
       ->capture_default_str()
       ->check(positive("a number of seconds"));
   app->add_option("--json", o.json_out, "write results as JSON to this file");
@@ -91,7 +93,9 @@ void add_bench_ps(CLI::App* bench, ps::BenchPsOptions& o, std::string& log_level
   app->add_option("--partition-bytes", o.partition, "largest part")
       ->capture_default_str()
       ->check(size_value());
-  app->add_option("--min-seconds", o.min_seconds, "seconds per psbed run (raw runs: half)")
+  as_duration(
+      app->add_option("--min-seconds", o.min_seconds, "seconds per psbed run (raw runs: half)"),
+      "s")
       ->capture_default_str()
       ->check(positive("a number of seconds"));
   app->add_option("--repeat", o.repeat, "psbed runs per single-worker row, between raw runs")
@@ -123,7 +127,7 @@ void add_bench(CLI::App& root, worker::BenchComputeOptions& o, std::string& log_
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
   app->add_option("--device", o.device, "cpu or gpu")->capture_default_str();
-  app->add_option("--min-seconds", o.min_seconds, "timed seconds per row")
+  as_duration(app->add_option("--min-seconds", o.min_seconds, "timed seconds per row"), "s")
       ->capture_default_str()
       ->check(non_negative("a number of seconds"));
   app->add_option("--min-steps", o.min_steps, "timed steps per row, at least")

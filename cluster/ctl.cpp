@@ -26,7 +26,7 @@ void add_ctl(CLI::App& root, CtlOptions& o, std::string& log_level) {
   app->footer(
       "Examples:\n"
       "  psbed ctl --run runs/demo/cluster policy p3 --credit 2MiB\n"
-      "  psbed ctl --coordinator tcp://10.0.0.1:7000 status --json\n"
+      "  psbed ctl --coordinator tcp://10.0.0.1:7000 status --output json\n"
       "Workers switch at their next step boundary; ctl prints the step from which every worker "
       "runs\n"
       "the new policy. The switch is marked in each worker's trace (control lane) and listed in\n"
@@ -42,10 +42,16 @@ void add_ctl(CLI::App& root, CtlOptions& o, std::string& log_level) {
   app->add_option("--token", o.token,
                   "the coordinator's --http-token, required when it has one (default "
                   "$PSBED_HTTP_TOKEN)");
-  app->add_option("--timeout", o.timeout_s, "seconds to wait for the answer")
+  as_duration(app->add_option("--timeout", o.timeout_s, "seconds to wait for the answer"), "s")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 1e6));
-  app->add_flag("--json", o.json, "print the coordinator's answer as JSON");
+  app->add_option_function<std::string>(
+         "--output", [&o](const std::string& v) { o.json = v == "json"; },
+         "how to print the coordinator's answer: text or json (default text)")
+      ->type_name("FORMAT")
+      ->check(one_of({"text", "json"}));
+  // --json names a file everywhere else; as a flag here it stays out of --help, for old scripts.
+  app->add_flag("--json", o.json, "print the answer as JSON (now --output json)")->group("");
   app->add_option("--keys", o.keys,
                   "CURVE key folder (psbed keys) of a cluster started with --keys; uses "
                   "coordinator.pub and ctl.key (default with --run: RUN/keys when there)");

@@ -118,6 +118,7 @@ int run_command(CLI::App& root, Commands& c) {
 
 int main(int argc, char** argv) {
   CLI::App root{"psbed: a live, small-scale parameter-server testbed with a throughput predictor"};
+  root.set_version_flag("--version", std::string("psbed ") + PSBED_VERSION);
   root.require_subcommand(1);
   cluster::enable_subcommand_configs(root);
   root.footer("Run `psbed <subcommand> --help` for each subcommand's options.");

@@ -269,7 +269,8 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
       ->check(duration_value());
   app->add_flag("--netns", b.netns,
                 "shape with tc in one network namespace per node (root) instead of in-process");
-  app->add_option("--timeout", b.timeout_s, "seconds each run may take")->capture_default_str();
+  as_duration(app->add_option("--timeout", b.timeout_s, "seconds each run may take"), "s")
+      ->capture_default_str();
   app->add_flag("!--no-trace", b.trace, "do not write traces");
 }
 int run_sweep(SweepOptions opt) {

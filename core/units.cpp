@@ -71,16 +71,22 @@ double parse_bandwidth_bps(const std::string& text) {
   if (suffix.empty() && value != 0)
     throw Error("bad bandwidth '" + text + "': give its unit, bit, kbit, mbit or gbit (e.g. " +
                 text + "mbit; 0: unshaped)");
-  return lookup(text, "bandwidth", "bit, kbit, mbit, gbit (or kbps, mbps, gbps)",
-                {{"", 1},
-                 {"bit", 1},
-                 {"bps", 1},
-                 {"kbit", 1e3},
-                 {"kbps", 1e3},
-                 {"mbit", 1e6},
-                 {"mbps", 1e6},
-                 {"gbit", 1e9},
-                 {"gbps", 1e9}},
+  // tc reads "gbps" as gigabytes per second, 8 times what the same word means to most people:
+  // refused, with the two readings spelled out.
+  for (const char* bytes_unit : {"kbps", "mbps", "gbps"})
+    if (suffix == bytes_unit) {
+      const std::string prefix(1, bytes_unit[0]);
+      throw Error("bad bandwidth '" + text + "': '" + bytes_unit +
+                  "' is ambiguous (tc reads it as bytes per second); write " + prefix +
+                  "bit for bits per second (e.g. " + text.substr(0, text.size() - 4) + prefix +
+                  "bit)");
+    }
+  // "Gbit/s", as psbed prints a rate, reads back.
+  std::string plain = text;
+  if (plain.size() > 2 && plain.compare(plain.size() - 2, 2, "/s") == 0)
+    plain.resize(plain.size() - 2);
+  return lookup(plain, "bandwidth", "bit, kbit, mbit or gbit (or Kbit/s, Mbit/s, Gbit/s)",
+                {{"", 1}, {"bit", 1}, {"kbit", 1e3}, {"mbit", 1e6}, {"gbit", 1e9}},
                 kMaxBandwidthBps, "10000gbit (10 Tbit/s)");
 }
 
@@ -90,9 +96,22 @@ double parse_duration_s(const std::string& text) {
   if (suffix.empty() && value != 0)
     throw Error("bad duration '" + text + "': give its unit, ns, us, ms or s (e.g. " + text +
                 "us)");
-  return lookup(text, "duration", "ns, us, ms or s",
-                {{"", 1}, {"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}}, kMaxDurationS,
-                "86400s (a day)");
+  return lookup(
+      text, "duration", "ns, us, ms, s, min or h",
+      {{"", 1}, {"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}, {"min", 60}, {"h", 3600}},
+      kMaxDurationS, "86400s (a day)");
+}
+
+double parse_duration_in(const std::string& text, double bare_unit_s, double max_s) {
+  const auto [value, suffix] = split_number(text, "duration");
+  if (suffix.empty()) {
+    if (!(value * bare_unit_s <= max_s))
+      throw Error("bad duration '" + text + "': at most " + format_seconds(max_s) + " s");
+    return value * bare_unit_s;
+  }
+  return lookup(text, "duration", "ns, us, ms, s, min or h",
+                {{"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}, {"min", 60}, {"h", 3600}},
+                max_s, (format_seconds(max_s) + " s").c_str());
 }
 
 std::string format_bytes(double bytes) {

@@ -28,6 +28,26 @@ TEST_CASE("sizes, bandwidths and durations parse with their units", "[core][unit
   CHECK(parse_bandwidth_bps("1000bit") == Approx(1000));
 }
 
+TEST_CASE("gbps is refused with a hint, a rate as psbed prints it reads back", "[core][units]") {
+  // tc reads gbps as gigabytes per second: refused in every prefix, naming the bit form.
+  REQUIRE_THROWS_WITH(parse_bandwidth_bps("10gbps"), Contains("ambiguous") && Contains("10gbit"));
+  REQUIRE_THROWS_WITH(parse_bandwidth_bps("100mbps"), Contains("100mbit"));
+  REQUIRE_THROWS_WITH(parse_bandwidth_bps("500kbps"), Contains("500kbit"));
+  CHECK(parse_bandwidth_bps("1Gbit/s") == Approx(1e9));
+  CHECK(parse_bandwidth_bps(format_bandwidth(2.5e8)) == Approx(2.5e8));
+}
+
+TEST_CASE("durations take min and h; a flag's bare number keeps the flag's unit", "[core][units]") {
+  CHECK(parse_duration_s("2min") == Approx(120));
+  CHECK(parse_duration_s("1h") == Approx(3600));
+  CHECK(parse_duration_in("3600", 1, 1e9) == Approx(3600));   // --timeout 3600: seconds
+  CHECK(parse_duration_in("50", 1e-3, 1e9) == Approx(0.05));  // --straggler-ms 50
+  CHECK(parse_duration_in("0.1s", 1e-3, 1e9) == Approx(0.1));
+  CHECK(parse_duration_in("1h", 1, 1e9) == Approx(3600));
+  REQUIRE_THROWS_WITH(parse_duration_in("2x", 1, 1e9), Contains("unknown unit 'x'"));
+  REQUIRE_THROWS_WITH(parse_duration_in("2h", 1, 3600), Contains("at most 3600 s"));
+}
+
 TEST_CASE("sizes, bandwidths and durations past their bound are refused, naming it",
           "[core][units]") {
   // 1e19 bytes, cast to the int64 a credit is, became -9223372036854775808.

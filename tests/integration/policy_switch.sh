@@ -31,7 +31,7 @@ json "$WORK/before.json" 's["policy"]["policy"]' | grep -qx wfbp || fail "ctl --
 cat "$WORK/ctl.out"
 step=$(sed -n 's/.*took effect at step \([0-9]*\).*/\1/p' "$WORK/ctl.out")
 [ -n "$step" ] || fail "ctl did not print the step"
-"$PSBED" ctl --run "$WORK/run" status --json --timeout 10 >"$WORK/status.json" || fail "ctl status failed"
+"$PSBED" ctl --run "$WORK/run" status --output json --timeout 10s >"$WORK/status.json" || fail "ctl status failed"
 json "$WORK/status.json" 's["policy"]["policy"]' | grep -qx p3 || fail "status does not show p3"
 # ... and so does each worker's row, at once (not at its next progress report).
 json "$WORK/status.json" 'sys.exit(0 if all(w.get("policy") == "p3" for w in s["workers"] if w.get("alive")) else 1)' ||
