@@ -17,8 +17,20 @@ float scheduled_lr(const std::string& schedule, float lr, std::int64_t step, std
   throw Error("unknown learning-rate schedule '" + schedule + "', expected constant or cosine");
 }
 
-void sgd_apply(const SgdOptions& opt, float* __restrict w, const float* __restrict g,
-               float* __restrict velocity, std::size_t n, float grad_scale) {
+// One pass over the part (momentum, weight decay and update fused). GCC builds a clone per
+// instruction set and picks at load time the widest the CPU has; FMA contraction stays off so
+// that every clone rounds as the plain loop does, and replicas on different CPUs agree bit for
+// bit. sgd_apply_reference is that plain loop, for the tests.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define PSBED_SGD_CLONES \
+  __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
+#else
+#define PSBED_SGD_CLONES
+#endif
+
+PSBED_SGD_CLONES void sgd_apply(const SgdOptions& opt, float* __restrict w,
+                                const float* __restrict g, float* __restrict velocity,
+                                std::size_t n, float grad_scale) {
   const float lr = opt.lr, mu = opt.momentum, wd = opt.weight_decay;
   if (mu == 0.0f) {
     for (std::size_t i = 0; i < n; ++i) w[i] -= lr * (grad_scale * g[i] + wd * w[i]);
@@ -27,6 +39,18 @@ void sgd_apply(const SgdOptions& opt, float* __restrict w, const float* __restri
   for (std::size_t i = 0; i < n; ++i) {
     float v = mu * velocity[i] + grad_scale * g[i] + wd * w[i];
     velocity[i] = v;
+    w[i] -= lr * v;
+  }
+}
+
+void sgd_apply_reference(const SgdOptions& opt, float* w, const float* g, float* velocity,
+                         std::size_t n, float grad_scale) {
+  const float lr = opt.lr, mu = opt.momentum, wd = opt.weight_decay;
+  for (std::size_t i = 0; i < n; ++i) {
+    // volatile: one element at a time, as a scalar CPU would, whatever the compiler's mood.
+    volatile float v = mu == 0.0f ? grad_scale * g[i] + wd * w[i]
+                                  : mu * velocity[i] + grad_scale * g[i] + wd * w[i];
+    if (mu != 0.0f) velocity[i] = v;
     w[i] -= lr * v;
   }
 }

@@ -20,7 +20,12 @@ float scheduled_lr(const std::string& schedule, float lr, std::int64_t step, std
 
 // v = momentum * v + (grad_scale * g + weight_decay * w);  w -= lr * v.
 // `velocity` has n floats (zero-initialised by the owner); grad_scale averages summed gradients.
+// Vectorised for the CPU it runs on (AVX-512, AVX2, else SSE2), rounding as the scalar loop.
 void sgd_apply(const SgdOptions& opt, float* w, const float* g, float* velocity, std::size_t n,
                float grad_scale = 1.0f);
+// The same update one element at a time, unvectorised: the reference the tests hold
+// sgd_apply to.
+void sgd_apply_reference(const SgdOptions& opt, float* w, const float* g, float* velocity,
+                         std::size_t n, float grad_scale = 1.0f);
 
 }  // namespace psbed

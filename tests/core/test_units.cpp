@@ -1,4 +1,6 @@
 #include <catch2/catch.hpp>
+#include <cstring>
+#include <vector>
 
 #include "core/defaults.hpp"
 #include "core/error.hpp"
@@ -91,4 +93,25 @@ TEST_CASE("seconds in log lines are printed as given", "[core][units]") {
 TEST_CASE("the default partition size reads, as the flags show it, as the bytes it is",
           "[core][units]") {
   CHECK(parse_bytes(defaults::kPartitionBytesText) == std::uint64_t(defaults::kPartitionBytes));
+}
+
+TEST_CASE("the vectorised SGD step equals the scalar loop bit for bit", "[core][optimizer]") {
+  // An odd length, so that the vector body and its scalar tail both run; values of all sizes.
+  const std::size_t n = 1003;
+  std::vector<float> w(n), g(n), v(n);
+  std::uint32_t x = 12345;
+  auto next = [&] {
+    x = x * 1664525u + 1013904223u;
+    return (float(x >> 8) / float(1u << 24) - 0.5f) * float(1 << (x % 12));
+  };
+  for (std::size_t i = 0; i < n; ++i) w[i] = next(), g[i] = next(), v[i] = next();
+  for (const SgdOptions o : {SgdOptions{0.03f, 0.9f, 1e-4f}, SgdOptions{0.5f, 0.0f, 0.01f}}) {
+    std::vector<float> w1 = w, v1 = v, w2 = w, v2 = v;
+    for (int step = 0; step < 3; ++step) {
+      sgd_apply(o, w1.data(), g.data(), v1.data(), n, 0.25f);
+      sgd_apply_reference(o, w2.data(), g.data(), v2.data(), n, 0.25f);
+    }
+    CHECK(std::memcmp(w1.data(), w2.data(), n * sizeof(float)) == 0);
+    if (o.momentum != 0) CHECK(std::memcmp(v1.data(), v2.data(), n * sizeof(float)) == 0);
+  }
 }
