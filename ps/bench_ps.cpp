@@ -21,6 +21,7 @@
 #include "core/units.hpp"
 #include "ps/bench_raw.hpp"
 #include "ps/client.hpp"
+#include "ps/copy_counter.hpp"
 #include "ps/shard.hpp"
 
 namespace psbed::ps {
@@ -78,6 +79,7 @@ struct Result {
   double gb_per_s = 0;
   double seconds = 0;
   std::uint64_t bytes = 0;
+  double copies_per_byte = 0;  // payload bytes copied in memory / payload bytes moved
 };
 
 // Every worker repeatedly pushes its whole gradient, then pulls the whole model; with `curve`
@@ -124,6 +126,7 @@ Result measure(int mib, int workers, int servers, std::int64_t partition, double
   std::vector<std::thread> threads;
   const std::uint64_t model_bytes = std::uint64_t(map.spec.parameter_bytes());
   auto start = Clock::now();
+  std::uint64_t copied_at_start = payload_bytes_copied().load();
   std::atomic<int> warm{0};
   std::mutex start_mu;
   std::condition_variable start_cv;
@@ -170,6 +173,7 @@ Result measure(int mib, int workers, int servers, std::int64_t partition, double
           counted = true;
           if (++warm == workers) {
             start = Clock::now();
+            copied_at_start = payload_bytes_copied().load();
             start_cv.notify_all();
           } else {
             start_cv.wait(l, [&] { return warm == workers; });
@@ -217,6 +221,9 @@ Result measure(int mib, int workers, int servers, std::int64_t partition, double
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   r.bytes = bytes;
   r.gb_per_s = double(r.bytes) / r.seconds / 1e9;
+  // The last rounds, cut short by the stop, copied a little more than `bytes` counts.
+  if (r.bytes > 0)
+    r.copies_per_byte = double(payload_bytes_copied().load() - copied_at_start) / double(r.bytes);
   for (auto& s : shards) s->stop();
   for (auto& t : transports) t->stop();
   return r;
@@ -332,23 +339,26 @@ int run_bench_ps(const BenchPsOptions& opt) {
   }
   std::printf("\nsingle worker, single shard: push + pull of the whole model (parts of %s)\n",
               opt.partition.c_str());
-  std::printf("%8s %12s %12s %8s\n", "model", "psbed GB/s", "raw GB/s", "ratio");
+  std::printf("%8s %12s %12s %8s %8s\n", "model", "psbed GB/s", "raw GB/s", "ratio", "copies");
   for (int mib : opt.model_mib) {
     // raw, psbed, raw, psbed, ..., raw: each psbed run is compared with the mean of the raw
     // runs on either side of it, and the row reports medians, so a drift of the machine's
     // speed during the row favours neither side.
     spdlog::info("{} MiB: {} psbed runs between {} raw runs ...", mib, opt.repeat, opt.repeat + 1);
-    std::vector<double> raws = {raw(mib, opt.min_seconds / 2)}, ps_runs, ratios;
+    std::vector<double> raws = {raw(mib, opt.min_seconds / 2)}, ps_runs, ratios, copies;
     for (int i = 0; i < opt.repeat; ++i) {
-      ps_runs.push_back(measure(mib, 1, 1, partition, opt.min_seconds).gb_per_s);
+      const Result run = measure(mib, 1, 1, partition, opt.min_seconds);
+      ps_runs.push_back(run.gb_per_s);
+      copies.push_back(run.copies_per_byte);
       raws.push_back(raw(mib, opt.min_seconds / 2));
       ratios.push_back(ps_runs.back() / ((raws[i] + raws[i + 1]) / 2));
     }
     const double p = median(ps_runs), r = median(raws), ratio = median(ratios);
-    std::printf("%5d MiB %12.2f %12.2f %7.2fx   (ratios %s)\n", mib, p, r, ratio,
-                ratios_text(ratios).c_str());
+    std::printf("%5d MiB %12.2f %12.2f %7.2fx %8.2f   (ratios %s)\n", mib, p, r, ratio,
+                median(copies), ratios_text(ratios).c_str());
     std::fflush(stdout);
     rows.push_back({{"kind", "single"},
+                    {"copies_per_payload_byte", median(copies)},
                     {"model_mib", mib},
                     {"workers", 1},
                     {"servers", 1},
@@ -375,7 +385,7 @@ int run_bench_ps(const BenchPsOptions& opt) {
     }
   std::printf(
       "(GB/s = pushed + pulled bytes / s; raw = cppzmq DEALER/ROUTER echo of the same bytes, "
-      "zero-copy)\n");
+      "zero-copy; copies = payload bytes copied in memory per payload byte moved)\n");
   if (!opt.json_out.empty()) {
     write_text_file(opt.json_out,
                     nlohmann::json({{"partition", opt.partition}, {"rows", rows}}).dump(2) + "\n");

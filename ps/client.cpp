@@ -13,6 +13,7 @@
 #include "core/json_text.hpp"
 #include "core/trace.hpp"
 #include "core/units.hpp"
+#include "ps/copy_counter.hpp"
 #include "ps/host_lookup.hpp"
 
 namespace psbed::ps {
@@ -226,6 +227,7 @@ void PsClient::receive(int shard, Message&& m) {
       return;
     }
     std::memcpy(done.dst, m.payload.data(), m.payload.size());
+    count_copy(m.payload.size());
     pulled_ += m.payload.size();
   } else if (m.header.op != Op::kPushAck) {
     spdlog::warn("unexpected {} from shard {}, dropped", op_name(m.header.op), shard);

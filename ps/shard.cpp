@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "ps/copy_counter.hpp"
+
 namespace psbed::ps {
 namespace {
 
@@ -209,6 +211,7 @@ void Shard::handle(Lane& lane, Message&& m) {
     if (reinterpret_cast<std::uintptr_t>(grad) % alignof(float) != 0) {
       aligned.resize(h.length / sizeof(float));
       std::memcpy(aligned.data(), m.payload.data(), h.length);
+      count_copy(h.length);
       grad = aligned.data();
     }
     if (!map_.exp.allow_nonfinite && !all_finite(grad, h.length / sizeof(float))) {

@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/param_init.hpp"
+#include "ps/copy_counter.hpp"
 
 namespace psbed::ps {
 
@@ -76,6 +77,7 @@ std::vector<float>& Store::writable(PartState& s) {
     }
   if (!next) next = std::make_shared<std::vector<float>>(s.current->size());
   std::memcpy(next->data(), s.current->data(), s.current->size() * sizeof(float));
+  count_copy(s.current->size() * sizeof(float));
   if (s.spares.size() < 4) s.spares.push_back(s.current);
   s.current = std::move(next);
   return *s.current;
