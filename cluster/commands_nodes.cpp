@@ -5,6 +5,7 @@
 
 #include "cluster/cli_config.hpp"
 #include "cluster/commands.hpp"
+#include "core/comm.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/log.hpp"
@@ -19,6 +20,19 @@ namespace {
 // A slice or a partition of more parameters than this is no model's (and CLI11 alone reads
 // 99999999999999999999 as 2^63 - 1); as `psbed ctl policy` bounds them.
 constexpr std::int64_t kMaxParams = 1000000000;
+
+CLI::Validator comm_value() {
+  return CLI::Validator(
+      [](std::string& v) {
+        try {
+          parse_comm(v);
+          return std::string();
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+      },
+      "ps|sfb|hybrid");
+}
 }  // namespace
 
 void add_coordinator(CLI::App& root, CoordinatorCommand& c, std::string& log_level) {
@@ -42,6 +56,12 @@ void add_coordinator(CLI::App& root, CoordinatorCommand& c, std::string& log_lev
   app->add_option("--policy", o.policy.name,
                   "transmission policy: bulk, wfbp, tf-random, p3, bytescheduler, prophet")
       ->capture_default_str();
+  app->add_option("--comm", o.comm,
+                  "how fc layers travel: ps (push and pull through the shards), sfb (sufficient "
+                  "factors broadcast worker to worker, Poseidon) or hybrid (per layer, whichever "
+                  "puts fewer bytes on the busiest link); sfb and hybrid need bsp or ssp:K")
+      ->capture_default_str()
+      ->check(comm_value());
   app->add_option("--slice-params", o.policy.slice_params, "p3, prophet: parameters per slice")
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t(1), kMaxParams));
@@ -197,6 +217,13 @@ void add_worker(CLI::App& root, worker::WorkerOptions& o, std::string& log_level
                   "profile (psbed profile) instead of computing")
       ->capture_default_str();
   app->add_option("--threads", o.threads, "compute threads")->capture_default_str();
+  app->add_option("--comm", o.comm,
+                  "ps, sfb or hybrid: refused unless it is the cluster's (default: the cluster's)")
+      ->check(comm_value());
+  app->add_option("--peer-bind", o.peer_bind,
+                  "where peers send this worker sufficient factors (--comm sfb, hybrid); an "
+                  "address the other workers reach")
+      ->capture_default_str();
   add_liveness(app, o.node, "seconds to reach the coordinator, and each server shard");
   as_duration(
       app->add_option("--progress-every", o.progress_every_s, "seconds between progress reports"),
@@ -253,6 +280,12 @@ void add_launch(CLI::App& root, LaunchOptions& o, std::string& log_level) {
   app->add_option("--policy", o.policy,
                   "transmission policy: bulk, wfbp, tf-random, p3, bytescheduler, prophet")
       ->capture_default_str();
+  app->add_option("--comm", o.comm,
+                  "how fc layers travel: ps (push and pull through the shards), sfb (sufficient "
+                  "factors broadcast worker to worker, Poseidon) or hybrid (per layer, whichever "
+                  "puts fewer bytes on the busiest link); sfb and hybrid need bsp or ssp:K")
+      ->capture_default_str()
+      ->check(comm_value());
   app->add_option("--slice-params", o.slice_params, "p3, prophet: parameters per slice")
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t(1), kMaxParams));

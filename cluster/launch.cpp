@@ -26,6 +26,7 @@
 #include <optional>
 
 #include "cluster/netns.hpp"
+#include "core/comm.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/model_spec.hpp"
@@ -112,7 +113,10 @@ class Launcher {
                   std::to_string(opt_.servers) + " and " + std::to_string(opt_.workers));
     // Refuse bad settings here, in one line, rather than through a child's log.
     check_launch_options(opt_);
-    ps::Consistency::parse(opt_.mode);
+    if (const std::string why =
+            comm_problem(parse_comm(opt_.comm), ps::Consistency::parse(opt_.mode));
+        !why.empty())
+      throw Error(why);
     worker::require_device(opt_.device);  // a GPU run without a device: status 2, not a timeout
     scheduled_lr(opt_.lr_schedule, opt_.lr, 0, 1);
     link_ = ps::parse_link(opt_.bandwidth, opt_.latency);
@@ -286,6 +290,8 @@ class Launcher {
                                   opt_.mode,
                                   "--policy",
                                   opt_.policy,
+                                  "--comm",
+                                  opt_.comm,
                                   "--slice-params",
                                   std::to_string(opt_.slice_params),
                                   "--partition-params",
@@ -345,7 +351,8 @@ class Launcher {
     a.insert(a.begin(), "worker");
     a.insert(a.end(),
              {"--model", opt_.model, "--data", opt_.data, "--threads", std::to_string(opt_.threads),
-              "--device", opt_.device, "--compute", opt_.compute});
+              "--device", opt_.device, "--compute", opt_.compute, "--peer-bind",
+              "tcp://" + host_of("worker-" + std::to_string(i)) + ":*"});
     if (!opt_.data_dir.empty()) a.insert(a.end(), {"--data-dir", opt_.data_dir});
     if (!opt_.save_params.empty()) a.insert(a.end(), {"--save-params", opt_.save_params});
     if (i == 0 && opt_.straggler_ms > 0)

@@ -25,6 +25,7 @@ struct LaunchOptions {
   std::string data_dir;
   std::string mode = "async";
   std::string policy = "wfbp";
+  std::string comm = "ps";  // ps | sfb | hybrid (core/comm.hpp)
   std::int64_t slice_params = defaults::kSliceParams, partition_params = defaults::kPartitionParams;
   std::string credit;  // "" = the policy's default
   int epochs = 1;

@@ -1,5 +1,6 @@
 #include "ps/cluster_map.hpp"
 
+#include "core/comm.hpp"
 #include "core/error.hpp"
 #include "core/json_text.hpp"
 
@@ -22,7 +23,8 @@ nlohmann::json ClusterMap::to_json() const {
                      {"slice_params", exp.policy.slice_params},
                      {"partition_params", exp.policy.partition_params},
                      {"credit_bytes", exp.policy.credit_bytes},
-                     {"allow_nonfinite", exp.allow_nonfinite}};
+                     {"allow_nonfinite", exp.allow_nonfinite},
+                     {"comm", exp.comm}};
   auto nodes = [](const std::vector<NodeInfo>& v) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& n : v) {
@@ -81,6 +83,8 @@ ClusterMap ClusterMap::from_json(const nlohmann::json& j) {
     m.exp.policy.credit_bytes = number_or(e, "credit_bytes", m.exp.policy.credit_bytes);
     m.exp.policy.seed = m.exp.seed;
     m.exp.allow_nonfinite = e.value("allow_nonfinite", false);
+    m.exp.comm = e.value("comm", "ps");
+    parse_comm(m.exp.comm);  // an unknown route fails here, named
     policy::check_policy_options(
         m.exp.policy);  // an unknown name or bad parameter fails here, named
     auto nodes = [](const nlohmann::json& a) {

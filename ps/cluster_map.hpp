@@ -32,13 +32,14 @@ struct Experiment {
   std::int64_t partition_bytes = defaults::kPartitionBytes;
   policy::PolicyOptions policy;  // transmission policy of every worker
   bool allow_nonfinite = false;  // shards apply gradients holding NaN or infinity
+  std::string comm = "ps";       // ps | sfb | hybrid (core/comm.hpp): fc layers' route
 };
 
 struct NodeInfo {
   std::string role;     // "server" or "worker"
   int id = 0;           // 0-based within its role
   std::string name;     // "server-0", "worker-3"
-  std::string address;  // servers: the endpoint workers connect to
+  std::string address;  // servers: the endpoint workers connect to; workers: their peer endpoint
   // Workers: the routing identity of their connections to the shards, a random tag only the
   // coordinator and the shards learn. A shard takes a worker id only from that connection.
   std::string link_id;

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/comm.hpp"
 #include "core/error.hpp"
 #include "core/json_text.hpp"
 #include "core/secret.hpp"
@@ -154,6 +155,8 @@ std::string Coordinator::read_spec_text() {
   std::stringstream ss;
   ss << in.rdbuf();
   mode_ = Consistency::parse(opt_.mode);
+  if (const std::string why = comm_problem(parse_comm(opt_.comm), mode_); !why.empty())
+    throw Error(why);
   return ss.str();
 }
 

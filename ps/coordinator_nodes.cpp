@@ -155,6 +155,7 @@ void Coordinator::send_map_locked() {
   map.exp.policy = opt_.policy;
   map.exp.policy.seed = opt_.seed;
   map.exp.allow_nonfinite = opt_.allow_nonfinite;
+  map.exp.comm = opt_.comm;
   std::int64_t train_size = -1;
   for (const auto& [_, n] : nodes_) {
     NodeInfo info;
@@ -250,6 +251,9 @@ void Coordinator::fail_node_locked(Node& n, const std::string& reason) {
   // Servers stop waiting for it (bsp/ssp), barriers stop counting it.
   for (Node* s : live("server"))
     send_to(s->peer, Op::kControl, {{"event", "worker_dead"}, {"worker", n.id}});
+  // Workers exchanging factors (--comm sfb/hybrid) cannot go on without its factors.
+  for (Node* w : live("worker"))
+    send_to(w->peer, Op::kControl, {{"event", "worker_dead"}, {"worker", n.id}, {"name", n.name}});
   release_barriers_locked();
   if (switch_) finish_switch_locked(false);
   if (evaluator_ == n.id) {

@@ -58,6 +58,8 @@ const char* op_name(Op op) {
       return "Control";
     case Op::kError:
       return "Error";
+    case Op::kFactors:
+      return "Factors";
   }
   return "unknown";
 }
@@ -66,6 +68,7 @@ PayloadKind payload_kind(Op op) {
   switch (op) {
     case Op::kPush:
     case Op::kPullReply:
+    case Op::kFactors:
       return PayloadKind::kData;
     case Op::kRegister:
     case Op::kClusterMap:

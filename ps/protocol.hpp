@@ -40,10 +40,12 @@ enum class Op : std::uint8_t {
   kShutdown = 10,       // coordinator -> node: finish and exit
   kControl = 11,        // either way: JSON control-plane message (config, stats, ...)
   kError = 12,          // either way: JSON {"error": "..."} about a previous message
+  kFactors = 13,        // worker -> worker: a step's sufficient factors of an fc layer (key:
+                        // the layer, clock: the step); K x M inputs then K x N output gradients
 };
 
 // The highest op this version understands; values above it (and 0) are rejected.
-constexpr std::uint8_t kLastOp = static_cast<std::uint8_t>(Op::kError);
+constexpr std::uint8_t kLastOp = static_cast<std::uint8_t>(Op::kFactors);
 
 bool is_known_op(std::uint8_t op);
 // "Push", "PullReply", ...; "unknown" for values is_known_op rejects.

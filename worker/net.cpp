@@ -31,6 +31,12 @@ void Net::read_input_grad(int, float*) {
   throw Error("the " + device() + " backend keeps no input gradients to read back");
 }
 
+void Net::read_factors(int, float*, float*) {
+  throw Error("the " + device() +
+              " backend cannot read sufficient factors: --comm sfb and hybrid "
+              "need the cpu device (or compute replay)");
+}
+
 #ifndef PSBED_HAVE_CUDA
 std::string gpu_unavailable_reason() {
   return "this psbed was built without CUDA (PSBED_CUDA=OFF or no nvcc at configure time)";

@@ -62,6 +62,13 @@ class Net {
   virtual void read_output(int layer, float* out);
   virtual void read_input_grad(int layer, float* out);
 
+  // A fully-connected layer's sufficient factors from the last forward and backward: its input
+  // (batch() x in-features, plain, padding rows included) into x, the gradient with respect to
+  // its output (batch() x out-features) into dy. dy^T x is the weight gradient and dy's column
+  // sums the bias's, so peers rebuild both from these (worker/sfb.hpp). Call after backward(layer)
+  // and before the next forward. The default, for a backend without them, throws Error.
+  virtual void read_factors(int layer, float* x, float* dy);
+
   // Host-device copies of a device backend go to `trace` on the lanes "h2d" and "d2h", named
   // "h2d:<layer>" / "d2h:<layer>" with the step `step()` returns. The CPU backend has none.
   virtual void set_trace(TraceRecorder* trace, std::function<std::int64_t()> step) {}

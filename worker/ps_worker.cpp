@@ -14,6 +14,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/comm.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/stats.hpp"
@@ -23,11 +24,13 @@
 #include "ps/control.hpp"
 #include "ps/node_link.hpp"
 #include "ps/stop_signals.hpp"
+#include "worker/arrivals.hpp"
 #include "worker/batcher.hpp"
 #include "worker/evaluate.hpp"
 #include "worker/net.hpp"
 #include "worker/replay_net.hpp"
 #include "worker/scheduler.hpp"
+#include "worker/sfb.hpp"
 #include "worker/train.hpp"
 #include "workloads/dataset.hpp"
 
@@ -42,101 +45,6 @@ void save_params(const std::string& path, const std::vector<std::vector<float>>&
 }
 
 namespace {
-
-// When the servers last gave the compute thread something (a transfer completed), and whether
-// that thread is waiting on them now: for a stop, which cuts a step short only once it is stuck.
-class Progress {
- public:
-  void moved() { last_us_ = now_us(); }
-  // While one lives, the compute thread waits on the servers for `what`: a transfer, or room to
-  // send one. The wait counts from its start: time spent computing is no lack of progress.
-  class Waiting {
-   public:
-    Waiting(Progress& p, std::string what) : p_(p) {
-      {
-        std::lock_guard<std::mutex> lock(p_.what_mu_);
-        p_.what_ = std::move(what);
-      }
-      p_.moved();
-      ++p_.waiting_;
-    }
-    ~Waiting() { --p_.waiting_; }
-    Waiting(const Waiting&) = delete;
-    Waiting& operator=(const Waiting&) = delete;
-
-   private:
-    Progress& p_;
-  };
-  // Waiting on the servers, and nothing came for `us` microseconds.
-  bool stuck_for(double us) const {
-    return waiting_.load() > 0 && now_us() - last_us_.load() >= us;
-  }
-  // When something last moved: one wait with nothing arriving keeps this value.
-  double last_moved_us() const { return last_us_.load(); }
-  std::string what() const {
-    std::lock_guard<std::mutex> lock(what_mu_);
-    return what_;
-  }
-
- private:
-  std::atomic<double> last_us_{0};
-  mutable std::mutex what_mu_;
-  std::string what_;
-  std::atomic<int> waiting_{0};
-};
-
-// Counts outstanding transfers per layer and lets the compute thread wait for one layer. A wait
-// also ends when `abort` says so (the coordinator shut the run down while a request was
-// unanswered), so a worker never hangs on a reply that will not come.
-class Arrivals {
- public:
-  // `abort` returns why the wait must end, or "" to go on waiting.
-  void set_abort(std::function<std::string()> abort) { abort_ = std::move(abort); }
-  // Told of every arrival, and of every wait.
-  void set_progress(Progress* progress) { progress_ = progress; }
-  // Makes a wait look at abort() now rather than at its next tick.
-  void wake() {
-    std::lock_guard<std::mutex> lock(mu_);
-    cv_.notify_all();
-  }
-  void reset(const std::vector<std::int64_t>& per_layer) {
-    std::lock_guard<std::mutex> lock(mu_);
-    remaining_ = per_layer;
-    total_ = 0;
-    for (auto r : per_layer) total_ += r;
-  }
-  void done(int layer, std::int64_t floats) {
-    std::lock_guard<std::mutex> lock(mu_);
-    remaining_[layer] -= floats;
-    total_ -= floats;
-    if (progress_) progress_->moved();
-    cv_.notify_all();
-  }
-  void wait_layer(int layer, std::string what) {
-    wait([&] { return remaining_[layer] == 0; }, std::move(what));
-  }
-  void wait_all(std::string what) {
-    wait([&] { return total_ == 0; }, std::move(what));
-  }
-
- private:
-  template <class Pred>
-  void wait(Pred ready, std::string what) {
-    std::optional<Progress::Waiting> waiting;
-    if (progress_) waiting.emplace(*progress_, std::move(what));
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!cv_.wait_for(lock, std::chrono::milliseconds(250), ready))
-      if (abort_)
-        if (const std::string why = abort_(); !why.empty())
-          throw Error(why + " while waiting for the servers");
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::int64_t> remaining_;  // floats still to arrive (or be acknowledged), per layer
-  std::int64_t total_ = 0;
-  std::function<std::string()> abort_;
-  Progress* progress_ = nullptr;
-};
 
 class PsWorker {
  public:
@@ -160,7 +68,9 @@ class PsWorker {
     }
     if (!opt_.straggler.empty()) parse_straggler_keys(opt_.straggler, slow_);
     keys_ = ps::node_keys(opt_.node.keys, opt_.node.key_file, opt_.node.name);
-    ps::NodeLink link({opt_.node.coordinator, "worker", opt_.node.name, "",
+    // The factor port is bound before joining: its address goes into the registration.
+    sfb_ = std::make_unique<FactorExchange>(opt_.peer_bind);
+    ps::NodeLink link({opt_.node.coordinator, "worker", opt_.node.name, sfb_->address(),
                        opt_.node.connect_timeout_s, opt_.node.heartbeat_s,
                        opt_.node.coordinator_timeout_s, keys_});
     // SIGTERM or SIGINT: training stops at the next step boundary (see stop_reason below).
@@ -248,6 +158,7 @@ class PsWorker {
     workloads::standardize(*data);
     // The coordinator's live policy switch: taken up at the next step boundary.
     link.on_control([this](const nlohmann::json& j) {
+      if (j.value("event", "") == "worker_dead") sfb_->peer_dead(j.value("worker", -1));
       if (j.value("event", "") != "set_policy") return;
       std::lock_guard<std::mutex> lock(ctl_mu_);
       pending_policy_ = j;
@@ -274,6 +185,7 @@ class PsWorker {
                   " but the model " + spec.name + " takes " + spec.input.str());
     id_ = link.id();
     joined_ = true;
+    choose_route();
     return data;
   }
 
@@ -297,6 +209,9 @@ class PsWorker {
     pushes_.set_abort([this, &link] { return stop_reason(link); });
     pulls_.set_progress(&progress_);
     pushes_.set_progress(&progress_);
+    sfb_->set_abort([this, &link] { return stop_reason(link); });
+    sfb_->set_progress(&progress_);
+    sfb_->set_trace(&trace_);
     const auto& exp = map_.exp;
     trace_.set_metadata("role", "worker");
     trace_.set_metadata("clock_sync", link.clock_sync());
@@ -373,7 +288,9 @@ class PsWorker {
     // cluster's, which the predictor reads from worker-0.
     ps::LinkOptions own = shaping;
     if (slow_.bandwidth_bytes_per_sec > 0) own.bandwidth_bps = slow_.bandwidth_bytes_per_sec * 8;
-    ps::PsClient client(map_, id_, link_id_, ps::LinkBuckets::make(own), keys_);
+    const auto buckets = ps::LinkBuckets::make(own);  // one NIC: shards and peers share it
+    ps::PsClient client(map_, id_, link_id_, buckets, keys_);
+    sfb_->start(map_, id_, comm_, buckets);
     client_ = &client;
     struct Unset {
       std::atomic<const ps::PsClient*>& c;
@@ -407,7 +324,9 @@ class PsWorker {
         batcher.shard_size(), exp.mode.str());
 
     layer_floats_.assign(spec.layers.size(), 0);
-    for (const auto& p : map_.plan.parts) layer_floats_[spec.tensors[p.key].layer] += p.numel;
+    for (const auto& p : map_.plan.parts)
+      if (!sfb_->exchanges(spec.tensors[p.key].layer))
+        layer_floats_[spec.tensors[p.key].layer] += p.numel;
     // Every transfer goes through the policy; completions count floats per layer (a policy may
     // slice parts), and are traced.
     TransmissionScheduler sched(
@@ -471,7 +390,8 @@ class PsWorker {
     pushes_.reset(layer_floats_);
     std::vector<policy::Transfer> parts;
     for (int i = 0; i < int(map_.plan.parts.size()); ++i)
-      parts.push_back({policy::Direction::kPull, i, layer_of(i), 0, map_.plan.parts[i].numel});
+      if (!sfb_->exchanges(layer_of(i)))
+        parts.push_back({policy::Direction::kPull, i, layer_of(i), 0, map_.plan.parts[i].numel});
     {
       // Sends wait for room on a full link: a wait on the servers, as for their answers.
       Progress::Waiting waiting(progress_, kRoomToSend);
@@ -485,6 +405,7 @@ class PsWorker {
     stretch(batch_t0);
     for (int l = 0; l < net_->num_layers(); ++l) {
       pulls_.wait_layer(l, "the parameters of layer " + spec.layers[l].name);
+      if (sfb_->exchanges(l)) sfb_->apply_until(l, s - staleness_, *net_);
       for (int t : spec.layers[l].tensors) net_->params_updated(t);
       const double t0 = now_us();
       net_->forward(l);
@@ -498,6 +419,10 @@ class PsWorker {
       net_->backward(l);
       stretch(t0);
       trace_.complete("bwd:" + spec.layers[l].name, "compute", t0, s);
+      if (sfb_->exchanges(l)) {
+        sfb_->send(l, s, *net_);
+        continue;
+      }
       parts.clear();
       for (int t : spec.layers[l].tensors)
         for (int i : map_.plan.parts_of_key[t])
@@ -590,7 +515,10 @@ class PsWorker {
         {"images_per_sec", steady_s > 0 ? steady_steps * exp.batch / steady_s : 0.0},
         {"bytes_pushed", client.bytes_pushed()},
         {"bytes_pulled", client.bytes_pulled()},
-        {"policy_switches", switches_}};
+        {"policy_switches", switches_},
+        {"comm", comm_json()},
+        {"bytes_factors", sfb_->bytes_sent()},
+        {"factors_refused", sfb_->refused().total()}};
     // Stopped by a signal, at any point from here on: the coordinator gets what this worker
     // measured and that it is leaving, without waiting on a coordinator that may be gone.
     auto stop_now = [&] {
@@ -701,11 +629,15 @@ class PsWorker {
       return;
     }
     pulls_.reset(layer_floats_);
+    // The factor layers' parameters are this worker's own, once the last step's are applied.
+    for (int l = 0; l < net_->num_layers(); ++l)
+      if (sfb_->exchanges(l)) sfb_->apply_until(l, map_.exp.steps, *net_);
     {
       Progress::Waiting waiting(progress_, kRoomToSend);  // a pull may wait for room
       for (int i = 0; i < int(map_.plan.parts.size()); ++i) {
         const Part& p = map_.plan.parts[i];
         const int layer = layer_of(i);
+        if (sfb_->exchanges(layer)) continue;
         client.pull(i, net_->param(p.key) + p.offset, 0, p.numel, std::uint64_t(map_.exp.steps),
                     layer, [this, layer, n = p.numel] { pulls_.done(layer, n); });
       }
@@ -722,6 +654,34 @@ class PsWorker {
       save_params(opt_.save_params, tensors);
     }
     link.send_control({{"event", "evaluated"}, {"test_accuracy", acc}});
+  }
+
+  // --comm against the cluster's, then the per-layer route (core/comm.hpp), said once.
+  void choose_route() {
+    const auto& exp = map_.exp;
+    if (!opt_.comm.empty() && opt_.comm != exp.comm)
+      throw Error("this worker's --comm " + opt_.comm + " is not the cluster's " + exp.comm +
+                  " (leave --comm out to take the cluster's)");
+    const CommMode mode = parse_comm(exp.comm);
+    if (const std::string why = comm_problem(mode, exp.mode); !why.empty()) throw Error(why);
+    comm_ =
+        choose_comm(map_.spec, mode, int(map_.workers.size()), int(map_.servers.size()), exp.batch);
+    staleness_ = exp.mode.kind == Consistency::Kind::kSsp ? exp.mode.staleness : 0;
+    if (comm_.any_sfb() && (opt_.device != "cpu" && opt_.compute == "real"))
+      throw Error("--comm " + exp.comm + " reads sufficient factors on the cpu device only, not " +
+                  opt_.device);
+    spdlog::info("{}: comm {}: {}", opt_.node.name, exp.comm, comm_.describe(map_.spec));
+    trace_.set_metadata("comm", comm_json());
+  }
+
+  nlohmann::json comm_json() const {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const LayerComm& c : comm_.layers)
+      layers.push_back({{"layer", map_.spec.layers[std::size_t(c.layer)].name},
+                        {"route", c.sfb ? "sfb" : "ps"},
+                        {"ps_bytes", c.ps_bytes},
+                        {"sfb_bytes", c.sfb_bytes}});
+    return {{"mode", to_string(comm_.mode)}, {"layers", layers}};
   }
 
   WorkerOptions opt_;
@@ -744,6 +704,9 @@ class PsWorker {
   std::unique_ptr<Net> net_;
   int id_ = 0;
   std::vector<std::int64_t> layer_floats_;
+  std::unique_ptr<FactorExchange> sfb_;  // the fc layers sent as factors (--comm sfb, hybrid)
+  CommPlan comm_;
+  std::int64_t staleness_ = 0;  // ssp:K's K: forward of step s needs factors up to s - K - 1
   std::atomic<std::int64_t> step_{0};
   Arrivals pulls_, pushes_;
   bool replay_ = false;

@@ -28,6 +28,11 @@ struct WorkerOptions {
   double start_stagger_ms = 0;
   std::string save_params;       // evaluating worker: write the final parameters here (raw float32)
   std::string compute = "real";  // or replay:<profile.json>: sleep per layer instead of computing
+  // ps | sfb | hybrid: must be the cluster's ("" = take the cluster's; core/comm.hpp).
+  std::string comm;
+  // Where peers send this worker their sufficient factors (worker/sfb.hpp); the bound address
+  // goes to the coordinator, so it must be one the other workers reach.
+  std::string peer_bind = "tcp://127.0.0.1:*";
 };
 
 int run_worker(const WorkerOptions& opt);

@@ -3,6 +3,7 @@
 #include <sys/prctl.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <vector>
 
@@ -62,6 +63,12 @@ class ReplayNet final : public Net {
   void forward(int layer) override { sleep_for_s(scale_ * sampler_.forward_s(layer)); }
   LossResult compute_loss() override { return {}; }
   void backward(int layer) override { sleep_for_s(scale_ * sampler_.backward_s(layer)); }
+  // Factors of the right size travel and are rebuilt as in a real run; their values are zero.
+  void read_factors(int layer, float* x, float* dy) override {
+    const LayerSpec& l = spec_.layers.at(std::size_t(layer));
+    std::fill(x, x + l.in.numel() * batch_, 0.0f);
+    std::fill(dy, dy + l.out.numel() * batch_, 0.0f);
+  }
 
  private:
   ModelSpec spec_;

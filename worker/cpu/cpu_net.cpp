@@ -448,6 +448,14 @@ class CpuNet final : public Net {
     copy_plain(layers_.at(l)->diff_src, out);
   }
 
+  void read_factors(int l, float* x, float* dy) override {
+    if (spec_.layers.at(l).type != LayerType::kFc)
+      throw Error("layer '" + spec_.layers[l].name +
+                  "' is no fc layer: it has no sufficient factors");
+    copy_plain(l == 0 ? input_ : layers_[l - 1]->dst, x);
+    copy_plain(l == num_layers() - 1 ? diff_logits_ : layers_[l + 1]->diff_src, dy);
+  }
+
   void backward(int l) override {
     const memory& diff_dst = l == num_layers() - 1 ? diff_logits_ : layers_[l + 1]->diff_src;
     layers_[l]->backward(c_, l == 0 ? input_ : layers_[l - 1]->dst, diff_dst, l > 0);

@@ -1,0 +1,54 @@
+// How each layer's gradients travel: through the parameter server (push the gradient, pull the
+// parameters), or as sufficient factors broadcast worker to worker (Poseidon's SFB): for a
+// fully-connected layer of N x M weights at batch K, its K x M inputs and K x N output
+// gradients, from which every worker rebuilds the same gradient and applies it itself.
+//
+// Poseidon's cost model decides per layer for `hybrid`: the bytes the busiest link carries each
+// way in one step. PS: every worker pushes and pulls the layer (MN + N floats), and the shards
+// holding it carry that times workers / shards. SFB: every worker sends K(M + N) floats to each
+// of its P - 1 peers and receives as much. The live worker and the simulator both decide with
+// choose_comm, so a prediction models the choice a run makes.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/consistency.hpp"
+#include "core/model_spec.hpp"
+
+namespace psbed {
+
+enum class CommMode { kPs, kSfb, kHybrid };
+// "ps", "sfb", "hybrid"; throws Error naming the text and the choices.
+CommMode parse_comm(const std::string& text);
+const char* to_string(CommMode m);
+
+// Why a mode cannot run under a consistency model ("" if it can): SFB layers need a step to
+// gather every worker's factors for, which async has not.
+std::string comm_problem(CommMode m, const Consistency& mode);
+
+struct LayerComm {
+  int layer = 0;  // index into ModelSpec::layers (fc layers only)
+  bool sfb = false;
+  double ps_bytes = 0;        // busiest link, each way, per step, through the server
+  double sfb_bytes = 0;       // busiest link, each way, per step, as factors
+  std::int64_t m = 0, n = 0;  // inputs and outputs of the layer
+};
+
+struct CommPlan {
+  CommMode mode = CommMode::kPs;
+  std::vector<LayerComm> layers;  // every fc layer, in model order
+  std::vector<bool> sfb;          // per model layer: its tensors travel as factors
+  bool any_sfb() const;
+  // "fc1 sfb (0.25 of ps), fc2 sfb (...), fc3 ps" for the start line and the summary.
+  std::string describe(const ModelSpec& spec) const;
+};
+
+// The per-layer choice for `workers` workers, `shards` shards and batch `batch`. ps: no layer;
+// sfb: every fc layer; hybrid: the fc layers whose factors cost fewer bytes on the busiest link.
+CommPlan choose_comm(const ModelSpec& spec, CommMode mode, int workers, int shards, int batch);
+
+// The floats of one worker's factors of fc layer `l` at batch `batch`: batch x (in + out).
+std::int64_t factor_floats(const LayerSpec& l, int batch);
+
+}  // namespace psbed

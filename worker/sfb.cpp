@@ -1,0 +1,288 @@
+#include "worker/sfb.hpp"
+
+#include <dnnl.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <optional>
+
+#include "core/error.hpp"
+#include "core/optimizer.hpp"
+
+namespace psbed::worker {
+
+std::string sfb_identity(const std::string& worker_name) { return "sfb:" + worker_name; }
+
+FactorExchange::FactorExchange(const std::string& endpoint) : endpoint_(endpoint) {
+  ps::ZmqOptions z;
+  z.role = ps::ZmqOptions::Role::kServer;
+  z.endpoint = endpoint;
+  z.thread_name = "sfb-router";
+  auto t = std::make_unique<ps::ZmqTransport>(z);
+  router_zmq_ = t.get();
+  router_ = std::move(t);
+}
+
+FactorExchange::~FactorExchange() { stop(); }
+
+std::string FactorExchange::address() const { return router_->endpoint(); }
+
+void FactorExchange::start(const ps::ClusterMap& map, int self, const CommPlan& plan,
+                           std::shared_ptr<ps::LinkBuckets> link) {
+  map_ = map;
+  self_ = self;
+  workers_ = int(map.workers.size());
+  sfb_ = plan.sfb;
+  const std::size_t layers = map.spec.layers.size();
+  // A peer may run ahead of this worker's applied count by the staleness bound plus the step it
+  // is in, from either side: bsp 2, ssp:K 2K + 2.
+  window_ = 2 * (map.exp.mode.kind == Consistency::Kind::kSsp ? map.exp.mode.staleness + 1 : 1);
+  floats_.assign(layers, 0);
+  pending_.assign(layers, {});
+  applied_.assign(layers, 0);
+  dead_.assign(std::size_t(workers_), false);
+  velocity_w_.assign(layers, {}), velocity_b_.assign(layers, {});
+  grad_w_.assign(layers, {}), grad_b_.assign(layers, {});
+  for (std::size_t l = 0; l < layers; ++l) {
+    if (!sfb_[l]) continue;
+    const LayerSpec& s = map.spec.layers[l];
+    floats_[l] = factor_floats(s, map.exp.batch);
+    const std::size_t wn = std::size_t(map.spec.tensors[s.tensors[0]].numel);
+    const std::size_t bn = std::size_t(map.spec.tensors[s.tensors[1]].numel);
+    velocity_w_[l].assign(wn, 0.0f), grad_w_[l].assign(wn, 0.0f);
+    velocity_b_[l].assign(bn, 0.0f), grad_b_[l].assign(bn, 0.0f);
+  }
+  for (const ps::NodeInfo& w : map.workers) identities_[sfb_identity(w.name)] = w.id;
+  if (!plan.any_sfb()) return;
+  if (link && link->options.shaped())
+    router_ = std::make_unique<ps::ShapedTransport>(std::move(router_), link);
+  router_->start([this](ps::Message&& m) { receive(std::move(m)); });
+  peers_.resize(std::size_t(workers_));
+  peer_zmq_.assign(std::size_t(workers_), nullptr);
+  for (const ps::NodeInfo& w : map.workers) {
+    if (w.id == self) continue;
+    if (w.address.empty())
+      throw Error(w.name + " gave no peer address when it registered: --comm " +
+                  std::string(to_string(plan.mode)) + " needs every worker to take factors");
+    ps::ZmqOptions z;
+    z.role = ps::ZmqOptions::Role::kClient;
+    z.endpoint = w.address;
+    z.identity = sfb_identity(map.workers[std::size_t(self)].name);
+    z.thread_name = "sfb-peer" + std::to_string(w.id);
+    auto t = std::make_unique<ps::ZmqTransport>(z);
+    peer_zmq_[std::size_t(w.id)] = t.get();
+    std::unique_ptr<ps::Transport> p = std::move(t);
+    if (link && link->options.shaped())
+      p = std::make_unique<ps::ShapedTransport>(std::move(p), link);
+    // Nothing comes back on these: the peer answers nothing, its factors come on its own.
+    p->start([](ps::Message&&) {});
+    peers_[std::size_t(w.id)] = std::move(p);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  started_ = true;
+}
+
+void FactorExchange::stop() {
+  for (ps::ZmqTransport* z : peer_zmq_)
+    if (z) z->release_senders();
+  for (auto& p : peers_)
+    if (p) p->stop();
+  if (router_) router_->stop();
+}
+
+std::int64_t FactorExchange::applied(int layer) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return applied_.at(std::size_t(layer));
+}
+
+void FactorExchange::peer_dead(int id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id < 0 || id >= workers_) return;
+  dead_[std::size_t(id)] = true;
+  cv_.notify_all();
+}
+
+// Why `m` is refused ("" to keep it); *problem is the kind for the counter.
+std::string FactorExchange::check(const ps::Message& m, int* problem) const {
+  using ps::Problem;
+  const ps::Header& h = m.header;
+  auto bad = [&](Problem p, std::string why) {
+    *problem = int(p);
+    return why;
+  };
+  if (h.op != ps::Op::kFactors)
+    return bad(Problem::kOp, std::string("a ") + ps::op_name(h.op) +
+                                 " message on the factor port, expected Factors");
+  const auto who = identities_.find(m.peer);
+  if (who == identities_.end())
+    return bad(Problem::kSender, "unknown peer '" + ps::peer_name(m.peer) +
+                                     "', expected one of the cluster's workers");
+  if (int(h.sender) != who->second || who->second == self_)
+    return bad(Problem::kSender, "sender " + std::to_string(h.sender) + " on the connection of " +
+                                     map_.workers[std::size_t(who->second)].name);
+  if (h.key >= sfb_.size() || !sfb_[h.key])
+    return bad(Problem::kKey, "layer " + std::to_string(h.key) +
+                                  " is not exchanged as factors (expected one of the sfb layers)");
+  const std::uint64_t want = std::uint64_t(floats_[h.key]) * 4;
+  if (h.length != want || m.payload.size() != want)
+    return bad(Problem::kPayloadSize,
+               "factors of " + map_.spec.layers[h.key].name + " of " +
+                   std::to_string(m.payload.size()) +
+                   " bytes, expected batch x (in + out) x 4 = " + std::to_string(want));
+  const std::int64_t step = std::int64_t(h.clock), applied = applied_[h.key];
+  if (step < applied || step >= applied + window_)
+    return bad(Problem::kRange, "factors of " + map_.spec.layers[h.key].name + " for step " +
+                                    std::to_string(step) + ", expected steps " +
+                                    std::to_string(applied) + ".." +
+                                    std::to_string(applied + window_ - 1));
+  const auto it = pending_[h.key].find(step);
+  if (it != pending_[h.key].end() && !it->second.from[h.sender].empty())
+    return bad(Problem::kRange, "a second copy of step " + std::to_string(step) + "'s factors of " +
+                                    map_.spec.layers[h.key].name);
+  return "";
+}
+
+void FactorExchange::receive(ps::Message&& m) {
+  std::unique_lock<std::mutex> lock(mu_);
+  int problem = 0;
+  const std::string why = started_ ? check(m, &problem) : "factors before this worker started";
+  if (!why.empty()) {
+    lock.unlock();
+    if (refused_.record(m.peer, ps::Problem(std::max(problem, 1))))
+      spdlog::warn("refused factors from {}: {} (dropped; further ones are only counted)",
+                   ps::peer_name(m.peer), why);
+    return;
+  }
+  Step& s = pending_[m.header.key][std::int64_t(m.header.clock)];
+  if (s.from.empty()) s.from.resize(std::size_t(workers_));
+  s.from[m.header.sender] = std::move(m.payload);
+  ++s.count;
+  if (progress_) progress_->moved();
+  cv_.notify_all();
+}
+
+void FactorExchange::send(int layer, std::int64_t step, Net& net) {
+  const double t0 = now_us();
+  const LayerSpec& l = map_.spec.layers[std::size_t(layer)];
+  const std::int64_t k = map_.exp.batch, m = l.in.numel();
+  auto buf = std::make_shared<std::vector<float>>(std::size_t(floats_[std::size_t(layer)]));
+  net.read_factors(layer, buf->data(), buf->data() + k * m);
+  const ps::Payload own = ps::Payload::share(std::shared_ptr<const std::vector<float>>(buf));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Step& s = pending_[std::size_t(layer)][step];
+    if (s.from.empty()) s.from.resize(std::size_t(workers_));
+    s.from[std::size_t(self_)] = own;
+    ++s.count;
+  }
+  // Each worker starts with the peer after it, so that no one is everyone's first.
+  for (int i = 1; i < workers_; ++i) {
+    const int to = (self_ + i) % workers_;
+    ps::Message msg;
+    msg.header.op = ps::Op::kFactors;
+    msg.header.sender = std::uint32_t(self_);
+    msg.header.key = std::uint32_t(layer);
+    msg.header.clock = std::uint64_t(step);
+    msg.header.priority = layer;
+    msg.header.length = own.size();
+    msg.payload = own;
+    if (!peers_[std::size_t(to)]->send(std::move(msg))) return;  // stopping
+    bytes_sent_ += own.size();
+  }
+  if (trace_ && trace_->enabled())
+    trace_->complete("factors:" + l.name, "sfb", t0, step,
+                     std::int64_t(own.size()) * (workers_ - 1), -1, -1);
+}
+
+bool FactorExchange::complete_locked(int layer, std::int64_t step) const {
+  const auto& p = pending_[std::size_t(layer)];
+  const auto it = p.find(step);
+  return it != p.end() && it->second.count == workers_;
+}
+
+std::string FactorExchange::missing_locked(int layer, std::int64_t step) const {
+  const auto& p = pending_[std::size_t(layer)];
+  const auto it = p.find(step);
+  for (int w = 0; w < workers_; ++w)
+    if (dead_[std::size_t(w)] && (it == p.end() || it->second.from[std::size_t(w)].empty()))
+      return map_.workers[std::size_t(w)].name;
+  return "";
+}
+
+void FactorExchange::apply_until(int layer, std::int64_t steps, Net& net) {
+  const std::string& name = map_.spec.layers[std::size_t(layer)].name;
+  for (;;) {
+    std::vector<ps::Payload> from;
+    std::int64_t step = 0;
+    {
+      std::optional<Progress::Waiting> waiting;
+      std::unique_lock<std::mutex> lock(mu_);
+      step = applied_[std::size_t(layer)];
+      if (!complete_locked(layer, step)) {
+        if (step >= steps) return;  // what must be applied is; the rest is not here yet
+        if (progress_) {
+          lock.unlock();
+          waiting.emplace(*progress_, "the factors of " + name + " for step " +
+                                          std::to_string(step) + " from its peers");
+          lock.lock();
+        }
+        while (!complete_locked(layer, step)) {
+          if (const std::string dead = missing_locked(layer, step); !dead.empty())
+            throw Error(dead + " died: bsp cannot go on without its factors of " + name +
+                        " for step " + std::to_string(step) + " (--comm " + map_.exp.comm + ")");
+          if (abort_ &&
+              cv_.wait_for(lock, std::chrono::milliseconds(250)) == std::cv_status::timeout) {
+            lock.unlock();
+            const std::string why = abort_();
+            lock.lock();
+            if (!why.empty()) throw Error(why + " while waiting for the factors of " + name);
+          } else if (!abort_) {
+            cv_.wait(lock);
+          }
+        }
+      }
+      auto it = pending_[std::size_t(layer)].find(step);
+      from = std::move(it->second.from);
+      pending_[std::size_t(layer)].erase(it);
+    }
+    rebuild_and_apply(layer, step, from, net);
+    std::lock_guard<std::mutex> lock(mu_);
+    applied_[std::size_t(layer)] = step + 1;
+  }
+}
+
+// The summed gradient of every worker's factors, in worker order (the same floats in the same
+// order on every replica), then the optimizer's step as a shard would take it.
+void FactorExchange::rebuild_and_apply(int layer, std::int64_t step,
+                                       const std::vector<ps::Payload>& from, Net& net) {
+  const double t0 = now_us();
+  const LayerSpec& l = map_.spec.layers[std::size_t(layer)];
+  const std::int64_t k = map_.exp.batch, m = l.in.numel(), n = l.out.numel();
+  std::vector<float>& gw = grad_w_[std::size_t(layer)];
+  std::vector<float>& gb = grad_b_[std::size_t(layer)];
+  std::fill(gb.begin(), gb.end(), 0.0f);
+  for (int w = 0; w < workers_; ++w) {
+    const float* x = reinterpret_cast<const float*>(from[std::size_t(w)].data());
+    const float* dy = x + k * m;
+    // gw (n x m) = dy^T (n x k) . x (k x m), accumulated over the workers.
+    const dnnl_status_t st =
+        dnnl_sgemm('T', 'N', n, m, k, 1.0f, dy, n, x, m, w == 0 ? 0.0f : 1.0f, gw.data(), m);
+    if (st != dnnl_success)
+      throw Error("rebuilding the gradient of " + l.name + " from factors failed (oneDNN sgemm)");
+    for (std::int64_t r = 0; r < k; ++r)
+      for (std::int64_t j = 0; j < n; ++j) gb[std::size_t(j)] += dy[r * n + j];
+  }
+  SgdOptions o = map_.exp.sgd;
+  o.lr = scheduled_lr(map_.exp.lr_schedule, o.lr, step, map_.exp.steps);
+  const float scale = 1.0f / float(workers_);
+  const int wt = l.tensors[0], bt = l.tensors[1];
+  sgd_apply(o, net.param(wt), gw.data(), velocity_w_[std::size_t(layer)].data(), gw.size(), scale);
+  sgd_apply(o, net.param(bt), gb.data(), velocity_b_[std::size_t(layer)].data(), gb.size(), scale);
+  net.params_updated(wt);
+  net.params_updated(bt);
+  if (trace_ && trace_->enabled()) trace_->complete("rebuild:" + l.name, "compute", t0, step);
+}
+
+}  // namespace psbed::worker

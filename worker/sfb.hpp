@@ -1,0 +1,112 @@
+// Sufficient-factor broadcasting (Poseidon's SFB) between workers, for the fc layers that
+// core/comm.hpp assigns to it. After a layer's backward a worker sends its factors of the step
+// (the layer's K x M inputs and K x N output gradients) to every peer over ZeroMQ, on the same
+// link emulation as its shard connections; every worker rebuilds the sum of all workers'
+// gradients from everyone's factors, in worker order, and applies the optimizer itself. So the
+// replicas of an SFB layer stay identical without a server: the same inputs, the same order, the
+// same code.
+//
+// What arrives is checked before it is kept: an unknown connection, a sender id that is not the
+// connection's, a layer not exchanged as factors, a payload of the wrong size and a step outside
+// the window the consistency model allows are refused and counted, never applied. A peer the
+// coordinator declares dead ends a wait that needs its factors with an Error naming it.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/comm.hpp"
+#include "core/trace.hpp"
+#include "ps/bad_message_counter.hpp"
+#include "ps/cluster_map.hpp"
+#include "ps/link.hpp"
+#include "ps/zmq_transport.hpp"
+#include "worker/arrivals.hpp"
+#include "worker/net.hpp"
+
+namespace psbed::worker {
+
+// The routing identity a worker's peer connections carry: "sfb:" + its name.
+std::string sfb_identity(const std::string& worker_name);
+
+class FactorExchange {
+ public:
+  // Binds `endpoint` ("tcp://127.0.0.1:*") now: its address goes into the registration.
+  explicit FactorExchange(const std::string& endpoint);
+  ~FactorExchange();
+  FactorExchange(const FactorExchange&) = delete;
+  FactorExchange& operator=(const FactorExchange&) = delete;
+  std::string address() const;
+
+  // After the cluster map: the layers `plan` sends as factors, this worker's id, the link
+  // shaping its shard connections use (shared: one NIC). Connects to every peer and starts
+  // receiving. With no SFB layer it connects to nobody.
+  void start(const ps::ClusterMap& map, int self, const CommPlan& plan,
+             std::shared_ptr<ps::LinkBuckets> link);
+  void stop();
+  // Why a wait must end ("" to go on waiting); told of arrivals and waits.
+  void set_abort(std::function<std::string()> abort) { abort_ = std::move(abort); }
+  void set_progress(Progress* progress) { progress_ = progress; }
+  void set_trace(TraceRecorder* trace) { trace_ = trace; }
+
+  bool exchanges(int layer) const { return layer < int(sfb_.size()) && sfb_[layer]; }
+  // Reads this worker's factors of `layer` for `step` from the net and sends them to every peer.
+  void send(int layer, std::int64_t step, Net& net);
+  // Rebuilds and applies `layer`'s steps in order until `steps` of them are applied, waiting
+  // for factors still to come; then applies any later step already complete without waiting.
+  void apply_until(int layer, std::int64_t steps, Net& net);
+  // The coordinator declared worker `id` dead: waits that need its factors end naming it.
+  void peer_dead(int id);
+  std::int64_t applied(int layer) const;
+  const ps::BadMessageCounter& refused() const { return refused_; }
+  std::uint64_t bytes_sent() const { return bytes_sent_; }
+
+  // Checks a received message against the map and the window; keeps it or counts it refused.
+  // Public for the receiving thread's callback and for tests.
+  void receive(ps::Message&& m);
+
+ private:
+  struct Step {
+    std::vector<ps::Payload> from;  // per worker; empty until it arrived
+    int count = 0;
+  };
+  std::string check(const ps::Message& m, int* problem) const;
+  bool complete_locked(int layer, std::int64_t step) const;
+  void rebuild_and_apply(int layer, std::int64_t step, const std::vector<ps::Payload>& from,
+                         Net& net);
+  std::string missing_locked(int layer, std::int64_t step) const;
+
+  std::string endpoint_;
+  ps::ZmqTransport* router_zmq_ = nullptr;
+  std::unique_ptr<ps::Transport> router_;
+  std::vector<ps::ZmqTransport*> peer_zmq_;
+  std::vector<std::unique_ptr<ps::Transport>> peers_;  // per worker id; null for self
+  ps::ClusterMap map_;
+  int self_ = 0, workers_ = 0;
+  std::int64_t window_ = 2;  // steps ahead of the applied count a factor may be
+  std::vector<bool> sfb_;
+  std::vector<std::int64_t> floats_;  // per layer: one worker's factor floats
+  std::map<std::string, int> identities_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::map<std::int64_t, Step>> pending_;  // per layer, by step
+  std::vector<std::int64_t> applied_;                  // per layer: steps applied
+  std::vector<bool> dead_;
+  bool started_ = false;
+
+  // Momentum buffers of the SFB layers' weight and bias, and the rebuilt gradients.
+  std::vector<std::vector<float>> velocity_w_, velocity_b_, grad_w_, grad_b_;
+  std::function<std::string()> abort_;
+  Progress* progress_ = nullptr;
+  TraceRecorder* trace_ = nullptr;
+  ps::BadMessageCounter refused_;
+  std::uint64_t bytes_sent_ = 0;
+};
+
+}  // namespace psbed::worker
