@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "core/optimizer.hpp"
@@ -39,6 +40,7 @@ void FactorExchange::start(const ps::ClusterMap& map, int self, const CommPlan& 
   // A peer may run ahead of this worker's applied count by the staleness bound plus the step it
   // is in, from either side: bsp 2, ssp:K 2K + 2.
   window_ = 2 * (map.exp.mode.kind == Consistency::Kind::kSsp ? map.exp.mode.staleness + 1 : 1);
+  each_ = map.exp.mode.kind == Consistency::Kind::kSsp;
   floats_.assign(layers, 0);
   pending_.assign(layers, {});
   applied_.assign(layers, 0);
@@ -138,7 +140,7 @@ std::string FactorExchange::check(const ps::Message& m, int* problem) const {
                                     std::to_string(applied) + ".." +
                                     std::to_string(applied + window_ - 1));
   const auto it = pending_[h.key].find(step);
-  if (it != pending_[h.key].end() && !it->second.from[h.sender].empty())
+  if (it != pending_[h.key].end() && it->second.arrived[h.sender])
     return bad(Problem::kRange, "a second copy of step " + std::to_string(step) + "'s factors of " +
                                     map_.spec.layers[h.key].name);
   return "";
@@ -155,9 +157,9 @@ void FactorExchange::receive(ps::Message&& m) {
                    ps::peer_name(m.peer), why);
     return;
   }
-  Step& s = pending_[m.header.key][std::int64_t(m.header.clock)];
-  if (s.from.empty()) s.from.resize(std::size_t(workers_));
+  Step& s = step_locked(int(m.header.key), std::int64_t(m.header.clock));
   s.from[m.header.sender] = std::move(m.payload);
+  s.arrived[m.header.sender] = true;
   ++s.count;
   if (progress_) progress_->moved();
   cv_.notify_all();
@@ -172,9 +174,9 @@ void FactorExchange::send(int layer, std::int64_t step, Net& net) {
   const ps::Payload own = ps::Payload::share(std::shared_ptr<const std::vector<float>>(buf));
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Step& s = pending_[std::size_t(layer)][step];
-    if (s.from.empty()) s.from.resize(std::size_t(workers_));
+    Step& s = step_locked(layer, step);
     s.from[std::size_t(self_)] = own;
+    s.arrived[std::size_t(self_)] = true;
     ++s.count;
   }
   // Each worker starts with the peer after it, so that no one is everyone's first.
@@ -196,6 +198,13 @@ void FactorExchange::send(int layer, std::int64_t step, Net& net) {
                      std::int64_t(own.size()) * (workers_ - 1), -1, -1);
 }
 
+FactorExchange::Step& FactorExchange::step_locked(int layer, std::int64_t step) {
+  Step& s = pending_[std::size_t(layer)][step];
+  if (s.from.empty())
+    s.from.resize(std::size_t(workers_)), s.arrived.assign(std::size_t(workers_), false);
+  return s;
+}
+
 bool FactorExchange::complete_locked(int layer, std::int64_t step) const {
   const auto& p = pending_[std::size_t(layer)];
   const auto it = p.find(step);
@@ -206,69 +215,119 @@ std::string FactorExchange::missing_locked(int layer, std::int64_t step) const {
   const auto& p = pending_[std::size_t(layer)];
   const auto it = p.find(step);
   for (int w = 0; w < workers_; ++w)
-    if (dead_[std::size_t(w)] && (it == p.end() || it->second.from[std::size_t(w)].empty()))
+    if (dead_[std::size_t(w)] && (it == p.end() || !it->second.arrived[std::size_t(w)]))
       return map_.workers[std::size_t(w)].name;
   return "";
 }
 
-void FactorExchange::apply_until(int layer, std::int64_t steps, Net& net) {
+// Waits, `lock` held, until ready() or the run ends: a dead peer whose factors `step` lacks, or
+// abort_'s reason.
+template <class Ready>
+void FactorExchange::wait_locked(std::unique_lock<std::mutex>& lock, int layer, std::int64_t step,
+                                 Ready ready) {
   const std::string& name = map_.spec.layers[std::size_t(layer)].name;
+  std::optional<Progress::Waiting> waiting;
+  if (progress_) {
+    lock.unlock();
+    waiting.emplace(*progress_, "the factors of " + name + " for step " + std::to_string(step) +
+                                    " from its peers");
+    lock.lock();
+  }
+  while (!ready()) {
+    if (const std::string dead = missing_locked(layer, step); !dead.empty())
+      throw Error(dead + " died: " + map_.exp.mode.str() + " cannot go on without its factors of " +
+                  name + " for step " + std::to_string(step) + " (--comm " + map_.exp.comm + ")");
+    if (!abort_) {
+      cv_.wait(lock);
+    } else if (cv_.wait_for(lock, std::chrono::milliseconds(250)) == std::cv_status::timeout) {
+      lock.unlock();
+      const std::string why = abort_();
+      lock.lock();
+      if (!why.empty()) throw Error(why + " while waiting for the factors of " + name);
+    }
+  }
+}
+
+void FactorExchange::apply_until(int layer, std::int64_t steps, Net& net) {
+  if (each_) return apply_each(layer, steps, net);
   for (;;) {
     std::vector<ps::Payload> from;
     std::int64_t step = 0;
     {
-      std::optional<Progress::Waiting> waiting;
       std::unique_lock<std::mutex> lock(mu_);
       step = applied_[std::size_t(layer)];
       if (!complete_locked(layer, step)) {
         if (step >= steps) return;  // what must be applied is; the rest is not here yet
-        if (progress_) {
-          lock.unlock();
-          waiting.emplace(*progress_, "the factors of " + name + " for step " +
-                                          std::to_string(step) + " from its peers");
-          lock.lock();
-        }
-        while (!complete_locked(layer, step)) {
-          if (const std::string dead = missing_locked(layer, step); !dead.empty())
-            throw Error(dead + " died: bsp cannot go on without its factors of " + name +
-                        " for step " + std::to_string(step) + " (--comm " + map_.exp.comm + ")");
-          if (abort_ &&
-              cv_.wait_for(lock, std::chrono::milliseconds(250)) == std::cv_status::timeout) {
-            lock.unlock();
-            const std::string why = abort_();
-            lock.lock();
-            if (!why.empty()) throw Error(why + " while waiting for the factors of " + name);
-          } else if (!abort_) {
-            cv_.wait(lock);
-          }
-        }
+        wait_locked(lock, layer, step, [&] { return complete_locked(layer, step); });
       }
       auto it = pending_[std::size_t(layer)].find(step);
       from = std::move(it->second.from);
       pending_[std::size_t(layer)].erase(it);
     }
-    rebuild_and_apply(layer, step, from, net);
+    rebuild_and_apply(layer, step, from, net, 0, workers_, 1.0f / float(workers_));
     std::lock_guard<std::mutex> lock(mu_);
     applied_[std::size_t(layer)] = step + 1;
+  }
+}
+
+// ssp, as an ssp shard: each worker's gradient is applied alone as it arrives (here: whenever
+// the compute thread looks), and the forward of step s waits until every step below `steps` is.
+void FactorExchange::apply_each(int layer, std::int64_t steps, Net& net) {
+  auto& pending = pending_[std::size_t(layer)];
+  for (;;) {
+    std::vector<std::tuple<std::int64_t, int, ps::Payload>> todo;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      auto arrived = [&] {
+        for (auto& [step, st] : pending)
+          for (int w = 0; w < workers_; ++w)
+            if (!st.from[std::size_t(w)].empty()) return true;
+        return false;
+      };
+      const std::int64_t step = applied_[std::size_t(layer)];
+      if (!arrived()) {
+        if (step >= steps) return;
+        wait_locked(lock, layer, step, arrived);
+      }
+      for (auto& [s, st] : pending)
+        for (int w = 0; w < workers_; ++w)
+          if (!st.from[std::size_t(w)].empty()) {
+            todo.emplace_back(s, w, std::move(st.from[std::size_t(w)]));
+            st.from[std::size_t(w)] = ps::Payload();
+          }
+    }
+    for (auto& [s, w, payload] : todo) {
+      std::vector<ps::Payload> one(static_cast<std::size_t>(workers_));
+      one[std::size_t(w)] = payload;
+      rebuild_and_apply(layer, s, one, net, w, w + 1, 1.0f);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [s, w, payload] : todo) ++pending[s].applied;
+    while (!pending.empty() && pending.begin()->first == applied_[std::size_t(layer)] &&
+           pending.begin()->second.applied == workers_) {
+      pending.erase(pending.begin());
+      ++applied_[std::size_t(layer)];
+    }
   }
 }
 
 // The summed gradient of every worker's factors, in worker order (the same floats in the same
 // order on every replica), then the optimizer's step as a shard would take it.
 void FactorExchange::rebuild_and_apply(int layer, std::int64_t step,
-                                       const std::vector<ps::Payload>& from, Net& net) {
+                                       const std::vector<ps::Payload>& from, Net& net, int first,
+                                       int last, float scale) {
   const double t0 = now_us();
   const LayerSpec& l = map_.spec.layers[std::size_t(layer)];
   const std::int64_t k = map_.exp.batch, m = l.in.numel(), n = l.out.numel();
   std::vector<float>& gw = grad_w_[std::size_t(layer)];
   std::vector<float>& gb = grad_b_[std::size_t(layer)];
   std::fill(gb.begin(), gb.end(), 0.0f);
-  for (int w = 0; w < workers_; ++w) {
+  for (int w = first; w < last; ++w) {
     const float* x = reinterpret_cast<const float*>(from[std::size_t(w)].data());
     const float* dy = x + k * m;
     // gw (n x m) = dy^T (n x k) . x (k x m), accumulated over the workers.
     const dnnl_status_t st =
-        dnnl_sgemm('T', 'N', n, m, k, 1.0f, dy, n, x, m, w == 0 ? 0.0f : 1.0f, gw.data(), m);
+        dnnl_sgemm('T', 'N', n, m, k, 1.0f, dy, n, x, m, w == first ? 0.0f : 1.0f, gw.data(), m);
     if (st != dnnl_success)
       throw Error("rebuilding the gradient of " + l.name + " from factors failed (oneDNN sgemm)");
     for (std::int64_t r = 0; r < k; ++r)
@@ -276,7 +335,6 @@ void FactorExchange::rebuild_and_apply(int layer, std::int64_t step,
   }
   SgdOptions o = map_.exp.sgd;
   o.lr = scheduled_lr(map_.exp.lr_schedule, o.lr, step, map_.exp.steps);
-  const float scale = 1.0f / float(workers_);
   const int wt = l.tensors[0], bt = l.tensors[1];
   sgd_apply(o, net.param(wt), gw.data(), velocity_w_[std::size_t(layer)].data(), gw.size(), scale);
   sgd_apply(o, net.param(bt), gb.data(), velocity_b_[std::size_t(layer)].data(), gb.size(), scale);

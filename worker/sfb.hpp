@@ -72,13 +72,20 @@ class FactorExchange {
 
  private:
   struct Step {
-    std::vector<ps::Payload> from;  // per worker; empty until it arrived
-    int count = 0;
+    std::vector<ps::Payload> from;  // per worker, until applied
+    std::vector<bool> arrived;      // per worker
+    int count = 0;                  // arrived
+    int applied = 0;                // ssp: applied one by one
   };
+  Step& step_locked(int layer, std::int64_t step);
+  template <class Ready>
+  void wait_locked(std::unique_lock<std::mutex>& lock, int layer, std::int64_t step, Ready ready);
+  void apply_each(int layer, std::int64_t steps, Net& net);
   std::string check(const ps::Message& m, int* problem) const;
   bool complete_locked(int layer, std::int64_t step) const;
+  // Rebuilds the gradient of workers [first, last) of `from` and applies it, times `scale`.
   void rebuild_and_apply(int layer, std::int64_t step, const std::vector<ps::Payload>& from,
-                         Net& net);
+                         Net& net, int first, int last, float scale);
   std::string missing_locked(int layer, std::int64_t step) const;
 
   std::string endpoint_;
@@ -89,6 +96,7 @@ class FactorExchange {
   ps::ClusterMap map_;
   int self_ = 0, workers_ = 0;
   std::int64_t window_ = 2;  // steps ahead of the applied count a factor may be
+  bool each_ = false;        // ssp: each worker's factors applied alone, as they arrive
   std::vector<bool> sfb_;
   std::vector<std::int64_t> floats_;  // per layer: one worker's factor floats
   std::map<std::string, int> identities_;
