@@ -58,6 +58,11 @@ void FactorExchange::start(const ps::ClusterMap& map, int self, const CommPlan& 
   }
   for (const ps::NodeInfo& w : map.workers) identities_[sfb_identity(w.name)] = w.id;
   if (!plan.any_sfb()) return;
+  // Peers may send as soon as they have the map: what arrives now is checked against it.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    started_ = true;
+  }
   if (link && link->options.shaped())
     router_ = std::make_unique<ps::ShapedTransport>(std::move(router_), link);
   router_->start([this](ps::Message&& m) { receive(std::move(m)); });
@@ -82,8 +87,6 @@ void FactorExchange::start(const ps::ClusterMap& map, int self, const CommPlan& 
     p->start([](ps::Message&&) {});
     peers_[std::size_t(w.id)] = std::move(p);
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  started_ = true;
 }
 
 void FactorExchange::stop() {
