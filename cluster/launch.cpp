@@ -117,6 +117,9 @@ class Launcher {
             comm_problem(parse_comm(opt_.comm), ps::Consistency::parse(opt_.mode));
         !why.empty())
       throw Error(why);
+    if (opt_.secure && opt_.comm != "ps")
+      throw Error("--secure with --comm " + opt_.comm +
+                  ": the workers' factor links have no CURVE yet; use --comm ps");
     worker::require_device(opt_.device);  // a GPU run without a device: status 2, not a timeout
     scheduled_lr(opt_.lr_schedule, opt_.lr, 0, 1);
     link_ = ps::parse_link(opt_.bandwidth, opt_.latency);

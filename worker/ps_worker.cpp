@@ -667,6 +667,12 @@ class PsWorker {
     comm_ =
         choose_comm(map_.spec, mode, int(map_.workers.size()), int(map_.servers.size()), exp.batch);
     staleness_ = exp.mode.kind == Consistency::Kind::kSsp ? exp.mode.staleness : 0;
+    // The factor port has no CURVE yet: a secured cluster would send factors in the clear and
+    // take them from anyone who reaches the port.
+    if (comm_.any_sfb() && keys_.on())
+      throw Error(
+          "--comm " + exp.comm +
+          " sends factors worker to worker without CURVE: a --keys cluster needs --comm ps");
     if (comm_.any_sfb() && (opt_.device != "cpu" && opt_.compute == "real"))
       throw Error("--comm " + exp.comm + " reads sufficient factors on the cpu device only, not " +
                   opt_.device);

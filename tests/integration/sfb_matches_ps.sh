@@ -65,4 +65,9 @@ if "$PSBED" launch --servers 1 --workers 2 --model mlp --data mnist --steps 5 --
   --out "$WORK/async" >"$WORK/async.out" 2>&1; then fail "async with --comm sfb was not refused"; fi
 grep -q "needs --mode bsp or ssp:K: async has no step" "$WORK/async.out" \
   || { cat "$WORK/async.out"; fail "async refusal without its reason"; }
+# The factor links have no CURVE: a secured run refuses SFB rather than send factors in the clear.
+if "$PSBED" launch --servers 1 --workers 2 --model mlp --data mnist --steps 5 --mode bsp --comm hybrid \
+  --secure --out "$WORK/secure" >"$WORK/secure.out" 2>&1; then fail "--secure with --comm hybrid was not refused"; fi
+grep -q "factor links have no CURVE yet; use --comm ps" "$WORK/secure.out" \
+  || { cat "$WORK/secure.out"; fail "--secure refusal without its reason"; }
 echo "PASS"
