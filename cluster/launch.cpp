@@ -685,6 +685,7 @@ class Launcher {
                 opt_.model.c_str(), opt_.workers, opt_.servers, opt_.mode.c_str(),
                 opt_.policy.c_str(), opt_.compute == "real" ? "" : ", compute ",
                 opt_.compute == "real" ? "" : opt_.compute.c_str());
+    print_comm_routes(opt_.comm, s);
     for (const auto& sw : s.value("policy_switches", nlohmann::json::array()))
       std::printf("policy switched to %s at step %s\n",
                   sw.value("describe", std::string("?")).c_str(),

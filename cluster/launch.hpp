@@ -8,6 +8,7 @@
 // the coordinator declares it dead and the servers stop waiting for it.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,10 @@ void check_compute(const std::string& compute, const ModelSpec& spec, const std:
 // The run's policy settings as the policies take them: --credit read into bytes (-1: the
 // policy's default). Errors (psbed::Error) name --credit.
 policy::PolicyOptions policy_options(const LaunchOptions& opt);
+
+// --comm sfb or hybrid: the route each fc layer took and the factor bytes, as the first worker
+// of `summary` reported them, on one line of stdout ("" for ps).
+void print_comm_routes(const std::string& comm, const nlohmann::json& summary);
 int run_launch(const LaunchOptions& opt);
 
 }  // namespace psbed::cluster

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -125,6 +126,22 @@ void check_launch_options(const LaunchOptions& o) {
   if (!o.profile.empty()) {
     Profile::load(o.profile).check_matches(spec, "--profile " + o.profile);
     check_profile_batch(o.profile, o.batch, "--profile " + o.profile);
+  }
+}
+
+void print_comm_routes(const std::string& comm, const nlohmann::json& summary) {
+  if (comm == "ps") return;
+  for (const auto& w : summary.value("per_worker", nlohmann::json::array())) {
+    const auto layers = w.value("comm", nlohmann::json::object()).value("layers", nlohmann::json());
+    if (!layers.is_array()) continue;
+    std::string routes;
+    for (const auto& l : layers)
+      routes += (routes.empty() ? "" : ", ") + l.value("layer", std::string()) + " " +
+                l.value("route", std::string());
+    std::printf("comm %s: %s; %s sent %s of factors\n", comm.c_str(), routes.c_str(),
+                w.value("name", std::string()).c_str(),
+                format_bytes(w.value("bytes_factors", 0.0)).c_str());
+    return;
   }
 }
 

@@ -51,6 +51,8 @@ for model in lenet5 mlp; do
     # The route each fc layer took is said at the start and kept in the summary and the traces.
     grep -q "comm $comm: fc1 " "$WORK/run-$model-$comm/logs/worker-0.log" \
       || fail "$model $comm: the per-layer choice was not printed"
+    grep -q "^comm $comm: fc1 sfb, fc2 sfb, fc3 .*; worker-0 sent [0-9.]* [KM]iB of factors" "$WORK/$model-$comm.out" \
+      || fail "$model $comm: launch's summary lacks the routes"
     json "$WORK/run-$model-$comm/summary.json" \
       '"ok" if s["comm"] == "'$comm'" and all(w["factors_refused"] == 0 for w in s["per_worker"]) else sys.exit(1)' \
       >/dev/null || fail "$model $comm: summary lacks comm or counted refused factors"
