@@ -231,6 +231,9 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
                 "settings count for the kept runs of the policies this call runs)");
   app->add_flag("!--no-plot", o.plot, "skip sweep.png");
   app->add_option("--model", b.model, "model name or .toml path")->capture_default_str();
+  app->add_option("--comm", b.comm,
+                  "ps, sfb or hybrid for every run: how fc layers travel (docs/communication.md)")
+      ->capture_default_str();
   app->add_option("--data", b.data, "mnist or synthetic")->capture_default_str();
   app->add_option("--data-dir", b.data_dir, "directory with IDX files");
   app->add_option("--compute", b.compute,

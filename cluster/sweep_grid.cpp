@@ -5,6 +5,7 @@
 #include <map>
 
 #include "cluster/sweep_parts.hpp"
+#include "core/comm.hpp"
 #include "core/error.hpp"
 #include "core/policy.hpp"
 #include "core/units.hpp"
@@ -127,6 +128,7 @@ std::vector<std::string> launch_args(const LaunchOptions& o) {
   if (!o.credit.empty() && policy::uses_credit(o.policy)) a.insert(a.end(), {"--credit", o.credit});
   if (!o.bandwidth.empty()) a.insert(a.end(), {"--bandwidth", o.bandwidth});
   if (!o.latency.empty()) a.insert(a.end(), {"--latency", o.latency});
+  if (o.comm != "ps") a.insert(a.end(), {"--comm", o.comm});
   if (o.netns) a.push_back("--netns");
   if (!o.trace) a.push_back("--no-trace");
   return a;
@@ -143,7 +145,10 @@ void check_grid(SweepOptions& opt) {
     po.name = p;
     policy::check_policy_options(po);
   }
-  for (const auto& m : opt.modes) ps::Consistency::parse(m);
+  for (const auto& m : opt.modes)
+    if (const std::string why = comm_problem(parse_comm(base.comm), ps::Consistency::parse(m));
+        !why.empty())
+      throw Error(why);
   // A GPU sweep on a machine without one fails here once, not at every point.
   worker::require_device(base.device);
   for (auto& b : opt.bandwidths) b = point_bandwidth(b);
