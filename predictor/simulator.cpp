@@ -28,11 +28,6 @@ void take_host_costs(const Profile& profile, SimConfig& c) {
   c.cpu_contention = profile.contention;
 }
 
-ReceiveCost receive_cost(const SimConfig& c, bool carries_data, std::int64_t bytes) {
-  if (!carries_data) return {};
-  return {2 * c.message_cost_s, 2 * c.cpu_per_message_s + double(bytes) * c.cpu_per_byte_s};
-}
-
 std::int64_t default_warmup_steps(std::int64_t steps) { return warmup_steps(steps); }
 
 double contention_scale(const SimConfig& c) {

@@ -154,7 +154,11 @@ struct ReceiveCost {
   double thread_s = 0;  // the receiving thread's serial time
   double cpu_s = 0;     // one of the host's cores
 };
-ReceiveCost receive_cost(const SimConfig& c, bool carries_data, std::int64_t bytes);
+// Inline: every arrival asks it.
+inline ReceiveCost receive_cost(const SimConfig& c, bool carries_data, std::int64_t bytes) {
+  if (!carries_data) return {};
+  return {2 * c.message_cost_s, 2 * c.cpu_per_message_s + double(bytes) * c.cpu_per_byte_s};
+}
 
 // The host costs a profile calibrated (the per-message cost, the copy cost per byte), set on `c`.
 void take_host_costs(const Profile& profile, SimConfig& c);

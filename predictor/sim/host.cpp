@@ -3,6 +3,18 @@
 
 namespace psbed::predictor::sim {
 
+// An arrival's delivery time with its chance share of SimConfig::arrival_jitter_s, never before
+// the previous message of the same connection (sender, receiver): one connection keeps its
+// order, different senders' messages that come due together go in any order. Inlined into
+// arrive, its one caller: it runs for every message.
+[[gnu::always_inline]] inline double Simulation::jittered(const Message& m, double t) {
+  if (cfg_.arrival_jitter_s <= 0) return t;
+  double& last = connection_last_[to_server(m) ? push_channel(m.worker, m.shard)
+                                               : pull_channel(m.worker, m.shard)];
+  last = std::max(last, t + cfg_.arrival_jitter_s * jitter_rng_.uniform());
+  return last;
+}
+
 // A message reached its receiver at `at` (latency included). Each node's receiving thread
 // handles one message at a time (receive_cost: a transfer's share on its data message), so on
 // a busy node (a shard serving many workers) messages queue for software as well as for the
@@ -22,17 +34,6 @@ void Simulation::arrive(int id, double at) {
   free = start + cost.thread_s;
   events_.push_stream(W_ + S_ + node, jittered(m, free + cfg_.message_latency_s),
                       EventType::kDeliver, id);
-}
-
-// An arrival's delivery time with its chance share of SimConfig::arrival_jitter_s, never before
-// the previous message of the same connection (sender, receiver): one connection keeps its
-// order, different senders' messages that come due together go in any order.
-double Simulation::jittered(const Message& m, double t) {
-  if (cfg_.arrival_jitter_s <= 0) return t;
-  double& last = connection_last_[to_server(m) ? push_channel(m.worker, m.shard)
-                                               : pull_channel(m.worker, m.shard)];
-  last = std::max(last, t + cfg_.arrival_jitter_s * jitter_rng_.uniform());
-  return last;
 }
 
 // Books `cpu` seconds of a message's work on the core that can start it first, at or after
