@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <queue>
+#include <utility>
 #include <vector>
 
 namespace psbed::predictor::sim {
@@ -24,29 +25,53 @@ enum class EventType : std::uint8_t {
 template <class T>
 class Fifo {
  public:
+  Fifo() = default;
+  Fifo(const Fifo& o) { *this = o; }
+  Fifo(Fifo&& o) noexcept { *this = std::move(o); }
+  Fifo& operator=(const Fifo& o) {
+    store_ = o.store_;
+    return adopt(o);
+  }
+  Fifo& operator=(Fifo&& o) noexcept {
+    store_ = std::move(o.store_);
+    adopt(o);
+    o.store_.clear(), o.buf_ = nullptr, o.cap_ = o.mask_ = o.head_ = o.size_ = 0;
+    return *this;
+  }
   bool empty() const { return size_ == 0; }
   std::size_t size() const { return size_; }
   T& front() { return buf_[head_]; }
   const T& front() const { return buf_[head_]; }
-  const T& back() const { return buf_[(head_ + size_ - 1) & (buf_.size() - 1)]; }
+  const T& back() const { return buf_[(head_ + size_ - 1) & mask_]; }
   void push_back(const T& v) {
-    if (size_ == buf_.size()) grow();
-    buf_[(head_ + size_) & (buf_.size() - 1)] = v;
+    if (size_ == cap_) grow();
+    buf_[(head_ + size_) & mask_] = v;
     ++size_;
   }
   void pop_front() {
-    head_ = (head_ + 1) & (buf_.size() - 1);
+    head_ = (head_ + 1) & mask_;
     --size_;
   }
 
  private:
+  // The capacity and its mask are kept beside the buffer: a vector's size() divides by the
+  // element's size, on every push and pop.
   [[gnu::noinline]] void grow() {
-    std::vector<T> bigger(std::max<std::size_t>(8, 2 * buf_.size()));
-    for (std::size_t i = 0; i < size_; ++i) bigger[i] = buf_[(head_ + i) & (buf_.size() - 1)];
-    buf_.swap(bigger);
+    std::vector<T> bigger(std::max<std::size_t>(8, 2 * cap_));
+    for (std::size_t i = 0; i < size_; ++i) bigger[i] = buf_[(head_ + i) & mask_];
+    store_.swap(bigger);
+    buf_ = store_.data();
+    cap_ = store_.size();
+    mask_ = cap_ - 1;
     head_ = 0;
   }
-  std::vector<T> buf_;  // capacity a power of two
+  Fifo& adopt(const Fifo& o) {
+    buf_ = store_.data(), cap_ = o.cap_, mask_ = o.mask_, head_ = o.head_, size_ = o.size_;
+    return *this;
+  }
+  std::vector<T> store_;  // capacity a power of two
+  T* buf_ = nullptr;      // store_.data()
+  std::size_t cap_ = 0, mask_ = 0;
   std::size_t head_ = 0, size_ = 0;
 };
 
