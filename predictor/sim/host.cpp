@@ -87,11 +87,12 @@ double Simulation::run_on_core(double from, double cpu) {
   return best;
 }
 
-// A reply or an acknowledgment taken by the worker's receiving thread.
+// A reply or an acknowledgment taken by the worker's receiving thread. Its id is free again
+// before the worker sends more: transfer_done reads the message before it asks the policy for
+// more, which may reuse the id.
 void Simulation::finish(int id) {
-  const Message done = messages_[id];
   free_messages_.push_back(id);
-  transfer_done(done);
+  transfer_done(messages_[id]);
 }
 
 }  // namespace psbed::predictor::sim

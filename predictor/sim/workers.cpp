@@ -157,7 +157,8 @@ void Simulation::pump(int wi, bool from_compute) {
 }
 
 void Simulation::transfer_done(const Message& m) {
-  Worker& w = workers_[m.worker];
+  const int wi = m.worker;  // `m` is not read after pump, whose sends may reuse its id
+  Worker& w = workers_[wi];
   w.driver.acked(now_, m.t);
   if (w.trace) record_transfer(w, m);
   if (m.kind == MsgKind::kPullReply) {
@@ -166,8 +167,8 @@ void Simulation::transfer_done(const Message& m) {
   } else {
     w.pushes_total -= m.t.count;
   }
-  pump(m.worker, false);
-  advance(m.worker);
+  pump(wi, false);
+  advance(wi);
 }
 
 }  // namespace psbed::predictor::sim
