@@ -151,7 +151,7 @@ class EventQueue {
         if (q.empty())
           vacated_ = slot;  // most often refilled by the handler (a node's next departure)
         else
-          set_slot(slot, q.front());
+          key_[slot] = q.front(), sift_down(0, Item{q.front().t, q.front().seq, slot});
       }
     } else {
       heap_.pop();
@@ -168,7 +168,7 @@ class EventQueue {
     from = Source::kNone;
     if (!fifo_.empty()) best = &fifo_.front(), from = Source::kFifo;
     if (!heap_.empty() && (!best || *best > heap_.top())) best = &heap_.top(), from = Source::kHeap;
-    if (!cheap_.empty() && (!best || *best > key_[cheap_[0].slot]))
+    if (!cheap_.empty() && (!best || before(cheap_[0], *best)))
       best = &key_[cheap_[0].slot], from = Source::kSlot;
     return best;
   }
@@ -211,6 +211,9 @@ class EventQueue {
     int slot;
   };
   static bool before(const Item& x, const Item& y) {
+    return x.t != y.t ? x.t < y.t : x.seq < y.seq;
+  }
+  static bool before(const Item& x, const Event& y) {
     return x.t != y.t ? x.t < y.t : x.seq < y.seq;
   }
   void place(int i, const Item& item) { cheap_[i] = item, pos_[item.slot] = i; }
