@@ -78,7 +78,7 @@ void Simulation::pace(int node) {
 }
 
 // A message's bytes left its sender: out of the send buffer, through the receiver's downlink.
-void Simulation::depart(int id) {
+inline void Simulation::depart(int id) {
   const Message& m = messages_[id];
   buffers_[buffer_of(m)].queued -= message_bytes(m);
   through_ingress(id);
@@ -86,7 +86,7 @@ void Simulation::depart(int id) {
 
 // A message on its way: the host's copies, the receiver's downlink bucket (if shaped), the
 // latency.
-void Simulation::through_ingress(int id) {
+inline void Simulation::through_ingress(int id) {
   const Message& m = messages_[id];
   const double bytes = message_bytes(m);
   const double in = now_ + bytes * cfg_.transit_s_per_byte;
