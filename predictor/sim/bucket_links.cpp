@@ -29,7 +29,7 @@ bool Simulation::flush(int thread) {
 
 // Puts one message into its send buffer and in its peer's turn at the pacer, if there is room
 // (a message goes alone into an empty buffer, however big); else the thread waits for room.
-bool Simulation::enqueue(int thread, int id) {
+inline bool Simulation::enqueue(int thread, int id) {
   const Message& m = messages_[id];
   SendBuffer& b = buffers_[buffer_of(m)];
   const double bytes = message_bytes(m);
