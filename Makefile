@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 PSBED := build/release/cluster/psbed
 export PSBED_DATA_DIR ?= $(CURDIR)/data/mnist
 
-.PHONY: all deps data web build build-asan demo test test-unit test-asan lint fuzz fuzz-build fuzz-smoke bench clean
+.PHONY: all deps data web build build-asan demo test test-unit test-asan test-containers lint fuzz fuzz-build fuzz-smoke bench clean
 
 all: build
 
@@ -90,6 +90,11 @@ bench: build data
 	@mkdir -p runs/bench
 	$(PSBED) bench compute --json runs/bench/compute.json
 	$(PSBED) bench ps --json runs/bench/ps.json
+
+# The image and compose for real (docs/deploy-docker.md, "Checking the container path"): as root,
+# before a release; too slow for `make test`.
+test-containers:
+	@tests/containers/run.sh
 
 clean:
 	rm -rf build

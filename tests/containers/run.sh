@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# The container path for real (`make test-containers`, run as root before a release; too slow
+# for `make test`): a Docker engine (Debian's docker.io, installed and started when missing), a
+# base image built locally with debootstrap when none is present (no registry is needed), the
+# project's image from cluster/Dockerfile, then with docker-compose: 2 shards + 3 workers train
+# lenet5 to >= 95% test accuracy; a worker container killed mid-run is named by the coordinator
+# and the others finish; `docker-compose down` leaves no container or network behind. Whatever
+# it started (the engine included) is stopped by PID at the end.
+#   tests/containers/run.sh            PSBED_CT_KEEP=1 keeps the work folder
+set -euo pipefail
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+BASE=psbed-base:bookworm
+IMAGE=psbed:containertest
+PROJECT=psbedct
+WORK=$(mktemp -d /tmp/psbed-containers.XXXXXX)
+DOCKERD_PID=
+t0=$(date +%s)
+say() { echo "test-containers [$(($(date +%s) - t0))s]: $*" >&2; }
+fail() { say "FAIL: $*"; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || fail "run as root (it installs and starts the Docker engine)"
+
+# The engine's own client, not a newer one earlier on PATH that may want buildx for BuildKit.
+DOCKER=docker
+[ -x /usr/bin/docker ] && DOCKER=/usr/bin/docker
+compose() { docker-compose -p "$PROJECT" -f "$SRC/docker-compose.yml" "$@"; }
+
+cleanup() {
+  set +e
+  if [ -n "${DOCKER_UP:-}" ]; then
+    compose down -v --remove-orphans >/dev/null 2>&1
+  fi
+  if [ -n "$DOCKERD_PID" ]; then
+    kill -TERM "$DOCKERD_PID" 2>/dev/null
+    for _ in $(seq 60); do kill -0 "$DOCKERD_PID" 2>/dev/null || break; sleep 0.5; done
+    kill -KILL "$DOCKERD_PID" 2>/dev/null
+  fi
+  if [ -n "${PSBED_CT_KEEP:-}" ]; then say "work folder kept: $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+# --- the engine ---------------------------------------------------------------------------------
+need_pkgs=()
+command -v dockerd >/dev/null || need_pkgs+=(docker.io)
+command -v docker-compose >/dev/null || need_pkgs+=(docker-compose)
+command -v debootstrap >/dev/null || need_pkgs+=(debootstrap)
+# compose's `init: true` needs an init for the containers; Debian ships it as tini.
+[ -x /usr/bin/tini-static ] || [ -x /usr/sbin/docker-init ] || need_pkgs+=(tini)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  say "installing ${need_pkgs[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need_pkgs[@]}" \
+    >"$WORK/apt.log" 2>&1 || { tail -5 "$WORK/apt.log" >&2; fail "apt-get install ${need_pkgs[*]} failed"; }
+fi
+[ -x /usr/bin/docker ] && DOCKER=/usr/bin/docker
+
+if ! $DOCKER info >/dev/null 2>&1; then
+  # No firewall rules of the engine's own on this host: containers reach each other on the
+  # compose network's bridge; builds use the host's network (below) to reach the mirrors.
+  init_opt=()
+  [ -x /usr/sbin/docker-init ] || init_opt=(--init-path /usr/bin/tini-static)
+  dockerd --iptables=false --ip6tables=false --ip-forward=false "${init_opt[@]}" \
+    >"$WORK/dockerd.log" 2>&1 &
+  DOCKERD_PID=$!
+  for _ in $(seq 120); do $DOCKER info >/dev/null 2>&1 && break; sleep 0.5; done
+  $DOCKER info >/dev/null 2>&1 || { tail -20 "$WORK/dockerd.log" >&2; fail "dockerd did not start"; }
+  say "dockerd started (pid $DOCKERD_PID)"
+fi
+
+# --- the base image -----------------------------------------------------------------------------
+mirror() {
+  # The first Debian mirror apt uses (deb822 .sources or one-line .list).
+  local m
+  m=$(awk '/^URIs:/ {print $2; exit} /^deb / {for (i = 2; i <= NF; i++) if ($i ~ /^https?:/) {print $i; exit}}' \
+    /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+  echo "${m:-http://deb.debian.org/debian}"
+}
+if ! $DOCKER image inspect "$BASE" >/dev/null 2>&1; then
+  m=$(mirror)
+  say "building $BASE with debootstrap from $m"
+  debootstrap --variant=minbase bookworm "$WORK/rootfs" "$m" >"$WORK/debootstrap.log" 2>&1 ||
+    { tail -5 "$WORK/debootstrap.log" >&2; fail "debootstrap bookworm from $m failed"; }
+  tar -C "$WORK/rootfs" -c . | $DOCKER import - "$BASE" >/dev/null
+  rm -rf "$WORK/rootfs"
+fi
+
+# --- the project's image ------------------------------------------------------------------------
+# The host's CA certificates (a network that intercepts TLS) as a build secret, and its proxy
+# settings as build arguments (Docker keeps those out of the image's history).
+build_args=(--build-arg "PSBED_BASE=$BASE" --build-arg "PSBED_RUNTIME_BASE=$BASE")
+for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
+  [ -n "${!v:-}" ] && build_args+=(--build-arg "$v=${!v}")
+done
+[ -s /etc/ssl/certs/ca-certificates.crt ] &&
+  build_args+=(--secret id=cacerts,src=/etc/ssl/certs/ca-certificates.crt)
+say "building $IMAGE from cluster/Dockerfile"
+DOCKER_BUILDKIT=1 $DOCKER build --network host --progress plain -f "$SRC/cluster/Dockerfile" \
+  "${build_args[@]}" -t "$IMAGE" "$SRC" >"$WORK/build.log" 2>&1 ||
+  { tail -30 "$WORK/build.log" >&2; fail "docker build failed (log: $WORK/build.log)"; }
+say "image built"
+
+# --- the runs -----------------------------------------------------------------------------------
+export PSBED_IMAGE=$IMAGE PSBED_RUNS_HOST=$WORK/runs
+mkdir -p "$WORK/runs"
+coordinator_wait() {  # $1: seconds; the coordinator's exit code
+  local c
+  c=$(compose ps -q coordinator)
+  timeout "$1" $DOCKER wait "$c" || fail "the coordinator did not finish in $1 s"
+}
+summary() { python3 -c "import json, sys; s = json.load(open('$WORK/runs/$1/summary.json')); print($2)"; }
+
+# 1. Training: the settings of tests/integration/cluster_accuracy.sh (async, lr 0.005, 5 epochs).
+say "run 1: 2 shards + 3 workers, lenet5"
+DOCKER_UP=1
+PSBED_RUN=accuracy PSBED_WORKERS=3 PSBED_SERVERS=2 PSBED_EPOCHS=5 PSBED_BATCH=32 PSBED_LR=0.005 \
+  compose up -d --no-build --scale server=2 --scale worker=3 >"$WORK/up1.log" 2>&1 ||
+  { cat "$WORK/up1.log" >&2; fail "docker-compose up failed"; }
+rc=$(coordinator_wait 900)
+compose logs --no-color >"$WORK/run1.log" 2>&1
+[ "$rc" -eq 0 ] || { tail -30 "$WORK/run1.log" >&2; fail "run 1: the coordinator exited $rc"; }
+acc=$(summary accuracy 's["test_accuracy"]')
+say "run 1: test accuracy $acc"
+python3 -c "import sys; sys.exit(0 if float('$acc') >= 0.95 else 1)" || fail "run 1: test accuracy $acc < 0.95"
+[ "$(summary accuracy 'len(s["per_worker"])')" -eq 3 ] || fail "run 1: expected 3 workers in the summary"
+compose down -v --remove-orphans >/dev/null 2>&1
+
+# 2. A worker container killed mid-run: the coordinator names it, the others finish.
+say "run 2: a worker container killed mid-run"
+PSBED_RUN=killed PSBED_WORKERS=3 PSBED_SERVERS=2 PSBED_STEPS=1500 PSBED_BATCH=32 PSBED_LR=0.005 \
+  compose up -d --no-build --scale server=2 --scale worker=3 >"$WORK/up2.log" 2>&1 ||
+  { cat "$WORK/up2.log" >&2; fail "docker-compose up failed"; }
+victim=$(compose ps -q worker | head -1)
+victim_host=$($DOCKER inspect -f '{{.Config.Hostname}}' "$victim")
+# Kill it once it trains: its first steps are in its log.
+for _ in $(seq 300); do
+  $DOCKER logs "$victim" 2>&1 | grep -qi "step" && break
+  sleep 1
+done
+$DOCKER kill "$victim" >/dev/null
+say "run 2: killed worker container $victim_host"
+rc=$(coordinator_wait 600)
+compose logs --no-color coordinator >"$WORK/run2.log" 2>&1
+grep -q "worker-$victim_host (worker .*) is dead" "$WORK/run2.log" ||
+  { tail -30 "$WORK/run2.log" >&2; fail "run 2: the coordinator did not name worker-$victim_host"; }
+[ "$(summary killed '",".join(f["name"] for f in s["failed_nodes"])')" = "worker-$victim_host" ] ||
+  fail "run 2: the summary's failed nodes are not worker-$victim_host alone"
+[ "$(summary killed 'sum(1 for w in s["per_worker"] if w["alive"] and w.get("steps") == 1500)')" -eq 2 ] ||
+  fail "run 2: the 2 other workers did not finish their 1500 steps"
+say "run 2: the coordinator named worker-$victim_host, the 2 others finished"
+
+# 3. down leaves nothing behind.
+compose down -v --remove-orphans >/dev/null 2>&1
+DOCKER_UP=
+left=$($DOCKER ps -a -q --filter "label=com.docker.compose.project=$PROJECT")
+[ -z "$left" ] || fail "containers left after down: $left"
+nets=$($DOCKER network ls -q --filter "label=com.docker.compose.project=$PROJECT")
+[ -z "$nets" ] || fail "networks left after down: $nets"
+say "PASS ($(($(date +%s) - t0)) s)"
