@@ -41,10 +41,48 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: run as root (or: sudo apt-get install ${missing[*]})" >&2
   exit 1
 fi
+# Another apt or dpkg (an unattended upgrade, a second `make`) holds the package manager's locks
+# while it runs: wait for it, saying which process it is, rather than fail at once.
+LOCK_WAIT=${PSBED_APT_LOCK_WAIT:-600}
+lock_holder() {
+  local fd lock pid locks=(/var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock /var/cache/apt/archives/lock)
+  for fd in /proc/[0-9]*/fd/*; do
+    # -ef compares the files themselves: a container's own dpkg lock has the same path, not inode.
+    for lock in "${locks[@]}"; do
+      [ "$fd" -ef "$lock" ] || continue
+      pid=${fd#/proc/} pid=${pid%%/*}
+      echo "process $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-80))"
+      return 0
+    done
+  done
+  return 1
+}
+wait_for_lock() {
+  local holder said= deadline=$((SECONDS + LOCK_WAIT))
+  while holder=$(lock_holder); do
+    [ -n "$said" ] || { echo "install-deps: waiting for the package manager's lock, held by $holder (up to $LOCK_WAIT s)" >&2; said=1; }
+    [ $SECONDS -lt $deadline ] ||
+      { echo "install-deps: the package manager's lock is still held by $holder after $LOCK_WAIT s; expected it free (PSBED_APT_LOCK_WAIT)" >&2; exit 1; }
+    sleep 2
+  done
+}
+# The wait speaks on the terminal: apt-get's own output goes to the log.
+apt_get() { wait_for_lock 2>&3; apt-get -o DPkg::Lock::Timeout="$LOCK_WAIT" "$@"; }
+exec 3>&2
+
 echo "install-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
-if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >/tmp/psbed-apt.log 2>&1; then
-  apt-get update -q >>/tmp/psbed-apt.log 2>&1
-  apt-get install -y -q --no-install-recommends "${missing[@]}" >>/tmp/psbed-apt.log 2>&1 ||
-    { echo "install-deps: apt-get failed, see /tmp/psbed-apt.log" >&2; tail -5 /tmp/psbed-apt.log >&2; exit 1; }
+log=/tmp/psbed-apt.log
+if ! apt_get install -y -q --no-install-recommends "${missing[@]}" >$log 2>&1; then
+  # apt-get update exits 0 when a mirror cannot be reached (it warns and keeps the old lists):
+  # its Err:/E:/W: lines tell that apart from a package that does not exist.
+  update_rc=0
+  apt_get update -q >$log.update 2>&1 || update_rc=$?
+  cat $log.update >>$log
+  if [ $update_rc -ne 0 ] || grep -qE '^(Err:|E: |W: Failed to fetch|W: Some index files failed)' $log.update; then
+    echo "install-deps: apt-get update could not fetch the package lists (exit $update_rc); expected the mirrors in /etc/apt/sources.list* to be reachable:" >&2
+    grep -E '^(Err:|E: |W: )' $log.update | head -3 >&2
+  fi
+  apt_get install -y -q --no-install-recommends "${missing[@]}" >>$log 2>&1 ||
+    { echo "install-deps: apt-get install failed, see $log" >&2; tail -5 $log >&2; exit 1; }
 fi

@@ -125,16 +125,18 @@ compose down -v --remove-orphans >/dev/null 2>&1
 
 # 2. A worker container killed mid-run: the coordinator names it, the others finish.
 say "run 2: a worker container killed mid-run"
-PSBED_RUN=killed PSBED_WORKERS=3 PSBED_SERVERS=2 PSBED_STEPS=1500 PSBED_BATCH=32 PSBED_LR=0.005 \
+PSBED_RUN=killed PSBED_WORKERS=3 PSBED_SERVERS=2 PSBED_STEPS=3000 PSBED_BATCH=32 PSBED_LR=0.005 \
   compose up -d --no-build --scale server=2 --scale worker=3 >"$WORK/up2.log" 2>&1 ||
   { cat "$WORK/up2.log" >&2; fail "docker-compose up failed"; }
-victim=$(compose ps -q worker | head -1)
+victim=$(compose ps -q worker)
+victim=${victim%%$'\n'*}
 victim_host=$($DOCKER inspect -f '{{.Config.Hostname}}' "$victim")
-# Kill it once it trains: its first steps are in its log.
+# Kill it once it trains (it says how many steps of which batch it starts on).
 for _ in $(seq 300); do
-  $DOCKER logs "$victim" 2>&1 | grep -qi "step" && break
+  [[ $($DOCKER logs "$victim" 2>&1) == *" steps of batch "* ]] && break
   sleep 1
 done
+sleep 2
 $DOCKER kill "$victim" >/dev/null
 say "run 2: killed worker container $victim_host"
 rc=$(coordinator_wait 600)
@@ -143,8 +145,8 @@ grep -q "worker-$victim_host (worker .*) is dead" "$WORK/run2.log" ||
   { tail -30 "$WORK/run2.log" >&2; fail "run 2: the coordinator did not name worker-$victim_host"; }
 [ "$(summary killed '",".join(f["name"] for f in s["failed_nodes"])')" = "worker-$victim_host" ] ||
   fail "run 2: the summary's failed nodes are not worker-$victim_host alone"
-[ "$(summary killed 'sum(1 for w in s["per_worker"] if w["alive"] and w.get("steps") == 1500)')" -eq 2 ] ||
-  fail "run 2: the 2 other workers did not finish their 1500 steps"
+[ "$(summary killed 'sum(1 for w in s["per_worker"] if w["alive"] and w.get("steps") == 3000)')" -eq 2 ] ||
+  fail "run 2: the 2 other workers did not finish their 3000 steps"
 say "run 2: the coordinator named worker-$victim_host, the 2 others finished"
 
 # 3. down leaves nothing behind.
