@@ -259,13 +259,25 @@ address_count() {
 
 # Containers of the services named in $1 (comma-separated): tasks.NAME lists a swarm service's
 # tasks; on one host compose's DNS answers NAME with every replica's address.
+# All names are looked up at once, each bounded: a name that does not resolve (worker-gpu
+# without its profile, tasks.NAME outside a swarm) waits out the resolver's timeout, and in turn
+# those waits made every count take tens of seconds.
 service_count() {
-  local total=0 n name
+  local total=0 n name dir pids=()
+  dir=$(mktemp -d)
   for name in ${1//,/ }; do
-    n=$(address_count "tasks.$name")
-    ((n > 0)) || n=$(address_count "$name")
+    address_count "tasks.$name" >"$dir/tasks.$name" &
+    pids+=($!)
+    address_count "$name" >"$dir/$name" &
+    pids+=($!)
+  done
+  wait "${pids[@]}" || true
+  for name in ${1//,/ }; do
+    n=$(cat "$dir/tasks.$name")
+    ((n > 0)) || n=$(cat "$dir/$name")
     total=$((total + n))
   done
+  rm -rf "$dir"
   echo "$total"
 }
 
