@@ -35,6 +35,7 @@ build-asan: deps
 CPUS = $(shell getconf _NPROCESSORS_ONLN)
 CROWD_WORKERS = $(shell echo $$((2 * $(CPUS) - 2)))
 demo: build data
+	@cluster/install-deps.sh plot
 	@if [ -d runs/demo ]; then rm -rf runs/demo.previous && mv runs/demo runs/demo.previous && \
 	  echo "the previous demo is kept in runs/demo.previous"; fi
 	@mkdir -p runs/demo
@@ -55,7 +56,7 @@ demo: build data
 
 # Every test: unit + integration on the release build, then the unit tests under ASan+UBSan.
 test: build data build-asan
-	@cluster/install-deps.sh test
+	@cluster/install-deps.sh test plot
 	@cluster/fetch-web.sh test
 	@cd build/release && ctest --output-on-failure --timeout 900
 	@cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest -L unit --output-on-failure --timeout 900
