@@ -108,7 +108,8 @@ EOF
 
 # The Dockerfile: what it copies from the tree exists, and it installs the entrypoint it runs.
 DF="$SRC/cluster/Dockerfile"
-grep -q '^FROM debian:bookworm AS build' "$DF" || fail "Dockerfile: no build stage FROM debian:bookworm"
+grep -q '^ARG PSBED_BASE=debian:bookworm$' "$DF" && grep -q '^FROM ${PSBED_BASE} AS build' "$DF" ||
+  fail "Dockerfile: no build stage FROM \${PSBED_BASE}, debian:bookworm by default"
 while read -r path; do
   [ -e "$SRC/$path" ] || fail "Dockerfile copies $path, which is not in the tree"
 done < <(awk '/^COPY / && !/--from/ { for (i = 2; i < NF; i++) print $i }' "$DF" | grep -v '^\.$')
