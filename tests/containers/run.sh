@@ -108,10 +108,11 @@ coordinator_wait() {  # $1: seconds; the coordinator's exit code
 }
 summary() { python3 -c "import json, sys; s = json.load(open('$WORK/runs/$1/summary.json')); print($2)"; }
 
-# 1. Training: the settings of tests/integration/cluster_accuracy.sh (async, lr 0.005, 5 epochs).
-say "run 1: 2 shards + 3 workers, lenet5"
+# 1. Training: the settings of tests/integration/cluster_accuracy.sh (async, lr 0.005, 5 epochs),
+# the counts found by the coordinator as compose's defaults leave them (PSBED_WORKERS=auto).
+say "run 1: 2 shards + 3 workers, lenet5, counted by the coordinator"
 DOCKER_UP=1
-PSBED_RUN=accuracy PSBED_WORKERS=3 PSBED_SERVERS=2 PSBED_EPOCHS=5 PSBED_BATCH=32 PSBED_LR=0.005 \
+PSBED_RUN=accuracy PSBED_EPOCHS=5 PSBED_BATCH=32 PSBED_LR=0.005 \
   compose up -d --no-build --scale server=2 --scale worker=3 >"$WORK/up1.log" 2>&1 ||
   { cat "$WORK/up1.log" >&2; fail "docker-compose up failed"; }
 rc=$(coordinator_wait 900)
