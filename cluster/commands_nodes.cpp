@@ -16,6 +16,7 @@
 #include "ps/control.hpp"
 
 namespace psbed::cluster {
+
 namespace {
 // A slice or a partition of more parameters than this is no model's (and CLI11 alone reads
 // 99999999999999999999 as 2^63 - 1); as `psbed ctl policy` bounds them.
@@ -32,6 +33,16 @@ CLI::Validator comm_value() {
         }
       },
       "ps|sfb|hybrid");
+}
+
+// --comm of the run, as the coordinator and launch take it (a worker's own --comm only checks).
+void add_comm_flag(CLI::App* app, std::string& comm) {
+  app->add_option("--comm", comm,
+                  "how fc layers travel: ps (push and pull through the shards), sfb (sufficient "
+                  "factors broadcast worker to worker, Poseidon) or hybrid (per layer, whichever "
+                  "puts fewer bytes on the busiest link); sfb and hybrid need bsp or ssp:K")
+      ->capture_default_str()
+      ->check(comm_value());
 }
 }  // namespace
 
@@ -56,12 +67,7 @@ void add_coordinator(CLI::App& root, CoordinatorCommand& c, std::string& log_lev
   app->add_option("--policy", o.policy.name,
                   "transmission policy: bulk, wfbp, tf-random, p3, bytescheduler, prophet")
       ->capture_default_str();
-  app->add_option("--comm", o.comm,
-                  "how fc layers travel: ps (push and pull through the shards), sfb (sufficient "
-                  "factors broadcast worker to worker, Poseidon) or hybrid (per layer, whichever "
-                  "puts fewer bytes on the busiest link); sfb and hybrid need bsp or ssp:K")
-      ->capture_default_str()
-      ->check(comm_value());
+  add_comm_flag(app, o.comm);
   app->add_option("--slice-params", o.policy.slice_params, "p3, prophet: parameters per slice")
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t(1), kMaxParams));
@@ -280,12 +286,7 @@ void add_launch(CLI::App& root, LaunchOptions& o, std::string& log_level) {
   app->add_option("--policy", o.policy,
                   "transmission policy: bulk, wfbp, tf-random, p3, bytescheduler, prophet")
       ->capture_default_str();
-  app->add_option("--comm", o.comm,
-                  "how fc layers travel: ps (push and pull through the shards), sfb (sufficient "
-                  "factors broadcast worker to worker, Poseidon) or hybrid (per layer, whichever "
-                  "puts fewer bytes on the busiest link); sfb and hybrid need bsp or ssp:K")
-      ->capture_default_str()
-      ->check(comm_value());
+  add_comm_flag(app, o.comm);
   app->add_option("--slice-params", o.slice_params, "p3, prophet: parameters per slice")
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t(1), kMaxParams));

@@ -278,7 +278,7 @@ void FactorExchange::apply_until(int layer, std::int64_t steps, Net& net) {
 void FactorExchange::apply_each(int layer, std::int64_t steps, Net& net) {
   auto& pending = pending_[std::size_t(layer)];
   for (;;) {
-    std::vector<std::tuple<std::int64_t, int, ps::Payload>> todo;
+    std::vector<std::tuple<std::int64_t, int, ps::Payload>> arrived_now;  // (step, worker, factors)
     {
       std::unique_lock<std::mutex> lock(mu_);
       auto arrived = [&] {
@@ -295,17 +295,17 @@ void FactorExchange::apply_each(int layer, std::int64_t steps, Net& net) {
       for (auto& [s, st] : pending)
         for (int w = 0; w < workers_; ++w)
           if (!st.from[std::size_t(w)].empty()) {
-            todo.emplace_back(s, w, std::move(st.from[std::size_t(w)]));
+            arrived_now.emplace_back(s, w, std::move(st.from[std::size_t(w)]));
             st.from[std::size_t(w)] = ps::Payload();
           }
     }
-    for (auto& [s, w, payload] : todo) {
+    for (auto& [s, w, payload] : arrived_now) {
       std::vector<ps::Payload> one(static_cast<std::size_t>(workers_));
       one[std::size_t(w)] = payload;
       rebuild_and_apply(layer, s, one, net, w, w + 1, 1.0f);
     }
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [s, w, payload] : todo) ++pending[s].applied;
+    for (auto& [s, w, payload] : arrived_now) ++pending[s].applied;
     while (!pending.empty() && pending.begin()->first == applied_[std::size_t(layer)] &&
            pending.begin()->second.applied == workers_) {
       pending.erase(pending.begin());
