@@ -162,6 +162,7 @@ void Coordinator::start_http() {
   HttpOptions h;
   h.address = opt_.http;
   h.token = opt_.http_token;
+  h.open_paths = {"/healthz"};  // probes (Kubernetes httpGet, compose) carry no token
   http_ = std::make_unique<HttpServer>(h, make_control_handler(std::move(api)));
   http_->start();
   spdlog::info("dashboard on {}{}", http_->url(),

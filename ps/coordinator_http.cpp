@@ -35,6 +35,10 @@ HttpHandler make_control_handler(ControlPlaneApi api) {
       if (!get) return respond(method_not_allowed("GET"));
       return respond(HttpResponse::json(200, api.history()));
     }
+    if (req.path == "/healthz") {
+      if (!get) return respond(method_not_allowed("GET"));
+      return respond(HttpResponse{200, "text/plain; charset=utf-8", "ok\n", {}});
+    }
     if (req.path == "/metrics") {
       if (!get) return respond(method_not_allowed("GET"));
       HttpResponse r;
@@ -75,7 +79,7 @@ HttpHandler make_control_handler(ControlPlaneApi api) {
     }
     respond(HttpResponse::error(
         404, "no such resource '" + req.path +
-                 "' (try /, /api/status, /metrics, /api/policy, /api/prediction)"));
+                 "' (try /, /healthz, /api/status, /metrics, /api/policy, /api/prediction)"));
   };
 }
 

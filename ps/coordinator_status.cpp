@@ -170,13 +170,18 @@ std::string Coordinator::metrics_locked() {
         m.sample(name, labels(n),
                  std::string(key) == "loss" ? loss_of(n.progress) : num(n.progress, key));
   };
+  // Counters only: Prometheus takes rates itself (rate(psbed_worker_images_total[1m])), over
+  // whatever window the reader asks, where a rate gauge fixes one and loses what lies between
+  // scrapes.
   workers("psbed_worker_steps_total", "counter", "Training steps the worker has finished", "step");
-  workers("psbed_bytes_pushed_total", "counter",
+  m.family("psbed_worker_images_total", "counter", "Training images the worker has processed");
+  for (const auto& [_, n] : nodes_)
+    if (n.role == "worker" && n.progress.contains("step"))
+      m.sample("psbed_worker_images_total", labels(n), num(n.progress, "step") * opt_.batch);
+  workers("psbed_worker_pushed_bytes_total", "counter",
           "Gradient bytes the worker has pushed to the servers", "bytes_pushed");
-  workers("psbed_bytes_pulled_total", "counter",
+  workers("psbed_worker_pulled_bytes_total", "counter",
           "Parameter bytes the worker has pulled from the servers", "bytes_pulled");
-  workers("psbed_worker_images_per_second", "gauge",
-          "Images per second over the worker's last progress interval", "images_per_sec");
   workers("psbed_worker_loss", "gauge", "Training loss of the worker's latest step", "loss");
   m.family("psbed_step_duration_seconds", "histogram", "Duration of the worker's training steps");
   for (const auto& [_, n] : nodes_)
@@ -192,15 +197,15 @@ std::string Coordinator::metrics_locked() {
           "pushes");
   servers("psbed_server_pulls_total", "counter", "Parameter pulls the server shard has answered",
           "pulls");
-  servers("psbed_queue_depth", "gauge", "Messages waiting in the server shard's apply queues",
-          "queue_depth");
+  servers("psbed_server_queued_messages", "gauge",
+          "Messages waiting in the server shard's apply queues", "queue_depth");
   m.family("psbed_bad_messages_total", "counter", "Malformed or out-of-range messages dropped");
   m.sample("psbed_bad_messages_total", {{"role", "coordinator"}, {"node", "coordinator"}},
            double(transport_->bad_messages().total() + dropped_messages_));
   for (const auto& [_, n] : nodes_)
     if (n.role == "server" && n.stats.contains("bad_messages"))
       m.sample("psbed_bad_messages_total", labels(n), num(n.stats, "bad_messages"));
-  m.family("psbed_bad_messages_by_kind_total", "counter",
+  m.family("psbed_server_bad_messages_total", "counter",
            "A server shard's dropped messages by kind (forged sender, non-finite gradient, ...)");
   for (const auto& [_, n] : nodes_) {
     if (n.role != "server" || !n.stats.is_object() || !n.stats.contains("bad_by_kind") ||
@@ -209,7 +214,7 @@ std::string Coordinator::metrics_locked() {
     for (const auto& [kind, count] : n.stats["bad_by_kind"].items()) {
       auto l = labels(n);
       l.emplace_back("kind", kind);
-      m.sample("psbed_bad_messages_by_kind_total", l, count.is_number() ? count.get<double>() : 0);
+      m.sample("psbed_server_bad_messages_total", l, count.is_number() ? count.get<double>() : 0);
     }
   }
   m.family("psbed_policy_switches_total", "counter", "Live policy switches that took effect");
@@ -218,21 +223,24 @@ std::string Coordinator::metrics_locked() {
            "The transmission policy the workers run now (value always 1)");
   m.sample("psbed_policy_info", {{"policy", policy_.name}, {"describe", describe_policy(policy_)}},
            1);
-  m.family("psbed_seconds_since_progress", "gauge",
+  m.family("psbed_progress_age_seconds", "gauge",
            "Seconds since a worker last finished a step (while the workers train)");
-  m.sample("psbed_seconds_since_progress", {}, training_locked() ? age_s(now, last_advance_) : 0.0);
+  m.sample("psbed_progress_age_seconds", {}, training_locked() ? age_s(now, last_advance_) : 0.0);
   m.family("psbed_stalled", "gauge",
            "1 while no worker has finished a step for --stall-timeout, else 0");
   m.sample("psbed_stalled", {}, stall_.is_null() ? 0 : 1);
-  m.family("psbed_dropped_unread_total", "counter",
+  m.family("psbed_dropped_unread_messages_total", "counter",
            "Messages dropped because their peer did not read them (its own replies)");
-  m.sample("psbed_dropped_unread_total", {{"role", "coordinator"}, {"node", "coordinator"}},
+  m.sample("psbed_dropped_unread_messages_total",
+           {{"role", "coordinator"}, {"node", "coordinator"}},
            double(transport_->dropped_unread()));
   for (const auto& [_, n] : nodes_)
     if (n.role == "server" && n.stats.contains("dropped_unread"))
-      m.sample("psbed_dropped_unread_total", labels(n), num(n.stats, "dropped_unread"));
+      m.sample("psbed_dropped_unread_messages_total", labels(n), num(n.stats, "dropped_unread"));
   m.family("psbed_run_steps", "gauge", "Steps each worker trains in this run");
   m.sample("psbed_run_steps", {}, double(steps_));
+  append_build_info(m);
+  append_process_metrics(m);
   return m.str();
 }
 

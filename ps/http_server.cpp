@@ -335,7 +335,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     timer_.cancel();
     if (auto refused = check_http_host(req_, core_.host, core_.port))
       return send(HttpResponse::error(403, "refused " + *refused));
-    if (!opt_.token.empty()) {
+    const bool open = std::find(opt_.open_paths.begin(), opt_.open_paths.end(), req_.path) !=
+                      opt_.open_paths.end();
+    if (!opt_.token.empty() && !open) {
       const std::string auth = req_.header("authorization");
       const std::string bearer =
           auth.rfind("Bearer ", 0) == 0 ? trim(auth.substr(7)) : std::string();

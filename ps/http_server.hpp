@@ -52,6 +52,9 @@ struct HttpOptions {
   // carry it as "Authorization: Bearer TOKEN", "?token=TOKEN" or the cookie psbed_token, which
   // an answer to a request with ?token= sets (so a page's scripts load too).
   std::string token;
+  // Paths answered without the token (a liveness probe carries none); their answers must tell
+  // nothing of the run.
+  std::vector<std::string> open_paths;
   std::size_t max_header_bytes = 16 << 10;
   std::size_t max_body_bytes = 1 << 20;
   double read_timeout_s = 10;  // a client that sends its request slower than this is dropped

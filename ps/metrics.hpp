@@ -25,6 +25,13 @@ class MetricsText {
   std::string out_;
 };
 
+// The families every Prometheus client library exports for its process (process_cpu_seconds_total,
+// process_resident_memory_bytes, process_start_time_seconds, ...), read from /proc/self; on a
+// system without /proc they are left out.
+void append_process_metrics(MetricsText& m);
+// psbed_build_info{version=...} 1: which build answers, as exporters name it.
+void append_build_info(MetricsText& m);
+
 std::string escape_label_value(const std::string& v);
 // A number as Prometheus reads it: integers without a fraction, NaN and infinities spelled out.
 std::string metric_number(double v);

@@ -13,11 +13,12 @@ COMPOSE="$SRC/docker-compose.yml"
 dc() { env -i PATH="$PATH" HOME="$WORK" "$@"; }
 
 dc docker-compose -f "$COMPOSE" config -q || fail "docker-compose config -q rejects docker-compose.yml"
-dc docker-compose -f "$COMPOSE" --profile gpu --profile predict config -q || fail "config -q rejects the gpu/predict profiles"
+dc docker-compose -f "$COMPOSE" --profile gpu --profile predict --profile monitoring config -q ||
+  fail "config -q rejects the gpu/predict/monitoring profiles"
 dc PSBED_WORKERS=8 PSBED_MODE=ssp:2 PSBED_BANDWIDTH=1gbit PSBED_SHAPE=tc docker-compose -f "$COMPOSE" config -q ||
   fail "config -q rejects docker-compose.yml with settings"
 dc docker-compose -f "$COMPOSE" config >"$WORK/resolved.yml" || fail "docker-compose config failed"
-echo "docker-compose config -q: ok (default, --profile gpu --profile predict, with settings)"
+echo "docker-compose config -q: ok (default, the gpu, predict and monitoring profiles, with settings)"
 services=$($PY -c 'import sys, yaml; print(" ".join(sorted(yaml.safe_load(open(sys.argv[1]))["services"])))' "$WORK/resolved.yml")
 for s in coordinator server worker; do [[ " $services " == *" $s "* ]] || fail "resolved compose file lacks service $s (has: $services)"; done
 

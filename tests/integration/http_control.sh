@@ -78,9 +78,9 @@ PY
 
 expect "$(code GET /metrics "${auth[@]}")" 200 "metrics"
 cp "$WORK/body" "$WORK/metrics.txt"
-for m in 'psbed_worker_steps_total{role="worker",node="worker-0"}' 'psbed_bytes_pushed_total{role="worker",node="worker-1"}' \
-  'psbed_bytes_pulled_total{role="worker"' 'psbed_step_duration_seconds_bucket{role="worker",node="worker-0",le="+Inf"}' \
-  'psbed_queue_depth{role="server",node="server-0"}' 'psbed_bad_messages_total{role="server",node="server-1"}' \
+for m in 'psbed_worker_steps_total{role="worker",node="worker-0"}' 'psbed_worker_pushed_bytes_total{role="worker",node="worker-1"}' \
+  'psbed_worker_pulled_bytes_total{role="worker"' 'psbed_step_duration_seconds_bucket{role="worker",node="worker-0",le="+Inf"}' \
+  'psbed_server_queued_messages{role="server",node="server-0"}' 'psbed_bad_messages_total{role="server",node="server-1"}' \
   'psbed_node_up{role="server"' 'psbed_policy_info{policy="wfbp"'; do
   grep -qF "$m" "$WORK/metrics.txt" || { cat "$WORK/metrics.txt"; fail "no $m in /metrics"; }
 done

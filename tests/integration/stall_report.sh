@@ -30,7 +30,7 @@ json "$WORK/status.json" 's["stall"]["seconds"] >= 3 and len(s["stall"]["workers
   { cat "$WORK/status.json"; fail "/api/status does not show the stall"; }
 curl -s "${url}metrics" >"$WORK/metrics"
 grep -q '^psbed_stalled 1' "$WORK/metrics" || fail "/metrics does not say psbed_stalled 1"
-grep -q '^psbed_seconds_since_progress [3-9]' "$WORK/metrics" || fail "/metrics: psbed_seconds_since_progress"
+grep -q '^psbed_progress_age_seconds [3-9]' "$WORK/metrics" || fail "/metrics: psbed_progress_age_seconds"
 # The shard runs again: progress resumes, and the coordinator says so.
 kill -CONT "$server"
 for _ in $(seq 1 100); do grep -q "progress again after a stall" "$WORK/run/logs/coordinator.log" && break; sleep 0.1; done

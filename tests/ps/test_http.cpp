@@ -177,6 +177,23 @@ TEST_CASE("an HTTP server beyond loopback needs a token, and checks it on every 
         401);
 }
 
+// A probe (kubelet's httpGet, a compose healthcheck) carries no token: only the paths named
+// open are answered without one, and exactly those.
+TEST_CASE("open paths are answered without the token, every other path needs it", "[ps][http]") {
+  HttpOptions o;
+  o.address = "0.0.0.0:0";
+  o.token = "s3cret";
+  o.open_paths = {"/healthz"};
+  HttpServer server(o, echo());
+  server.start();
+  const auto port = server.port();
+  CHECK(status_of(round_trip(port, "GET /healthz HTTP/1.1\r\n\r\n")) == 200);
+  CHECK(status_of(round_trip(port, "GET /healthz?x=1 HTTP/1.1\r\n\r\n")) == 200);
+  CHECK(status_of(round_trip(port, "GET /healthz/ HTTP/1.1\r\n\r\n")) == 401);
+  CHECK(status_of(round_trip(port, "GET /healthzz HTTP/1.1\r\n\r\n")) == 401);
+  CHECK(status_of(round_trip(port, "GET /metrics HTTP/1.1\r\n\r\n")) == 401);
+}
+
 // A DNS-rebinding page reaches a loopback port under a name of its own; a foreign page names
 // its origin. Both are refused with 403 and why, and the server goes on serving.
 TEST_CASE("a loopback HTTP server answers to loopback names on its port, and its own pages only",
@@ -308,6 +325,10 @@ TEST_CASE("the control routes: status codes, bodies parsed once, dashboard files
   };
   CHECK(call("GET", "/api/status").status == 200);
   CHECK(call("POST", "/api/status").status == 405);
+  const HttpResponse healthz = call("GET", "/healthz");
+  CHECK(healthz.status == 200);
+  CHECK(healthz.body == "ok\n");
+  CHECK(call("POST", "/healthz").status == 405);
   const HttpResponse m = call("GET", "/metrics");
   CHECK(m.content_type.rfind("text/plain; version=0.0.4", 0) == 0);
   CHECK(call("GET", "/api/policy").status == 405);
@@ -347,4 +368,29 @@ TEST_CASE("Prometheus text: families, escaped labels, cumulative histograms", "[
   CHECK(t.find("psbed_t_seconds_sum{node=\"w\"} 5.5\n") != std::string::npos);
   CHECK(t.find("psbed_t_seconds_count{node=\"w\"} 3\n") != std::string::npos);
   CHECK(metric_number(0.0025) == "0.0025");
+}
+
+TEST_CASE("process metrics and build info, as Prometheus client libraries name them",
+          "[ps][http]") {
+  MetricsText m;
+  append_build_info(m);
+  append_process_metrics(m);
+  const std::string t = m.str();
+  CHECK(t.find("# TYPE psbed_build_info gauge\npsbed_build_info{version=\"") != std::string::npos);
+  auto value = [&](const std::string& name) {
+    const auto at = t.find("\n" + name + " ");
+    REQUIRE(at != std::string::npos);
+    return std::stod(t.substr(at + name.size() + 2));
+  };
+  CHECK(t.find("# TYPE process_cpu_seconds_total counter\n") != std::string::npos);
+  CHECK(value("process_cpu_seconds_total") >= 0);
+  // This test process holds at least a few MB and some open files, and began before now.
+  CHECK(value("process_resident_memory_bytes") > 1e6);
+  CHECK(value("process_virtual_memory_bytes") >= value("process_resident_memory_bytes"));
+  CHECK(value("process_open_fds") >= 3);
+  const double now_s = double(std::chrono::duration_cast<std::chrono::seconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count());
+  CHECK(value("process_start_time_seconds") <= now_s + 1);
+  CHECK(value("process_start_time_seconds") > now_s - 86400 * 30);
 }
