@@ -340,7 +340,7 @@ shape_link() {
   command -v tc >/dev/null 2>&1 || die "PSBED_SHAPE=tc needs tc (Debian package iproute2) on PATH"
   local out
   if ! out=$("${cmd[@]}" 2>&1); then
-    die "PSBED_SHAPE=tc: '${cmd[*]}' failed (${out%%$'\n'*}); expected NET_ADMIN (compose: cap_add NET_ADMIN; Kubernetes: capabilities add NET_ADMIN) and a device PSBED_TC_DEV"
+    die "PSBED_SHAPE=tc: '${cmd[*]}' failed (${out%%$'\n'*}); expected NET_ADMIN (compose: -f docker-compose.tc.yml; Kubernetes: cluster/k8s/overlays/tc) and a device PSBED_TC_DEV"
   fi
   log "shaped $PSBED_TC_DEV to $PSBED_BANDWIDTH (tbf, burst $burst bytes)"
 }
@@ -566,9 +566,21 @@ case ${1:-} in
     ;;
 esac
 
+# The image runs as psbed (10001), not root: a runs folder the host made for root (a bind mount
+# of a missing folder) is the usual stop, and psbed would name only a file it cannot create.
+check_runs_writable() {
+  [[ $PSBED_DRY_RUN == 0 ]] || return 0
+  local dir=$PSBED_RUNS
+  [[ ! -d $RUN_DIR ]] || dir=$RUN_DIR
+  mkdir -p "$dir" 2>/dev/null || true
+  [[ -d $dir && -w $dir ]] ||
+    die "PSBED_RUNS: $dir is not writable by uid $(id -u) (gid $(id -g)); expected a folder this user may write: on the host, mkdir -p runs && sudo chown $(id -u) runs, or run as its owner (compose: PSBED_USER=\$(id -u):\$(id -g); Kubernetes: fsGroup)"
+}
+
 check_and_default_vars
 check_common
 RUN_DIR=$PSBED_RUNS/$PSBED_RUN
+check_runs_writable
 # Only the coordinator serves HTTP: the token goes to no other process.
 [[ $PSBED_ROLE == coordinator ]] || export -n PSBED_HTTP_TOKEN
 case $PSBED_ROLE in

@@ -53,6 +53,10 @@ docs = {f: [d for d in yaml.safe_load_all(open(os.path.join(src, "cluster/k8s", 
 compose = yaml.safe_load(open(os.path.join(src, "docker-compose.yml")))
 def find(kind, name):
     return next(d for ds in docs.values() for d in ds if d["kind"] == kind and d["metadata"]["name"] == name)
+def pod(kind, name):
+    return find(kind, name)["spec"]["template"]["spec"]
+def vol(kind, name, volume):
+    return next(v for v in pod(kind, name)["volumes"] if v["name"] == volume)
 exec(code)
 for f, ds in docs.items():
     yaml.safe_dump_all(ds, open(os.path.join(out, "k8s", f), "w"))
@@ -82,9 +86,33 @@ mutate compose-coordinator "names no service of this file" \
   'compose["services"]["server"]["environment"]["PSBED_COORDINATOR"] = "tcp://coord:7000"'
 
 mutate key-missing "lacks worker.key of Secret/psbed-keys" \
-  'v = find("Job", "worker")["spec"]["template"]["spec"]["volumes"]; v[1]["secret"]["items"] = v[1]["secret"]["items"][:1]'
+  'v = vol("Job", "worker", "keys"); v["secret"]["items"] = v["secret"]["items"][:1]'
 mutate key-of-another-role "mounts coordinator.key, another role's secret key" \
-  'find("Job", "worker")["spec"]["template"]["spec"]["volumes"][1]["secret"]["items"].append({"key": "coordinator.key", "path": "coordinator.key"})'
+  'vol("Job", "worker", "keys")["secret"]["items"].append({"key": "coordinator.key", "path": "coordinator.key"})'
+
+# Hygiene of every pod spec: each broken copy refused with its reason.
+mutate no-limits "has no memory limit" 'del pod("StatefulSet", "server")["containers"][0]["resources"]["limits"]["memory"]'
+mutate shared-cores "are not the same whole number of cores" \
+  'pod("Job", "worker")["containers"][0]["resources"]["requests"]["cpu"] = "500m"'
+mutate root "does not set runAsNonRoot: true" 'pod("Deployment", "coordinator")["securityContext"]["runAsUser"] = 0'
+mutate net-admin "adds NET_ADMIN without PSBED_SHAPE=tc" \
+  'pod("Job", "worker")["containers"][0]["securityContext"]["capabilities"]["add"] = ["NET_ADMIN"]'
+mutate escalation "allows privilege escalation" \
+  'pod("StatefulSet", "server")["containers"][0]["securityContext"]["allowPrivilegeEscalation"] = True'
+mutate no-probe "has no readinessProbe" 'del pod("StatefulSet", "server")["containers"][0]["readinessProbe"]'
+mutate exec-probe "readinessProbe is not tcpSocket or httpGet" \
+  'pod("Deployment", "coordinator")["containers"][0]["readinessProbe"] = {"exec": {"command": ["true"]}}'
+mutate liveness "has a livenessProbe but holds after its run" \
+  'pod("StatefulSet", "server")["containers"][0]["livenessProbe"] = {"tcpSocket": {"port": 7100}}'
+mutate no-instance "lacks the label app.kubernetes.io/instance" \
+  'del find("Job", "worker")["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/instance"]'
+mutate selector-instance "selector lacks app.kubernetes.io/instance" \
+  'd = find("StatefulSet", "server"); del d["spec"]["selector"]["matchLabels"]["app.kubernetes.io/instance"]'
+mutate image-tag "is not tagged with the project's version" \
+  'pod("Job", "worker")["containers"][0]["image"] = "psbed:latest"'
+mutate job-ttl "Job has no ttlSecondsAfterFinished" 'del find("Job", "worker")["spec"]["ttlSecondsAfterFinished"]'
+mutate compose-net-admin "adds NET_ADMIN: only tc shaping needs it" 'compose["services"]["worker"]["cap_add"] = ["NET_ADMIN"]'
+mutate compose-root "runs as root" 'compose["services"]["server"]["user"] = "0:0"'
 
 # The CURVE overlay (docs/security.md) over keys `psbed keys` made: compose takes it, and every
 # role gets PSBED_KEYS and exactly its files (its own secret key, no other role's).
@@ -117,6 +145,18 @@ done < <(awk '/^COPY / && !/--from/ { for (i = 2; i < NF; i++) print $i }' "$DF"
 grep -q '^COPY cluster/entrypoint.sh /usr/local/bin/psbed-entrypoint' "$DF" || fail "Dockerfile does not install cluster/entrypoint.sh as psbed-entrypoint"
 grep -q '^ENTRYPOINT \["psbed-entrypoint"\]' "$DF" || fail "Dockerfile's ENTRYPOINT is not psbed-entrypoint"
 grep -q 'ARG PSBED_GPU' "$DF" || fail "Dockerfile has no PSBED_GPU build argument"
+# Image hygiene: a non-root user, tc usable by it, OCI labels, the project's version.
+version=$(sed -n 's/^project(psbed VERSION \([0-9.]*\).*/\1/p' "$SRC/CMakeLists.txt")
+grep -qx "ARG PSBED_VERSION=$version" "$DF" || fail "Dockerfile's PSBED_VERSION is not the project's $version (CMakeLists.txt)"
+user=$(awk '$1 == "USER" {u = $2} END {print u}' "$DF")
+[[ -n $user && ! $user =~ ^(0|root)(:|$) ]] || fail "Dockerfile's last USER is '$user', expected a non-root user"
+grep -q 'setcap cap_net_admin+ep' "$DF" || fail "Dockerfile does not give tc the file capability cap_net_admin"
+for l in title description version revision licenses; do
+  grep -q "org.opencontainers.image.$l=" "$DF" || fail "Dockerfile lacks the OCI label org.opencontainers.image.$l"
+done
+echo "Dockerfile: user $user, version $version, OCI labels"
+dc PSBED_BANDWIDTH=1gbit docker-compose -f "$COMPOSE" -f "$SRC/docker-compose.tc.yml" config -q ||
+  fail "config -q rejects docker-compose.yml with docker-compose.tc.yml"
 
 # The runtime stage installs what runtime-packages.sh finds: it must resolve the built binary.
 pkgs=$(bash "$SRC/cluster/runtime-packages.sh" "$PSBED") || fail "runtime-packages.sh failed on $PSBED"

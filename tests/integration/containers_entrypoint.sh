@@ -85,6 +85,19 @@ refuse() {  # PATTERN VAR=VALUE...
   echo "refused (status $rc): $(cat "$WORK/refuse.err")"
 }
 refuse "PSBED_ROLE is not set"
+# The image's non-root user and a runs folder the host made for root: refused, naming the fix.
+if [ "$(id -u)" -eq 0 ] && type -P setpriv >/dev/null && setpriv --reuid 65534 --regid 65534 --clear-groups test -r "$ENTRY"; then
+  rootonly=$(mktemp -d /tmp/psbed-rootonly.XXXXXX)
+  chmod 755 "$rootonly" && mkdir -m 755 "$rootonly/runs"
+  rc=0
+  (cd / && env -i PATH="$PATH" PSBED_BIN="$PSBED" PSBED_ROLE=coordinator PSBED_RUNS="$rootonly/runs" \
+    setpriv --reuid 65534 --regid 65534 --clear-groups bash "$ENTRY") 2>"$WORK/unwritable.err" || rc=$?
+  rm -rf "$rootonly"
+  [ "$rc" -eq 2 ] || { cat "$WORK/unwritable.err"; fail "an unwritable runs folder: status $rc, expected 2"; }
+  grep -q "PSBED_RUNS: .*/runs is not writable by uid 65534 .*PSBED_USER" "$WORK/unwritable.err" ||
+    fail "an unwritable runs folder: '$(cat "$WORK/unwritable.err")' does not say so"
+  echo "refused: $(cat "$WORK/unwritable.err")"
+fi
 refuse "PSBED_ROLE='trainer' is not a role" PSBED_ROLE=trainer
 refuse "PSBED_COORDINATOR is not set" PSBED_ROLE=worker
 refuse "PSBED_COORDINATOR is not set" PSBED_ROLE=server
