@@ -6,13 +6,10 @@
 #include <map>
 #include <set>
 
+#include "cluster/plot_sweep_py.hpp"
 #include "cluster/sweep_parts.hpp"
 #include "core/run_program.hpp"
 #include "core/stats.hpp"
-
-#ifndef PSBED_SOURCE_DIR
-#define PSBED_SOURCE_DIR "."
-#endif
 
 namespace psbed::cluster::sweep_detail {
 
@@ -240,8 +237,11 @@ void write_results(const SweepOptions& opt, const json& rows) {
   write_markdown(out + "/results.md", rows, opt, base);
 }
 
+// The plot is drawn by plot_sweep.py, compiled in from cluster/plot_sweep.py and written beside
+// the results (where it can be run again), so that an installed psbed plots too.
 void plot_results(const std::string& out) {
-  const std::string script = std::string(PSBED_SOURCE_DIR) + "/cluster/plot_sweep.py";
+  const std::string script = out + "/plot_sweep.py";
+  std::ofstream(script) << kPlotSweepPy;
   ProgramOptions env;
   env.env = {"PSBED_SWEEP=1"};  // the script leaves a missing matplotlib to the one line below
   const ProgramStatus plot =

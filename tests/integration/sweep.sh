@@ -50,6 +50,8 @@ for r in rows:
 assert len(json.load(open(os.path.join(out, "results.json")))["runs"]) == 4
 PY
 grep -q "^| 2 | [0-9.]* | [0-9.]* |$" "$WORK/sw/results.md" || fail "results.md lacks the 2-worker row"
+# The plotting script is the binary's own, written beside the results: no source tree needed.
+cmp -s "$WORK/sw/plot_sweep.py" "$SRC/cluster/plot_sweep.py" || fail "no copy of cluster/plot_sweep.py beside the results"
 if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
   [ -s "$WORK/sw/sweep.png" ] || fail "matplotlib is installed but there is no sweep.png"
 else  # one line that says what to install, no traceback
