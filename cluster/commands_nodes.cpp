@@ -13,11 +13,26 @@
 #include "core/straggler.hpp"
 #include "core/units.hpp"
 #include "predictor/simulator.hpp"
+#include "ps/checkpoint.hpp"
 #include "ps/control.hpp"
 
 namespace psbed::cluster {
 
 namespace {
+
+// --checkpoint-every: steps or a duration, refused in one line as the other flags are.
+CLI::Validator checkpoint_every_value() {
+  return CLI::Validator(
+      [](std::string& v) {
+        try {
+          ps::parse_checkpoint_every(v);
+          return std::string();
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+      },
+      "STEPS|DURATION");
+}
 // A slice or a partition of more parameters than this is no model's (and CLI11 alone reads
 // 99999999999999999999 as 2^63 - 1); as `psbed ctl policy` bounds them.
 constexpr std::int64_t kMaxParams = 1000000000;
@@ -99,6 +114,13 @@ void add_coordinator(CLI::App& root, CoordinatorCommand& c, std::string& log_lev
   app->add_flag("--allow-nonfinite", o.allow_nonfinite,
                 "shards apply gradients holding NaN or infinity (to study divergence); by default "
                 "they refuse them and the worker stops, naming the tensor");
+  app->add_option("--checkpoint-every", o.checkpoint_every,
+                  "shards checkpoint every N steps (200) or about every duration (30s), each into "
+                  "its --checkpoint-dir")
+      ->check(checkpoint_every_value());
+  app->add_option("--resume-step", o.resume_step,
+                  "the run resumes at this step: each shard starts from its checkpoint of it")
+      ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
   app->add_option("--partition-bytes", partition, "largest part a tensor is cut into")
       ->capture_default_str()
       ->check(size_value());
@@ -200,6 +222,9 @@ void add_server(CLI::App& root, ps::ServerOptions& o, std::string& log_level) {
   app->add_option("--apply-threads", o.apply_threads,
                   "threads applying updates (each owns a subset of parts)")
       ->capture_default_str();
+  app->add_option("--checkpoint-dir", o.checkpoint_dir,
+                  "where this shard writes its checkpoints (when the run takes them) and reads the "
+                  "one a resumed run starts from");
   add_link(app, o.node, "1gbit");
   add_key_flags(app, o.node.keys, o.node.key_file, "<name>");
 }
@@ -389,6 +414,13 @@ void add_launch(CLI::App& root, LaunchOptions& o, std::string& log_level) {
   app->add_option("--keys", o.keys,
                   "with --secure: this key folder (psbed keys) instead of fresh keys; it needs "
                   "coordinator, server-I, worker-I and ctl");
+  app->add_option("--checkpoint-every", o.checkpoint_every,
+                  "each shard writes its parameters, momentum and clock to OUT/checkpoints every N "
+                  "steps (200) or about every duration (30s); --resume OUT restarts from the last")
+      ->check(checkpoint_every_value());
+  app->add_option("--resume", o.resume,
+                  "restart the run in this folder (started with --checkpoint-every, stopped or "
+                  "crashed) from its last checkpoint, with its own settings");
 }
 
 void add_probe(CLI::App& root, ProbeCommand& o, std::string& log_level) {

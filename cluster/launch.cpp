@@ -17,7 +17,6 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -37,6 +36,7 @@
 #include "core/straggler.hpp"
 #include "core/trace.hpp"
 #include "core/units.hpp"
+#include "ps/checkpoint.hpp"
 #include "ps/cluster_map.hpp"
 #include "ps/coordinator.hpp"
 #include "ps/curve.hpp"
@@ -83,26 +83,6 @@ std::string exact(double v) {
   return buf;
 }
 
-std::string tail_of(const std::string& path, int lines) {
-  std::ifstream in(path);
-  std::deque<std::string> last;
-  for (std::string l; std::getline(in, l);) {
-    last.push_back(l);
-    if (int(last.size()) > lines) last.pop_front();
-  }
-  std::string out;
-  for (const auto& l : last) out += "    " + l + "\n";
-  return out;
-}
-
-// Whether a node's log has a line containing `text`.
-bool log_mentions(const std::string& path, const std::string& text) {
-  std::ifstream in(path);
-  for (std::string l; std::getline(in, l);)
-    if (l.find(text) != std::string::npos) return true;
-  return false;
-}
-
 class Launcher {
  public:
   explicit Launcher(const LaunchOptions& opt) : opt_(opt) {}
@@ -133,6 +113,9 @@ class Launcher {
     // Checked before the run rather than by the worker after it (a run trained for nothing).
     ensure_writable_file(opt_.save_params, "--save-params");
     out_ = opt_.out.empty() ? default_out() : opt_.out;
+    for_flag("--checkpoint-every",
+             [&] { return ps::parse_checkpoint_every(opt_.checkpoint_every); });
+    if (!opt_.resume.empty()) resume_step_ = prepare_resume(opt_);  // moves the last attempt aside
     if (fs::exists(out_ + "/summary.json"))
       throw Error("--out " + out_ +
                   " holds a run already (summary.json): give another --out, or remove it");
@@ -145,6 +128,7 @@ class Launcher {
                     " (it left no summary.json): give another --out, or remove them");
     }
     ensure_writable_dir(out_ + "/logs", "--out");
+    if (!opt_.checkpoint_every.empty()) save_launch_args(out_, opt_.args);
     if (opt_.trace) ensure_writable_dir(out_ + "/traces", "--out");
     if (opt_.secure || !opt_.keys.empty()) make_keys();
     // A closed terminal or ssh session ends the run as Ctrl-C does, unless SIGHUP is ignored
@@ -333,6 +317,9 @@ class Launcher {
                                   out_ + "/logs/coordinator.log"};
     if (!opt_.credit.empty()) a.insert(a.end(), {"--credit", opt_.credit});
     if (opt_.allow_nonfinite) a.push_back("--allow-nonfinite");
+    if (!opt_.checkpoint_every.empty())
+      a.insert(a.end(), {"--checkpoint-every", opt_.checkpoint_every});
+    if (resume_step_ > 0) a.insert(a.end(), {"--resume-step", std::to_string(resume_step_)});
     if (!opt_.http.empty())
       a.insert(a.end(), {"--http", opt_.http, "--http-file", out_ + "/logs/coordinator.http"});
     if (!opt_.http_token.empty()) a.insert(a.end(), {"--http-token", opt_.http_token});
@@ -346,6 +333,8 @@ class Launcher {
     a.insert(a.begin(), "server");
     a.insert(a.end(), {"--bind", "tcp://" + host_of("server-" + std::to_string(i)) + ":*",
                        "--apply-threads", std::to_string(opt_.apply_threads)});
+    if (!opt_.checkpoint_every.empty() || resume_step_ > 0)
+      a.insert(a.end(), {"--checkpoint-dir", out_ + "/checkpoints"});
     return a;
   }
 
@@ -769,6 +758,7 @@ class Launcher {
   ps::LinkOptions link_;               // --bandwidth and --latency, read once
   std::vector<Straggler> stragglers_;  // --straggler, read once
   std::string out_;
+  std::int64_t resume_step_ = 0;  // --resume: the checkpoint's step
   // Held from the first node's start to the summary (ps/stop_signals.hpp).
   std::optional<ps::BlockedStopSignals> stops_;
   std::vector<Child> children_;

@@ -60,6 +60,10 @@ struct LaunchOptions {
   std::string profile;  // for the coordinator's /api/prediction
   bool secure = false;  // CURVE on every link: fresh keys in OUT/keys, or `keys`
   std::string keys;     // a key folder (psbed keys) for --secure
+  // Shard checkpoints (ps/checkpoint.hpp) under OUT/checkpoints: "N" steps or "30s" ("" = none).
+  std::string checkpoint_every;
+  std::string resume;             // a run folder to restart from its last checkpoint
+  std::vector<std::string> args;  // this launch's command line, kept in OUT/launch.json
 };
 
 // Throws Error, naming the flag, for settings a run cannot start with (a batch of 0, a
@@ -82,5 +86,21 @@ policy::PolicyOptions policy_options(const LaunchOptions& opt);
 // of `summary` reported them, on one line of stdout ("" for ps).
 void print_comm_routes(const std::string& comm, const nlohmann::json& summary);
 int run_launch(const LaunchOptions& opt);
+
+// ---- launch_resume.cpp ----
+// The last `lines` lines of a node's log, each indented for a summary.
+std::string tail_of(const std::string& path, int lines);
+// Whether a node's log has a line containing `text`.
+bool log_mentions(const std::string& path, const std::string& text);
+// OUT/launch.json: the command line a resumed run is started with again.
+void save_launch_args(const std::string& run, const std::vector<std::string>& args);
+// Checks opt.resume's newest complete checkpoint (each shard's file read and checked against
+// the run's model and partition: Error naming the file), moves the stopped attempt's files
+// aside, and returns the checkpoint's step.
+std::int64_t prepare_resume(const LaunchOptions& opt);
+// `launch --resume RUN` given with `args` (the command line's own flags): RUN's command line
+// parsed again and launched from its last checkpoint.
+int run_resume(const std::string& run, const std::vector<std::string>& given,
+               const std::string& log_level);
 
 }  // namespace psbed::cluster

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "cluster/cli_config.hpp"
 #include "cluster/commands.hpp"
@@ -63,7 +64,7 @@ void add_commands(CLI::App& root, Commands& c) {
 }
 
 // Runs the subcommand the command line named; its errors go to main.
-int run_command(CLI::App& root, Commands& c) {
+int run_command(CLI::App& root, Commands& c, const std::vector<std::string>& launch_args) {
   const std::string& log_level = c.log_level;
   if (const int rc = cluster::run_predictor(root, c.predictor, log_level); rc >= 0) return rc;
   if (root.got_subcommand("train")) {
@@ -104,6 +105,9 @@ int run_command(CLI::App& root, Commands& c) {
   }
   if (root.got_subcommand("launch")) {
     setup_logging("launch", log_level);
+    if (!c.launch.resume.empty())
+      return cluster::run_resume(c.launch.resume, launch_args, log_level);
+    c.launch.args = launch_args;
     return cluster::run_launch(c.launch);
   }
   if (auto* b = root.get_subcommand("bench"); b->parsed()) {
@@ -147,7 +151,14 @@ int main(int argc, char** argv) {
     return kUsageError;
   }
   try {
-    return run_command(root, commands);
+    // launch's own flags, kept for `launch --resume`.
+    std::vector<std::string> launch_args;
+    for (int i = 1; i < argc; ++i)
+      if (std::string(argv[i]) == "launch") {
+        launch_args.assign(argv + i + 1, argv + argc);
+        break;
+      }
+    return run_command(root, commands, launch_args);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "%s: %s (see `%s --help`)\n", command_path(root).c_str(), e.what(),
                  command_path(root).c_str());

@@ -24,7 +24,10 @@ nlohmann::json ClusterMap::to_json() const {
                      {"partition_params", exp.policy.partition_params},
                      {"credit_bytes", exp.policy.credit_bytes},
                      {"allow_nonfinite", exp.allow_nonfinite},
-                     {"comm", exp.comm}};
+                     {"comm", exp.comm},
+                     {"checkpoint_every", exp.checkpoint_every},
+                     {"checkpoint_every_s", exp.checkpoint_every_s},
+                     {"resume_step", exp.resume_step}};
   auto nodes = [](const std::vector<NodeInfo>& v) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& n : v) {
@@ -85,6 +88,11 @@ ClusterMap ClusterMap::from_json(const nlohmann::json& j) {
     m.exp.allow_nonfinite = e.value("allow_nonfinite", false);
     m.exp.comm = e.value("comm", "ps");
     parse_comm(m.exp.comm);  // an unknown route fails here, named
+    m.exp.checkpoint_every = number_or<std::int64_t>(e, "checkpoint_every", 0);
+    m.exp.checkpoint_every_s = number_or<double>(e, "checkpoint_every_s", 0);
+    m.exp.resume_step = number_or<std::int64_t>(e, "resume_step", 0);
+    if (m.exp.checkpoint_every < 0 || m.exp.resume_step < 0 || m.exp.resume_step > m.exp.steps)
+      throw Error("malformed cluster map: checkpoint_every or resume_step out of range");
     policy::check_policy_options(
         m.exp.policy);  // an unknown name or bad parameter fails here, named
     auto nodes = [](const nlohmann::json& a) {

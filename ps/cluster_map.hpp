@@ -33,6 +33,11 @@ struct Experiment {
   policy::PolicyOptions policy;  // transmission policy of every worker
   bool allow_nonfinite = false;  // shards apply gradients holding NaN or infinity
   std::string comm = "ps";       // ps | sfb | hybrid (core/comm.hpp): fc layers' route
+  // Checkpoints (ps/checkpoint.hpp): every this many steps (0: none, unless the coordinator asks
+  // for them every checkpoint_every_s); a resumed run starts at resume_step.
+  std::int64_t checkpoint_every = 0;
+  double checkpoint_every_s = 0;
+  std::int64_t resume_step = 0;
 };
 
 struct NodeInfo {

@@ -106,6 +106,7 @@ void Coordinator::serve_locked(std::unique_lock<std::mutex>& lock, BlockedStopSi
       print_progress_locked();
       next_progress = now + dsec(opt_.progress_every_s);
     }
+    if (map_sent_) request_checkpoint_locked(now);
     if (map_sent_ && http_ && now >= next_sample) {
       record_sample_locked();
       next_sample = now + std::chrono::seconds(1);

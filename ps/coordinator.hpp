@@ -31,6 +31,10 @@ struct CoordinatorOptions {
   // run diverges); off, a worker whose gradients are not finite is stopped with the reason.
   bool allow_nonfinite = false;
   std::int64_t partition_bytes = defaults::kPartitionBytes;
+  // Shard checkpoints: "N" steps or a duration ("30s"), "" = none (ps/checkpoint.hpp); a run
+  // resumed from a checkpoint starts at resume_step.
+  std::string checkpoint_every;
+  std::int64_t resume_step = 0;
   double heartbeat_s = defaults::kHeartbeatS;
   double heartbeat_timeout_s = defaults::kHeartbeatTimeoutS;
   double progress_every_s = 2.0;

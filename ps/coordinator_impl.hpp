@@ -178,6 +178,7 @@ class Coordinator {
   json status_locked();
   std::string metrics_locked();
   void print_progress_locked();
+  void request_checkpoint_locked(Clock::time_point now);
 
   // ---- coordinator_summary.cpp -------------------------------------------------------------
   json data_described_locked() const;
@@ -218,6 +219,7 @@ class Coordinator {
   Clock::time_point started_, training_started_;
   double started_us_ = 0;
   std::deque<json> history_;
+  Clock::time_point next_checkpoint_{};  // --checkpoint-every in seconds: when to ask next
   // /api/prediction's computations; before http_, so none is answered by a server gone.
   PredictionRunner predictions_;
   // Interrupted: the workers were told to stop; their reports are awaited until stop_deadline_.

@@ -6,8 +6,10 @@
 #include <chrono>
 #include <cstdio>
 
+#include "core/error.hpp"
 #include "core/partition.hpp"
 #include "core/trace.hpp"
+#include "ps/checkpoint.hpp"
 #include "ps/cluster_map.hpp"
 #include "ps/coordinator_impl.hpp"
 
@@ -181,6 +183,15 @@ void Coordinator::send_map_locked() {
   }
   map.plan = make_partition(spec_, opt_.partition_bytes, opt_.servers);
   steps_ = map.exp.steps;
+  const CheckpointEvery every =
+      for_flag("--checkpoint-every", [&] { return parse_checkpoint_every(opt_.checkpoint_every); });
+  map.exp.checkpoint_every = every.steps, map.exp.checkpoint_every_s = every.seconds;
+  if (opt_.resume_step >= steps_)
+    return fail_locked("resuming at step " + std::to_string(opt_.resume_step) + " of a run of " +
+                       std::to_string(steps_) + " steps: nothing is left to train");
+  map.exp.resume_step = opt_.resume_step;
+  next_checkpoint_ =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(dsec(every.seconds));
   // The shards get the workers' link ids; the workers, the status and the summary do not.
   const json with_links = map.to_json();
   for (NodeInfo& w : map.workers) w.link_id.clear();

@@ -264,4 +264,22 @@ void Coordinator::print_progress_locked() {
                steps_, sps, ips, losses);
 }
 
+// --checkpoint-every in seconds: every shard is asked for the same step, far enough ahead of the
+// fastest worker's last progress (a second old at most) that no shard has gone past it yet.
+void Coordinator::request_checkpoint_locked(Clock::time_point now) {
+  const double every = num(map_json_["experiment"], "checkpoint_every_s");
+  if (every <= 0 || now < next_checkpoint_ || finished_ || stopping_) return;
+  next_checkpoint_ = now + std::chrono::duration_cast<Clock::duration>(dsec(every));
+  double step = 0, rate = 0;
+  for (Node* w : live("worker")) {
+    step = std::max(step, num(w->progress, "step"));
+    rate = std::max(rate, num(w->progress, "steps_per_sec"));
+  }
+  const double ahead = std::ceil(rate * 2.0) + 2;
+  const auto at = std::uint64_t(std::max(step, double(opt_.resume_step)) + ahead);
+  if (std::int64_t(at) >= steps_) return;
+  for (Node* s : live("server"))
+    send_to(s->peer, Op::kControl, {{"event", "checkpoint"}, {"step", at}});
+}
+
 }  // namespace psbed::ps::coordinator_detail

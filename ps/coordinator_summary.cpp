@@ -83,6 +83,18 @@ void Coordinator::write_summary_locked() {
     if (n.role == "server" && n.stats.is_object() && n.stats.contains("bad_by_kind"))
       bad[n.name] = n.stats["bad_by_kind"];
   s["bad_messages_by_server"] = bad;
+  if (!opt_.checkpoint_every.empty() || opt_.resume_step > 0) {
+    // The last step every shard reported a checkpoint of (reports come once a second).
+    json last = nullptr;
+    for (const auto& [_, n] : nodes_)
+      if (n.role == "server") {
+        const double l = num(n.stats, "last_checkpoint");
+        last = last.is_null() ? json(l) : json(std::min(last.get<double>(), l));
+      }
+    s["checkpoints"] = {{"every", opt_.checkpoint_every},
+                        {"resumed_from_step", opt_.resume_step},
+                        {"last_step", last}};
+  }
   if (!failure_.empty()) s["failure"] = failure_;
   if (!evaluation_note_.empty()) s["evaluation"] = evaluation_note_;
   if (!map_json_.is_null())

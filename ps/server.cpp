@@ -77,7 +77,11 @@ int run_server(const ServerOptions& in) {
   NodeLink link({opt.node.coordinator, "server", opt.node.name, address, opt.node.connect_timeout_s,
                  opt.node.heartbeat_s, opt.node.coordinator_timeout_s, z.curve});
   link.on_control([&](const nlohmann::json& j) {
-    if (j.value("event", "") == "worker_dead") shard.worker_dead(j.value("worker", -1));
+    const std::string event = j.value("event", "");
+    if (event == "worker_dead") shard.worker_dead(j.value("worker", -1));
+    const auto step = j.find("step");
+    if (event == "checkpoint" && step != j.end() && step->is_number_unsigned())
+      shard.checkpoint_at(step->get<std::uint64_t>());
   });
   // SIGTERM or SIGINT: this shard stops serving, says so to the coordinator (the run cannot go
   // on without its parameters) and writes its trace.
@@ -100,7 +104,14 @@ int run_server(const ServerOptions& in) {
   trace.set_metadata("role", "server");
   trace.set_metadata("clock_sync", link.clock_sync());
   trace.set_metadata("cluster", map.to_json()["experiment"]);
-  shard.start(map, link.id());
+  shard.set_checkpoint_dir(opt.checkpoint_dir);
+  try {
+    shard.start(map, link.id());
+  } catch (const Error& e) {  // a checkpoint it cannot resume from: the run cannot go on
+    link.leave(std::string("cannot start: ") + e.what(), 0.5);
+    transport.stop();
+    throw;
+  }
   // Room for one worker asking for all of this shard's parameters a few times over (pulls of
   // several clocks in flight), above the default bound.
   zmq_transport.set_peer_bounds(
@@ -128,6 +139,8 @@ int run_server(const ServerOptions& in) {
                          {"bad_messages", shard.bad().total() + transport.bad_messages().total()},
                          {"bad_by_kind", refused_by_kind()},
                          {"queue_depth", shard.queue_depth()},
+                         {"checkpoints", shard.checkpoints_written()},
+                         {"last_checkpoint", shard.last_checkpoint()},
                          {"dropped_unread", zmq_transport.dropped_unread()}});
   }
   cpu_samples.push_back({now_us(), process_cpu_s()});

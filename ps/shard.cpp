@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "core/error.hpp"
 #include "ps/copy_counter.hpp"
 
 namespace psbed::ps {
@@ -105,6 +106,7 @@ void Shard::start(const ClusterMap& map, int shard) {
   shard_ = shard;
   store_ = std::make_unique<Store>(map_, shard_);
   parts_ = std::make_unique<PlanPartSizes>(map_.plan);
+  start_checkpoints();
   spdlog::info("shard {} holds {} parts, {:.2f} MiB; mode {}; {} apply lane(s)", shard_,
                store_->parts_owned(), store_->bytes_owned() / 1048576.0, map_.exp.mode.str(),
                lanes_.size());
@@ -112,6 +114,44 @@ void Shard::start(const ClusterMap& map, int shard) {
     lanes_[i]->thread = std::thread([this, i] { loop(i); });
   replier_ = std::thread([this] { reply_loop(); });
   started_.store(true, std::memory_order_release);
+}
+
+void Shard::start_checkpoints() {
+  const Experiment& e = map_.exp;
+  if (e.resume_step > 0) {
+    if (checkpoint_dir_.empty())
+      throw Error(map_.servers.at(std::size_t(shard_)).name + " resumes at step " +
+                  std::to_string(e.resume_step) + " and needs --checkpoint-dir, the checkpoints");
+    const std::string path = checkpoint_path(checkpoint_dir_, shard_, std::uint64_t(e.resume_step));
+    const Checkpoint c = read_checkpoint(path);
+    check_checkpoint(c, map_, shard_, path);
+    if (c.step != std::uint64_t(e.resume_step))
+      throw Error("checkpoint " + path + " is of step " + std::to_string(c.step) + ", not " +
+                  std::to_string(e.resume_step));
+    restore_checkpoint(*store_, c, int(map_.workers.size()));
+    spdlog::info("shard {} resumed from {} (step {})", shard_, path, c.step);
+  }
+  if (e.checkpoint_every <= 0 && e.checkpoint_every_s <= 0) return;
+  if (checkpoint_dir_.empty())
+    throw Error("the run takes checkpoints and " + map_.servers.at(std::size_t(shard_)).name +
+                " has no --checkpoint-dir to write them to");
+  checkpoints_ = std::make_unique<ShardCheckpointer>(
+      checkpoint_dir_, map_, shard_, e.checkpoint_every, std::uint64_t(e.resume_step));
+  store_->on_clock = [this](const PartState& s, std::uint64_t clock) {
+    checkpoints_->reached(s, clock);
+  };
+}
+
+void Shard::checkpoint_at(std::uint64_t step) {
+  if (started_.load(std::memory_order_acquire) && checkpoints_) checkpoints_->want(step);
+}
+
+std::uint64_t Shard::checkpoints_written() const {
+  return started_.load(std::memory_order_acquire) && checkpoints_ ? checkpoints_->written() : 0;
+}
+
+std::uint64_t Shard::last_checkpoint() const {
+  return started_.load(std::memory_order_acquire) && checkpoints_ ? checkpoints_->last_step() : 0;
 }
 
 void Shard::stop() {
@@ -125,6 +165,7 @@ void Shard::stop() {
   { std::lock_guard<std::mutex> lock(reply_mu_); }
   reply_cv_.notify_one();
   if (replier_.joinable()) replier_.join();
+  if (checkpoints_) checkpoints_->stop();  // what is complete is written
 }
 
 void Shard::loop(int index) {

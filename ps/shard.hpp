@@ -23,6 +23,7 @@
 #include "core/defaults.hpp"
 #include "core/trace.hpp"
 #include "ps/bad_message_counter.hpp"
+#include "ps/checkpoint.hpp"
 #include "ps/cluster_map.hpp"
 #include "ps/store.hpp"
 #include "ps/zmq_transport.hpp"
@@ -37,8 +38,16 @@ class Shard {
   // From the transport's receive callback: queue and return at once.
   void enqueue(Message&& m);
   void worker_dead(int worker);
-  // Builds the store for `shard`'s parts of the map and starts the apply thread.
+  // Where checkpoints are written and read (before start; "" = none may be taken).
+  void set_checkpoint_dir(std::string dir) { checkpoint_dir_ = std::move(dir); }
+  // Builds the store for `shard`'s parts of the map (from the checkpoint of the map's resume
+  // step, if any: a bad one throws Error naming the file) and starts the apply thread.
   void start(const ClusterMap& map, int shard);
+  // The coordinator asks for a checkpoint of `step` (--checkpoint-every in seconds).
+  void checkpoint_at(std::uint64_t step);
+  // Checkpoints written, and the step of the last (0: none).
+  std::uint64_t checkpoints_written() const;
+  std::uint64_t last_checkpoint() const;
   void stop();
   const BadMessageCounter& bad() const { return bad_; }
   std::uint64_t pushes() const { return pushes_; }
@@ -58,6 +67,7 @@ class Shard {
     std::thread thread;
   };
   int lane_of(std::uint32_t key, std::uint32_t part) const;
+  void start_checkpoints();
   void loop(int lane);
   bool check(const Message& m);
   void handle(Lane& lane, Message&& m);
@@ -74,6 +84,8 @@ class Shard {
   ClusterMap map_;
   int shard_ = 0;
   std::unique_ptr<Store> store_;
+  std::string checkpoint_dir_;
+  std::unique_ptr<ShardCheckpointer> checkpoints_;
   std::unique_ptr<PlanPartSizes> parts_;
   std::vector<std::unique_ptr<Lane>> lanes_;
   // Pulls answered on arrival, with the version they read, for the reply thread.

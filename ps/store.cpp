@@ -131,6 +131,7 @@ Status Store::push(int worker, std::uint64_t clock, int key, int part, std::uint
   got[worker] += bytes;
   if (got[worker] == part_bytes) {
     s.completed[worker] = std::max<std::uint64_t>(s.completed[worker], clock + 1);
+    if (on_clock) on_clock(s, min_completed(s));
     bool all = true;
     for (int w = 0; w < workers_; ++w) all = all && (!alive_[w] || got[w] == part_bytes);
     if (all) s.partial.erase(clock);
@@ -192,6 +193,7 @@ void Store::drain_bsp(PartState& s) {
     s.pending_sum.erase(first->first);
     s.pending_bytes.erase(first);
     ++s.applied_clocks;
+    if (on_clock) on_clock(s, s.applied_clocks);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -65,6 +66,9 @@ class Store {
   std::size_t parts_owned() const { return owned_.size(); }
   std::uint64_t bytes_owned() const;
   const Consistency& mode() const { return mode_; }
+  // Called by the part's lane, holding the part, when the part's clock moves: bsp, a clock
+  // applied; async and ssp, the clock every live worker's whole part arrived for. Unset: no cost.
+  std::function<void(const PartState&, std::uint64_t clock)> on_clock;
 
  private:
   void apply(PartState& s, std::uint64_t clock, std::uint64_t offset_floats, const float* grad,

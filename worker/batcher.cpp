@@ -29,4 +29,9 @@ void Batcher::next(float* images, std::int32_t* labels) {
   ++step_;
 }
 
+void Batcher::skip(std::int64_t steps) {
+  for (std::int64_t i = 0; i < steps; ++i, ++step_)
+    if (step_ % steps_per_epoch() == 0) std::shuffle(order_.begin(), order_.end(), rng_);
+}
+
 }  // namespace psbed::worker

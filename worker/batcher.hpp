@@ -18,6 +18,9 @@ class Batcher {
   std::size_t shard_size() const { return order_.size(); }
   // Copies the next batch into images (batch x sample floats) and labels.
   void next(float* images, std::int32_t* labels);
+  // Moves past `steps` batches as next() would (a run resumed from a checkpoint sees the batches
+  // it would have seen).
+  void skip(std::int64_t steps);
 
  private:
   const workloads::Dataset& data_;

@@ -272,6 +272,7 @@ class PsWorker {
     std::uint64_t last_pushed = 0, last_pulled = 0;
     nlohmann::json step_ms = nlohmann::json::array();
     std::int64_t done_steps = 0;
+    std::int64_t first_step = 0;  // a resumed run's first
     double last_step_end = 0;
     std::vector<double> step_end_us;  // for the steady window of a run cut short
   };
@@ -318,6 +319,7 @@ class PsWorker {
     trace_.set_metadata("link", shaping.str());
     net_->set_trace(&trace_, [this] { return step_.load(); });  // GPU copies: h2d/d2h lanes
     Batcher batcher(data->train, id_, workers, exp.batch, exp.seed);
+    batcher.skip(exp.resume_step);  // a resumed run: the batches it would have seen next
     spdlog::info(
         "{} (worker {} of {}): {} on {}, {} steps of batch {} from a shard of {} samples, mode {}",
         opt_.node.name, id_, workers, spec.name, opt_.device, exp.steps, exp.batch,
@@ -342,7 +344,8 @@ class PsWorker {
           (t.dir == policy::Direction::kPull ? pulls_ : pushes_).done(t.layer, t.count);
         });
     sched.set_trace(&trace_);
-    Training tr(link, client, sched, batcher, warmup_steps(exp.steps),
+    const std::int64_t first = exp.resume_step;  // > 0: resumed from a checkpoint
+    Training tr(link, client, sched, batcher, first + warmup_steps(exp.steps - first),
                 std::size_t(spec.input.numel()) * exp.batch, std::size_t(exp.batch));
     trace_.set_metadata("policy", sched.policy().name());
     if (opt_.start_stagger_ms > 0) {
@@ -356,7 +359,9 @@ class PsWorker {
     tr.step_end_us.reserve(std::size_t(std::min<std::int64_t>(exp.steps, 1 << 20)));
     // An interrupted run (the coordinator's shutdown says "interrupted") ends the step in flight
     // at once; the steps done before it are reported.
-    for (std::int64_t s = 0; s < exp.steps && !link.shutdown_requested(); ++s) try {
+    tr.first_step = tr.done_steps = first;
+    if (first > 0) spdlog::info("{} resumes at step {}", opt_.node.name, first);
+    for (std::int64_t s = first; s < exp.steps && !link.shutdown_requested(); ++s) try {
         train_step(tr, s);
       } catch (const Error&) {
         if (!link.stopped().empty()) break;  // a stop signal: the step in flight is not counted
@@ -413,7 +418,7 @@ class PsWorker {
       trace_.complete("fwd:" + spec.layers[l].name, "compute", t0, s);
     }
     tr.loss = net_->compute_loss().loss;
-    if (s == 0) tr.first_loss = tr.loss;
+    if (s == tr.first_step) tr.first_loss = tr.loss;
     for (int l = net_->num_layers() - 1; l >= 0; --l) {
       const double t0 = now_us();
       net_->backward(l);
@@ -498,10 +503,10 @@ class PsWorker {
           {{"from_us", steady_start}, {"to_us", end}, {"cpu_s", process_cpu_s() - tr.steady_cpu}});
     // A run cut short before its warm-up ended: the same rule over the steps it did.
     std::int64_t first_steady = tr.warmup;
-    if (done_steps <= tr.warmup && done_steps >= 2) {
-      first_steady =
-          std::min<std::int64_t>(std::max<std::int64_t>(1, done_steps / 20), done_steps / 2);
-      steady_start = tr.step_end_us[std::size_t(first_steady - 1)];
+    if (const std::int64_t did = done_steps - tr.first_step; done_steps <= tr.warmup && did >= 2) {
+      const std::int64_t k = std::min<std::int64_t>(std::max<std::int64_t>(1, did / 20), did / 2);
+      first_steady = tr.first_step + k;
+      steady_start = tr.step_end_us[std::size_t(k - 1)];
     }
     const std::int64_t steady_steps = std::max<std::int64_t>(0, done_steps - first_steady);
     const double steady_s = steady_steps > 0 ? (end - steady_start) / 1e6 : 0.0;

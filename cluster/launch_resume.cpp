@@ -1,0 +1,139 @@
+// `psbed launch --resume RUN`: the run's own command line, kept in RUN/launch.json, started again
+// from the newest step every shard checkpointed. What the stopped attempt left (its summary,
+// logs and traces) moves to RUN/attempt-N/, so the new attempt's files are the run's.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cluster/cli_config.hpp"
+#include "cluster/commands.hpp"
+#include "cluster/launch.hpp"
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "core/partition.hpp"
+#include "core/units.hpp"
+#include "ps/checkpoint.hpp"
+#include "ps/cluster_map.hpp"
+
+namespace psbed::cluster {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string launch_file(const std::string& run) { return run + "/launch.json"; }
+
+// The map a shard of this run checks its checkpoint against, as the coordinator would make it.
+ps::ClusterMap expected_map(const LaunchOptions& opt) {
+  ps::ClusterMap map;
+  map.spec = load_model(opt.model);
+  std::ifstream in(map.spec.source);
+  map.exp.model_toml.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  map.exp.model_name = map.spec.name;
+  map.servers.resize(std::size_t(opt.servers));
+  map.plan = make_partition(map.spec, std::int64_t(parse_bytes(opt.partition_bytes)), opt.servers);
+  return map;
+}
+
+}  // namespace
+
+void save_launch_args(const std::string& run, const std::vector<std::string>& args) {
+  write_text_file(launch_file(run), nlohmann::json{{"args", args}}.dump(2) + "\n");
+}
+
+std::int64_t prepare_resume(const LaunchOptions& opt) {
+  const std::string run = opt.resume;
+  const std::string dir = run + "/checkpoints";
+  const std::int64_t step = ps::latest_checkpoint_step(dir, opt.servers);
+  if (step < 0)
+    throw Error("--resume " + run + ": " + dir + " holds no checkpoint of all " +
+                std::to_string(opt.servers) + " shards: nothing to resume from");
+  const ps::ClusterMap map = expected_map(opt);
+  for (int s = 0; s < opt.servers; ++s) {
+    const std::string path = ps::checkpoint_path(dir, s, std::uint64_t(step));
+    ps::check_checkpoint(ps::read_checkpoint(path), map, s, path);
+  }
+  int n = 1;
+  while (fs::exists(run + "/attempt-" + std::to_string(n))) ++n;
+  const std::string aside = run + "/attempt-" + std::to_string(n);
+  std::error_code ec;
+  for (const char* f : {"summary.json", "logs", "traces"}) {
+    if (!fs::exists(run + "/" + f, ec)) continue;
+    fs::create_directories(aside, ec);
+    fs::rename(run + "/" + f, aside + "/" + f, ec);
+    if (ec)
+      throw Error("--resume " + run + ": cannot move its earlier " + f + " to " + aside + ": " +
+                  ec.message());
+  }
+  spdlog::info("resuming {} from step {} (the stopped attempt's files are in {})", run, step,
+               aside);
+  return step;
+}
+
+int run_resume(const std::string& run, const std::vector<std::string>& given,
+               const std::string& log_level) {
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    const std::string& a = given[i];
+    if (a == "--resume" || a == "--log-level") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--resume=", 0) == 0 || a.rfind("--log-level=", 0) == 0) continue;
+    throw UsageError("--resume takes the run's settings from " + launch_file(run) + ": give " + a +
+                     " to a new run instead (only --log-level goes with it)");
+  }
+  std::ifstream in(launch_file(run));
+  if (!in)
+    throw Error("--resume " + run + ": no " + launch_file(run) +
+                " (a run started with --checkpoint-every has one)");
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object() || !j.contains("args") || !j["args"].is_array())
+    throw Error("--resume " + run + ": " + launch_file(run) +
+                " is damaged: expected {\"args\": [...]}");
+  std::vector<std::string> args;
+  for (const auto& a : j["args"]) {
+    if (!a.is_string()) throw Error("--resume " + run + ": " + launch_file(run) + " is damaged");
+    args.push_back(a.get<std::string>());
+  }
+  CLI::App root;
+  LaunchOptions opt;
+  std::string level = log_level;
+  enable_subcommand_configs(root);
+  add_launch(root, opt, level);
+  std::vector<std::string> argv = {"launch"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::reverse(argv.begin(), argv.end());  // CLI11 takes a reversed vector
+  try {
+    root.parse(argv);
+  } catch (const CLI::ParseError& e) {
+    throw Error("--resume " + run + ": " + launch_file(run) + " no longer parses: " + e.what());
+  }
+  opt.args = args;
+  opt.resume = run;
+  opt.out = run;
+  return run_launch(opt);
+}
+
+std::string tail_of(const std::string& path, int lines) {
+  std::ifstream in(path);
+  std::deque<std::string> last;
+  for (std::string l; std::getline(in, l);) {
+    last.push_back(l);
+    if (int(last.size()) > lines) last.pop_front();
+  }
+  std::string out;
+  for (const auto& l : last) out += "    " + l + "\n";
+  return out;
+}
+
+bool log_mentions(const std::string& path, const std::string& text) {
+  std::ifstream in(path);
+  for (std::string l; std::getline(in, l);)
+    if (l.find(text) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace psbed::cluster
