@@ -51,6 +51,19 @@ CLI::Validator comm_value() {
 }
 
 // --comm of the run, as the coordinator and launch take it (a worker's own --comm only checks).
+// --epochs, --steps and --batch, as the coordinator and launch take them alike. --steps is
+// bounded as the coordinator bounds it (CLI11 alone reads 99999999999999999999 as 2^63 - 1).
+template <class Options>
+void add_run_length(CLI::App* app, Options& o) {
+  app->add_option("--epochs", o.epochs, "passes over the training set, all workers together")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
+  app->add_option("--batch", o.batch, "batch per worker")->capture_default_str();
+}
+
 void add_comm_flag(CLI::App* app, std::string& comm) {
   app->add_option("--comm", comm,
                   "how fc layers travel: ps (push and pull through the shards), sfb (sufficient "
@@ -101,13 +114,7 @@ void add_coordinator(CLI::App& root, CoordinatorCommand& c, std::string& log_lev
       ->check(non_negative("a learning rate", true));
   add_momentum_and_decay(app, o.sgd);
   app->add_option("--lr-schedule", o.lr_schedule, "constant or cosine")->capture_default_str();
-  app->add_option("--epochs", o.epochs, "passes over the training set, all workers together")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000000));
-  app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")
-      ->capture_default_str()
-      ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
-  app->add_option("--batch", o.batch, "batch per worker")->capture_default_str();
+  add_run_length(app, o);
   app->add_option("--seed", o.seed, "seed for initial parameters and data order")
       ->capture_default_str()
       ->transform(seed_validator());
@@ -323,14 +330,7 @@ void add_launch(CLI::App& root, LaunchOptions& o, std::string& log_level) {
                   "p3/bytescheduler: bytes in flight at most; prophet: largest block; e.g. 4MiB "
                   "(default, or 'default': the policy's)")
       ->transform(credit_value());
-  app->add_option("--epochs", o.epochs, "passes over the training set, all workers together")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000000));
-  // As the coordinator bounds it (CLI11 alone reads 99999999999999999999 as 2^63 - 1).
-  app->add_option("--steps", o.steps, "steps per worker (overrides --epochs)")
-      ->capture_default_str()
-      ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
-  app->add_option("--batch", o.batch, "batch per worker")->capture_default_str();
+  add_run_length(app, o);
   app->add_option(
          "--lr", o.lr,
          "learning rate (async needs a smaller one than bsp: docs/concepts.md, \"Consistency\")")
