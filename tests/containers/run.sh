@@ -4,7 +4,8 @@
 # base image built locally with debootstrap when none is present (no registry is needed), the
 # project's image from cluster/Dockerfile, then with docker-compose: 2 shards + 3 workers train
 # lenet5 to >= 95% test accuracy; a worker container killed mid-run is named by the coordinator
-# and the others finish; `docker-compose down` leaves no container or network behind. Whatever
+# and the others finish; the docs' vgg-mini example (synthetic data) runs to its end;
+# `docker-compose down` leaves no container or network behind. Whatever
 # it started (the engine included) is stopped by PID at the end.
 #   tests/containers/run.sh            PSBED_CT_KEEP=1 keeps the work folder
 set -euo pipefail
@@ -150,7 +151,21 @@ grep -q "worker-$victim_host (worker .*) is dead" "$WORK/run2.log" ||
   fail "run 2: the 2 other workers did not finish their 3000 steps"
 say "run 2: the coordinator named worker-$victim_host, the 2 others finished"
 
-# 3. down leaves nothing behind.
+# 3. The docs' vgg-mini example (docs/deploy-docker.md), as written but for a few steps: it trains
+# on synthetic data, so every worker starts and the run ends by itself.
+compose down -v --remove-orphans >/dev/null 2>&1
+say "run 3: the docs' vgg-mini example, 2 shards + 4 workers, bsp, p3, 5 steps"
+PSBED_RUN=vgg-bsp PSBED_MODEL=vgg-mini PSBED_DATA=synthetic PSBED_MODE=bsp PSBED_POLICY=p3 PSBED_STEPS=5 \
+  compose up -d --no-build --scale worker=4 --scale server=2 >"$WORK/up3.log" 2>&1 ||
+  { cat "$WORK/up3.log" >&2; fail "docker-compose up failed"; }
+rc=$(coordinator_wait 600)
+compose logs --no-color >"$WORK/run3.log" 2>&1
+[ "$rc" -eq 0 ] || { tail -30 "$WORK/run3.log" >&2; fail "run 3: the coordinator exited $rc"; }
+[ "$(summary vgg-bsp 's["ok"] and "vgg-mini" in s["model"] and len(s["per_worker"]) == 4')" = True ] ||
+  fail "run 3: the vgg-mini run's summary is not ok with 4 workers"
+say "run 3: vgg-mini trained $(summary vgg-bsp 's["steps"]') steps at $(summary vgg-bsp 'round(s["images_per_sec"], 1)') images/s"
+
+# 4. down leaves nothing behind.
 compose down -v --remove-orphans >/dev/null 2>&1
 DOCKER_UP=
 left=$($DOCKER ps -a -q --filter "label=com.docker.compose.project=$PROJECT")
