@@ -82,6 +82,11 @@ void check_launch_options(const LaunchOptions& o) {
                                              std::to_string(o.servers) + " and " +
                                              std::to_string(o.workers));
   need(o.batch >= 1, "--batch must be at least 1, got " + std::to_string(o.batch));
+  // Under sfb and hybrid the fc layers live on the workers, which checkpoint nothing.
+  need(o.comm == "ps" ||
+           ((o.checkpoint_every.empty() || o.checkpoint_every == "0") && o.resume.empty()),
+       "--checkpoint-every and --resume need --comm ps: under --comm " + o.comm +
+           " the workers hold the fc layers, and a checkpoint would not");
   need(o.threads >= 1 && o.threads <= 4096,
        "--threads must be 1 to 4096, got " + std::to_string(o.threads));
   need(o.apply_threads >= 1 && o.apply_threads <= 1024,

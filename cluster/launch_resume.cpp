@@ -68,6 +68,22 @@ std::int64_t prepare_resume(const LaunchOptions& opt) {
       throw Error("--resume " + run + ": cannot move its earlier " + f + " to " + aside + ": " +
                   ec.message());
   }
+  // A shard's checkpoint past the chosen step (the others never wrote theirs) goes too: left here,
+  // a later resume could pair it with a file of the new attempt.
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string f = e.path().filename().string();
+    const auto at = f.find(".step-");
+    if (at == std::string::npos || f.size() < 5 || f.substr(f.size() - 5) != ".ckpt") continue;
+    const std::string num = f.substr(at + 6, f.size() - 5 - at - 6);
+    if (num.empty() || num.size() > 18 ||
+        num.find_first_not_of("0123456789") != std::string::npos || std::stoll(num) <= step)
+      continue;
+    fs::create_directories(aside + "/checkpoints", ec);
+    fs::rename(e.path(), aside + "/checkpoints/" + f, ec);
+    if (ec)
+      throw Error("--resume " + run + ": cannot move " + e.path().string() + " to " + aside + ": " +
+                  ec.message());
+  }
   spdlog::info("resuming {} from step {} (the stopped attempt's files are in {})", run, step,
                aside);
   return step;

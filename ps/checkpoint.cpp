@@ -59,7 +59,7 @@ class Reader {
     return T(v);
   }
   void floats(std::vector<float>& v, std::uint64_t n) {
-    need(n * 4);
+    if (n > (end_ - at_) / 4) need(end_ - at_ + 1);  // n * 4 could wrap: refused as too long
     v.resize(n);
     std::memcpy(v.data(), b_.data() + at_, n * 4);
     at_ += n * 4;
@@ -116,15 +116,28 @@ void write_checkpoint(const std::string& path, const Checkpoint& c) {
     if (n <= 0) {
       const std::string why = std::strerror(errno);
       ::close(fd);
+      ::unlink(tmp.c_str());
       throw Error("cannot write checkpoint " + tmp + ": " + why);
     }
     done += std::size_t(n);
   }
   // On disk before the rename: a crash after it must not leave a name over missing bytes.
-  if (::fsync(fd) != 0 || ::close(fd) != 0)
-    throw Error("cannot write checkpoint " + tmp + ": " + std::strerror(errno));
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw Error("cannot rename checkpoint " + tmp + " to " + path + ": " + std::strerror(errno));
+  const bool synced = ::fsync(fd) == 0;
+  if (!synced || ::close(fd) != 0) {
+    const std::string why = std::strerror(errno);
+    if (synced == false) ::close(fd);
+    ::unlink(tmp.c_str());
+    throw Error("cannot write checkpoint " + tmp + ": " + why);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw Error("cannot rename checkpoint " + tmp + " to " + path + ": " + why);
+  }
+  // The rename itself on disk: the folder's entry, not only the file's bytes.
+  const std::string dir = fs::path(path).parent_path().string();
+  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) ::fsync(dfd), ::close(dfd);
 }
 
 Checkpoint read_checkpoint(const std::string& path) {
@@ -277,7 +290,9 @@ bool ShardCheckpointer::wanted_locked(std::uint64_t step) const {
 
 void ShardCheckpointer::reached(const PartState& s, std::uint64_t clock) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_ || !wanted_locked(clock)) return;
+  // Async and ssp report a step once per worker: one taken already is not taken again (a later
+  // copy would hold faster workers' gradients of the steps after it).
+  if (stopping_ || clock <= captured_ || !wanted_locked(clock)) return;
   auto it = pending_.find(clock);
   if (it == pending_.end()) {
     // A step some part went past before it was asked for never completes: the two newest kept.
@@ -294,6 +309,13 @@ void ShardCheckpointer::reached(const PartState& s, std::uint64_t clock) {
   p.velocity = s.velocity;
   it->second.parts.push_back(std::move(p));
   if (it->second.parts.size() == parts_) {
+    captured_ = std::max(captured_, clock);
+    // A writer behind (slow disk, frequent checkpoints) keeps the newest two waiting, not all.
+    while (ready_.size() >= 2) {
+      spdlog::warn("shard {}: checkpoint of step {} dropped: the writer is behind", shard_,
+                   ready_.front().step);
+      ready_.pop_front();
+    }
     ready_.push_back(std::move(it->second));
     pending_.erase(it);
     cv_.notify_one();
@@ -315,9 +337,17 @@ void ShardCheckpointer::write_loop() {
       write_checkpoint(path, c);
       spdlog::info("shard {} checkpoint of step {} in {} ({:.0f} ms)", shard_, c.step, path,
                    (now_us() - t0) / 1e3);
-      // The one before stays: another shard may not have finished writing this step's yet.
+      // The two before stay: another shard may not have finished writing this step's yet.
       std::error_code ec;
-      const std::uint64_t prev = last_step_;
+      std::uint64_t prev = 0;
+      {
+        std::lock_guard<std::mutex> relock(mu_);
+        ++written_;
+        last_step_ = std::max(last_step_, c.step);
+        kept_.push_back(c.step);
+        if (kept_.size() > 3) kept_.pop_front();
+        if (kept_.size() == 3) prev = kept_.front();
+      }
       if (prev > 0 && prev < c.step) {
         for (const auto& e : fs::directory_iterator(dir_, ec)) {
           const std::string f = e.path().filename().string();
@@ -334,8 +364,6 @@ void ShardCheckpointer::write_loop() {
       spdlog::error("shard {}: {}", shard_, e.what());  // training goes on; the last one stays
     }
     lock.lock();
-    ++written_;
-    last_step_ = std::max(last_step_, c.step);
   }
 }
 

@@ -4,10 +4,12 @@
 //
 // A part is copied by its own apply lane at the moment its clock reaches the step (bsp: the
 // step's aggregated update applied; async and ssp: every live worker's whole part of the step
-// arrived), so a checkpoint never holds a half-applied update. The copies are written by a
-// thread of their own: file I/O never holds up a lane. The file is written beside its final name
-// and renamed over it, so a crash leaves the previous checkpoint or the new one, never half of
-// one; its trailer (length and checksum) tells a truncated or damaged file from a good one.
+// arrived). In bsp a checkpoint is exact; in async and ssp a part may already hold a faster
+// worker's gradients of later steps, so a resumed run restarts near the step, not exactly at it.
+// The copies are written by a thread of their own: file I/O never holds up a lane. The file is
+// written beside its final name and renamed over it, so a crash leaves the previous checkpoint or
+// the new one, never half of one; its trailer (length and checksum) tells a truncated or damaged
+// file from a good one.
 //
 // File layout, little-endian: "PSBDCKPT", u32 format version, u32 shard, u32 shards, u32 parts,
 // u64 step, u64 model hash, u32 name bytes, name; per part u32 key, u32 part, u64 offset, u64
@@ -100,7 +102,9 @@ class ShardCheckpointer {
   std::set<std::uint64_t> asked_;
   std::map<std::uint64_t, Checkpoint> pending_;  // step -> the parts copied so far
   std::deque<Checkpoint> ready_;
-  std::uint64_t written_ = 0, last_step_ = 0;
+  std::uint64_t written_ = 0, last_step_ = 0;  // checkpoints on disk, and the newest
+  std::uint64_t captured_ = 0;                 // the newest step copied whole
+  std::deque<std::uint64_t> kept_;             // the steps written, newest last (three kept)
   bool stopping_ = false;
   std::thread writer_;
 };

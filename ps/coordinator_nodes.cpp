@@ -186,6 +186,10 @@ void Coordinator::send_map_locked() {
   const CheckpointEvery every =
       for_flag("--checkpoint-every", [&] { return parse_checkpoint_every(opt_.checkpoint_every); });
   map.exp.checkpoint_every = every.steps, map.exp.checkpoint_every_s = every.seconds;
+  // Under sfb and hybrid the fc layers live on the workers, which checkpoint nothing.
+  if ((every.on() || opt_.resume_step > 0) && opt_.comm != "ps")
+    return fail_locked("checkpoints and --resume-step need --comm ps: under --comm " + opt_.comm +
+                       " the workers hold the fc layers, and a checkpoint would not");
   if (opt_.resume_step >= steps_)
     return fail_locked("resuming at step " + std::to_string(opt_.resume_step) + " of a run of " +
                        std::to_string(steps_) + " steps: nothing is left to train");

@@ -27,8 +27,8 @@ step=$(ls "$run/checkpoints" | sed -n 's/^shard-1\.step-\([0-9]*\)\.ckpt$/\1/p' 
 [ "$step" -gt 0 ] || fail "no checkpoint step found"
 ls "$run/checkpoints" | grep -q '\.tmp$' && echo "(a checkpoint was being written at the kill)"
 
-# --- a damaged copy and a truncated copy are refused, naming the file ---
-for how in truncated damaged; do
+# --- a damaged, a truncated and an oversized copy are refused, naming the file ---
+for how in truncated damaged oversized; do
   cp -r "$run" "$WORK/$how"
   rm -rf "$WORK/$how/attempt-"*
   f="$WORK/$how/checkpoints/shard-1.step-$step.ckpt"
@@ -37,6 +37,17 @@ for how in truncated damaged; do
     awk -v s="$step" '$1 > s {print $2}' | while read -r later; do rm "$WORK/$how/checkpoints/$later"; done
   if [ "$how" = truncated ]; then
     truncate -s 1000 "$f"
+  elif [ "$how" = oversized ]; then
+    # A well-formed file (length and checksum right) whose part says 2^62 floats: n * 4 wraps.
+    python3 - "$f" <<'PY'
+import struct, sys
+body = b"PSBDCKPT" + struct.pack("<IIIIQQI", 1, 1, 2, 1, 100, 0, 6) + b"lenet5"
+body += struct.pack("<IIQQ", 0, 0, 0, 1 << 62)
+h = 1469598103934665603
+for byte in body:
+    h = ((h ^ byte) * 1099511628211) % (1 << 64)
+open(sys.argv[1], "wb").write(body + struct.pack("<QQ", len(body), h))
+PY
   else
     printf '\x01' | dd of="$f" bs=1 seek=200 conv=notrunc status=none
   fi
@@ -44,8 +55,16 @@ for how in truncated damaged; do
   timeout 30 "$PSBED" launch --resume "$WORK/$how" >"$WORK/$how.out" 2>&1 || rc=$?
   [ "$rc" = 1 ] || { cat "$WORK/$how.out"; fail "a $how checkpoint: launch exited $rc, expected 1"; }
   [ "$(wc -l <"$WORK/$how.out")" = 1 ] || { cat "$WORK/$how.out"; fail "a $how checkpoint: not one line"; }
-  grep -q "checkpoint $f is .*$how" "$WORK/$how.out" || { cat "$WORK/$how.out"; fail "the $how file is not named"; }
+  want=$how
+  [ "$how" = oversized ] && want="damaged: its contents run past its length"
+  grep -q "checkpoint $f is .*$want" "$WORK/$how.out" || { cat "$WORK/$how.out"; fail "the $how file is not named"; }
 done
+
+# --- checkpoints need --comm ps: under sfb the workers hold the fc layers ---
+rc=0
+"$PSBED" launch --comm sfb --mode bsp --checkpoint-every 100 --out "$WORK/sfb" >"$WORK/sfb.out" 2>&1 || rc=$?
+[ "$rc" != 0 ] && grep -q "checkpoint-every and --resume need --comm ps" "$WORK/sfb.out" ||
+  { cat "$WORK/sfb.out"; fail "--comm sfb with --checkpoint-every was not refused (exit $rc)"; }
 
 # --- other flags with --resume are refused: the run's own settings are kept ---
 rc=0
