@@ -101,7 +101,9 @@ say "image built"
 
 # --- the runs -----------------------------------------------------------------------------------
 export PSBED_IMAGE=$IMAGE PSBED_RUNS_HOST=$WORK/runs
-mkdir -p "$WORK/runs"
+# The image runs as uid 10001 (cluster/Dockerfile): the bind-mounted run folder must be its, as
+# docs/deploy-docker.md tells users.
+mkdir -p "$WORK/runs" && chown 10001:10001 "$WORK/runs"
 coordinator_wait() {  # $1: seconds; the coordinator's exit code
   local c
   c=$(compose ps -q coordinator)
