@@ -11,6 +11,7 @@
 #include "core/defaults.hpp"
 #include "core/status.hpp"
 #include "predictor/commands.hpp"
+#include "ps/bench_coordinator.hpp"
 #include "ps/bench_ps.hpp"
 #include "ps/coordinator.hpp"
 #include "ps/server.hpp"
@@ -23,10 +24,11 @@ namespace psbed::cluster {
 // --config and --log-level, which every subcommand takes.
 void add_common(CLI::App* app, std::string& log_level);
 
-// ---- commands_train.cpp: train, bench compute, bench ps ----
+// ---- commands_train.cpp: train, bench compute, bench ps, bench coordinator ----
 void add_train(CLI::App& root, worker::TrainOptions& o, std::string& log_level);
 void add_bench(CLI::App& root, worker::BenchComputeOptions& o, std::string& log_level);
 void add_bench_ps(CLI::App* bench, ps::BenchPsOptions& o, std::string& log_level);
+void add_bench_coordinator(CLI::App* bench, ps::BenchCoordinatorOptions& o, std::string& log_level);
 
 // ---- commands_nodes.cpp: coordinator, server, worker, launch, probe ----
 struct CoordinatorCommand {

@@ -107,6 +107,32 @@ void add_bench_ps(CLI::App* bench, ps::BenchPsOptions& o, std::string& log_level
                 "CURVE (docs/security.md), alternating, --repeat runs each; ratio CURVE / plain");
 }
 
+void add_bench_coordinator(CLI::App* bench, ps::BenchCoordinatorOptions& o,
+                           std::string& log_level) {
+  auto* app = bench->add_subcommand(
+      "coordinator", "A coordinator under many fake workers: heartbeat round trip and memory");
+  app->footer(
+      "Starts `psbed coordinator` as a child process (1 server, --workers workers), registers\n"
+      "one fake server and --workers fake workers over ZeroMQ as real nodes do, heartbeats them\n"
+      "at the real interval and times each heartbeat to the coordinator's answer. The\n"
+      "coordinator's memory is read from /proc (VmRSS, VmHWM). Raises the open-file limit.");
+  add_common(app, log_level);
+  app->add_option("--workers", o.workers, "fake workers")
+      ->capture_default_str()
+      ->check(CLI::Range(1, ps::kMaxBenchWorkers));
+  app->add_option("--threads", o.threads, "threads sending, each for workers/threads of them")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  as_duration(app->add_option("--seconds", o.seconds, "seconds of heartbeats measured"), "s")
+      ->capture_default_str()
+      ->check(number_in("a number of seconds", 0, true, 3600, "above 0, at most 3600"));
+  as_duration(app->add_option("--heartbeat", o.heartbeat_s, "seconds between a node's heartbeats"),
+              "s")
+      ->capture_default_str()
+      ->check(number_in("a number of seconds", 0, true, 60, "above 0, at most 60"));
+  app->add_option("--json", o.json_out, "write results as JSON to this file");
+}
+
 void add_bench(CLI::App& root, worker::BenchComputeOptions& o, std::string& log_level) {
   auto* bench = root.add_subcommand("bench", "Benchmarks that print tables and write JSON");
   bench->require_subcommand(1);

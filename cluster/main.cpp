@@ -33,6 +33,7 @@ struct Commands {
   worker::TrainOptions train;
   worker::BenchComputeOptions bench;
   ps::BenchPsOptions bench_ps;
+  ps::BenchCoordinatorOptions bench_coordinator;
   cluster::CoordinatorCommand coordinator;
   ps::ServerOptions server;
   worker::WorkerOptions worker;
@@ -50,6 +51,7 @@ void add_commands(CLI::App& root, Commands& c) {
   cluster::add_train(root, c.train, c.log_level);
   cluster::add_bench(root, c.bench, c.log_level);
   cluster::add_bench_ps(root.get_subcommand("bench"), c.bench_ps, c.log_level);
+  cluster::add_bench_coordinator(root.get_subcommand("bench"), c.bench_coordinator, c.log_level);
   cluster::add_coordinator(root, c.coordinator, c.log_level);
   cluster::add_server(root, c.server, c.log_level);
   cluster::add_worker(root, c.worker, c.log_level);
@@ -113,6 +115,7 @@ int run_command(CLI::App& root, Commands& c, const std::vector<std::string>& lau
   if (auto* b = root.get_subcommand("bench"); b->parsed()) {
     setup_logging("bench", log_level);
     if (b->got_subcommand("ps")) return ps::run_bench_ps(c.bench_ps);
+    if (b->got_subcommand("coordinator")) return ps::run_bench_coordinator(c.bench_coordinator);
     return worker::run_bench_compute(c.bench);
   }
   return 0;
