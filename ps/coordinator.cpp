@@ -87,11 +87,23 @@ void Coordinator::serve_locked(std::unique_lock<std::mutex>& lock, BlockedStopSi
   auto next_progress = Clock::now() + dsec(opt_.progress_every_s);
   auto next_sample = Clock::now();
   const auto register_deadline = Clock::now() + dsec(opt_.register_timeout_s);
+  // Every message queued wakes the loop to send it; the checks, O(nodes), run on their tick
+  // alone, so a heartbeat costs the same with 1,000 workers as with 2.
+  const auto tick =
+      std::chrono::duration_cast<Clock::duration>(dsec(std::min(opt_.heartbeat_s / 2, 0.25)));
+  auto next_tick = Clock::now() + tick;
   while (!finished_) {
-    cv_.wait_for(lock, dsec(std::min(opt_.heartbeat_s / 2, 0.25)));
+    cv_.wait_until(lock, next_tick);
     const auto now = Clock::now();
     stops.poll();
     if (!go_on_after_stop_locked(stops.received(), now)) break;
+    if (now < next_tick) {
+      lock.unlock();
+      flush_outbox();
+      lock.lock();
+      continue;
+    }
+    next_tick = now + tick;
     if (!map_sent_ && now > register_deadline) {
       fail_locked("not every node registered within " + format_seconds(opt_.register_timeout_s) +
                   " s: have " + std::to_string(count("server")) + "/" +
@@ -165,16 +177,21 @@ std::string Coordinator::read_spec_text() {
 // (A send from a thread other than the transport's owner may block until the owner thread
 // drains it, and the owner thread may be waiting for mu_ in receive().)
 void Coordinator::send_to(const PeerId& peer, Op op, const json& j, std::uint64_t clock) {
+  send_to(peer, op, j.is_null() ? Payload() : json_payload(j), clock);
+}
+
+Payload Coordinator::json_payload(const json& j) {
+  // A reply may quote what a peer sent, which need not be UTF-8: replaced, not thrown on.
+  return Payload::copy(j.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+void Coordinator::send_to(const PeerId& peer, Op op, const Payload& payload, std::uint64_t clock) {
   Message m;
   m.peer = peer;
   m.header.op = op;
   m.header.clock = clock;
-  if (!j.is_null()) {
-    // A reply may quote what a peer sent, which need not be UTF-8: replaced, not thrown on.
-    std::string text = j.dump(-1, ' ', false, json::error_handler_t::replace);
-    m.header.length = text.size();
-    m.payload = Payload::copy(text);
-  }
+  m.header.length = payload.size();
+  m.payload = payload;
   outbox_.push_back(std::move(m));
   cv_.notify_all();  // the loop sends it now, not at its next tick
 }

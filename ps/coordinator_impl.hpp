@@ -102,6 +102,9 @@ class Coordinator {
   bool go_on_after_stop_locked(int sig, Clock::time_point now);
   std::string read_spec_text();
   void send_to(const PeerId& peer, Op op, const json& j, std::uint64_t clock = 0);
+  // One payload for many peers: its bytes are shared by every send, not copied per peer.
+  void send_to(const PeerId& peer, Op op, const Payload& payload, std::uint64_t clock = 0);
+  static Payload json_payload(const json& j);
   void flush_outbox();
   void broadcast_locked(Op op, const json& j);
   void receive(Message&& m);

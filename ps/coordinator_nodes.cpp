@@ -197,11 +197,14 @@ void Coordinator::send_map_locked() {
   next_checkpoint_ =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(dsec(every.seconds));
   // The shards get the workers' link ids; the workers, the status and the summary do not.
-  const json with_links = map.to_json();
+  // Each text made once and shared by every send: the map names every worker, so a copy per
+  // node would hold workers^2 bytes (100 MB for 1,000 workers) until the last one left.
+  const Payload with_links = json_payload(map.to_json());
   for (NodeInfo& w : map.workers) w.link_id.clear();
   map_json_ = map.to_json();
+  const Payload without = json_payload(map_json_);
   for (const auto& [_, n] : nodes_)
-    if (n.alive) send_to(n.peer, Op::kClusterMap, n.role == "server" ? with_links : map_json_);
+    if (n.alive) send_to(n.peer, Op::kClusterMap, n.role == "server" ? with_links : without);
   map_sent_ = true;
   last_advance_ = Clock::now();
   training_started_ = Clock::now();
