@@ -14,7 +14,7 @@ refused() {  # refused EXPECTED-TEXT ARGS...: psbed ARGS fails within 30 s, sayi
 # Usage errors: one line naming the subcommand, exit status 2; a failure of the work itself exits 1,
 # and --help 0.
 refused "psbed: unknown subcommand 'lanch', expected one of: train, bench," lanch --workers 2
-refused "psbed bench: unknown subcommand 'nosuch', expected one of: compute, ps, predict" bench nosuch
+refused "psbed bench: unknown subcommand 'nosuch', expected one of: compute, ps, coordinator, predict" bench nosuch
 refused "psbed ctl: unknown subcommand 'polcy', expected one of: policy, status" ctl --run "$WORK/none" polcy
 # A coordinator address nothing listens on, or whose host does not resolve: said within 3 s, not
 # after ctl's 45 s wait for an answer.
