@@ -47,6 +47,13 @@ void save_launch_args(const std::string& run, const std::vector<std::string>& ar
 std::int64_t prepare_resume(const LaunchOptions& opt) {
   const std::string run = opt.resume;
   const std::string dir = run + "/checkpoints";
+  // A run that ended well has nothing left to train: resuming it would train its tail again.
+  if (std::ifstream done(run + "/summary.json"); done) {
+    const nlohmann::json j = nlohmann::json::parse(done, nullptr, false);
+    if (j.is_object() && j.value("ok", false))
+      throw Error("--resume " + run + ": the run finished (its summary.json says ok): nothing to " +
+                  "resume; give another --out to train again");
+  }
   const std::int64_t step = ps::latest_checkpoint_step(dir, opt.servers);
   if (step < 0)
     throw Error("--resume " + run + ": " + dir + " holds no checkpoint of all " +

@@ -89,4 +89,11 @@ json "$s" 'sys.exit(0 if s["checkpoints"]["resumed_from_step"] == '"$step"' else
 json "$s" 'sys.exit(0 if all(w["steps"] == 3000 for w in s["per_worker"]) else 1)' ||
   fail "the workers did not reach the run's last step"
 [ -d "$run/attempt-1/logs" ] || fail "the killed attempt's logs were not kept aside"
+
+# --- a finished run is not resumed (its tail would be trained again) ---
+rc=0
+timeout 30 "$PSBED" launch --resume "$run" >"$WORK/again.out" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -q "the run finished (its summary.json says ok): nothing to resume" "$WORK/again.out" ||
+  { cat "$WORK/again.out"; fail "resuming a finished run: exit $rc, expected 1 and the reason"; }
+[ -f "$run/summary.json" ] || fail "refusing to resume moved the finished run's summary"
 echo "PASS"
