@@ -114,8 +114,8 @@ Status Store::push(int worker, std::uint64_t clock, int key, int part, std::uint
                            " bytes for clock " + std::to_string(clock));
     auto& sum = s.pending_sum[clock];
     auto& got = s.pending_bytes[clock];
-    if (sum.empty()) sum.assign(s.part.numel, 0.0f), got.assign(workers_, 0);
-    for (std::uint64_t i = 0; i < n; ++i) sum[off + i] += grad[i];
+    if (sum.empty()) sum.assign(s.part.numel, 0.0), got.assign(workers_, 0);
+    for (std::uint64_t i = 0; i < n; ++i) sum[off + i] += double(grad[i]);
     got[worker] += bytes;
     if (got[worker] == part_bytes)
       s.completed[worker] = std::max<std::uint64_t>(s.completed[worker], clock + 1);
@@ -159,6 +159,28 @@ bool Store::pull_ready(int key, int part, std::uint64_t clock) const {
   return true;
 }
 
+Status Store::apply_clock(int key, int part, std::uint64_t clock, const float* sum, std::uint64_t n,
+                          int contributors) {
+  PartState& s = state(key, part);
+  std::lock_guard<std::mutex> lock(*s.mu);
+  if (clock != s.applied_clocks)
+    return Status::error("clock " + std::to_string(clock) + " is not the part's next (" +
+                         std::to_string(s.applied_clocks) + ")");
+  if (n != std::uint64_t(s.part.numel) || contributors < 1)
+    return Status::error("a sum of " + std::to_string(n) + " floats from " +
+                         std::to_string(contributors) + " workers, expected " +
+                         std::to_string(s.part.numel) + " floats from at least one");
+  apply(s, clock, 0, sum, n, 1.0f / float(contributors));
+  ++s.applied_clocks;
+  return Status::success();
+}
+
+std::uint64_t Store::applied_clocks(int key, int part) {
+  PartState& s = state(key, part);
+  std::lock_guard<std::mutex> lock(*s.mu);
+  return s.applied_clocks;
+}
+
 Buffer Store::snapshot(int key, int part) const { return owned_.at({key, part}).current; }
 
 Buffer Store::try_snapshot(int key, int part, std::uint64_t clock) {
@@ -188,9 +210,12 @@ void Store::drain_bsp(PartState& s) {
         complete = false;
     }
     if (!complete || contributors == 0) break;
-    apply(s, first->first, 0, s.pending_sum[first->first].data(), s.part.numel,
-          1.0f / float(contributors));
-    s.pending_sum.erase(first->first);
+    const std::uint64_t clock = first->first;
+    const std::vector<double>& exact = s.pending_sum[clock];
+    std::vector<float> sum(exact.begin(), exact.end());
+    apply(s, clock, 0, sum.data(), s.part.numel, 1.0f / float(contributors));
+    if (on_applied) on_applied(s, clock, std::move(sum), contributors);
+    s.pending_sum.erase(clock);
     s.pending_bytes.erase(first);
     ++s.applied_clocks;
     if (on_clock) on_clock(s, s.applied_clocks);

@@ -31,8 +31,10 @@ struct PartState {
   Buffer current;
   std::vector<Buffer> spares;
   std::vector<float> velocity;
-  // bsp: summed gradients per clock and how many bytes each worker contributed.
-  std::map<std::uint64_t, std::vector<float>> pending_sum;
+  // bsp: summed gradients per clock and how many bytes each worker contributed. The sum is kept
+  // in double: a sum of a few floats is then exact, so the order the workers' pushes arrive in
+  // changes nothing and a bsp run's parameters are the same every time.
+  std::map<std::uint64_t, std::vector<double>> pending_sum;
   std::map<std::uint64_t, std::vector<std::uint64_t>> pending_bytes;
   std::uint64_t applied_clocks = 0;      // bsp: clocks fully aggregated and applied
   std::vector<std::uint64_t> completed;  // per worker: clocks whose whole part arrived
@@ -66,6 +68,18 @@ class Store {
   std::size_t parts_owned() const { return owned_.size(); }
   std::uint64_t bytes_owned() const;
   const Consistency& mode() const { return mode_; }
+  // A bsp clock's sum of `contributors` workers' gradients, applied on the primary shard, applied
+  // the same way on the part's backup (--replicas 2): the same state, bit for bit. Refused
+  // unless `clock` is the part's next one.
+  Status apply_clock(int key, int part, std::uint64_t clock, const float* sum, std::uint64_t n,
+                     int contributors);
+  // bsp: the clocks of the part applied so far.
+  std::uint64_t applied_clocks(int key, int part);
+  // Called by the part's lane, holding the part, when bsp applies a clock: the summed gradient
+  // (given away) and how many workers it averages. Unset: the sum is dropped.
+  std::function<void(const PartState&, std::uint64_t clock, std::vector<float>&& sum,
+                     int contributors)>
+      on_applied;
   // Called by the part's lane, holding the part, when the part's clock moves: bsp, a clock
   // applied; async and ssp, the clock every live worker's whole part arrived for. Unset: no cost.
   std::function<void(const PartState&, std::uint64_t clock)> on_clock;
