@@ -148,7 +148,7 @@ class Launcher {
     spawn("coordinator", "coordinator",
           coordinator_args("tcp://" + host_of("coordinator") + ":*", endpoint_file), false);
     std::string why;
-    const std::string coord = wait_for_endpoint(endpoint_file, why);
+    const std::string coord = coord_ = wait_for_endpoint(endpoint_file, why);
     if (coord.empty()) {
       stop_all(3);
       // Its stderr is this terminal (the live progress), so an error line it wrote is above.
@@ -320,6 +320,7 @@ class Launcher {
     if (!opt_.checkpoint_every.empty())
       a.insert(a.end(), {"--checkpoint-every", opt_.checkpoint_every});
     if (resume_step_ > 0) a.insert(a.end(), {"--resume-step", std::to_string(resume_step_)});
+    if (opt_.replicas > 1) a.insert(a.end(), {"--replicas", std::to_string(opt_.replicas)});
     if (!opt_.http.empty())
       a.insert(a.end(), {"--http", opt_.http, "--http-file", out_ + "/logs/coordinator.http"});
     if (!opt_.http_token.empty()) a.insert(a.end(), {"--http-token", opt_.http_token});
@@ -488,7 +489,9 @@ class Launcher {
       if (c->role == "coordinator") {
         coordinator_done_ = true;
         if (!clean) {
-          failure = "coordinator " + describe_status(status);
+          // One that exits 1 after its summary says why the run failed there.
+          failure =
+              summary_failure(out_ + "/summary.json", "coordinator " + describe_status(status));
           ok = false;
           // A coordinator that wrote no summary did not end the run itself (killed, or it failed
           // to start): it is the process that failed. One that exits 1 after its summary reports
@@ -504,7 +507,10 @@ class Launcher {
         spdlog::error("{}; last lines of {}:\n{}", why, c->log, tail_of(c->log, 5));
         // A shard is always needed; a worker that never joined leaves the coordinator waiting
         // for it until the registration timeout (a bad --data-dir, say): both end the run now.
-        if (c->role == "server") {
+        // With --replicas 2 the coordinator decides: the next shard takes over, or the run ends.
+        if (c->role == "server" &&
+            !(opt_.replicas > 1 &&
+              tell_node_gone(coord_, keys_, opt_.http_token, c->name, describe_status(status)))) {
           failure = why;
           ok = false;
         } else if (!log_mentions(c->log, "registered with the coordinator")) {
@@ -757,8 +763,8 @@ class Launcher {
   LaunchOptions opt_;
   ps::LinkOptions link_;               // --bandwidth and --latency, read once
   std::vector<Straggler> stragglers_;  // --straggler, read once
-  std::string out_;
-  std::int64_t resume_step_ = 0;  // --resume: the checkpoint's step
+  std::string out_, coord_;            // the run folder; the coordinator's endpoint
+  std::int64_t resume_step_ = 0;       // --resume: the checkpoint's step
   // Held from the first node's start to the summary (ps/stop_signals.hpp).
   std::optional<ps::BlockedStopSignals> stops_;
   std::vector<Child> children_;

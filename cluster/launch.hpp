@@ -62,6 +62,7 @@ struct LaunchOptions {
   std::string keys;     // a key folder (psbed keys) for --secure
   // Shard checkpoints (ps/checkpoint.hpp) under OUT/checkpoints: "N" steps or "30s" ("" = none).
   std::string checkpoint_every;
+  int replicas = 1;               // copies of every shard's parts (ps/shard.hpp)
   std::string resume;             // a run folder to restart from its last checkpoint
   std::vector<std::string> args;  // this launch's command line, kept in OUT/launch.json
 };
@@ -88,6 +89,12 @@ void print_comm_routes(const std::string& comm, const nlohmann::json& summary);
 int run_launch(const LaunchOptions& opt);
 
 // ---- launch_resume.cpp ----
+// Tells the coordinator at `coordinator` that node `name` ended (`why`), so that it acts now
+// rather than at the heartbeat timeout; true if it took the word.
+// The "failure" a run's summary.json gives, or `otherwise` when it has none (or is not there).
+std::string summary_failure(const std::string& path, const std::string& otherwise);
+bool tell_node_gone(const std::string& coordinator, const std::string& keys,
+                    const std::string& token, const std::string& name, const std::string& why);
 // The last `lines` lines of a node's log, each indented for a summary.
 std::string tail_of(const std::string& path, int lines);
 // Whether a node's log has a line containing `text`.

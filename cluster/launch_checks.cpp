@@ -87,6 +87,8 @@ void check_launch_options(const LaunchOptions& o) {
            ((o.checkpoint_every.empty() || o.checkpoint_every == "0") && o.resume.empty()),
        "--checkpoint-every and --resume need --comm ps: under --comm " + o.comm +
            " the workers hold the fc layers, and a checkpoint would not");
+  need(o.replicas == 1 || o.servers >= 2,
+       "--replicas 2 needs --servers 2 or more: a shard's copy lives on another shard");
   need(o.threads >= 1 && o.threads <= 4096,
        "--threads must be 1 to 4096, got " + std::to_string(o.threads));
   need(o.apply_threads >= 1 && o.apply_threads <= 1024,

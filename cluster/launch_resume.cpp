@@ -1,6 +1,7 @@
 // `psbed launch --resume RUN`: the run's own command line, kept in RUN/launch.json, started again
 // from the newest step every shard checkpointed. What the stopped attempt left (its summary,
 // logs and traces) moves to RUN/attempt-N/, so the new attempt's files are the run's.
+// Also the word launch gives the coordinator when a node it started ends (--replicas 2).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "core/units.hpp"
 #include "ps/checkpoint.hpp"
 #include "ps/cluster_map.hpp"
+#include "ps/control.hpp"
 
 namespace psbed::cluster {
 namespace fs = std::filesystem;
@@ -157,6 +159,44 @@ bool log_mentions(const std::string& path, const std::string& text) {
   for (std::string l; std::getline(in, l);)
     if (l.find(text) != std::string::npos) return true;
   return false;
+}
+
+}  // namespace psbed::cluster
+
+namespace psbed::cluster {
+
+bool tell_node_gone(const std::string& coordinator, const std::string& keys,
+                    const std::string& token, const std::string& name, const std::string& why) {
+  if (coordinator.empty()) return false;
+  nlohmann::json req = {{"command", "node_gone"}, {"name", name}, {"reason", why}};
+  if (!token.empty()) req["token"] = token;
+  try {
+    const nlohmann::json reply =
+        ps::control_request(coordinator, req, 3.0, ps::node_keys(keys, "", "ctl"));
+    if (reply.value("ok", false)) return true;
+    spdlog::warn("the coordinator did not take the word that {} ended: {}", name,
+                 reply.value("error", std::string("refused")));
+  } catch (const std::exception& e) {
+    spdlog::warn("cannot tell the coordinator that {} ended: {}", name, e.what());
+  }
+  return false;
+}
+
+}  // namespace psbed::cluster
+
+namespace psbed::cluster {
+
+std::string summary_failure(const std::string& path, const std::string& otherwise) {
+  std::ifstream in(path);
+  if (!in) return otherwise;
+  try {
+    const nlohmann::json s = nlohmann::json::parse(in);
+    const auto it = s.find("failure");
+    if (it != s.end() && it->is_string() && !it->get<std::string>().empty())
+      return it->get<std::string>();
+  } catch (const std::exception&) {
+  }
+  return otherwise;
 }
 
 }  // namespace psbed::cluster

@@ -84,9 +84,24 @@ struct Result {
 
 // Every worker repeatedly pushes its whole gradient, then pulls the whole model; with `curve`
 // over CURVE links (a key pair for the shards, one for the workers, which they list).
+// --replicas 2: shard `s` forwards its updates to the next one, as `psbed server` does.
+void connect_backup(Shard& shard, const ClusterMap& map, int s) {
+  ZmqOptions z;
+  z.role = ZmqOptions::Role::kClient;
+  z.endpoint = map.servers[std::size_t(map.backup_of(s))].address;
+  z.identity = map.servers[std::size_t(s)].link_id;
+  z.thread_name = "bench-backup";
+  auto backup = std::make_unique<ZmqTransport>(z);
+  ZmqTransport* raw = backup.get();
+  shard.connect_backup(std::move(backup), [raw] { raw->release_senders(); });
+}
+
+// With `replicas` 2 each shard forwards its updates to the next (ps/shard.hpp), as
+// `psbed server` does under --replicas 2.
 Result measure(int mib, int workers, int servers, std::int64_t partition, double min_seconds,
-               bool curve = false) {
+               bool curve = false, int replicas = 1) {
   ClusterMap map = synthetic_map(mib, workers, servers, partition);
+  map.exp.replicas = replicas;
   CurveKeys shard_keys, worker_keys;
   if (curve) {
     shard_keys.own = make_key_pair();
@@ -111,8 +126,10 @@ Result measure(int mib, int workers, int servers, std::int64_t partition, double
     transports.back()->start([shard](Message&& m) { shard->enqueue(std::move(m)); });
     map.servers[s].address = transports.back()->endpoint();
     map.servers[s].curve_key = shard_keys.own.public_key;
+    map.servers[s].link_id = "bench-server-" + std::to_string(s) + "#replica-link";
   }
   for (int s = 0; s < servers; ++s) {
+    if (replicas > 1 && servers > 1) connect_backup(*shards[s], map, s);
     shards[s]->start(map, s);
     // As psbed server does once it knows its size: a whole model's pull replies in flight to one
     // worker must not pass the per-peer bound (64 MiB by default), or they are dropped.
@@ -280,6 +297,47 @@ void curve_table(const BenchPsOptions& opt, std::int64_t partition, nlohmann::js
   std::printf("(GB/s = pushed + pulled bytes / s; ratio = CURVE / plain)\n");
 }
 
+// The cost of --replicas 2: 1 copy, 2 copies, 1 copy, ... for each worker count on the
+// aggregate model and 2 shards; each 2-copy run is compared with the mean of the 1-copy runs on
+// either side, and the row reports medians.
+void replicas_table(const BenchPsOptions& opt, std::int64_t partition, nlohmann::json& rows) {
+  const int servers = 2;
+  std::printf(
+      "\nreplicated shards: push + pull of a %d MiB model, %d shards, async (parts of %s)\n"
+      "%8s %14s %14s %8s\n",
+      opt.aggregate_mib, servers, opt.partition.c_str(), "workers", "1 copy GB/s", "2 copies GB/s",
+      "ratio");
+  for (int w : opt.workers) {
+    spdlog::info("{} worker(s): {} runs with 2 copies between {} with 1 ...", w, opt.repeat,
+                 opt.repeat + 1);
+    auto run = [&](int replicas) {
+      return measure(opt.aggregate_mib, w, servers, partition, opt.min_seconds, false, replicas)
+          .gb_per_s;
+    };
+    std::vector<double> one = {run(1)}, two, ratios;
+    for (int i = 0; i < opt.repeat; ++i) {
+      two.push_back(run(2));
+      one.push_back(run(1));
+      ratios.push_back(two.back() / ((one[i] + one[i + 1]) / 2));
+    }
+    const double a = median(one), b = median(two), ratio = median(ratios);
+    std::printf("%8d %14.2f %14.2f %7.2fx   (ratios %s)\n", w, a, b, ratio,
+                ratios_text(ratios).c_str());
+    std::fflush(stdout);
+    rows.push_back({{"kind", "replicas"},
+                    {"model_mib", opt.aggregate_mib},
+                    {"workers", w},
+                    {"servers", servers},
+                    {"one_copy_gb_per_s", a},
+                    {"two_copies_gb_per_s", b},
+                    {"ratio", ratio},
+                    {"one_copy_runs", one},
+                    {"two_copies_runs", two},
+                    {"ratios", ratios}});
+  }
+  std::printf("(GB/s = pushed + pulled bytes / s; ratio = 2 copies / 1 copy)\n");
+}
+
 }  // namespace
 
 constexpr std::int64_t kMaxBenchParts = 100000;
@@ -329,8 +387,11 @@ int run_bench_ps(const BenchPsOptions& opt) {
                 " of memory available (expected smaller --models, --aggregate-model or --workers)");
   ensure_writable_file(opt.json_out, "--json");
   nlohmann::json rows = nlohmann::json::array();
-  if (opt.secure) {
-    curve_table(opt, partition, rows);
+  if (opt.secure || opt.replicas > 1) {
+    if (opt.secure)
+      curve_table(opt, partition, rows);
+    else
+      replicas_table(opt, partition, rows);
     if (!opt.json_out.empty())
       write_text_file(
           opt.json_out,

@@ -19,6 +19,7 @@ struct BenchPsOptions {
   int repeat = 3;  // psbed runs per single-worker row, interleaved with raw runs
   std::string json_out;
   bool secure = false;  // the CURVE table (with / without) instead of the others
+  int replicas = 1;     // 2: the table of 1 against 2 copies of each shard instead
 };
 
 int run_bench_ps(const BenchPsOptions& opt);

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -41,6 +42,8 @@ PsClient::PsClient(const ClusterMap& map, int worker_id, const std::string& link
     else
       shards_.push_back(std::move(t));
   }
+  for (int i = 0; i < int(shards_.size()); ++i) owner_.push_back(i);
+  dead_.assign(shards_.size(), 0);
   for (int i = 0; i < int(shards_.size()); ++i)
     shards_[i]->start([this, i](Message&& m) { receive(i, std::move(m)); });
 }
@@ -67,31 +70,66 @@ void PsClient::stop() {
 std::uint64_t PsClient::send(Op op, int part_index, const float* data, float* dst,
                              std::int64_t offset, std::int64_t count, std::uint64_t clock,
                              int priority, Callback done) {
-  const Part& p = map_.plan.parts.at(part_index);
   const std::uint64_t seq = ++seq_;
+  Message m;
+  int shard = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    pending_[seq] =
-        Pending{dst, std::uint64_t(count) * 4, std::move(done), part_index, p.shard, now_us()};
+    shard = owner_.at(std::size_t(map_.plan.parts.at(part_index).shard));
+    Pending& p = pending_[seq];
+    p = Pending{dst, std::uint64_t(count) * 4, std::move(done), part_index, shard, now_us()};
+    p.op = op, p.data = data, p.offset = offset, p.clock = clock, p.priority = priority;
+    m = request(p, seq);
   }
-  Message m;
-  m.header.op = op;
-  m.header.sender = std::uint32_t(worker_);
-  m.header.key = std::uint32_t(p.key);
-  m.header.part = std::uint32_t(p.part);
-  m.header.offset = std::uint64_t(offset) * 4;
-  m.header.length = std::uint64_t(count) * 4;
-  m.header.clock = clock;
-  m.header.priority = priority;
-  m.header.sequence = seq;
-  // Push: the caller keeps the bytes alive until the ack, so they are shared without an owner.
-  if (data) m.payload = Payload(std::shared_ptr<const void>(), data, std::size_t(count) * 4);
-  // Stopped (or stopped while this waited for room): nothing goes, and no answer will come.
-  if (stopping_ || !shards_.at(p.shard)->send(std::move(m))) {
+  // Stopped (or stopped while this waited for room): nothing goes, and no answer will come. A
+  // shard that died while this waited: fail_over() sent it again, to the new owner.
+  if (stopping_ || !shards_.at(std::size_t(shard))->send(std::move(m))) {
     std::lock_guard<std::mutex> lock(mu_);
-    pending_.erase(seq);
+    if (stopping_ || !dead_[std::size_t(shard)]) pending_.erase(seq);
   }
   return seq;
+}
+
+Message PsClient::request(const Pending& p, std::uint64_t seq) const {
+  const Part& part = map_.plan.parts.at(std::size_t(p.part));
+  Message m;
+  m.header.op = p.op;
+  m.header.sender = std::uint32_t(worker_);
+  m.header.key = std::uint32_t(part.key);
+  m.header.part = std::uint32_t(part.part);
+  m.header.offset = std::uint64_t(p.offset) * 4;
+  m.header.length = p.bytes;
+  m.header.clock = p.clock;
+  m.header.priority = p.priority;
+  m.header.sequence = seq;
+  // Push: the caller keeps the bytes alive until the ack, so they are shared without an owner.
+  if (p.data) m.payload = Payload(std::shared_ptr<const void>(), p.data, std::size_t(p.bytes));
+  return m;
+}
+
+std::size_t PsClient::fail_over(int dead, int to) {
+  if (dead < 0 || to < 0 || dead >= int(shards_.size()) || to >= int(shards_.size()) || dead == to)
+    return 0;
+  std::vector<std::pair<std::uint64_t, Message>> again;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (dead_[std::size_t(dead)]) return 0;
+    dead_[std::size_t(dead)] = 1;
+    for (int& o : owner_)
+      if (o == dead) o = to;
+    for (auto& [seq, p] : pending_)
+      if (p.shard == dead) {
+        p.shard = to;
+        again.emplace_back(seq, request(p, seq));
+      }
+  }
+  // A sender waiting for room towards the dead shard gives up (its request is in `again`).
+  zmq_.at(std::size_t(dead))->release_senders();
+  std::sort(again.begin(), again.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [seq, m] : again)
+    if (stopping_ || !shards_.at(std::size_t(to))->send(std::move(m))) break;
+  return again.size();
 }
 
 void PsClient::push(int part_index, const float* data, std::int64_t offset, std::int64_t count,
@@ -200,6 +238,8 @@ void PsClient::receive(int shard, Message&& m) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = pending_.find(m.header.sequence);
+    // A dead shard's late answer: the request went to its successor, which answers it.
+    if (it != pending_.end() && it->second.shard != shard) return;
     if (it == pending_.end()) {
       spdlog::warn("{} from shard {} answers no request (sequence {}), dropped",
                    op_name(m.header.op), shard, m.header.sequence);

@@ -49,6 +49,13 @@ class PsClient {
   // `timeout_s` (--connect-timeout), or at once with abort()'s reason when that is not "".
   void check_shards(double timeout_s, const std::function<std::string()>& abort);
 
+  // --replicas 2: shard `dead` is gone and shard `to` serves its parts from its copy. Every
+  // request to `dead` not answered yet (a push not acknowledged may not be on the copy) goes to
+  // `to` again, in the order first sent, under its first sequence: the new owner tells a push it
+  // already applied by it. Later requests for those parts go to `to`. Returns how many were
+  // resent. From any thread but a callback's.
+  std::size_t fail_over(int dead, int to);
+
   // Stops every shard's transport. A push or pull waiting for room on a full queue (a shard
   // that is gone, or a slow link) returns at once, on whichever thread it waits, and later ones
   // send nothing: a worker that stops is never held up by a shard. Idempotent; callable from any
@@ -73,9 +80,16 @@ class PsClient {
     Callback done;
     int part = -1, shard = -1;
     double sent_us = 0;
+    // To send it again after a fail-over.
+    Op op = Op::kPull;
+    const float* data = nullptr;  // pushes
+    std::int64_t offset = 0;
+    std::uint64_t clock = 0;
+    int priority = 0;
   };
   std::uint64_t send(Op op, int part_index, const float* data, float* dst, std::int64_t offset,
                      std::int64_t count, std::uint64_t clock, int priority, Callback done);
+  Message request(const Pending& p, std::uint64_t seq) const;
   void receive(int shard, Message&& m);
 
   const ClusterMap& map_;
@@ -89,6 +103,9 @@ class PsClient {
   std::atomic<bool> stopping_{false};
   mutable std::mutex mu_;
   std::unordered_map<std::uint64_t, Pending> pending_;
+  // Under mu_: the shard serving each shard's parts (itself until a fail-over), and the dead.
+  std::vector<int> owner_;
+  std::vector<char> dead_;
   std::string refusal_;  // under mu_
   std::atomic<std::uint64_t> seq_{0}, pushed_{0}, pulled_{0};
 };

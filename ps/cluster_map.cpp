@@ -27,7 +27,8 @@ nlohmann::json ClusterMap::to_json() const {
                      {"comm", exp.comm},
                      {"checkpoint_every", exp.checkpoint_every},
                      {"checkpoint_every_s", exp.checkpoint_every_s},
-                     {"resume_step", exp.resume_step}};
+                     {"resume_step", exp.resume_step},
+                     {"replicas", exp.replicas}};
   auto nodes = [](const std::vector<NodeInfo>& v) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& n : v) {
@@ -91,6 +92,10 @@ ClusterMap ClusterMap::from_json(const nlohmann::json& j) {
     m.exp.checkpoint_every = number_or<std::int64_t>(e, "checkpoint_every", 0);
     m.exp.checkpoint_every_s = number_or<double>(e, "checkpoint_every_s", 0);
     m.exp.resume_step = number_or<std::int64_t>(e, "resume_step", 0);
+    m.exp.replicas = number_or<int>(e, "replicas", 1);
+    if (m.exp.replicas < 1 || m.exp.replicas > 2)
+      throw Error("malformed cluster map: replicas " + std::to_string(m.exp.replicas) +
+                  ", expected 1 or 2");
     if (m.exp.checkpoint_every < 0 || m.exp.resume_step < 0 || m.exp.resume_step > m.exp.steps)
       throw Error("malformed cluster map: checkpoint_every or resume_step out of range");
     policy::check_policy_options(

@@ -38,6 +38,9 @@ struct Experiment {
   std::int64_t checkpoint_every = 0;
   double checkpoint_every_s = 0;
   std::int64_t resume_step = 0;
+  // Copies of every part (--replicas): 1, or 2 when each shard's parts also live on the next
+  // shard, its backup (backup_of), which takes them over when the shard dies.
+  int replicas = 1;
 };
 
 struct NodeInfo {
@@ -58,6 +61,12 @@ struct ClusterMap {
   ModelSpec spec;  // parsed from exp.model_toml (not serialised)
 
   nlohmann::json to_json() const;
+  // The shard holding the backup of `shard`'s parts under --replicas 2: the next one.
+  int backup_of(int shard) const { return (shard + 1) % int(servers.size()); }
+  // The shard whose parts `shard` backs up: the previous one.
+  int replica_source(int shard) const {
+    return (shard + int(servers.size()) - 1) % int(servers.size());
+  }
   static ClusterMap from_json(const nlohmann::json& j);  // throws Error naming the bad field
 };
 

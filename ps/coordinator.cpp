@@ -380,6 +380,9 @@ int run_coordinator(const CoordinatorOptions& opt) {
   if (opt.servers < 1 || opt.workers < 1)
     throw Error("--servers and --workers must be at least 1, got " + std::to_string(opt.servers) +
                 " and " + std::to_string(opt.workers));
+  if (opt.replicas < 1 || opt.replicas > 2 || (opt.replicas == 2 && opt.servers < 2))
+    throw Error("--replicas " + std::to_string(opt.replicas) +
+                ": expected 1, or 2 with --servers 2 or more (a shard's copy lives on another)");
   policy::check_policy_options(opt.policy);  // refuse an unknown policy before anyone registers
   if (!opt.profile.empty() && !std::ifstream(opt.profile))
     throw Error("cannot read the profile '" + opt.profile + "'");

@@ -35,6 +35,9 @@ struct CoordinatorOptions {
   // resumed from a checkpoint starts at resume_step.
   std::string checkpoint_every;
   std::int64_t resume_step = 0;
+  // Copies of every shard's parts: 2 keeps each on the next shard too, which takes over when
+  // the shard dies (ps/shard.hpp).
+  int replicas = 1;
   double heartbeat_s = defaults::kHeartbeatS;
   double heartbeat_timeout_s = defaults::kHeartbeatTimeoutS;
   double progress_every_s = 2.0;

@@ -39,6 +39,17 @@ void Coordinator::on_ctl(const json& j, const SwitchReply& reply) {
                   {"workers", workers},
                   {"policy_switches", switches_}});
   }
+  if (command == "node_gone") {
+    // The launcher saw a node's process end: the node is dead now, not at the heartbeat timeout
+    // (a shard's backup takes over at once).
+    const std::string name = j.value("name", "");
+    for (auto& [_, n] : nodes_)
+      if (n.name == name && n.alive) {
+        fail_node_locked(n, j.value("reason", std::string("its process ended")));
+        return reply({{"ok", true}});
+      }
+    return reply({{"ok", false}, {"error", "no live node is named '" + name + "'"}});
+  }
   if (command != "policy")
     return reply(
         {{"ok", false}, {"error", "unknown command '" + command + "', expected policy or status"}});

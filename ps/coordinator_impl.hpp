@@ -135,6 +135,7 @@ class Coordinator {
   static json registered_reply(const json& reg, int id);
   std::string worker_mismatch_locked(const json& j) const;
   std::string link_id_problem_locked(const json& j) const;
+  void server_failed_locked(Node& n);
   static int numbered_id(const std::string& role, const std::string& name);
   int free_id_locked(const std::string& role, const std::string& name, int want) const;
   void send_map_locked();
@@ -206,7 +207,9 @@ class Coordinator {
   std::map<std::string, std::set<std::string>> barriers_;
   json map_json_;
   json failed_ = json::array();
-  policy::PolicyOptions policy_;  // what the workers run now
+  json failovers_ = json::array();  // --replicas 2: every shard taken over, when and by which
+  std::set<int> took_over_;         // shards serving a dead shard's parts (no copy of those)
+  policy::PolicyOptions policy_;    // what the workers run now
   std::optional<Switch> switch_;
   std::uint64_t switch_seq_ = 0;
   json switches_ = json::array();

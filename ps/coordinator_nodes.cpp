@@ -158,6 +158,7 @@ void Coordinator::send_map_locked() {
   map.exp.policy.seed = opt_.seed;
   map.exp.allow_nonfinite = opt_.allow_nonfinite;
   map.exp.comm = opt_.comm;
+  map.exp.replicas = opt_.replicas;
   std::int64_t train_size = -1;
   for (const auto& [_, n] : nodes_) {
     NodeInfo info;
@@ -201,6 +202,7 @@ void Coordinator::send_map_locked() {
   // node would hold workers^2 bytes (100 MB for 1,000 workers) until the last one left.
   const Payload with_links = json_payload(map.to_json());
   for (NodeInfo& w : map.workers) w.link_id.clear();
+  for (NodeInfo& s : map.servers) s.link_id.clear();  // a shard's, for its backup alone
   map_json_ = map.to_json();
   const Payload without = json_payload(map_json_);
   for (const auto& [_, n] : nodes_)
@@ -261,7 +263,7 @@ void Coordinator::fail_node_locked(Node& n, const std::string& reason) {
   n.failure = reason;
   spdlog::error("{} ({} {}) is dead: {}", n.name, n.role, n.id, reason);
   failed_.push_back({{"name", n.name}, {"role", n.role}, {"id", n.id}, {"reason", reason}});
-  if (n.role == "server") return fail_locked("server " + n.name + " died: its parameters are lost");
+  if (n.role == "server") return server_failed_locked(n);
   // If it is only silent, not gone, it must stop: its pushes are refused from now on. A worker
   // that said it leaves waits for this word before it goes.
   send_to(n.peer, Op::kShutdown, json());
@@ -281,6 +283,42 @@ void Coordinator::fail_node_locked(Node& n, const std::string& reason) {
     finished_ = true;
     cv_.notify_all();
   }
+}
+
+// A dead shard ends the run unless another holds a copy of its parts (--replicas 2): its backup,
+// the next shard, alive and not already serving a dead shard's parts of its own. Then every node
+// hears who serves them now, and workers resend what the dead shard had not acknowledged.
+void Coordinator::server_failed_locked(Node& n) {
+  const std::string lost = "server " + n.name + " died: its parameters are lost";
+  if (opt_.replicas < 2 || opt_.servers < 2) return fail_locked(lost);
+  if (!map_sent_) return fail_locked(lost + " (before the run started)");
+  const int backup = (n.id + 1) % opt_.servers;
+  Node* to = nullptr;
+  std::string backup_name = "server-" + std::to_string(backup);
+  for (auto& [_, s] : nodes_)
+    if (s.role == "server" && s.id == backup) to = s.alive ? &s : nullptr, backup_name = s.name;
+  if (!to) return fail_locked(lost + ", and so is its backup " + backup_name);
+  if (took_over_.count(n.id))
+    return fail_locked(lost + ": it served the parts of a shard that died before, of which it " +
+                       "held the only copy");
+  took_over_.insert(backup);
+  const double at_s = since_start_s();
+  spdlog::warn("{} serves the parts of {} from its copy from now on ({:.2f} s into the run)",
+               to->name, n.name, at_s);
+  failovers_.push_back({{"server", n.name},
+                        {"to", to->name},
+                        {"reason", n.failure},
+                        {"at_s", at_s},
+                        {"at_unix_s", std::chrono::duration<double>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count()}});
+  const json event = {{"event", "server_dead"},
+                      {"server", n.id},
+                      {"to", backup},
+                      {"name", n.name},
+                      {"to_name", to->name}};
+  for (Node* s : live("server")) send_to(s->peer, Op::kControl, event);
+  for (Node* w : live("worker")) send_to(w->peer, Op::kControl, event);
 }
 
 }  // namespace psbed::ps::coordinator_detail

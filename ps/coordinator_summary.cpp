@@ -95,6 +95,19 @@ void Coordinator::write_summary_locked() {
                         {"resumed_from_step", opt_.resume_step},
                         {"last_step", last}};
   }
+  if (opt_.replicas > 1) {
+    s["replicas"] = opt_.replicas;
+    s["failovers"] = failovers_;
+    // Per shard, as it last reported: updates forwarded to its backup, applied to its copy of the
+    // previous shard, and pushes resent after a fail-over that it had applied already.
+    json copies = json::object();
+    for (const auto& [_, n] : nodes_)
+      if (n.role == "server" && n.stats.is_object())
+        copies[n.name] = {{"forwarded", num(n.stats, "forwarded")},
+                          {"replicated", num(n.stats, "replicated")},
+                          {"replayed", num(n.stats, "replayed")}};
+    s["replication"] = copies;
+  }
   if (!failure_.empty()) s["failure"] = failure_;
   if (!evaluation_note_.empty()) s["evaluation"] = evaluation_note_;
   if (!map_json_.is_null())

@@ -60,6 +60,8 @@ const char* op_name(Op op) {
       return "Error";
     case Op::kFactors:
       return "Factors";
+    case Op::kReplicate:
+      return "Replicate";
   }
   return "unknown";
 }
@@ -69,6 +71,7 @@ PayloadKind payload_kind(Op op) {
     case Op::kPush:
     case Op::kPullReply:
     case Op::kFactors:
+    case Op::kReplicate:
       return PayloadKind::kData;
     case Op::kRegister:
     case Op::kClusterMap:
@@ -83,7 +86,8 @@ PayloadKind payload_kind(Op op) {
 }
 
 bool addresses_part(Op op) {
-  return op == Op::kPush || op == Op::kPushAck || op == Op::kPull || op == Op::kPullReply;
+  return op == Op::kPush || op == Op::kPushAck || op == Op::kPull || op == Op::kPullReply ||
+         op == Op::kReplicate;
 }
 
 void encode_header(const Header& h, std::uint8_t* out) {

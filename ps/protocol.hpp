@@ -42,10 +42,15 @@ enum class Op : std::uint8_t {
   kError = 12,          // either way: JSON {"error": "..."} about a previous message
   kFactors = 13,        // worker -> worker: a step's sufficient factors of an fc layer (key:
                         // the layer, clock: the step); K x M inputs then K x N output gradients
+  kReplicate = 14,      // primary shard -> backup shard (--replicas 2): an update it applied to
+                        // (key, part), for the backup to apply the same; answered by a PushAck
+                        // echoing the header. flags 0: one worker's push (priority: the worker,
+                        // sequence: the push's); flags 1: a bsp clock's sum (priority: the count
+                        // of workers averaged)
 };
 
 // The highest op this version understands; values above it (and 0) are rejected.
-constexpr std::uint8_t kLastOp = static_cast<std::uint8_t>(Op::kFactors);
+constexpr std::uint8_t kLastOp = static_cast<std::uint8_t>(Op::kReplicate);
 
 bool is_known_op(std::uint8_t op);
 // "Push", "PullReply", ...; "unknown" for values is_known_op rejects.

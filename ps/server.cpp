@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/trace.hpp"
+#include "ps/client.hpp"
 #include "ps/link.hpp"
 #include "ps/node_link.hpp"
 #include "ps/shard.hpp"
@@ -33,6 +34,57 @@ bool wildcard_endpoint(const std::string& endpoint) {
   const std::size_t colon = rest.rfind(':');
   const std::string host = colon == std::string::npos ? rest : rest.substr(0, colon);
   return host == "0.0.0.0" || host == "*" || host == "[::]" || host == "::" || host.empty();
+}
+
+// --replicas 2: a connection to the next shard, which keeps the copy of this one's parts,
+// with this shard's link id as its identity, over this shard's link.
+void connect_backup(Shard& shard, const ClusterMap& map, int id, const std::string& link_id,
+                    const CurveKeys& keys, const std::shared_ptr<LinkBuckets>& buckets) {
+  if (map.exp.replicas < 2 || map.servers.size() < 2) return;
+  const NodeInfo& backup = map.servers.at(std::size_t(map.backup_of(id)));
+  ZmqOptions z;
+  z.role = ZmqOptions::Role::kClient;
+  z.endpoint = backup.address;
+  z.identity = link_id;
+  z.thread_name = "ps-backup";
+  if (keys.on()) {
+    z.curve = keys;
+    z.curve.server_key = backup.curve_key;
+  }
+  auto zmq = std::make_unique<ZmqTransport>(z);
+  ZmqTransport* raw = zmq.get();
+  std::unique_ptr<Transport> t = std::move(zmq);
+  if (buckets) t = std::make_unique<ShapedTransport>(std::move(t), buckets);
+  shard.connect_backup(std::move(t), [raw] { raw->release_senders(); });
+}
+
+// Messages refused so far, by kind ("forged sender", "non-finite gradient", ...).
+nlohmann::json refused_by_kind(const Shard& shard, const Transport& transport) {
+  nlohmann::json by_kind = nlohmann::json::object();
+  for (int k = 1; k < kProblemKinds; ++k) {
+    const auto p = static_cast<Problem>(k);
+    if (auto n = shard.bad().count(p) + transport.bad_messages().count(p))
+      by_kind[problem_name(p)] = n;
+  }
+  return by_kind;
+}
+
+// The shard's counters, for the coordinator's /metrics, /api/status and summary.
+nlohmann::json shard_stats(const Shard& shard, const Transport& transport,
+                           const ZmqTransport& zmq) {
+  return {{"event", "stats"},
+          {"pushes", shard.pushes()},
+          {"pulls", shard.pulls()},
+          {"bad_messages", shard.bad().total() + transport.bad_messages().total()},
+          {"bad_by_kind", refused_by_kind(shard, transport)},
+          {"queue_depth", shard.queue_depth()},
+          {"checkpoints", shard.checkpoints_written()},
+          {"last_checkpoint", shard.last_checkpoint()},
+          {"forwarded", shard.forwarded()},
+          {"replicated", shard.replicated()},
+          {"replayed", shard.replayed()},
+          {"promoted", shard.promoted()},
+          {"dropped_unread", zmq.dropped_unread()}};
 }
 
 }  // namespace
@@ -59,8 +111,10 @@ int run_server(const ServerOptions& in) {
   auto zmq_owned = std::make_unique<ZmqTransport>(z);
   ZmqTransport& zmq_transport = *zmq_owned;
   std::unique_ptr<Transport> owned = std::move(zmq_owned);
-  if (shaping.shaped())
-    owned = std::make_unique<ShapedTransport>(std::move(owned), LinkBuckets::make(shaping));
+  // One NIC: the forwards to a backup shard (--replicas 2) share it with the workers' traffic.
+  const std::shared_ptr<LinkBuckets> buckets =
+      shaping.shaped() ? LinkBuckets::make(shaping) : nullptr;
+  if (buckets) owned = std::make_unique<ShapedTransport>(std::move(owned), buckets);
   Transport& transport = *owned;
   TraceRecorder trace(opt.node.name, !opt.node.trace_dir.empty());
   Shard shard(opt.max_message_bytes, transport, trace, opt.apply_threads);
@@ -79,6 +133,7 @@ int run_server(const ServerOptions& in) {
   link.on_control([&](const nlohmann::json& j) {
     const std::string event = j.value("event", "");
     if (event == "worker_dead") shard.worker_dead(j.value("worker", -1));
+    if (event == "server_dead") shard.server_dead(j.value("server", -1));
     const auto step = j.find("step");
     if (event == "checkpoint" && step != j.end() && step->is_number_unsigned())
       shard.checkpoint_at(step->get<std::uint64_t>());
@@ -89,10 +144,14 @@ int run_server(const ServerOptions& in) {
     link.stop("stopped by " + StopSignals::name(sig));
   });
   ClusterMap map;
+  const std::string link_id = PsClient::make_link_id(opt.node.name);
   try {
     // With CURVE the workers need this shard's public key: it travels in the cluster map.
-    map = link.join(z.curve.on() ? nlohmann::json{{"curve_key", z.curve.own.public_key}}
-                                 : nlohmann::json::object());
+    // The link id is the identity of its connection to a backup shard (--replicas 2), which
+    // takes forwards only from it.
+    nlohmann::json about = {{"link_id", link_id}};
+    if (z.curve.on()) about["curve_key"] = z.curve.own.public_key;
+    map = link.join(about);
   } catch (const Error&) {
     transport.stop();  // first: it delivers to the shard, which goes before it
     if (link.stopped().empty()) throw;
@@ -106,6 +165,7 @@ int run_server(const ServerOptions& in) {
   trace.set_metadata("cluster", map.to_json()["experiment"]);
   shard.set_checkpoint_dir(opt.checkpoint_dir);
   try {
+    connect_backup(shard, map, link.id(), link_id, z.curve, buckets);
     shard.start(map, link.id());
   } catch (const Error& e) {  // a checkpoint it cannot resume from: the run cannot go on
     link.leave(std::string("cannot start: ") + e.what(), 0.5);
@@ -119,29 +179,10 @@ int run_server(const ServerOptions& in) {
   // Every second, the shard's counters go to the coordinator (its /metrics and /api/status);
   // four times a second, the process's CPU seconds go to the trace (the profile's host cost).
   nlohmann::json cpu_samples = nlohmann::json::array();
-  // Messages refused so far, by kind ("forged sender", "non-finite gradient", ...).
-  auto refused_by_kind = [&] {
-    nlohmann::json by_kind = nlohmann::json::object();
-    for (int k = 1; k < kProblemKinds; ++k) {
-      const auto p = static_cast<Problem>(k);
-      if (auto n = shard.bad().count(p) + transport.bad_messages().count(p))
-        by_kind[problem_name(p)] = n;
-    }
-    return by_kind;
-  };
   for (int tick = 0;; ++tick) {
     cpu_samples.push_back({now_us(), process_cpu_s()});
     if (link.wait_shutdown(0.25)) break;
-    if (tick % 4 == 3)
-      link.send_control({{"event", "stats"},
-                         {"pushes", shard.pushes()},
-                         {"pulls", shard.pulls()},
-                         {"bad_messages", shard.bad().total() + transport.bad_messages().total()},
-                         {"bad_by_kind", refused_by_kind()},
-                         {"queue_depth", shard.queue_depth()},
-                         {"checkpoints", shard.checkpoints_written()},
-                         {"last_checkpoint", shard.last_checkpoint()},
-                         {"dropped_unread", zmq_transport.dropped_unread()}});
+    if (tick % 4 == 3) link.send_control(shard_stats(shard, transport, zmq_transport));
   }
   cpu_samples.push_back({now_us(), process_cpu_s()});
   const std::string stopped = link.stopped();
@@ -155,7 +196,7 @@ int run_server(const ServerOptions& in) {
   if (stopped.empty())
     spdlog::info("{} shutting down: {} pushes, {} pulls, {} bad messages dropped", opt.node.name,
                  shard.pushes(), shard.pulls(), bad.total() + tbad.total());
-  const nlohmann::json by_kind = refused_by_kind();
+  const nlohmann::json by_kind = refused_by_kind(shard, transport);
   for (const auto& [kind, n] : by_kind.items())
     spdlog::info("  bad messages, {}: {}", kind, n.get<std::uint64_t>());
   if (!opt.node.trace_dir.empty()) {

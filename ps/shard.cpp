@@ -63,7 +63,8 @@ void Shard::worker_dead(int w) {
 bool Shard::answer_now(Message& m) {
   if (!started_.load(std::memory_order_acquire)) return false;
   if (!check(m)) return true;  // dropped and counted, as a lane would
-  Buffer snap = store_->try_snapshot(int(m.header.key), int(m.header.part), m.header.clock);
+  Buffer snap = serving(m.header.key, m.header.part)
+                    ->try_snapshot(int(m.header.key), int(m.header.part), m.header.clock);
   if (!snap) return false;
   ++pulls_;
   {
@@ -107,6 +108,7 @@ void Shard::start(const ClusterMap& map, int shard) {
   store_ = std::make_unique<Store>(map_, shard_);
   parts_ = std::make_unique<PlanPartSizes>(map_.plan);
   start_checkpoints();
+  start_replica();
   spdlog::info("shard {} holds {} parts, {:.2f} MiB; mode {}; {} apply lane(s)", shard_,
                store_->parts_owned(), store_->bytes_owned() / 1048576.0, map_.exp.mode.str(),
                lanes_.size());
@@ -176,16 +178,23 @@ void Shard::loop(int index) {
     std::vector<int> dead;
     {
       std::unique_lock<std::mutex> lock(lane.mu);
-      lane.cv.wait(lock, [&] { return stopping_ || !lane.queue.empty() || !lane.dead.empty(); });
+      lane.cv.wait(lock, [&] {
+        return stopping_ || !lane.queue.empty() || !lane.dead.empty() || lane.backup_lost;
+      });
+      lane.backup_lost = false;
       if (stopping_) return;
       batch.swap(lane.queue);
       dead.swap(lane.dead);
     }
     for (int w : dead) {
       if (index == 0) spdlog::warn("worker {} is dead: no longer waiting for its gradients", w);
-      store_->worker_dead(w);
-      for (const auto& [key, part] : store_->parts())
-        if (lane_of(std::uint32_t(key), std::uint32_t(part)) == index) store_->drain(key, part);
+      for (Store* store : {store_.get(), replica_.get()}) {
+        if (!store) continue;
+        store->worker_dead(w);
+        for (const auto& [key, part] : store->parts())
+          if (lane_of(std::uint32_t(key), std::uint32_t(part)) == index) store->drain(key, part);
+      }
+      send_forwards();  // bsp clocks that waited only for it
       retry_pulls(lane);
     }
     for (auto& m : batch) {
@@ -198,7 +207,14 @@ void Shard::loop(int index) {
           spdlog::error("message from {} failed: {}", peer_name(peer), e.what());
       }
     }
+    if (backup_lost_) release_held_acks(lane);
   }
+}
+
+Store* Shard::serving(std::uint32_t key, std::uint32_t part) const {
+  if (store_ && store_->owns(int(key), int(part))) return store_.get();
+  if (promoted_ && replica_ && replica_->owns(int(key), int(part))) return replica_.get();
+  return nullptr;
 }
 
 bool Shard::check(const Message& m) {
@@ -221,7 +237,13 @@ bool Shard::check(const Message& m) {
     v.problem = Problem::kSender;
     v.reason = "it claims to be worker " + std::to_string(m.header.sender) +
                ", whose connection this is not";
-  } else if (v.ok() && !store_->owns(int(m.header.key), int(m.header.part))) {
+  } else if (v.ok() && !promoted_ && replica_ &&
+             replica_->owns(int(m.header.key), int(m.header.part))) {
+    // A worker asks this shard for the previous one's part: the coordinator told it that shard
+    // is dead, and this word may reach the worker before it reaches this shard.
+    server_dead(map_.replica_source(shard_));
+  }
+  if (v.ok() && !serving(m.header.key, m.header.part)) {
     v.problem = Problem::kPart;
     v.reason = "part " + std::to_string(m.header.part) + " of key " + std::to_string(m.header.key) +
                " belongs to another shard";
@@ -235,6 +257,8 @@ bool Shard::check(const Message& m) {
 }
 
 void Shard::handle(Lane& lane, Message&& m) {
+  if (m.peer == kBackupPeer) return backup_acked(lane, m);
+  if (m.header.op == Op::kReplicate) return replicate(lane, std::move(m));
   if (m.header.op != Op::kPush && m.header.op != Op::kPull) {
     if (bad_.record(m.peer, Problem::kOp))
       spdlog::warn("unexpected {} message from {} (a shard takes Push and Pull), dropped",
@@ -243,6 +267,7 @@ void Shard::handle(Lane& lane, Message&& m) {
   }
   if (!check(m)) return;
   const Header& h = m.header;
+  Store& store = *serving(h.key, h.part);
   if (h.op == Op::kPush) {
     const double t0 = now_us();
     // ZeroMQ hands small frames over inside its receive buffer at any offset; floats are read
@@ -259,8 +284,9 @@ void Shard::handle(Lane& lane, Message&& m) {
       refuse_nonfinite(m);
       return;
     }
+    if (replayed_push(lane, store, m)) return;
     const Status pushed =
-        store_->push(int(h.sender), h.clock, int(h.key), int(h.part), h.offset, grad, h.length);
+        store.push(int(h.sender), h.clock, int(h.key), int(h.part), h.offset, grad, h.length);
     if (!pushed.ok()) {
       if (bad_.record(m.peer, Problem::kRange))
         spdlog::warn("push from {} refused: {} (further bad messages from it are only counted)",
@@ -285,12 +311,12 @@ void Shard::handle(Lane& lane, Message&& m) {
     ack.header = h;
     ack.header.op = Op::kPushAck;
     ack.header.length = 0;
-    transport_.send(std::move(ack));
+    push_done(lane, store, m, std::move(ack));
     retry_pulls(lane);
     return;
   }
   ++pulls_;
-  if (store_->pull_ready(int(h.key), int(h.part), h.clock))
+  if (store.pull_ready(int(h.key), int(h.part), h.clock))
     reply(m);
   else
     lane.waiting.push_back(std::move(m));
@@ -322,7 +348,8 @@ void Shard::refuse_nonfinite(const Message& m) {
 }
 
 void Shard::reply(const Message& pull) {
-  send_reply(pull, store_->snapshot(int(pull.header.key), int(pull.header.part)));
+  send_reply(pull, serving(pull.header.key, pull.header.part)
+                       ->snapshot(int(pull.header.key), int(pull.header.part)));
 }
 
 void Shard::send_reply(const Message& pull, const Buffer& snap) {
@@ -338,7 +365,8 @@ void Shard::send_reply(const Message& pull, const Buffer& snap) {
 
 void Shard::retry_pulls(Lane& lane) {
   for (auto it = lane.waiting.begin(); it != lane.waiting.end();) {
-    if (store_->pull_ready(int(it->header.key), int(it->header.part), it->header.clock)) {
+    if (serving(it->header.key, it->header.part)
+            ->pull_ready(int(it->header.key), int(it->header.part), it->header.clock)) {
       reply(*it);
       it = lane.waiting.erase(it);
     } else {

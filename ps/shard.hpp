@@ -10,14 +10,22 @@
 // the worker's policy chose that order, and lanes woken one after the other on a busy host
 // would otherwise send their replies lane by lane (a layer's bias stuck behind megabytes of
 // another lane's weights).
+//
+// With --replicas 2 (shard_replica.cpp) a shard also holds a copy of the previous shard's parts,
+// kept up to date by that shard's forwards, and forwards its own applied updates to the next
+// shard before it acknowledges the pushes behind them: an acknowledged update survives the loss
+// of one shard. When the coordinator declares a shard dead, the next one serves its parts.
 #pragma once
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "core/defaults.hpp"
@@ -30,6 +38,10 @@
 
 namespace psbed::ps {
 
+// The peer id a backup's answers are handed to the lanes under. ZeroMQ gives no connection an
+// identity that starts with a zero byte, so no worker can send under it.
+inline const PeerId kBackupPeer = std::string("\0backup", 7);
+
 class Shard {
  public:
   Shard(std::uint64_t max_message_bytes, Transport& transport, TraceRecorder& trace,
@@ -38,6 +50,12 @@ class Shard {
   // From the transport's receive callback: queue and return at once.
   void enqueue(Message&& m);
   void worker_dead(int worker);
+  // The coordinator declared shard `server` dead: the parts this shard backs up for it are served
+  // from now on (it was the previous shard), or the forwards stop (it was the backup).
+  void server_dead(int server);
+  // --replicas 2: the connection to the backup shard (before start). `release` frees a lane
+  // waiting for room on it, for when the backup is gone.
+  void connect_backup(std::unique_ptr<Transport> backup, std::function<void()> release);
   // Where checkpoints are written and read (before start; "" = none may be taken).
   void set_checkpoint_dir(std::string dir) { checkpoint_dir_ = std::move(dir); }
   // Builds the store for `shard`'s parts of the map (from the checkpoint of the map's resume
@@ -52,6 +70,13 @@ class Shard {
   const BadMessageCounter& bad() const { return bad_; }
   std::uint64_t pushes() const { return pushes_; }
   std::uint64_t pulls() const { return pulls_; }
+  // --replicas 2: updates forwarded to the backup; updates applied from the previous shard's
+  // forwards; pushes resent after a fail-over that were already applied (acknowledged only).
+  std::uint64_t forwarded() const { return forwarded_; }
+  std::uint64_t replicated() const { return replicated_; }
+  std::uint64_t replayed() const { return replayed_; }
+  // Whether this shard serves the parts of a dead one.
+  bool promoted() const { return promoted_; }
   // The bytes of the parameters this shard holds (after start()).
   std::uint64_t bytes_owned() const { return store_ ? store_->bytes_owned() : 0; }
   // Messages waiting in the apply lanes (held-back pulls included): the shard's backlog.
@@ -65,6 +90,14 @@ class Shard {
     std::vector<int> dead;
     std::deque<Message> waiting;  // pulls the consistency model holds back
     std::thread thread;
+    // --replicas 2, the lane's parts: push acks held until the backup has the update, by
+    // (worker, sequence) in async/ssp and (key, part, clock) in bsp; and, for the parts backed
+    // up here, the last push sequence applied per (key, part, worker), which tells a push resent
+    // after a fail-over from a new one.
+    std::map<std::pair<int, std::uint64_t>, Message> held_acks;
+    std::map<std::tuple<int, int, std::uint64_t>, std::vector<Message>> held_clock_acks;
+    std::map<std::tuple<int, int, int>, std::uint64_t> last_seq;
+    bool backup_lost = false;  // set once, to wake the lane: its held acks go
   };
   int lane_of(std::uint32_t key, std::uint32_t part) const;
   void start_checkpoints();
@@ -77,6 +110,18 @@ class Shard {
   void retry_pulls(Lane& lane);
   bool answer_now(Message& m);
   void reply_loop();
+  // The store serving (key, part) to workers: this shard's own, or after a fail-over the copy
+  // of the dead shard's; null when neither.
+  Store* serving(std::uint32_t key, std::uint32_t part) const;
+  // shard_replica.cpp
+  bool replicating() const;
+  void start_replica();
+  void push_done(Lane& lane, Store& store, const Message& push, Message&& ack);
+  bool replayed_push(Lane& lane, Store& store, const Message& push);
+  void replicate(Lane& lane, Message&& m);
+  void backup_acked(Lane& lane, const Message& m);
+  void send_forwards();
+  void release_held_acks(Lane& lane);
 
   std::uint64_t max_message_bytes_;
   Transport& transport_;
@@ -84,6 +129,11 @@ class Shard {
   ClusterMap map_;
   int shard_ = 0;
   std::unique_ptr<Store> store_;
+  std::unique_ptr<Store> replica_;     // --replicas 2: the previous shard's parts
+  std::unique_ptr<Transport> backup_;  // --replicas 2: to the next shard
+  std::function<void()> release_backup_;
+  std::atomic<bool> promoted_{false}, backup_lost_{false};
+  std::atomic<std::uint64_t> forwarded_{0}, replicated_{0}, replayed_{0};
   std::string checkpoint_dir_;
   std::unique_ptr<ShardCheckpointer> checkpoints_;
   std::unique_ptr<PlanPartSizes> parts_;

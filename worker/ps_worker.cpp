@@ -159,6 +159,8 @@ class PsWorker {
     // The coordinator's live policy switch: taken up at the next step boundary.
     link.on_control([this](const nlohmann::json& j) {
       if (j.value("event", "") == "worker_dead") sfb_->peer_dead(j.value("worker", -1));
+      if (j.value("event", "") == "server_dead")
+        fail_over(j.value("server", -1), j.value("to", -1));
       if (j.value("event", "") != "set_policy") return;
       std::lock_guard<std::mutex> lock(ctl_mu_);
       pending_policy_ = j;
@@ -293,10 +295,11 @@ class PsWorker {
     ps::PsClient client(map_, id_, link_id_, buckets, keys_);
     sfb_->start(map_, id_, comm_, buckets);
     client_ = &client;
+    fail_over_with(&client);
     struct Unset {
-      std::atomic<const ps::PsClient*>& c;
-      ~Unset() { c = nullptr; }
-    } unset{client_};
+      PsWorker* self;
+      ~Unset() { self->client_ = nullptr, self->fail_over_with(nullptr); }
+    } unset{this};
     // Declared after the client: it ends first.
     struct Watch {
       PsWorker* self;
@@ -576,6 +579,34 @@ class PsWorker {
     return j;
   }
 
+  // --replicas 2: shard `dead` is gone and shard `to` serves its parts; the requests it did not
+  // answer go there (from the coordinator's thread, or when the client exists).
+  void fail_over(int dead, int to) {
+    std::lock_guard<std::mutex> lock(client_mu_);
+    failovers_.emplace_back(dead, to);
+    if (live_client_) fail_over_now(dead, to);
+  }
+  void fail_over_with(ps::PsClient* c) {
+    std::lock_guard<std::mutex> lock(client_mu_);
+    live_client_ = c;
+    if (c)
+      for (const auto& [dead, to] : failovers_) fail_over_now(dead, to);
+  }
+  void fail_over_now(int dead, int to) {
+    const std::size_t resent = live_client_->fail_over(dead, to);
+    const auto name = [this](int s) {
+      return s >= 0 && s < int(map_.servers.size()) ? map_.servers[std::size_t(s)].name
+                                                    : "shard " + std::to_string(s);
+    };
+    const std::string note = name(to) + " serves " + name(dead) + "'s parts; " +
+                             std::to_string(resent) + " request(s) resent to it";
+    TraceEvent e;
+    e.name = "failover:" + name(dead), e.lane = "control", e.ts_us = now_us(), e.dur_us = 0;
+    e.step = step_.load(), e.note = note;
+    trace_.record(std::move(e));
+    spdlog::warn("{}: {}", opt_.node.name, note);
+  }
+
   // Nothing is in flight between steps, so the new policy starts on a clean slate. The trace
   // gets a mark on the control lane; the coordinator hears the step.
   void switch_policy(TransmissionScheduler& sched, ps::NodeLink& link, const nlohmann::json& j,
@@ -723,6 +754,9 @@ class PsWorker {
   bool replay_ = false;
   Straggler slow_;  // --straggler: this worker's compute factor and own link rate
   std::mutex ctl_mu_;
+  std::mutex client_mu_;  // live_client_ and failovers_
+  ps::PsClient* live_client_ = nullptr;
+  std::vector<std::pair<int, int>> failovers_;  // (dead shard, its successor)
   std::optional<nlohmann::json> pending_policy_;
   nlohmann::json switches_ = nlohmann::json::array();
 };

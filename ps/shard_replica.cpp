@@ -1,0 +1,236 @@
+// A shard's side of --replicas 2 (chain replication as in Li et al., OSDI 2014, with bsp's
+// clocks aggregated before they are forwarded): the primary forwards every update it applies to
+// the next shard and acknowledges the pushes behind it once that shard has applied the same; the
+// backup applies forwards to its copy; after a fail-over the backup serves the copy and tells a
+// push resent by a worker (never acknowledged, perhaps already forwarded) from a new one.
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "ps/copy_counter.hpp"
+#include "ps/shard.hpp"
+
+namespace psbed::ps {
+namespace {
+
+// The bsp sums a lane's Store call applied (Store::on_applied runs inside it, holding the part),
+// forwarded once the call returns.
+thread_local std::vector<Message> t_forwards;
+
+constexpr std::uint8_t kOnePush = 0, kClockSum = 1;
+
+}  // namespace
+
+bool Shard::replicating() const { return backup_ && !backup_lost_; }
+
+void Shard::connect_backup(std::unique_ptr<Transport> backup, std::function<void()> release) {
+  backup_ = std::move(backup);
+  release_backup_ = std::move(release);
+  // The backup's answers are acks of forwards: to the lane of their part, under a peer id no
+  // worker can have.
+  backup_->start([this](Message&& m) {
+    if (m.header.op != Op::kPushAck) {
+      spdlog::warn("the backup shard answered a forward with {}: dropped", op_name(m.header.op));
+      return;
+    }
+    m.peer = kBackupPeer;
+    Lane& l = *lanes_[lane_of(m.header.key, m.header.part)];
+    std::lock_guard<std::mutex> lock(l.mu);
+    l.queue.push_back(std::move(m));
+    l.cv.notify_one();
+  });
+}
+
+void Shard::start_replica() {
+  if (map_.exp.replicas < 2 || map_.servers.size() < 2) return;
+  const int source = map_.replica_source(shard_);
+  replica_ = std::make_unique<Store>(map_, source);
+  spdlog::info("shard {} backs up {}'s {} parts ({:.2f} MiB); {} backs up its own", shard_,
+               map_.servers.at(std::size_t(source)).name, replica_->parts_owned(),
+               replica_->bytes_owned() / 1048576.0,
+               map_.servers.at(std::size_t(map_.backup_of(shard_))).name);
+  store_->on_applied = [this](const PartState& s, std::uint64_t clock, std::vector<float>&& sum,
+                              int contributors) {
+    if (!replicating()) return;
+    Message f;
+    f.header.op = Op::kReplicate;
+    f.header.flags = kClockSum;
+    f.header.sender = std::uint32_t(shard_);
+    f.header.key = std::uint32_t(s.part.key);
+    f.header.part = std::uint32_t(s.part.part);
+    f.header.length = sum.size() * sizeof(float);
+    f.header.clock = clock;
+    f.header.priority = contributors;
+    f.payload = Payload::share(std::make_shared<const std::vector<float>>(std::move(sum)));
+    t_forwards.push_back(std::move(f));
+  };
+}
+
+void Shard::send_forwards() {
+  for (auto& f : t_forwards) {
+    forwarded_ += 1;
+    if (!backup_->send(std::move(f)) && !backup_lost_)
+      spdlog::warn("a forward to the backup shard was dropped: its connection is stopped");
+  }
+  t_forwards.clear();
+}
+
+// After a push was applied: its ack goes now, or once the backup has the update (the push
+// itself in async and ssp; in bsp the sum of its clock, when every worker's push has arrived).
+void Shard::push_done(Lane& lane, Store& store, const Message& push, Message&& ack) {
+  const Header& h = push.header;
+  const bool bsp = store.mode().kind == Consistency::Kind::kBsp;
+  if (&store == replica_.get() && !bsp)
+    lane.last_seq[{int(h.key), int(h.part), int(h.sender)}] = h.sequence;
+  if (&store != store_.get() || !replicating()) {
+    transport_.send(std::move(ack));
+    send_forwards();  // none unless the backup was lost under this call
+    return;
+  }
+  if (bsp) {
+    lane.held_clock_acks[{int(h.key), int(h.part), h.clock}].push_back(std::move(ack));
+  } else {
+    Message f;
+    f.header = h;
+    f.header.op = Op::kReplicate;
+    f.header.flags = kOnePush;
+    f.header.sender = std::uint32_t(shard_);
+    f.header.priority = std::int32_t(h.sender);
+    f.payload = push.payload;  // the worker's bytes, shared: no copy
+    t_forwards.push_back(std::move(f));
+    lane.held_acks[{int(h.sender), h.sequence}] = std::move(ack);
+  }
+  send_forwards();
+}
+
+// A push to a part this shard took over that it already applied (from the dead shard's forward,
+// or before the worker heard of the fail-over): acknowledged, not applied again.
+bool Shard::replayed_push(Lane& lane, Store& store, const Message& push) {
+  if (&store != replica_.get()) return false;
+  const Header& h = push.header;
+  bool seen = false;
+  if (store.mode().kind == Consistency::Kind::kBsp) {
+    seen = h.clock < store.applied_clocks(int(h.key), int(h.part));
+  } else {
+    const auto it = lane.last_seq.find({int(h.key), int(h.part), int(h.sender)});
+    seen = it != lane.last_seq.end() && h.sequence <= it->second;
+  }
+  if (!seen) return false;
+  ++replayed_;
+  Message ack;
+  ack.peer = push.peer;
+  ack.header = h;
+  ack.header.op = Op::kPushAck;
+  ack.header.length = 0;
+  transport_.send(std::move(ack));
+  return true;
+}
+
+// On the backup: the previous shard's update, applied to the copy and acknowledged.
+void Shard::replicate(Lane& lane, Message&& m) {
+  const Header& h = m.header;
+  const int source = map_.servers.size() > 1 ? map_.replica_source(shard_) : -1;
+  std::string why;
+  if (!replica_)
+    why = "this shard backs up no other (the run has --replicas 1)";
+  else if (int(h.sender) != source || (!map_.servers[std::size_t(source)].link_id.empty() &&
+                                       m.peer != map_.servers[std::size_t(source)].link_id))
+    why = "it does not come from " + map_.servers[std::size_t(source)].name +
+          ", the shard backed up here";
+  else if (!replica_->owns(int(h.key), int(h.part)))
+    why = "part " + std::to_string(h.part) + " of key " + std::to_string(h.key) +
+          " is not backed up here";
+  else if (h.flags == kOnePush && (h.priority < 0 || h.priority >= int(map_.workers.size())))
+    why = "worker " + std::to_string(h.priority) + " is not in the cluster";
+  else if (h.flags != kOnePush && h.flags != kClockSum)
+    why = "flags " + std::to_string(h.flags) + ", expected 0 or 1";
+  else if (h.offset % 4 || h.length % 4 || m.payload.size() != h.length)
+    why = "its bytes are not whole floats of the length it gives";
+  if (!why.empty()) {
+    if (bad_.record(m.peer, Problem::kSender))
+      spdlog::warn("bad Replicate message from {}: {} (dropped)", peer_name(m.peer), why);
+    return;
+  }
+  // Taken over: the dead shard's late forwards change nothing (its pushes are resent).
+  if (promoted_) return;
+  const float* grad = reinterpret_cast<const float*>(m.payload.data());
+  std::vector<float> aligned;
+  if (reinterpret_cast<std::uintptr_t>(grad) % alignof(float) != 0) {
+    aligned.resize(h.length / sizeof(float));
+    std::memcpy(aligned.data(), m.payload.data(), h.length);
+    count_copy(h.length);
+    grad = aligned.data();
+  }
+  const Status applied =
+      h.flags == kOnePush
+          ? replica_->push(h.priority, h.clock, int(h.key), int(h.part), h.offset, grad, h.length)
+          : replica_->apply_clock(int(h.key), int(h.part), h.clock, grad, h.length / 4, h.priority);
+  if (!applied.ok()) {
+    if (bad_.record(m.peer, Problem::kRange))
+      spdlog::error("a forward from {} was not applied to the copy: {}", peer_name(m.peer),
+                    applied.message());
+  } else {
+    ++replicated_;
+    if (h.flags == kOnePush) lane.last_seq[{int(h.key), int(h.part), h.priority}] = h.sequence;
+  }
+  Message ack;  // even when refused: the primary's workers must not wait forever on it
+  ack.peer = m.peer;
+  ack.header = h;
+  ack.header.op = Op::kPushAck;
+  ack.header.length = 0;
+  transport_.send(std::move(ack));
+}
+
+// On the primary: the backup has the update; the pushes behind it are acknowledged.
+void Shard::backup_acked(Lane& lane, const Message& m) {
+  const Header& h = m.header;
+  if (h.flags == kOnePush) {
+    const auto it = lane.held_acks.find({h.priority, h.sequence});
+    if (it == lane.held_acks.end()) return;
+    transport_.send(std::move(it->second));
+    lane.held_acks.erase(it);
+    return;
+  }
+  const auto it = lane.held_clock_acks.find({int(h.key), int(h.part), h.clock});
+  if (it == lane.held_clock_acks.end()) return;
+  for (auto& ack : it->second) transport_.send(std::move(ack));
+  lane.held_clock_acks.erase(it);
+}
+
+// The backup is gone: what it would have acknowledged is acknowledged now (one copy is left).
+void Shard::release_held_acks(Lane& lane) {
+  for (auto& [_, ack] : lane.held_acks) transport_.send(std::move(ack));
+  lane.held_acks.clear();
+  // A bsp clock still gathering pushes is applied here; its acks go once it is complete.
+  for (auto it = lane.held_clock_acks.begin(); it != lane.held_clock_acks.end();) {
+    const auto [key, part, clock] = it->first;
+    if (store_->applied_clocks(key, part) <= clock) {
+      ++it;
+      continue;
+    }
+    for (auto& ack : it->second) transport_.send(std::move(ack));
+    it = lane.held_clock_acks.erase(it);
+  }
+}
+
+void Shard::server_dead(int server) {
+  if (map_.exp.replicas < 2 || map_.servers.size() < 2) return;
+  if (server == map_.replica_source(shard_) && replica_ && !promoted_) {
+    promoted_ = true;
+    spdlog::warn("{} is dead: shard {} serves its {} parts from its copy",
+                 map_.servers.at(std::size_t(server)).name, shard_, replica_->parts_owned());
+  }
+  if (server == map_.backup_of(shard_) && !backup_lost_) {
+    backup_lost_ = true;
+    spdlog::warn("{}, the backup of shard {}, is dead: its parts have one copy from now on",
+                 map_.servers.at(std::size_t(server)).name, shard_);
+    if (release_backup_) release_backup_();  // a lane waiting for room towards it
+    for (auto& l : lanes_) {
+      std::lock_guard<std::mutex> lock(l->mu);
+      l->backup_lost = true;
+      l->cv.notify_one();
+    }
+  }
+}
+
+}  // namespace psbed::ps
