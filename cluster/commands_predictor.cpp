@@ -36,6 +36,12 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
       ->capture_default_str()
       ->check(one_of({"bucket", "fair"}));
   if (!per_run) {
+    app->add_option("--comm", f.comm,
+                    "how the fc layers travel, as launch --comm: ps (through the shards), sfb "
+                    "(as sufficient factors, worker to worker) or hybrid (per layer, by Poseidon's "
+                    "cost model); not with --mode async (docs/communication.md)")
+        ->capture_default_str()
+        ->check(one_of({"ps", "sfb", "hybrid"}));
     app->add_option("--partition-bytes", f.partition_bytes, "largest part a tensor is cut into")
         ->capture_default_str()
         ->check(size_value());

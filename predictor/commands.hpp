@@ -47,6 +47,7 @@ struct SimFlags {
   std::string bandwidth;              // "1gbit"; empty: the profile's link
   std::string latency;                // "200us"; empty: the profile's link
   std::string link_model = "bucket";  // bucket (psbed's in-process emulation) or fair
+  std::string comm = "ps";            // ps, sfb or hybrid (validate: each run's own)
   std::string partition_bytes = defaults::kPartitionBytesText;
   std::int64_t slice_params = defaults::kSliceParams;
   std::int64_t partition_params = defaults::kPartitionParams;

@@ -140,6 +140,9 @@ SimConfig run_nodes(const std::string& dir, const nlohmann::json& s, const std::
     c.mode = Consistency::parse(summary_field(s, "mode", T::string, path).get<std::string>());
     c.policy.name = summary_field(s, "policy", T::string, path).get<std::string>();
     policy::check_policy_options(c.policy);  // an unknown policy is refused here, naming the run
+    // The route its fc layers took (launch --comm); runs from before it went through the shards.
+    if (s.contains("comm"))
+      c.comm = parse_comm(summary_field(s, "comm", T::string, path).get<std::string>());
   } catch (const Error& e) {
     throw Error("run folder '" + dir + "': " + e.what());
   }
@@ -267,6 +270,7 @@ std::string config_key(const MeasuredRun& m) {
       {"servers", c.servers},
       {"mode", c.mode.str()},
       {"policy", c.policy.name},
+      {"comm", to_string(c.comm)},
       {"slice_params", c.policy.slice_params},
       {"partition_params", c.policy.partition_params},
       {"credit_bytes", c.policy.credit_bytes},

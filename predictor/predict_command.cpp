@@ -63,6 +63,9 @@ std::vector<SimConfig> predicted_configs(const PredictOptions& o, const SimConfi
           SimConfig c = base;
           c.workers = w, c.servers = s, c.policy.name = pol;
           c.mode = for_flag("--mode", [&] { return Consistency::parse(mode); });
+          // As launch refuses it: SFB layers need a step to gather the factors for.
+          if (const std::string why = comm_problem(c.comm, c.mode); !why.empty())
+            throw UsageError(why);
           check_stragglers(c.stragglers, w);  // worker-N of a cluster that has it
           // An unknown policy fails before any simulation.
           for_flag("--policy", [&] { policy::check_policy_options(c.policy); });
@@ -73,7 +76,8 @@ std::vector<SimConfig> predicted_configs(const PredictOptions& o, const SimConfi
 
 // The lines above the table: the model, the link, the compute, the length, and the host's
 // contention where the profile measured one.
-void print_predict_head(const PredictOptions& o, const Profile& profile, const SimConfig& base) {
+void print_predict_head(const PredictOptions& o, const Profile& profile, const ModelSpec& spec,
+                        const SimConfig& base, const std::vector<SimConfig>& configs) {
   std::printf("model %s, batch %d, link %s, %.0f us one way, %s compute, %s%s\n",
               profile.model.c_str(), profile.batch,
               bandwidth_text(base.bandwidth_bytes_per_sec).c_str(), base.latency_s * 1e6,
@@ -90,17 +94,31 @@ void print_predict_head(const PredictOptions& o, const Profile& profile, const S
         profile.source.contains("contention_run")
             ? profile.source["contention_run"].value("run", std::string("a crowded run")).c_str()
             : "a crowded run");
+  // The route of the fc layers (core/comm.hpp's choose_comm, as launch prints it), per cluster.
+  std::vector<std::pair<int, int>> said;
+  for (const SimConfig& c : configs) {
+    if (c.comm == CommMode::kPs) break;
+    if (std::find(said.begin(), said.end(), std::make_pair(c.workers, c.servers)) != said.end())
+      continue;
+    said.emplace_back(c.workers, c.servers);
+    std::printf(
+        "comm %s, %d worker(s), %d server(s): %s\n", to_string(c.comm), c.workers, c.servers,
+        choose_comm(spec, c.comm, c.workers, c.servers, profile.batch).describe(spec).c_str());
+  }
   std::printf("%-7s %-7s %-14s %-6s %10s %11s %-15s %11s %11s  %-18s %s\n", "workers", "servers",
               "policy", "mode", "steps/s", "images/s", "  low-high", "upper", "serial",
               "bottleneck", "regimes (images/s, share)");
 }
 
 // A configuration's row of the JSON: what it is, and its analytic bounds `a`.
-nlohmann::json prediction_json(const PredictOptions& o, const SimConfig& c,
-                               const AnalyticBounds& a) {
+nlohmann::json prediction_json(const PredictOptions& o, const Profile& profile,
+                               const ModelSpec& spec, const SimConfig& c, const AnalyticBounds& a) {
   return {{"workers", c.workers},
           {"servers", c.servers},
           {"policy", c.policy.name},
+          {"comm", to_string(c.comm)},
+          {"comm_layers",
+           choose_comm(spec, c.comm, c.workers, c.servers, profile.batch).describe(spec)},
           {"slice_params", c.policy.slice_params},
           {"partition_params", c.policy.partition_params},
           {"credit_bytes", c.policy.credit_bytes},  // -1: the policy's default
@@ -143,7 +161,7 @@ nlohmann::json prediction_json(const PredictOptions& o, const SimConfig& c,
 void emit_prediction(const PredictOptions& o, const Profile& profile, const ModelSpec& spec,
                      const SimConfig& c, const SimResult* r, nlohmann::json& out) {
   const AnalyticBounds a = analytic_bounds(profile, spec, c);
-  nlohmann::json row = prediction_json(o, c, a);
+  nlohmann::json row = prediction_json(o, profile, spec, c, a);
   if (!r) {
     std::printf("%-7d %-7d %-14s %-6s %10s %11s %-15s %11s %11s  %s\n", c.workers, c.servers,
                 c.policy.name.c_str(), c.mode.str().c_str(), "-", "-", "  -",
@@ -216,7 +234,7 @@ int run_predict(const PredictOptions& o) {
   ensure_writable_file(o.json_out, "--json");  // output paths too
   refuse_old_traces(o.trace_out);
   ensure_writable_dir(o.trace_out, "--trace-out");
-  print_predict_head(o, profile, base);
+  print_predict_head(o, profile, spec, base, configs);
   nlohmann::json out = nlohmann::json::array();
   if (o.analytic_only) {
     for (const SimConfig& c : configs) emit_prediction(o, profile, spec, c, nullptr, out);

@@ -42,6 +42,7 @@ SimConfig base_config(const Profile& profile, const SimFlags& f) {
                     ? profile.latency_us * 1e-6
                     : for_flag("--latency", [&] { return parse_duration_s(f.latency); });
   c.link_model = for_flag("--link-model", [&] { return parse_link_model(f.link_model); });
+  c.comm = for_flag("--comm", [&] { return parse_comm(f.comm); });
   take_host_costs(profile, c);
   c.partition_bytes =
       std::int64_t(for_flag("--partition-bytes", [&] { return parse_bytes(f.partition_bytes); }));

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/comm.hpp"
 #include "core/consistency.hpp"
 #include "core/defaults.hpp"
 #include "core/model_spec.hpp"
@@ -46,6 +47,11 @@ struct SimConfig {
   int servers = 1;
   Consistency mode{Consistency::Kind::kBsp};  // the predictor's default (the testbed's is async)
   policy::PolicyOptions policy;
+  // How the fc layers travel (core/comm.hpp): the layers choose_comm gives SFB skip the shards;
+  // after such a layer's backward each worker sends its factors to every peer over its own
+  // links, and the forward of the layer waits for the peers' factors the consistency model
+  // needs, rebuilt first (docs/predictor-model.md, "Sufficient factors").
+  CommMode comm = CommMode::kPs;
   double bandwidth_bytes_per_sec = 0;  // every node, each direction; 0 = unlimited
   double latency_s = 0;                // one way, every message
   LinkModel link_model = LinkModel::kFair;

@@ -59,7 +59,7 @@ std::string settings_of(const nlohmann::json& r) {
 // The columns of the table beyond the fixed ones.
 struct Columns {
   bool settings = false, latency = false, straggler = false, stagger = false, steps = false,
-       compute = false, stragglers = false;
+       compute = false, stragglers = false, comm = false;
   bool repeated = false;  // configurations of several runs: their range
   bool seeded = false;    // several seeds: their spread
 };
@@ -86,6 +86,7 @@ Columns table_columns(const nlohmann::json& v, bool seeded) {
     c.stragglers = c.stragglers || !r.value("stragglers", std::string()).empty();
   for (const auto& r : v["runs"]) c.settings = c.settings || !settings_of(r).empty();
   c.steps = differ("steps"), c.compute = differ("predicted_compute");
+  for (const auto& r : v["runs"]) c.comm = c.comm || r.value("comm", std::string("ps")) != "ps";
   c.repeated = v["configurations"].get<std::size_t>() < v["runs_measured"].get<std::size_t>();
   c.seeded = seeded;
   return c;
@@ -99,14 +100,14 @@ struct EdgeCounts {
 
 // The table: a row per configuration.
 EdgeCounts write_table(std::ostream& md, const nlohmann::json& v, const Columns& k) {
-  md << "| run | workers | servers | policy |" << (k.settings ? " settings |" : "")
-     << " mode | bandwidth |" << (k.latency ? " latency us |" : "")
-     << (k.straggler ? " straggler ms |" : "") << (k.stragglers ? " stragglers |" : "")
-     << (k.stagger ? " start stagger ms |" : "") << (k.steps ? " steps |" : "")
-     << (k.compute ? " compute |" : "") << " measured images/s |"
+  md << "| run | workers | servers | policy |" << (k.comm ? " comm |" : "")
+     << (k.settings ? " settings |" : "") << " mode | bandwidth |"
+     << (k.latency ? " latency us |" : "") << (k.straggler ? " straggler ms |" : "")
+     << (k.stragglers ? " stragglers |" : "") << (k.stagger ? " start stagger ms |" : "")
+     << (k.steps ? " steps |" : "") << (k.compute ? " compute |" : "") << " measured images/s |"
      << (k.repeated ? " runs (range) |" : "") << " predicted images/s |"
      << (k.seeded ? " band (images/s) |" : "") << " error % |\n"
-     << "|---|---:|---:|---|" << (k.settings ? "---|" : "") << "---|---|"
+     << "|---|---:|---:|---|" << (k.comm ? "---|" : "") << (k.settings ? "---|" : "") << "---|---|"
      << (k.latency ? "---:|" : "") << (k.straggler ? "---:|" : "") << (k.stragglers ? "---|" : "")
      << (k.stagger ? "---:|" : "") << (k.steps ? "---:|" : "") << (k.compute ? "---|" : "")
      << "---:|" << (k.repeated ? "---|" : "") << "---:|" << (k.seeded ? "---:|" : "") << "---:|\n";
@@ -114,6 +115,7 @@ EdgeCounts write_table(std::ostream& md, const nlohmann::json& v, const Columns&
   for (const auto& r : v["runs"]) {
     md << "| " << run_name(r["run"].get<std::string>()) << " | " << r["workers"] << " | "
        << r["servers"] << " | " << r["policy"].get<std::string>() << " | ";
+    if (k.comm) md << r.value("comm", std::string("ps")) << " | ";
     if (k.settings) md << settings_of(r) << " | ";
     md << r["mode"].get<std::string>() << " | " << r["bandwidth"].get<std::string>() << " | ";
     if (k.latency) md << fmt(r["latency_us"], 0) << " | ";

@@ -132,11 +132,13 @@ std::vector<SimResult> predict_groups(const Profile& profile, const ModelSpec& s
         const auto& g = groups[i];
         const MeasuredRun& m = g.front();
         std::fprintf(
-            stderr, "[%zu/%zu] %s%s: %d worker(s), %d server(s), %s, %s: %.1f images/s predicted\n",
+            stderr,
+            "[%zu/%zu] %s%s: %d worker(s), %d server(s), %s, %s, comm %s: %.1f images/s "
+            "predicted\n",
             ++finished, groups.size(), m.run.c_str(),
             g.size() > 1 ? (" and " + std::to_string(g.size() - 1) + " repeat(s)").c_str() : "",
             m.config.workers, m.config.servers, m.config.policy.name.c_str(),
-            m.config.mode.str().c_str(), r.images_per_sec);
+            m.config.mode.str().c_str(), to_string(m.config.comm), r.images_per_sec);
       });
 }
 
@@ -223,6 +225,7 @@ nlohmann::json group_row(const Group& g, const SimResult& r, const CpuWhatIf& w,
       {"workers", m.config.workers},
       {"servers", m.config.servers},
       {"policy", m.config.policy.name},
+      {"comm", to_string(m.config.comm)},
       {"mode", m.config.mode.str()},
       // The policy's settings where it uses them (null where it does not): a
       // p3 run of 10,000-parameter slices is another configuration than one of 40,000.

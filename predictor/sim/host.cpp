@@ -9,8 +9,7 @@ namespace psbed::predictor::sim {
 // arrive, its one caller: it runs for every message.
 [[gnu::always_inline]] inline double Simulation::jittered(const Message& m, double t) {
   if (cfg_.arrival_jitter_s <= 0) return t;
-  double& last = connection_last_[to_server(m) ? push_channel(m.worker, m.shard)
-                                               : pull_channel(m.worker, m.shard)];
+  double& last = connection_last_[connection_of(m)];
   last = std::max(last, t + cfg_.arrival_jitter_s * jitter_rng_.uniform());
   return last;
 }
@@ -27,13 +26,15 @@ void Simulation::arrive(int id, double at) {
     return;
   }
   const ReceiveCost cost = receive_cost(cfg_, carries_data(m), m.t.bytes());
-  double& free = rx_free_[std::size_t(node)];
+  // A worker's factors come in on their own thread (the factor port's), not the shards'.
+  const int rx = is_factors(m) ? W_ + S_ + m.shard : node;
+  double& free = rx_free_[std::size_t(rx)];
   double start = std::max(free, at);
   // The receiving thread runs when a core is free.
   if (!cores_.empty()) start = book_core(start, cost.cpu_s), booked_cpu_s_ += cost.cpu_s;
   free = start + cost.thread_s;
-  events_.push_stream(W_ + S_ + node, jittered(m, free + cfg_.message_latency_s),
-                      EventType::kDeliver, id);
+  events_.push_stream(W_ + S_ + rx, jittered(m, free + cfg_.message_latency_s), EventType::kDeliver,
+                      id);
 }
 
 // Books `cpu` seconds of a message's work on the core that can start it first, at or after

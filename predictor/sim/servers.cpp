@@ -129,6 +129,9 @@ void Simulation::deliver(int id) {
       start_lane(lane);
       break;
     }
+    case MsgKind::kFactors:
+      factors_arrived(id);
+      break;
     case MsgKind::kPullReply:
     case MsgKind::kPushAck: {
       Worker& w = workers_[m.worker];

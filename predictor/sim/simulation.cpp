@@ -22,19 +22,28 @@ Simulation::Simulation(const Profile& profile, const ModelSpec& spec, const SimC
   profile.check_matches(spec, "profile of " + profile.model);
   plan_ = make_partition(spec, cfg.partition_bytes, cfg.servers);
   W_ = cfg.workers, S_ = cfg.servers, L_ = int(spec.layers.size());
+  // As the live worker refuses it: async has no step to gather the factors for.
+  if (const std::string why = comm_problem(cfg.comm, cfg.mode); !why.empty()) throw Error(why);
+  factors_ = factor_model(spec, cfg.comm, W_, S_, profile.batch);
+  // Factor traffic has its own connections, buffers and receiving threads: sized only where a
+  // layer is SFB, so the ps route's simulation stays the same.
+  const int peers = factors_.any() ? W_ : 0;
   warmup_ = cfg.warmup_steps >= 0 ? std::min(cfg.warmup_steps, cfg.steps - 1)
                                   : default_warmup_steps(cfg.steps);
   layer_floats_.assign(L_, 0);
   part_layer_.resize(plan_.parts.size());
   for (std::size_t i = 0; i < plan_.parts.size(); ++i) {
     part_layer_[i] = spec.tensors[plan_.parts[i].key].layer;
+    if (factors_.sfb[std::size_t(part_layer_[i])]) continue;  // neither pulled nor pushed
     layer_floats_[part_layer_[i]] += plan_.parts[i].numel;
     total_floats_ += plan_.parts[i].numel;
   }
   parts_of_layer_.resize(L_);
-  for (int l = 0; l < L_; ++l)
+  for (int l = 0; l < L_; ++l) {
+    if (factors_.sfb[std::size_t(l)]) continue;  // its gradient goes as factors
     for (int t : spec.layers[l].tensors)
       for (int i : plan_.parts_of_key[t]) parts_of_layer_[l].push_back(i);
+  }
   const bool tracing = !cfg.trace_dir.empty();
   workers_.reserve(std::size_t(W_));
   for (int w = 0; w < W_; ++w) {
@@ -66,13 +75,13 @@ Simulation::Simulation(const Profile& profile, const ModelSpec& spec, const SimC
   const int nodes = W_ + S_;
   link_cap_.assign(2 * nodes, 0);
   link_n_.assign(2 * nodes, 0);
-  channels_.resize(2 * std::size_t(W_) * S_);
-  events_.set_slots(channels_.size(), 2 * std::size_t(W_ + S_));
+  channels_.resize(2 * std::size_t(W_) * S_ + std::size_t(W_) * peers);
+  events_.set_slots(channels_.size(), 2 * std::size_t(W_ + S_) + std::size_t(peers));
   bucket_ = cfg.link_model == LinkModel::kBucket;
   if (cfg.arrival_jitter_s < 0) throw Error("simulation: the arrival jitter must not be negative");
   connection_last_.assign(channels_.size(), -kInf);
   jitter_rng_ = SplitMix(cfg.seed * 0x9E3779B97F4A7C15ull + 0x5851F42D4C957F2Dull);
-  rx_free_.assign(std::size_t(nodes), -kInf);
+  rx_free_.assign(std::size_t(nodes + peers), -kInf);  // then the workers' factor threads
   if (!(cfg.start_spread_s >= 0)) throw Error("simulation: the start spread must not be negative");
   SplitMix start_rng(cfg.seed * 0xD1B54A32D192ED03ull + 0x2545F4914F6CDD1Dull);
   for (int w = 0; w < W_; ++w) start_delay_.push_back(cfg.start_spread_s * start_rng.uniform());
@@ -99,9 +108,10 @@ Simulation::Simulation(const Profile& profile, const ModelSpec& spec, const SimC
   ingress_free_.assign(std::size_t(nodes), -kInf);
   if (bucket_) {
     threads_.resize(2 * std::size_t(W_) + lanes_.size() + std::size_t(S_));
-    buffers_.resize(std::size_t(W_) * S_ + S_);
+    buffers_.resize(std::size_t(W_) * S_ + S_ + std::size_t(W_) * peers);
     egress_.resize(std::size_t(nodes));
-    for (int n = 0; n < nodes; ++n) egress_[n].per_peer.resize(std::size_t(n < W_ ? S_ : W_));
+    for (int n = 0; n < nodes; ++n)
+      egress_[n].per_peer.resize(std::size_t(n < W_ ? S_ + peers : W_));
   }
   for (int w = 0; w < W_; ++w)
     for (int s = 0; s < S_; ++s) {
@@ -110,6 +120,7 @@ Simulation::Simulation(const Profile& profile, const ModelSpec& spec, const SimC
       Channel& pull = channels_[pull_channel(w, s)];
       pull.up_link = 2 * (W_ + s), pull.down_link = 2 * w + 1;
     }
+  set_up_factors();
 }
 
 // Each node's link rate and burst, and each worker's compute factor, from the cluster's

@@ -19,6 +19,7 @@
 #include "core/profile.hpp"
 #include "core/trace.hpp"
 #include "predictor/sim/event_queue.hpp"
+#include "predictor/sim/factors.hpp"
 #include "predictor/simulator.hpp"
 
 namespace psbed::predictor::sim {
@@ -28,7 +29,8 @@ using policy::Transfer;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-enum class MsgKind : std::uint8_t { kPullRequest, kPullReply, kPushData, kPushAck };
+// kFactors: one worker's sufficient factors of an SFB layer for one peer (SimConfig::comm).
+enum class MsgKind : std::uint8_t { kPullRequest, kPullReply, kPushData, kPushAck, kFactors };
 
 // A small, fast generator for the arrival jitter (one draw per message): SplitMix64.
 class SplitMix {
@@ -47,7 +49,7 @@ class SplitMix {
 
 struct Message {
   MsgKind kind;
-  int worker, shard;
+  int worker, shard;  // kFactors: the sending worker, and the receiving one in `shard`
   Transfer t;
   std::int64_t clock;
   double started;  // when the worker started the transfer (for its trace event)
@@ -113,6 +115,15 @@ enum class Phase {
   kDone
 };
 
+// One worker's view of one SFB layer: the factors of each step that reached it (its own
+// included), the steps complete from the first, and what it rebuilt and applied.
+struct FactorState {
+  std::vector<int> got;                   // per step: workers whose factors arrived
+  std::int64_t complete = 0;              // steps [0, complete) have every worker's
+  std::int64_t applied_steps = 0;         // bsp: steps rebuilt and applied
+  std::int64_t arrived = 0, applied = 0;  // workers' factors arrived and rebuilt, all steps
+};
+
 struct Worker {
   policy::PolicyDriver driver;  // the policy and the bytes in flight, as the live scheduler's
   ComputeSampler sampler;
@@ -128,6 +139,9 @@ struct Worker {
   double compute_started = 0;
   std::vector<std::int64_t> pulls_left;  // floats still to arrive, per layer
   std::int64_t pulls_total = 0, pushes_total = 0;
+  std::vector<FactorState> factors;  // per SFB layer (Simulation::factors_.layers)
+  int rebuilding = -1;               // the SFB layer whose rebuild is computing, -1: none
+  std::int64_t rebuild_products = 0, rebuild_steps = 0;
   double step_started = 0, steady_start = 0, end = 0;
   std::unique_ptr<TraceRecorder> trace;
   Worker(const Profile& p, std::uint64_t seed, std::unique_ptr<policy::Policy> policy)
@@ -182,6 +196,16 @@ class Simulation {
   std::size_t pull_channel(int w, int s) const {
     return std::size_t(W_) * S_ + std::size_t(w) * S_ + s;
   }
+  // Worker w's factors to worker p (SFB layers only): after the shard channels.
+  std::size_t factor_channel(int w, int p) const {
+    return 2 * std::size_t(W_) * S_ + std::size_t(w) * W_ + p;
+  }
+  // A message's connection (sender, receiver), for the order of its arrivals.
+  std::size_t connection_of(const Message& m) const {
+    return is_factors(m)  ? factor_channel(m.worker, m.shard)
+           : to_server(m) ? push_channel(m.worker, m.shard)
+                          : pull_channel(m.worker, m.shard);
+  }
 
   void schedule(double t, EventType type, int a) { events_.push(t, type, a); }
 
@@ -203,6 +227,15 @@ class Simulation {
   void compute_done(int wi);
   void pump(int wi, bool from_compute);
   void transfer_done(const Message& m);
+
+  // ---- sufficient factors (factor_flow.cpp) ----
+
+  void set_up_factors();
+  int sfb_layer(int layer) const { return sfb_index_[std::size_t(layer)]; }
+  bool factors_ready(Worker& w, int wi);
+  void rebuild_done(Worker& w);
+  void send_factors(int wi, int layer);
+  void factors_arrived(int id);
 
   // ---- servers (servers.cpp) ----
 
@@ -247,9 +280,16 @@ class Simulation {
   static bool to_server(const Message& m) {
     return m.kind == MsgKind::kPullRequest || m.kind == MsgKind::kPushData;
   }
-  int sender_node(const Message& m) const { return to_server(m) ? m.worker : W_ + m.shard; }
-  int receiver_node(const Message& m) const { return to_server(m) ? W_ + m.shard : m.worker; }
+  static bool is_factors(const Message& m) { return m.kind == MsgKind::kFactors; }
+  int sender_node(const Message& m) const {
+    return to_server(m) || is_factors(m) ? m.worker : W_ + m.shard;
+  }
+  int receiver_node(const Message& m) const {
+    return to_server(m) ? W_ + m.shard : is_factors(m) ? m.shard : m.worker;
+  }
+  // Per (worker, shard) connection, then per shard, then per (worker, peer) factor connection.
   std::size_t buffer_of(const Message& m) const {
+    if (is_factors(m)) return std::size_t(W_) * S_ + S_ + std::size_t(m.worker) * W_ + m.shard;
     return to_server(m) ? std::size_t(m.worker) * S_ + m.shard : std::size_t(W_) * S_ + m.shard;
   }
 
@@ -263,7 +303,7 @@ class Simulation {
 
   // A push or a reply; a request or an acknowledgment only names the part.
   static bool carries_data(const Message& m) {
-    return m.kind == MsgKind::kPushData || m.kind == MsgKind::kPullReply;
+    return m.kind == MsgKind::kPushData || m.kind == MsgKind::kPullReply || is_factors(m);
   }
   // The tensor bytes a message carries: a push's or a reply's, none for a request or an ack.
   static double data_bytes(const Message& m) { return carries_data(m) ? double(m.t.bytes()) : 0.0; }
@@ -316,6 +356,9 @@ class Simulation {
   std::vector<int> part_layer_;
   std::vector<int> part_lane_;
   std::vector<std::vector<int>> parts_of_layer_;
+  FactorModel factors_;         // the SFB layers (SimConfig::comm)
+  std::vector<int> sfb_index_;  // per model layer: its index in factors_.layers, or -1
+  std::vector<double> rebuild_product_s_, rebuild_apply_s_;  // per SFB layer
   std::vector<Worker> workers_;
   std::vector<PartState> parts_;
   std::vector<Lane> lanes_;

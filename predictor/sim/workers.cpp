@@ -43,8 +43,9 @@ void Simulation::advance(int wi) {
         w.pulls_total = w.pushes_total = total_floats_;
         w.driver.begin_step(now_, std::uint64_t(w.step));
         for (int i = 0; i < int(plan_.parts.size()); ++i)
-          w.driver.parameter_needed(now_,
-                                    {Direction::kPull, i, part_layer_[i], 0, plan_.parts[i].numel});
+          if (!factors_.sfb[std::size_t(part_layer_[i])])
+            w.driver.parameter_needed(
+                now_, {Direction::kPull, i, part_layer_[i], 0, plan_.parts[i].numel});
         pump(wi, true);
         w.phase = Phase::kOverhead;
         break;
@@ -64,6 +65,10 @@ void Simulation::advance(int wi) {
           break;
         }
         if (w.pulls_left[w.layer] > 0) return;
+        if (sfb_layer(w.layer) >= 0 && !factors_ready(w, wi)) {
+          if (w.computing) break;  // rebuilding
+          return;                  // waits for peers' factors
+        }
         start_compute(w, wi, w.sampler.forward_s(w.layer), true);
         break;
       case Phase::kBackward:
@@ -105,7 +110,9 @@ void Simulation::advance(int wi) {
 void Simulation::compute_done(int wi) {
   Worker& w = workers_[wi];
   w.computing = false;
-  if (w.phase == Phase::kForward) {
+  if (w.rebuilding >= 0) {
+    rebuild_done(w);  // the forward of the layer comes next
+  } else if (w.phase == Phase::kForward) {
     if (w.trace)
       record(*w.trace, "fwd:" + spec_.layers[w.layer].name, "compute", w.compute_started, now_,
              w.step);
@@ -117,6 +124,7 @@ void Simulation::compute_done(int wi) {
     for (int i : parts_of_layer_[l])
       w.driver.gradient_ready(now_, {Direction::kPush, i, l, 0, plan_.parts[i].numel});
     if (!parts_of_layer_[l].empty()) pump(wi, true);
+    if (sfb_layer(l) >= 0) send_factors(wi, l);  // no parts: its factors go to the peers
     --w.layer;
   } else if (w.phase == Phase::kStraggle) {
     if (w.trace) record(*w.trace, "straggle", "compute", w.compute_started, now_, w.step);

@@ -1,0 +1,110 @@
+// Sufficient factors in the event flow (SimConfig::comm): an SFB layer is neither pulled nor
+// pushed. After its backward a worker sends its factors to each peer over its own links (the
+// same buckets or fair shares as its shard traffic); before the layer's next forward it
+// rebuilds and applies what the live worker's FactorExchange::apply_until would (worker/sfb.cpp):
+// in bsp every complete step, so step s waits for every worker's factors of step s - 1; in
+// ssp:K each worker's factors as they came, step s waiting for those of step s - K - 1.
+#include "predictor/sim/simulation.hpp"
+
+namespace psbed::predictor::sim {
+
+namespace {
+
+// One worker's factors of `step` reached the holder of `s` (or were its own).
+void note_factors(FactorState& s, std::int64_t step, int workers) {
+  ++s.got[std::size_t(step)];
+  ++s.arrived;
+  while (s.complete < std::int64_t(s.got.size()) && s.got[std::size_t(s.complete)] == workers)
+    ++s.complete;
+}
+
+}  // namespace
+
+void Simulation::set_up_factors() {
+  sfb_index_.assign(std::size_t(L_), -1);
+  if (!factors_.any()) return;
+  for (int w = 0; w < W_; ++w)
+    for (int p = 0; p < W_; ++p) {
+      Channel& c = channels_[factor_channel(w, p)];
+      c.up_link = 2 * w, c.down_link = 2 * p + 1;
+    }
+  for (std::size_t f = 0; f < factors_.layers.size(); ++f) {
+    const int layer = factors_.layers[f].layer;
+    sfb_index_[std::size_t(layer)] = int(f);
+    // One worker's product, K x M by K x N, is 2KMN flops: those of the layer's forward, so it
+    // takes what the profile measured for that forward (its rate on a GEMM of that size).
+    rebuild_product_s_.push_back(profile_.mean_forward_ms(layer) * 1e-3);
+    // The optimizer step on the rebuilt gradient is the shard's (the same sgd_apply), at the
+    // profile's apply cost.
+    std::int64_t bytes = 0;
+    for (int t : spec_.layers[std::size_t(layer)].tensors) bytes += spec_.tensors[t].numel * 4;
+    rebuild_apply_s_.push_back(profile_.apply_overhead_us * 1e-6 +
+                               profile_.apply_ns_per_byte * 1e-9 * double(bytes));
+  }
+  FactorState empty;
+  empty.got.assign(std::size_t(cfg_.steps), 0);
+  for (Worker& w : workers_) w.factors.assign(factors_.layers.size(), empty);
+}
+
+// Before the forward of SFB layer w.layer: starts the rebuild of whatever may be applied now,
+// as apply_until does (bsp: every complete step, all workers' products each; ssp: every
+// worker's factors that arrived, one product and one optimizer step each), and false while it
+// runs or while the steps the consistency model needs are incomplete.
+bool Simulation::factors_ready(Worker& w, int wi) {
+  const int f = sfb_layer(w.layer);
+  FactorState& s = w.factors[std::size_t(f)];
+  const bool ssp = cfg_.mode.kind == Consistency::Kind::kSsp;
+  const std::int64_t applies = ssp ? s.arrived - s.applied : s.complete - s.applied_steps;
+  if (applies > 0) {
+    const std::int64_t products = ssp ? applies : applies * W_;
+    w.rebuilding = f, w.rebuild_products = products, w.rebuild_steps = ssp ? 0 : applies;
+    start_compute(w, wi,
+                  double(products) * rebuild_product_s_[std::size_t(f)] +
+                      double(applies) * rebuild_apply_s_[std::size_t(f)],
+                  true);
+    return false;
+  }
+  return s.complete >= w.step - (ssp ? cfg_.mode.staleness : 0);
+}
+
+void Simulation::rebuild_done(Worker& w) {
+  FactorState& s = w.factors[std::size_t(w.rebuilding)];
+  s.applied += w.rebuild_products;
+  s.applied_steps += w.rebuild_steps;
+  if (w.trace)
+    record(*w.trace, "rebuild:" + spec_.layers[std::size_t(w.layer)].name, "compute",
+           w.compute_started, now_, w.step);
+  w.rebuilding = -1;
+}
+
+// After the backward of SFB layer `layer`: the worker's factors to every peer, from the compute
+// thread (bucket links: it waits there while a peer connection's send buffer is full), starting
+// with the peer after it, as the live worker does.
+void Simulation::send_factors(int wi, int layer) {
+  Worker& w = workers_[std::size_t(wi)];
+  note_factors(w.factors[std::size_t(sfb_layer(layer))], w.step, W_);
+  const Transfer t{Direction::kPush, -1, layer, 0,
+                   factor_floats(spec_.layers[std::size_t(layer)], profile_.batch)};
+  for (int i = 1; i < W_; ++i) {
+    const int to = (wi + i) % W_;
+    const int id = new_message({MsgKind::kFactors, wi, to, t, w.step, now_});
+    if (bucket_)
+      send_from(wi, id);
+    else
+      send(factor_channel(wi, to), id);
+  }
+  if (w.trace)
+    record(*w.trace, "factors:" + spec_.layers[std::size_t(layer)].name, "sfb", now_, now_, w.step);
+}
+
+// A peer's factors reached a worker's factor thread: counted, and the worker goes on if it
+// waited for them.
+void Simulation::factors_arrived(int id) {
+  const Message m = messages_[id];
+  free_messages_.push_back(id);
+  Worker& w = workers_[std::size_t(m.shard)];
+  note_factors(w.factors[std::size_t(sfb_layer(m.t.layer))], m.clock, W_);
+  advance(m.shard);
+}
+
+}  // namespace psbed::predictor::sim
