@@ -61,7 +61,7 @@ bool Simulation::factors_ready(Worker& w, int wi) {
     start_compute(w, wi,
                   double(products) * rebuild_product_s_[std::size_t(f)] +
                       double(applies) * rebuild_apply_s_[std::size_t(f)],
-                  true);
+                  true, true);
     return false;
   }
   return s.complete >= w.step - (ssp ? cfg_.mode.staleness : 0);
@@ -71,9 +71,10 @@ void Simulation::rebuild_done(Worker& w) {
   FactorState& s = w.factors[std::size_t(w.rebuilding)];
   s.applied += w.rebuild_products;
   s.applied_steps += w.rebuild_steps;
+  // Named by the last step it rebuilt, as the live trace names it.
   if (w.trace)
     record(*w.trace, "rebuild:" + spec_.layers[std::size_t(w.layer)].name, "compute",
-           w.compute_started, now_, w.step);
+           w.compute_started, now_, w.rebuild_steps > 0 ? s.applied_steps - 1 : w.step - 1);
   w.rebuilding = -1;
 }
 

@@ -222,7 +222,7 @@ class Simulation {
 
   // ---- workers (workers.cpp) ----
 
-  void start_compute(Worker& w, int wi, double seconds, bool cpu = false);
+  void start_compute(Worker& w, int wi, double seconds, bool cpu = false, bool rebuild = false);
   void advance(int wi);
   void compute_done(int wi);
   void pump(int wi, bool from_compute);

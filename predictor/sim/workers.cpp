@@ -5,14 +5,16 @@
 namespace psbed::predictor::sim {
 
 // `cpu`: the worker's own computation (not a deliberate sleep), which with real compute waits
-// for one of the host's cores and holds it throughout.
-void Simulation::start_compute(Worker& w, int wi, double seconds, bool cpu) {
+// for one of the host's cores and holds it throughout. `rebuild`: the factors' products, real
+// work on a core under compute replay too (replay sleeps for forward and backward only), and
+// not stretched for a straggler (the live worker stretches forward and backward alone).
+void Simulation::start_compute(Worker& w, int wi, double seconds, bool cpu, bool rebuild) {
   w.computing = true;
   w.compute_started = now_;
-  const bool on_core = cpu && cfg_.compute_on_cores && !cores_.empty();
+  const bool on_core = cpu && (cfg_.compute_on_cores || rebuild) && !cores_.empty();
   // A straggler's own computation takes its factor times as long; on the cores, as the live
   // worker's real compute, the CPU first and then a sleep of (factor - 1) x what that took.
-  const double factor = cpu ? compute_factor_[std::size_t(wi)] : 1.0;
+  const double factor = cpu && !rebuild ? compute_factor_[std::size_t(wi)] : 1.0;
   if (on_core) {
     booked_cpu_s_ += seconds * cfg_.compute_cpu_scale;
     const double end = run_on_core(now_, seconds * cfg_.compute_cpu_scale);
