@@ -64,6 +64,7 @@ int run_optimize_verify(const predictor::OptimizeOptions& options, const VerifyO
   LaunchOptions l;
   l.workers = best.workers, l.servers = best.servers;
   l.mode = best.mode, l.policy = best.policy;
+  l.comm = o.sim.comm;  // the route the ranking simulated
   l.slice_params = best.slice_params, l.partition_params = best.partition_params;
   if (best.credit_bytes >= 0) l.credit = std::to_string(best.credit_bytes);
   l.partition_bytes = o.sim.partition_bytes;

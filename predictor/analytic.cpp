@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/partition.hpp"
+#include "predictor/sim/factors.hpp"
 
 namespace psbed::predictor {
 
@@ -33,8 +34,24 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   constexpr double kInf = std::numeric_limits<double>::infinity();
   // The host's contention charged as the simulator charges it (every CPU cost x its factor).
   const SimConfig cfg = with_contention(config);
-  const PartitionPlan plan = make_partition(spec, cfg.partition_bytes, cfg.servers);
+  PartitionPlan plan = make_partition(spec, cfg.partition_bytes, cfg.servers);
   const double W = cfg.workers, batch = profile.batch, B = cfg.bandwidth_bytes_per_sec;
+  // SFB layers (SimConfig::comm) leave the shards: their parts are left out of the plan, their
+  // factors go on each worker's link both ways, and their rebuild adds to the compute.
+  const sim::FactorModel fm =
+      sim::factor_model(spec, cfg.comm, cfg.workers, cfg.servers, profile.batch);
+  plan.parts.erase(
+      std::remove_if(plan.parts.begin(), plan.parts.end(),
+                     [&](const Part& p) { return fm.sfb[std::size_t(spec.tensors[p.key].layer)]; }),
+      plan.parts.end());
+  double rebuild_s = 0;  // per step: every worker's products and the optimizer step, as simulated
+  for (const sim::FactorLayer& f : fm.layers) {
+    std::int64_t bytes = 0;
+    for (int t : spec.layers[std::size_t(f.layer)].tensors) bytes += spec.tensors[t].bytes();
+    rebuild_s += W * profile.mean_forward_ms(f.layer) / 1e3 + profile.apply_overhead_us * 1e-6 +
+                 profile.apply_ns_per_byte * 1e-9 * double(bytes);
+  }
+  const double factor_messages = (W - 1) * double(fm.layers.size());  // each way, per step
   double overhead_ms = 0;
   if (!profile.step_overhead_ms.empty())
     overhead_ms =
@@ -43,7 +60,8 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   // Real compute on the host's cores runs at the CPU scale (the contention's, validate's what-if).
   const double compute_scale =
       cfg.compute_on_cores && cfg.host_cpus > 0 ? cfg.compute_cpu_scale : 1.0;
-  const double compute_s = (profile.mean_compute_ms() + overhead_ms) / 1e3 * compute_scale;
+  const double compute_s =
+      (profile.mean_compute_ms() + overhead_ms) / 1e3 * compute_scale + rebuild_s * compute_scale;
   const double overhead_s = overhead_ms / 1e3 * compute_scale;
   // The layers before the first that holds parameters wait for no pull, and their backward comes
   // after the last gradient is pushed: both overlap a round trip.
@@ -60,8 +78,11 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
     else
       held_s += f + b;
   }
-  double model_bytes = 0;
+  double model_bytes = 0;  // each way, through a worker's link: its parts and its factors
   for (const auto& p : plan.parts) model_bytes += double(p.bytes() + cfg.message_overhead_bytes);
+  const double factor_bytes =
+      fm.link_bytes() + factor_messages * double(cfg.message_overhead_bytes);
+  model_bytes += factor_bytes;
   std::vector<double> shard_bytes(std::size_t(cfg.servers), 0),
       shard_apply_s(std::size_t(cfg.servers), 0), shard_transfers(std::size_t(cfg.servers), 0);
   const std::int64_t slice = slice_of(cfg.policy);
@@ -120,9 +141,14 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
   // acknowledgment) and bytes (the model each way) cost CPU on the host's shared cores.
   const double transfers = std::accumulate(shard_transfers.begin(), shard_transfers.end(), 0.0);
   // Real compute takes a core for its duration as well (replayed compute sleeps).
-  const double message_cpu_s =
-      4 * transfers * cfg.cpu_per_message_s + 2 * model_bytes * cfg.cpu_per_byte_s;
-  const double host_step_s = message_cpu_s + (cfg.compute_on_cores ? compute_s : 0.0);
+  // A factor message costs its receiver as a data message does; the rebuild is real work on a
+  // core even under compute replay.
+  const double message_cpu_s = 4 * transfers * cfg.cpu_per_message_s +
+                               2 * (model_bytes - factor_bytes) * cfg.cpu_per_byte_s +
+                               factor_messages * (2 * cfg.cpu_per_message_s) +
+                               fm.link_bytes() * cfg.cpu_per_byte_s;
+  const double host_step_s =
+      message_cpu_s + (cfg.compute_on_cores ? compute_s : rebuild_s * compute_scale);
   a.host_bound = cfg.host_cpus > 0 && host_step_s > 0 ? cfg.host_cpus * batch / host_step_s : kInf;
   a.thread_bound = shard_thread_s > 0 ? batch / shard_thread_s : kInf;
   // Whatever the overlap, a worker's step holds two round trips it cannot hide: the first layer

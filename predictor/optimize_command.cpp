@@ -63,6 +63,7 @@ std::string describe_settings(const policy::PolicyOptions& p) {
 SimConfig optimize_base(const OptimizeOptions& o, const Profile& profile) {
   SimConfig base = base_config(profile, o.sim);
   base.mode = for_flag("--mode", [&] { return Consistency::parse(o.mode); });
+  if (const std::string why = comm_problem(base.comm, base.mode); !why.empty()) throw Error(why);
   if (o.max_nodes < 2 || o.max_nodes > kOptimizeMaxNodes)
     throw Error("optimize: --max-nodes must be 2 (one server and one worker) to " +
                 std::to_string(kOptimizeMaxNodes) + ", got " + std::to_string(o.max_nodes));
@@ -302,6 +303,7 @@ nlohmann::json search_json(const OptimizeOptions& o, const Profile& profile, con
           {"model", profile.model},
           {"batch", profile.batch},
           {"mode", base.mode.str()},
+          {"comm", to_string(base.comm)},
           {"policies", expand_policies(o.policies)},
           {"max_nodes", o.max_nodes},
           {"max_servers", o.max_servers},
@@ -370,8 +372,8 @@ void show_ranking(const char* title, const char* key, bool (*better)(const Point
 // The line above the rankings: what was simulated, and how many seeds the figures are of.
 void print_optimize_head(const OptimizeOptions& o, const Profile& profile, const SimConfig& base,
                          const Grid& g, std::size_t searched, const Search& x) {
-  std::printf("model %s, mode %s, link %s, at most %d nodes: %zu configurations simulated",
-              profile.model.c_str(), base.mode.str().c_str(),
+  std::printf("model %s, mode %s, comm %s, link %s, at most %d nodes: %zu configurations simulated",
+              profile.model.c_str(), base.mode.str().c_str(), to_string(base.comm),
               bandwidth_text(base.bandwidth_bytes_per_sec).c_str(), o.max_nodes, g.configs.size());
   if (g.configs.size() < searched)
     std::printf(" (of %zu searched: %zu act alike and are listed as one)", searched,

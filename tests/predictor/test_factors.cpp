@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 
 #include "core/comm.hpp"
 #include "core/model_spec.hpp"
 #include "core/trace.hpp"
+#include "predictor/analytic.hpp"
 #include "predictor/sim/factors.hpp"
 #include "predictor/simulator.hpp"
 #include "tests/predictor/sim_test_util.hpp"
@@ -168,4 +170,22 @@ TEST_CASE("sfb: the synthetic traces show the factors and the rebuild", "[predic
   CHECK(factors == 4);    // one send per step
   CHECK(rebuilds == 3);   // steps 1 to 3 rebuild the step before
   CHECK(transfers == 0);  // fc1 never goes through the shard
+}
+
+TEST_CASE("analytic bounds with SFB layers: factors on the worker links, rebuild in the compute",
+          "[predictor][factors]") {
+  using namespace psbed::predictor;
+  const ModelSpec spec = parse_model_spec(test::kTiny, "tiny");
+  const Profile p = test::fixed_profile(spec);
+  const SimConfig c = sfb_config(2);
+  const AnalyticBounds a = analytic_bounds(p, spec, c);
+  // Two workers of batch 8. Compute 5 ms + the rebuild's two products at 2 ms; one peer's
+  // factors each way.
+  CHECK(a.compute_bound == Approx(2 * 8 / 0.009).epsilon(1e-12));
+  CHECK(a.worker_link_bound == Approx(2 * 8 / kFactorS).epsilon(1e-12));
+  CHECK(std::isinf(a.server_link_bound));  // nothing left on the shard
+  CHECK(a.bottleneck == "compute");
+  const SimResult r = simulate(p, spec, c);
+  CHECK(r.images_per_sec >= a.serial * (1 - 1e-9));
+  CHECK(r.images_per_sec <= a.upper * (1 + 1e-9));
 }
