@@ -29,34 +29,68 @@ std::int64_t transfers_per_step(const PartitionPlan& plan, const policy::PolicyO
   return transfers;
 }
 
+namespace {
+
+// What SFB layers (SimConfig::comm) change: their parts leave the shards (out of the plan), their
+// factors go on each worker's link both ways, and their rebuild adds to each step's compute.
+struct SfbLoad {
+  PartitionPlan plan;  // the parts still pushed and pulled
+  sim::FactorModel factors;
+  double rebuild_s = 0;  // per step: every worker's products and the optimizer step, as simulated
+  double messages = 0;   // factor messages a worker sends (and receives) per step
+};
+
+SfbLoad sfb_load(const Profile& profile, const ModelSpec& spec, const SimConfig& cfg) {
+  SfbLoad l;
+  l.plan = make_partition(spec, cfg.partition_bytes, cfg.servers);
+  l.factors = sim::factor_model(spec, cfg.comm, cfg.workers, cfg.servers, profile.batch);
+  l.plan.parts.erase(std::remove_if(l.plan.parts.begin(), l.plan.parts.end(),
+                                    [&](const Part& p) {
+                                      return l.factors.sfb[std::size_t(spec.tensors[p.key].layer)];
+                                    }),
+                     l.plan.parts.end());
+  for (const sim::FactorLayer& f : l.factors.layers) {
+    std::int64_t bytes = 0;
+    for (int t : spec.layers[std::size_t(f.layer)].tensors) bytes += spec.tensors[t].bytes();
+    l.rebuild_s += cfg.workers * profile.mean_forward_ms(f.layer) / 1e3 +
+                   profile.apply_overhead_us * 1e-6 +
+                   profile.apply_ns_per_byte * 1e-9 * double(bytes);
+  }
+  l.messages = double(cfg.workers - 1) * double(l.factors.layers.size());
+  return l;
+}
+
+double mean_overhead_ms(const Profile& profile) {
+  if (profile.step_overhead_ms.empty()) return 0;
+  return std::accumulate(profile.step_overhead_ms.begin(), profile.step_overhead_ms.end(), 0.0) /
+         double(profile.step_overhead_ms.size());
+}
+
+// `upper`, the lowest of the bounds, and the bottleneck that names it.
+void take_upper(AnalyticBounds& a, bool straggling) {
+  a.upper = a.compute_bound, a.bottleneck = "compute";
+  if (a.worker_link_bound < a.upper) a.upper = a.worker_link_bound, a.bottleneck = "worker link";
+  if (a.server_link_bound < a.upper) a.upper = a.server_link_bound, a.bottleneck = "server link";
+  if (a.apply_bound < a.upper) a.upper = a.apply_bound, a.bottleneck = "apply";
+  if (a.host_bound < a.upper) a.upper = a.host_bound, a.bottleneck = "host cpu";
+  if (a.thread_bound < a.upper) a.upper = a.thread_bound, a.bottleneck = "server thread";
+  if (a.latency_bound < a.upper)
+    a.upper = a.latency_bound, a.bottleneck = straggling ? "straggler" : "latency";
+}
+
+}  // namespace
+
 AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
                                const SimConfig& config) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   // The host's contention charged as the simulator charges it (every CPU cost x its factor).
   const SimConfig cfg = with_contention(config);
-  PartitionPlan plan = make_partition(spec, cfg.partition_bytes, cfg.servers);
   const double W = cfg.workers, batch = profile.batch, B = cfg.bandwidth_bytes_per_sec;
-  // SFB layers (SimConfig::comm) leave the shards: their parts are left out of the plan, their
-  // factors go on each worker's link both ways, and their rebuild adds to the compute.
-  const sim::FactorModel fm =
-      sim::factor_model(spec, cfg.comm, cfg.workers, cfg.servers, profile.batch);
-  plan.parts.erase(
-      std::remove_if(plan.parts.begin(), plan.parts.end(),
-                     [&](const Part& p) { return fm.sfb[std::size_t(spec.tensors[p.key].layer)]; }),
-      plan.parts.end());
-  double rebuild_s = 0;  // per step: every worker's products and the optimizer step, as simulated
-  for (const sim::FactorLayer& f : fm.layers) {
-    std::int64_t bytes = 0;
-    for (int t : spec.layers[std::size_t(f.layer)].tensors) bytes += spec.tensors[t].bytes();
-    rebuild_s += W * profile.mean_forward_ms(f.layer) / 1e3 + profile.apply_overhead_us * 1e-6 +
-                 profile.apply_ns_per_byte * 1e-9 * double(bytes);
-  }
-  const double factor_messages = (W - 1) * double(fm.layers.size());  // each way, per step
-  double overhead_ms = 0;
-  if (!profile.step_overhead_ms.empty())
-    overhead_ms =
-        std::accumulate(profile.step_overhead_ms.begin(), profile.step_overhead_ms.end(), 0.0) /
-        double(profile.step_overhead_ms.size());
+  const SfbLoad sfb = sfb_load(profile, spec, cfg);
+  const PartitionPlan& plan = sfb.plan;
+  const sim::FactorModel& fm = sfb.factors;
+  const double rebuild_s = sfb.rebuild_s, factor_messages = sfb.messages;
+  const double overhead_ms = mean_overhead_ms(profile);
   // Real compute on the host's cores runs at the CPU scale (the contention's, validate's what-if).
   const double compute_scale =
       cfg.compute_on_cores && cfg.host_cpus > 0 ? cfg.compute_cpu_scale : 1.0;
@@ -170,14 +204,7 @@ AnalyticBounds analytic_bounds(const Profile& profile, const ModelSpec& spec,
     a.latency_bound += step_s > 0 ? batch / step_s : kInf;
   }
   const bool straggling = cfg.straggler_s > 0;
-  a.upper = a.compute_bound, a.bottleneck = "compute";
-  if (a.worker_link_bound < a.upper) a.upper = a.worker_link_bound, a.bottleneck = "worker link";
-  if (a.server_link_bound < a.upper) a.upper = a.server_link_bound, a.bottleneck = "server link";
-  if (a.apply_bound < a.upper) a.upper = a.apply_bound, a.bottleneck = "apply";
-  if (a.host_bound < a.upper) a.upper = a.host_bound, a.bottleneck = "host cpu";
-  if (a.thread_bound < a.upper) a.upper = a.thread_bound, a.bottleneck = "server thread";
-  if (a.latency_bound < a.upper)
-    a.upper = a.latency_bound, a.bottleneck = straggling ? "straggler" : "latency";
+  take_upper(a, straggling);
   // No overlap: compute, the pull phase and the push phase one after the other, each phase as
   // slow as its busiest link, plus a round trip each; where the host's cores are modelled, the
   // workers' compute shares them (real compute) and every worker-step's message work waits for

@@ -64,8 +64,7 @@ std::vector<SimConfig> predicted_configs(const PredictOptions& o, const SimConfi
           c.workers = w, c.servers = s, c.policy.name = pol;
           c.mode = for_flag("--mode", [&] { return Consistency::parse(mode); });
           // As launch refuses it: SFB layers need a step to gather the factors for.
-          if (const std::string why = comm_problem(c.comm, c.mode); !why.empty())
-            throw Error(why);
+          if (const std::string why = comm_problem(c.comm, c.mode); !why.empty()) throw Error(why);
           check_stragglers(c.stragglers, w);  // worker-N of a cluster that has it
           // An unknown policy fails before any simulation.
           for_flag("--policy", [&] { policy::check_policy_options(c.policy); });
