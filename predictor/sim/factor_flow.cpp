@@ -12,10 +12,13 @@ namespace {
 
 // One worker's factors of `step` reached the holder of `s` (or were its own).
 void note_factors(FactorState& s, std::int64_t step, int workers) {
-  ++s.got[std::size_t(step)];
+  ++s.got[step];
   ++s.arrived;
-  while (s.complete < std::int64_t(s.got.size()) && s.got[std::size_t(s.complete)] == workers)
+  for (auto it = s.got.find(s.complete); it != s.got.end() && it->second == workers;
+       it = s.got.find(s.complete)) {
+    s.got.erase(it);
     ++s.complete;
+  }
 }
 
 }  // namespace
@@ -41,9 +44,7 @@ void Simulation::set_up_factors() {
     rebuild_apply_s_.push_back(profile_.apply_overhead_us * 1e-6 +
                                profile_.apply_ns_per_byte * 1e-9 * double(bytes));
   }
-  FactorState empty;
-  empty.got.assign(std::size_t(cfg_.steps), 0);
-  for (Worker& w : workers_) w.factors.assign(factors_.layers.size(), empty);
+  for (Worker& w : workers_) w.factors.assign(factors_.layers.size(), FactorState{});
 }
 
 // Before the forward of SFB layer w.layer: starts the rebuild of whatever may be applied now,

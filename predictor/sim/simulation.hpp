@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -118,7 +119,9 @@ enum class Phase {
 // One worker's view of one SFB layer: the factors of each step that reached it (its own
 // included), the steps complete from the first, and what it rebuilt and applied.
 struct FactorState {
-  std::vector<int> got;                   // per step: workers whose factors arrived
+  // Per step not yet complete: workers whose factors arrived (a few steps at most: the
+  // consistency model holds the workers within them).
+  std::map<std::int64_t, int> got;
   std::int64_t complete = 0;              // steps [0, complete) have every worker's
   std::int64_t applied_steps = 0;         // bsp: steps rebuilt and applied
   std::int64_t arrived = 0, applied = 0;  // workers' factors arrived and rebuilt, all steps
