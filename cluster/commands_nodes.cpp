@@ -466,6 +466,7 @@ int run_coordinator_command(CoordinatorCommand& c, const std::string& log_level)
     c.mode = predictor::Consistency::parse(cfg.at("mode").get<std::string>());
     c.policy = ps::policy_from_json(cfg.at("policy"));
     c.partition_bytes = cfg.at("partition_bytes").get<std::int64_t>();
+    c.comm = parse_comm(cfg.value("comm", std::string("ps")));  // the fc layers' route
     c.bandwidth_bytes_per_sec = profile.bandwidth_bytes_per_sec;
     c.latency_s = profile.latency_us * 1e-6;
     c.link_model = predictor::LinkModel::kBucket;

@@ -208,6 +208,7 @@ void Coordinator::prediction(HttpRespond respond) {
               {"batch", opt_.batch},
               {"partition_bytes", opt_.partition_bytes},
               {"policy", policy_to_json(policy_)},
+              {"comm", opt_.comm},
               {"compute", opt_.compute == "real" ? "real" : "replay"}};
   }
   const std::string profile = opt_.profile;
