@@ -1,0 +1,208 @@
+// --replicas 2 at the shard level, with the links between the shards played by hand: a primary
+// holds a push's ack until its backup has the update; the backup's copy is the primary's state;
+// after a fail-over the backup serves it and acknowledges a resent push without applying it again.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "ps/shard.hpp"
+
+using namespace psbed;
+using namespace psbed::ps;
+
+namespace {
+
+// Records what is sent over it, and delivers what the test hands it to its receiver.
+class FakeLink : public Transport {
+ public:
+  void start(ReceiveFn on_receive) override { receive_ = std::move(on_receive); }
+  bool send(Message msg) override {
+    std::lock_guard<std::mutex> l(mu_);
+    sent_.push_back(std::move(msg));
+    cv_.notify_all();
+    return true;
+  }
+  void stop() override {}
+  std::string endpoint() const override { return "fake"; }
+  const BadMessageCounter& bad_messages() const override { return bad_; }
+  void deliver(Message m) { receive_(std::move(m)); }
+  // Waits (bounded) for the n-th message sent.
+  Message wait_for(std::size_t n) {
+    std::unique_lock<std::mutex> l(mu_);
+    REQUIRE(cv_.wait_for(l, std::chrono::seconds(10), [&] { return sent_.size() >= n; }));
+    return sent_[n - 1];
+  }
+  // How many were sent after a pause long enough for a lane to have sent more.
+  std::size_t settled_count() {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::lock_guard<std::mutex> l(mu_);
+    return sent_.size();
+  }
+
+ private:
+  ReceiveFn receive_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Message> sent_;
+  BadMessageCounter bad_;
+};
+
+ClusterMap two_shard_map(const std::string& mode, int workers) {
+  const char* toml = "input = [1, 1, 4]\nclasses = 2\n[[layer]]\ntype = \"fc\"\nout = 2\n";
+  ClusterMap m;
+  m.exp.model_name = "tiny";
+  m.exp.model_toml = toml;
+  m.exp.mode = Consistency::parse(mode);
+  m.exp.sgd = {0.5f, 0.9f, 0.0f};
+  m.exp.steps = 100;
+  m.exp.replicas = 2;
+  m.spec = parse_model_spec(toml, "tiny");
+  m.plan = make_partition(m.spec, 1 << 20, 2);
+  for (int s = 0; s < 2; ++s)
+    m.servers.push_back({"server", s, "server-" + std::to_string(s), "x",
+                         "server-" + std::to_string(s) + "#link", ""});
+  for (int w = 0; w < workers; ++w)
+    m.workers.push_back({"worker", w, "worker-" + std::to_string(w), "", "", ""});
+  return m;
+}
+
+// Two shards: each has its server link (what it answers) and its link to its backup.
+struct Pair {
+  ClusterMap map;
+  FakeLink server[2], backup[2];
+  TraceRecorder trace{"t", false};
+  std::unique_ptr<Shard> shard[2];
+  Part part;  // a part of shard 0's
+  explicit Pair(const std::string& mode, int workers) : map(two_shard_map(mode, workers)) {
+    for (int s = 0; s < 2; ++s) {
+      shard[s] = std::make_unique<Shard>(1 << 20, server[s], trace, 1);
+      // The link is owned by the shard; the test keeps talking to it through backup[s].
+      shard[s]->connect_backup(std::unique_ptr<Transport>(new Forwarder(backup[s])), [] {});
+      shard[s]->start(map, s);
+    }
+    for (const Part& p : map.plan.parts)
+      if (p.shard == 0) part = p;
+  }
+  ~Pair() {
+    for (auto& s : shard) s->stop();
+  }
+  // Passes a transport's calls on to a FakeLink the test holds.
+  struct Forwarder : Transport {
+    explicit Forwarder(FakeLink& l) : link(l) {}
+    FakeLink& link;
+    void start(ReceiveFn f) override { link.start(std::move(f)); }
+    bool send(Message m) override { return link.send(std::move(m)); }
+    void stop() override {}
+    std::string endpoint() const override { return "fake"; }
+    const BadMessageCounter& bad_messages() const override { return link.bad_messages(); }
+  };
+  Message push(int worker, std::uint64_t seq, std::uint64_t clock, float value) {
+    auto g = std::make_shared<std::vector<float>>(std::size_t(part.numel), value);
+    Message m;
+    m.peer = "worker-" + std::to_string(worker);
+    m.header.op = Op::kPush;
+    m.header.sender = std::uint32_t(worker);
+    m.header.key = std::uint32_t(part.key), m.header.part = std::uint32_t(part.part);
+    m.header.length = std::uint64_t(part.bytes());
+    m.header.clock = clock, m.header.sequence = seq;
+    m.payload = Payload::share(std::shared_ptr<const std::vector<float>>(g));
+    return m;
+  }
+  Message pull(std::uint64_t seq, std::uint64_t clock) {
+    Message m = push(0, seq, clock, 0);
+    m.header.op = Op::kPull;
+    m.payload = Payload();
+    return m;
+  }
+  // The backup takes the primary's n-th forward, and its answer goes back to the primary.
+  Message replicate(std::size_t n, std::size_t backup_answers) {
+    Message f = backup[0].wait_for(n);
+    f.peer = map.servers[0].link_id;
+    shard[1]->enqueue(std::move(f));
+    Message ack = server[1].wait_for(backup_answers);
+    backup[0].deliver(ack);
+    return ack;
+  }
+  std::vector<float> values(int s, std::size_t answers, std::uint64_t seq, std::uint64_t clock) {
+    shard[s]->enqueue(pull(seq, clock));
+    const Message r = server[s].wait_for(answers);
+    REQUIRE(r.header.op == Op::kPullReply);
+    const float* f = reinterpret_cast<const float*>(r.payload.data());
+    return std::vector<float>(f, f + part.numel);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("async: a push is acknowledged once the backup has it, and survives the primary",
+          "[ps][replica]") {
+  Pair p("async", 1);
+  p.shard[0]->enqueue(p.push(0, 1, 0, 1.0f));
+  const Message f = p.backup[0].wait_for(1);
+  CHECK(f.header.op == Op::kReplicate);
+  CHECK(f.header.flags == 0);
+  CHECK(f.header.priority == 0);            // the worker
+  CHECK(f.header.sequence == 1);            // its push's
+  CHECK(p.server[0].settled_count() == 0);  // no ack before the backup answers
+  const Message answer = p.replicate(1, 1);
+  CHECK(answer.header.op == Op::kPushAck);
+  const Message ack = p.server[0].wait_for(1);
+  CHECK(ack.header.op == Op::kPushAck);
+  CHECK(ack.peer == "worker-0");
+  CHECK(ack.header.sequence == 1);
+  const std::vector<float> primary = p.values(0, 2, 2, 0);
+
+  // server-0 is dead: server-1 serves its part from the copy, the same floats.
+  p.shard[1]->server_dead(0);
+  CHECK(p.shard[1]->promoted());
+  CHECK(p.values(1, 2, 3, 0) == primary);
+  // The worker resends the push it may not have seen acknowledged: acked, not applied again.
+  p.shard[1]->enqueue(p.push(0, 1, 0, 1.0f));
+  CHECK(p.server[1].wait_for(3).header.op == Op::kPushAck);
+  CHECK(p.shard[1]->replayed() == 1);
+  CHECK(p.values(1, 4, 4, 0) == primary);
+  // A new push is applied.
+  p.shard[1]->enqueue(p.push(0, 5, 1, 1.0f));
+  CHECK(p.server[1].wait_for(5).header.op == Op::kPushAck);
+  CHECK(p.values(1, 6, 6, 1) != primary);
+}
+
+TEST_CASE("bsp: a clock's acks wait for the backup to apply the clock's sum", "[ps][replica]") {
+  Pair p("bsp", 2);
+  p.shard[0]->enqueue(p.push(0, 1, 0, 1.0f));
+  p.shard[0]->enqueue(p.push(1, 1, 0, 3.0f));
+  const Message f = p.backup[0].wait_for(1);
+  CHECK(f.header.flags == 1);     // a clock's sum
+  CHECK(f.header.priority == 2);  // of two workers
+  CHECK(f.header.clock == 0);
+  const float* sum = reinterpret_cast<const float*>(f.payload.data());
+  CHECK(sum[0] == 4.0f);
+  CHECK(p.server[0].settled_count() == 0);
+  p.replicate(1, 1);
+  CHECK(p.server[0].wait_for(2).header.op == Op::kPushAck);
+  const std::vector<float> primary = p.values(0, 3, 2, 1);
+  p.shard[1]->server_dead(0);
+  CHECK(p.values(1, 2, 3, 1) == primary);
+  // A push of a clock the copy applied already is acknowledged only.
+  p.shard[1]->enqueue(p.push(1, 1, 0, 3.0f));
+  CHECK(p.server[1].wait_for(3).header.op == Op::kPushAck);
+  CHECK(p.shard[1]->replayed() == 1);
+  // A forward that arrives after the take-over is not applied (its pushes are resent).
+  Message late = f;
+  late.peer = p.map.servers[0].link_id;
+  late.header.clock = 1;
+  p.shard[1]->enqueue(std::move(late));
+  CHECK(p.values(1, 4, 4, 1) == primary);
+}
+
+TEST_CASE("a backup refuses forwards from anyone but the shard it backs up", "[ps][replica]") {
+  Pair p("async", 1);
+  p.shard[0]->enqueue(p.push(0, 1, 0, 1.0f));
+  Message f = p.backup[0].wait_for(1);
+  f.peer = "worker-0";  // a worker's connection, claiming to be server-0
+  p.shard[1]->enqueue(std::move(f));
+  CHECK(p.server[1].settled_count() == 0);
+  CHECK(p.shard[1]->bad().total() == 1);
+}
