@@ -11,13 +11,12 @@
 source "$(dirname "$0")/lib.sh"
 need_data
 
-STEPS=500
-# run NAME MODE KILL: a run into $WORK/NAME, its parameters in $WORK/NAME.bin; KILL: the shards
-# to SIGKILL (in order, 1 s apart) once the cluster is training, or "".
+# run NAME MODE KILL [STEPS]: a run into $WORK/NAME, its parameters in $WORK/NAME.bin; KILL: the
+# shards to SIGKILL (in order, 1 s apart) once the cluster is training, or "".
 run() {
-  local name=$1 mode=$2 kill=$3 lr=0.03
+  local name=$1 mode=$2 kill=$3 steps=${4:-300} lr=0.03
   [ "$mode" = async ] && lr=0.01
-  timeout 200 "$PSBED" launch --servers 2 --workers 3 --model lenet5 --data mnist --steps $STEPS \
+  timeout 200 "$PSBED" launch --servers 2 --workers 3 --model lenet5 --data mnist --steps $steps \
     --batch 32 --lr $lr --momentum 0.9 --weight-decay 0.0005 --mode "$mode" --replicas 2 \
     --threads 1 --out "$WORK/$name" --save-params "$WORK/$name.bin" >"$WORK/$name.out" 2>&1 &
   local launch=$!
@@ -91,7 +90,7 @@ python3 -c "import sys; sys.exit(0 if abs($a - $b) <= 1 else 1)" ||
   fail "async: the killed run's accuracy $a% is more than 1 point from $b%"
 
 # --- both copies gone: the run ends, saying so ---
-run both bsp "server-0 server-1"
+run both bsp "server-0 server-1" 5000
 [ "$(cat "$WORK/both.rc")" = 1 ] || fail "a run that lost both shards exited $(cat "$WORK/both.rc"), expected 1"
 json "$WORK/both/summary.json" 's.get("failure", "")' |
   grep -q "server server-1 died: its parameters are lost, and so is its backup server-0" ||
