@@ -176,25 +176,37 @@ void Shard::loop(int index) {
   for (;;) {
     std::deque<Message> batch;
     std::vector<int> dead;
+    bool drain_copy = false;
     {
       std::unique_lock<std::mutex> lock(lane.mu);
       lane.cv.wait(lock, [&] {
-        return stopping_ || !lane.queue.empty() || !lane.dead.empty() || lane.backup_lost;
+        return stopping_ || !lane.queue.empty() || !lane.dead.empty() || lane.backup_lost ||
+               lane.drain_copy;
       });
       lane.backup_lost = false;
+      drain_copy = lane.drain_copy;
+      lane.drain_copy = false;
       if (stopping_) return;
       batch.swap(lane.queue);
       dead.swap(lane.dead);
     }
+    // bsp clocks that waited only for a dead worker are applied; a backup's copy waits for its
+    // primary to say so, until it takes the parts over.
+    auto drain = [&](Store& store) {
+      for (const auto& [key, part] : store.parts())
+        if (lane_of(std::uint32_t(key), std::uint32_t(part)) == index) store.drain(key, part);
+    };
     for (int w : dead) {
       if (index == 0) spdlog::warn("worker {} is dead: no longer waiting for its gradients", w);
-      for (Store* store : {store_.get(), replica_.get()}) {
-        if (!store) continue;
-        store->worker_dead(w);
-        for (const auto& [key, part] : store->parts())
-          if (lane_of(std::uint32_t(key), std::uint32_t(part)) == index) store->drain(key, part);
-      }
-      send_forwards();  // bsp clocks that waited only for it
+      store_->worker_dead(w);
+      drain(*store_);
+      if (replica_) replica_->worker_dead(w);
+      if (replica_ && promoted_) drain(*replica_);
+      send_forwards();
+      retry_pulls(lane);
+    }
+    if (drain_copy && replica_) {
+      drain(*replica_);
       retry_pulls(lane);
     }
     for (auto& m : batch) {

@@ -90,14 +90,13 @@ class Shard {
     std::vector<int> dead;
     std::deque<Message> waiting;  // pulls the consistency model holds back
     std::thread thread;
-    // --replicas 2, the lane's parts: push acks held until the backup has the update, by
-    // (worker, sequence) in async/ssp and (key, part, clock) in bsp; and, for the parts backed
-    // up here, the last push sequence applied per (key, part, worker), which tells a push resent
-    // after a fail-over from a new one.
+    // --replicas 2, the lane's parts: push acks held until the backup has the push, by
+    // (worker, sequence); and, for the parts backed up here, the last push sequence taken per
+    // (key, part, worker), which tells a push resent after a fail-over from a new one.
     std::map<std::pair<int, std::uint64_t>, Message> held_acks;
-    std::map<std::tuple<int, int, std::uint64_t>, std::vector<Message>> held_clock_acks;
     std::map<std::tuple<int, int, int>, std::uint64_t> last_seq;
     bool backup_lost = false;  // set once, to wake the lane: its held acks go
+    bool drain_copy = false;   // set once on a take-over: the copy's whole bsp clocks are applied
   };
   int lane_of(std::uint32_t key, std::uint32_t part) const;
   void start_checkpoints();

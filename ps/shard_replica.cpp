@@ -1,8 +1,13 @@
-// A shard's side of --replicas 2 (chain replication as in Li et al., OSDI 2014, with bsp's
-// clocks aggregated before they are forwarded): the primary forwards every update it applies to
-// the next shard and acknowledges the pushes behind it once that shard has applied the same; the
-// backup applies forwards to its copy; after a fail-over the backup serves the copy and tells a
-// push resent by a worker (never acknowledged, perhaps already forwarded) from a new one.
+// A shard's side of --replicas 2 (chain replication as in Li et al., OSDI 2014): the primary
+// forwards every push it takes to the next shard and acknowledges it once that shard has it;
+// in bsp it also says when it applies a clock, and the backup applies the sum it accumulated
+// from the same pushes (exact, so the same floats) then, not on its own. After a fail-over the
+// backup serves the copy and tells a push resent by a worker (never acknowledged, perhaps already
+// forwarded) from a new one.
+//
+// A bsp push's ack waits for the backup's answer to that push, not for its clock to be applied:
+// a worker whose credit (bytescheduler, prophet) waits on acks would otherwise wait for pushes
+// of other workers that wait, in turn, for their own credit.
 #include <spdlog/spdlog.h>
 
 #include <cstring>
@@ -13,11 +18,11 @@
 namespace psbed::ps {
 namespace {
 
-// The bsp sums a lane's Store call applied (Store::on_applied runs inside it, holding the part),
-// forwarded once the call returns.
+// What a lane's Store call applied (Store::on_applied runs inside it, holding the part): the bsp
+// clocks, announced to the backup once the call returns.
 thread_local std::vector<Message> t_forwards;
 
-constexpr std::uint8_t kOnePush = 0, kClockSum = 1;
+constexpr std::uint8_t kOnePush = 0, kClockApplied = 1;
 
 }  // namespace
 
@@ -49,19 +54,16 @@ void Shard::start_replica() {
                map_.servers.at(std::size_t(source)).name, replica_->parts_owned(),
                replica_->bytes_owned() / 1048576.0,
                map_.servers.at(std::size_t(map_.backup_of(shard_))).name);
-  store_->on_applied = [this](const PartState& s, std::uint64_t clock, std::vector<float>&& sum,
-                              int contributors) {
+  store_->on_applied = [this](const PartState& s, std::uint64_t clock, int contributors) {
     if (!replicating()) return;
     Message f;
     f.header.op = Op::kReplicate;
-    f.header.flags = kClockSum;
+    f.header.flags = kClockApplied;
     f.header.sender = std::uint32_t(shard_);
     f.header.key = std::uint32_t(s.part.key);
     f.header.part = std::uint32_t(s.part.part);
-    f.header.length = sum.size() * sizeof(float);
     f.header.clock = clock;
     f.header.priority = contributors;
-    f.payload = Payload::share(std::make_shared<const std::vector<float>>(std::move(sum)));
     t_forwards.push_back(std::move(f));
   };
 }
@@ -75,31 +77,26 @@ void Shard::send_forwards() {
   t_forwards.clear();
 }
 
-// After a push was applied: its ack goes now, or once the backup has the update (the push
-// itself in async and ssp; in bsp the sum of its clock, when every worker's push has arrived).
+// After a push was taken: its ack goes now, or once the backup has the push too.
 void Shard::push_done(Lane& lane, Store& store, const Message& push, Message&& ack) {
   const Header& h = push.header;
-  const bool bsp = store.mode().kind == Consistency::Kind::kBsp;
-  if (&store == replica_.get() && !bsp)
+  if (&store == replica_.get())
     lane.last_seq[{int(h.key), int(h.part), int(h.sender)}] = h.sequence;
   if (&store != store_.get() || !replicating()) {
     transport_.send(std::move(ack));
     send_forwards();  // none unless the backup was lost under this call
     return;
   }
-  if (bsp) {
-    lane.held_clock_acks[{int(h.key), int(h.part), h.clock}].push_back(std::move(ack));
-  } else {
-    Message f;
-    f.header = h;
-    f.header.op = Op::kReplicate;
-    f.header.flags = kOnePush;
-    f.header.sender = std::uint32_t(shard_);
-    f.header.priority = std::int32_t(h.sender);
-    f.payload = push.payload;  // the worker's bytes, shared: no copy
-    t_forwards.push_back(std::move(f));
-    lane.held_acks[{int(h.sender), h.sequence}] = std::move(ack);
-  }
+  Message f;
+  f.header = h;
+  f.header.op = Op::kReplicate;
+  f.header.flags = kOnePush;
+  f.header.sender = std::uint32_t(shard_);
+  f.header.priority = std::int32_t(h.sender);
+  f.payload = push.payload;  // the worker's bytes, shared: no copy
+  // Before the clock this push completed, if it did: the backup applies what it has by then.
+  t_forwards.insert(t_forwards.begin(), std::move(f));
+  lane.held_acks[{int(h.sender), h.sequence}] = std::move(ack);
   send_forwards();
 }
 
@@ -108,14 +105,9 @@ void Shard::push_done(Lane& lane, Store& store, const Message& push, Message&& a
 bool Shard::replayed_push(Lane& lane, Store& store, const Message& push) {
   if (&store != replica_.get()) return false;
   const Header& h = push.header;
-  bool seen = false;
-  if (store.mode().kind == Consistency::Kind::kBsp) {
-    seen = h.clock < store.applied_clocks(int(h.key), int(h.part));
-  } else {
-    const auto it = lane.last_seq.find({int(h.key), int(h.part), int(h.sender)});
-    seen = it != lane.last_seq.end() && h.sequence <= it->second;
-  }
-  if (!seen) return false;
+  // Every push the dead shard took came here, in the order it took them.
+  const auto it = lane.last_seq.find({int(h.key), int(h.part), int(h.sender)});
+  if (it == lane.last_seq.end() || h.sequence > it->second) return false;
   ++replayed_;
   Message ack;
   ack.peer = push.peer;
@@ -142,8 +134,10 @@ void Shard::replicate(Lane& lane, Message&& m) {
           " is not backed up here";
   else if (h.flags == kOnePush && (h.priority < 0 || h.priority >= int(map_.workers.size())))
     why = "worker " + std::to_string(h.priority) + " is not in the cluster";
-  else if (h.flags != kOnePush && h.flags != kClockSum)
+  else if (h.flags != kOnePush && h.flags != kClockApplied)
     why = "flags " + std::to_string(h.flags) + ", expected 0 or 1";
+  else if (h.flags == kClockApplied && (h.length != 0 || h.priority < 1))
+    why = "a clock applied carries no bytes and at least one worker";
   else if (h.offset % 4 || h.length % 4 || m.payload.size() != h.length)
     why = "its bytes are not whole floats of the length it gives";
   if (!why.empty()) {
@@ -162,9 +156,9 @@ void Shard::replicate(Lane& lane, Message&& m) {
     grad = aligned.data();
   }
   const Status applied =
-      h.flags == kOnePush
-          ? replica_->push(h.priority, h.clock, int(h.key), int(h.part), h.offset, grad, h.length)
-          : replica_->apply_clock(int(h.key), int(h.part), h.clock, grad, h.length / 4, h.priority);
+      h.flags == kOnePush ? replica_->push(h.priority, h.clock, int(h.key), int(h.part), h.offset,
+                                           grad, h.length, true)
+                          : replica_->apply_pending(int(h.key), int(h.part), h.clock, h.priority);
   if (!applied.ok()) {
     if (bad_.record(m.peer, Problem::kRange))
       spdlog::error("a forward from {} was not applied to the copy: {}", peer_name(m.peer),
@@ -173,6 +167,7 @@ void Shard::replicate(Lane& lane, Message&& m) {
     ++replicated_;
     if (h.flags == kOnePush) lane.last_seq[{int(h.key), int(h.part), h.priority}] = h.sequence;
   }
+  if (h.flags == kClockApplied) return;  // nothing waits on it
   Message ack;  // even when refused: the primary's workers must not wait forever on it
   ack.peer = m.peer;
   ack.header = h;
@@ -181,36 +176,18 @@ void Shard::replicate(Lane& lane, Message&& m) {
   transport_.send(std::move(ack));
 }
 
-// On the primary: the backup has the update; the pushes behind it are acknowledged.
+// On the primary: the backup has the push; the worker's ack goes.
 void Shard::backup_acked(Lane& lane, const Message& m) {
-  const Header& h = m.header;
-  if (h.flags == kOnePush) {
-    const auto it = lane.held_acks.find({h.priority, h.sequence});
-    if (it == lane.held_acks.end()) return;
-    transport_.send(std::move(it->second));
-    lane.held_acks.erase(it);
-    return;
-  }
-  const auto it = lane.held_clock_acks.find({int(h.key), int(h.part), h.clock});
-  if (it == lane.held_clock_acks.end()) return;
-  for (auto& ack : it->second) transport_.send(std::move(ack));
-  lane.held_clock_acks.erase(it);
+  const auto it = lane.held_acks.find({m.header.priority, m.header.sequence});
+  if (it == lane.held_acks.end()) return;
+  transport_.send(std::move(it->second));
+  lane.held_acks.erase(it);
 }
 
 // The backup is gone: what it would have acknowledged is acknowledged now (one copy is left).
 void Shard::release_held_acks(Lane& lane) {
   for (auto& [_, ack] : lane.held_acks) transport_.send(std::move(ack));
   lane.held_acks.clear();
-  // A bsp clock still gathering pushes is applied here; its acks go once it is complete.
-  for (auto it = lane.held_clock_acks.begin(); it != lane.held_clock_acks.end();) {
-    const auto [key, part, clock] = it->first;
-    if (store_->applied_clocks(key, part) <= clock) {
-      ++it;
-      continue;
-    }
-    for (auto& ack : it->second) transport_.send(std::move(ack));
-    it = lane.held_clock_acks.erase(it);
-  }
 }
 
 void Shard::server_dead(int server) {
@@ -219,6 +196,12 @@ void Shard::server_dead(int server) {
     promoted_ = true;
     spdlog::warn("{} is dead: shard {} serves its {} parts from its copy",
                  map_.servers.at(std::size_t(server)).name, shard_, replica_->parts_owned());
+    // bsp clocks the copy holds whole are applied by the lanes now, as the dead shard would have.
+    for (auto& l : lanes_) {
+      std::lock_guard<std::mutex> lock(l->mu);
+      l->drain_copy = true;
+      l->cv.notify_one();
+    }
   }
   if (server == map_.backup_of(shard_) && !backup_lost_) {
     backup_lost_ = true;

@@ -92,12 +92,12 @@ void Store::apply(PartState& s, std::uint64_t clock, std::uint64_t off, const fl
 }
 
 Status Store::push(int worker, std::uint64_t clock, int key, int part, std::uint64_t offset_bytes,
-                   const float* grad, std::uint64_t bytes) {
+                   const float* grad, std::uint64_t bytes, bool copy) {
   PartState& s = state(key, part);
   std::lock_guard<std::mutex> lock(*s.mu);
   const std::uint64_t off = offset_bytes / 4, n = bytes / 4;
   const std::uint64_t part_bytes = std::uint64_t(s.part.bytes());
-  if (!alive_[worker])
+  if (!alive_[worker] && !copy)
     return Status::error("worker " + std::to_string(worker) + " was declared dead");
   if (mode_.kind == Consistency::Kind::kBsp) {
     if (clock < s.applied_clocks)
@@ -119,7 +119,7 @@ Status Store::push(int worker, std::uint64_t clock, int key, int part, std::uint
     got[worker] += bytes;
     if (got[worker] == part_bytes)
       s.completed[worker] = std::max<std::uint64_t>(s.completed[worker], clock + 1);
-    drain_bsp(s);  // may erase this clock's entries: `sum` and `got` are dead after it
+    if (!copy) drain_bsp(s);  // may erase this clock's entries: `sum`, `got` are dead after it
     return Status::success();
   }
   auto& got = s.partial[clock];
@@ -159,18 +159,20 @@ bool Store::pull_ready(int key, int part, std::uint64_t clock) const {
   return true;
 }
 
-Status Store::apply_clock(int key, int part, std::uint64_t clock, const float* sum, std::uint64_t n,
-                          int contributors) {
+Status Store::apply_pending(int key, int part, std::uint64_t clock, int contributors) {
   PartState& s = state(key, part);
   std::lock_guard<std::mutex> lock(*s.mu);
   if (clock != s.applied_clocks)
     return Status::error("clock " + std::to_string(clock) + " is not the part's next (" +
                          std::to_string(s.applied_clocks) + ")");
-  if (n != std::uint64_t(s.part.numel) || contributors < 1)
-    return Status::error("a sum of " + std::to_string(n) + " floats from " +
-                         std::to_string(contributors) + " workers, expected " +
-                         std::to_string(s.part.numel) + " floats from at least one");
-  apply(s, clock, 0, sum, n, 1.0f / float(contributors));
+  const auto sum = s.pending_sum.find(clock);
+  if (sum == s.pending_sum.end() || contributors < 1)
+    return Status::error("clock " + std::to_string(clock) + " of " + std::to_string(contributors) +
+                         " workers: no push of it was forwarded");
+  const std::vector<float> g(sum->second.begin(), sum->second.end());
+  apply(s, clock, 0, g.data(), s.part.numel, 1.0f / float(contributors));
+  s.pending_sum.erase(sum);
+  s.pending_bytes.erase(clock);
   ++s.applied_clocks;
   return Status::success();
 }
@@ -212,9 +214,9 @@ void Store::drain_bsp(PartState& s) {
     if (!complete || contributors == 0) break;
     const std::uint64_t clock = first->first;
     const std::vector<double>& exact = s.pending_sum[clock];
-    std::vector<float> sum(exact.begin(), exact.end());
+    const std::vector<float> sum(exact.begin(), exact.end());
     apply(s, clock, 0, sum.data(), s.part.numel, 1.0f / float(contributors));
-    if (on_applied) on_applied(s, clock, std::move(sum), contributors);
+    if (on_applied) on_applied(s, clock, contributors);
     s.pending_sum.erase(clock);
     s.pending_bytes.erase(first);
     ++s.applied_clocks;

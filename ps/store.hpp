@@ -49,9 +49,11 @@ class Store {
   bool owns(int key, int part) const;
   PartState& state(int key, int part);
   // Applies or accumulates a gradient range; or refuses it, saying why (a dead worker, a clock
-  // bsp has already applied, more bytes than the part).
+  // bsp has already applied, more bytes than the part). `copy`: a push the primary shard took,
+  // forwarded to this backup (--replicas 2): taken from a worker declared dead since, and in bsp
+  // only accumulated, for the primary decides when a clock is applied (apply_pending).
   Status push(int worker, std::uint64_t clock, int key, int part, std::uint64_t offset_bytes,
-              const float* grad, std::uint64_t bytes);
+              const float* grad, std::uint64_t bytes, bool copy = false);
   // Whether a pull of (key, part) for `clock` may be answered now.
   bool pull_ready(int key, int part, std::uint64_t clock) const;
   // The current version to reply with (shared, read-only while shared). From the part's lane.
@@ -68,18 +70,15 @@ class Store {
   std::size_t parts_owned() const { return owned_.size(); }
   std::uint64_t bytes_owned() const;
   const Consistency& mode() const { return mode_; }
-  // A bsp clock's sum of `contributors` workers' gradients, applied on the primary shard, applied
-  // the same way on the part's backup (--replicas 2): the same state, bit for bit. Refused
-  // unless `clock` is the part's next one.
-  Status apply_clock(int key, int part, std::uint64_t clock, const float* sum, std::uint64_t n,
-                     int contributors);
+  // On a backup (--replicas 2): the primary applied bsp `clock` of the part, averaging
+  // `contributors` workers; the copy applies the same sum it accumulated from the forwarded
+  // pushes (exact, so the same floats). Refused unless `clock` is the part's next one.
+  Status apply_pending(int key, int part, std::uint64_t clock, int contributors);
   // bsp: the clocks of the part applied so far.
   std::uint64_t applied_clocks(int key, int part);
-  // Called by the part's lane, holding the part, when bsp applies a clock: the summed gradient
-  // (given away) and how many workers it averages. Unset: the sum is dropped.
-  std::function<void(const PartState&, std::uint64_t clock, std::vector<float>&& sum,
-                     int contributors)>
-      on_applied;
+  // Called by the part's lane, holding the part, when bsp applies a clock, with how many
+  // workers it averages.
+  std::function<void(const PartState&, std::uint64_t clock, int contributors)> on_applied;
   // Called by the part's lane, holding the part, when the part's clock moves: bsp, a clock
   // applied; async and ssp, the clock every live worker's whole part arrived for. Unset: no cost.
   std::function<void(const PartState&, std::uint64_t clock)> on_clock;

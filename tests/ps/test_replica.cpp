@@ -169,32 +169,49 @@ TEST_CASE("async: a push is acknowledged once the backup has it, and survives th
   CHECK(p.values(1, 6, 6, 1) != primary);
 }
 
-TEST_CASE("bsp: a clock's acks wait for the backup to apply the clock's sum", "[ps][replica]") {
+TEST_CASE("bsp: each push's ack waits for the backup; the copy applies a clock when told",
+          "[ps][replica]") {
   Pair p("bsp", 2);
   p.shard[0]->enqueue(p.push(0, 1, 0, 1.0f));
-  p.shard[0]->enqueue(p.push(1, 1, 0, 3.0f));
-  const Message f = p.backup[0].wait_for(1);
-  CHECK(f.header.flags == 1);     // a clock's sum
-  CHECK(f.header.priority == 2);  // of two workers
-  CHECK(f.header.clock == 0);
-  const float* sum = reinterpret_cast<const float*>(f.payload.data());
-  CHECK(sum[0] == 4.0f);
+  const Message f0 = p.backup[0].wait_for(1);
+  CHECK(f0.header.flags == 0);  // the push itself
   CHECK(p.server[0].settled_count() == 0);
   p.replicate(1, 1);
+  // Worker 0's ack goes although worker 1 has not pushed clock 0: a credit waiting on acks
+  // never waits on another worker.
+  CHECK(p.server[0].wait_for(1).header.sequence == 1);
+  p.shard[0]->enqueue(p.push(1, 1, 0, 3.0f));
+  const Message f1 = p.backup[0].wait_for(2);
+  CHECK(f1.header.flags == 0);
+  const Message done = p.backup[0].wait_for(3);
+  CHECK(done.header.flags == 1);     // clock 0 applied
+  CHECK(done.header.priority == 2);  // averaging two workers
+  CHECK(done.header.length == 0);
+  p.replicate(2, 2);
+  Message marker = done;
+  marker.peer = p.map.servers[0].link_id;
+  p.shard[1]->enqueue(std::move(marker));  // not answered: nothing waits on it
   CHECK(p.server[0].wait_for(2).header.op == Op::kPushAck);
   const std::vector<float> primary = p.values(0, 3, 2, 1);
   p.shard[1]->server_dead(0);
-  CHECK(p.values(1, 2, 3, 1) == primary);
-  // A push of a clock the copy applied already is acknowledged only.
+  CHECK(p.values(1, 3, 3, 1) == primary);
+  // A resent push the copy has is acknowledged only.
   p.shard[1]->enqueue(p.push(1, 1, 0, 3.0f));
-  CHECK(p.server[1].wait_for(3).header.op == Op::kPushAck);
+  CHECK(p.server[1].wait_for(4).header.op == Op::kPushAck);
   CHECK(p.shard[1]->replayed() == 1);
-  // A forward that arrives after the take-over is not applied (its pushes are resent).
-  Message late = f;
-  late.peer = p.map.servers[0].link_id;
-  late.header.clock = 1;
-  p.shard[1]->enqueue(std::move(late));
-  CHECK(p.values(1, 4, 4, 1) == primary);
+  CHECK(p.values(1, 5, 4, 1) == primary);
+}
+
+TEST_CASE("bsp: a clock the copy holds whole when it takes over is applied then", "[ps][replica]") {
+  Pair p("bsp", 2);
+  p.shard[0]->enqueue(p.push(0, 1, 0, 1.0f));
+  p.shard[0]->enqueue(p.push(1, 1, 0, 3.0f));
+  p.replicate(1, 1);
+  p.replicate(2, 2);
+  const std::vector<float> primary = p.values(0, 3, 2, 1);
+  // The primary dies before its word that clock 0 was applied reaches the copy.
+  p.shard[1]->server_dead(0);
+  CHECK(p.values(1, 3, 3, 1) == primary);
 }
 
 TEST_CASE("a backup refuses forwards from anyone but the shard it backs up", "[ps][replica]") {
