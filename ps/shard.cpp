@@ -223,6 +223,17 @@ void Shard::loop(int index) {
   }
 }
 
+// ZeroMQ hands small frames over inside its receive buffer at any offset; floats are read from
+// an aligned copy then (small by construction, so the copy is cheap).
+const float* Shard::floats_of(const Message& m, std::vector<float>& aligned) {
+  const float* f = reinterpret_cast<const float*>(m.payload.data());
+  if (reinterpret_cast<std::uintptr_t>(f) % alignof(float) == 0) return f;
+  aligned.resize(m.payload.size() / sizeof(float));
+  std::memcpy(aligned.data(), m.payload.data(), m.payload.size());
+  count_copy(m.payload.size());
+  return aligned.data();
+}
+
 Store* Shard::serving(std::uint32_t key, std::uint32_t part) const {
   if (store_ && store_->owns(int(key), int(part))) return store_.get();
   if (promoted_ && replica_ && replica_->owns(int(key), int(part))) return replica_.get();
@@ -282,16 +293,8 @@ void Shard::handle(Lane& lane, Message&& m) {
   Store& store = *serving(h.key, h.part);
   if (h.op == Op::kPush) {
     const double t0 = now_us();
-    // ZeroMQ hands small frames over inside its receive buffer at any offset; floats are read
-    // from an aligned copy then (small by construction, so the copy is cheap).
-    const float* grad = reinterpret_cast<const float*>(m.payload.data());
     std::vector<float> aligned;
-    if (reinterpret_cast<std::uintptr_t>(grad) % alignof(float) != 0) {
-      aligned.resize(h.length / sizeof(float));
-      std::memcpy(aligned.data(), m.payload.data(), h.length);
-      count_copy(h.length);
-      grad = aligned.data();
-    }
+    const float* grad = floats_of(m, aligned);
     if (!map_.exp.allow_nonfinite && !all_finite(grad, h.length / sizeof(float))) {
       refuse_nonfinite(m);
       return;

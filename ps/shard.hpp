@@ -112,6 +112,8 @@ class Shard {
   // The store serving (key, part) to workers: this shard's own, or after a fail-over the copy
   // of the dead shard's; null when neither.
   Store* serving(std::uint32_t key, std::uint32_t part) const;
+  // A message's payload as floats, from `aligned` when it sits at an odd address.
+  static const float* floats_of(const Message& m, std::vector<float>& aligned);
   // shard_replica.cpp
   bool replicating() const;
   void start_replica();

@@ -10,9 +10,6 @@
 // of other workers that wait, in turn, for their own credit.
 #include <spdlog/spdlog.h>
 
-#include <cstring>
-
-#include "ps/copy_counter.hpp"
 #include "ps/shard.hpp"
 
 namespace psbed::ps {
@@ -147,14 +144,8 @@ void Shard::replicate(Lane& lane, Message&& m) {
   }
   // Taken over: the dead shard's late forwards change nothing (its pushes are resent).
   if (promoted_) return;
-  const float* grad = reinterpret_cast<const float*>(m.payload.data());
   std::vector<float> aligned;
-  if (reinterpret_cast<std::uintptr_t>(grad) % alignof(float) != 0) {
-    aligned.resize(h.length / sizeof(float));
-    std::memcpy(aligned.data(), m.payload.data(), h.length);
-    count_copy(h.length);
-    grad = aligned.data();
-  }
+  const float* grad = floats_of(m, aligned);
   const Status applied =
       h.flags == kOnePush ? replica_->push(h.priority, h.clock, int(h.key), int(h.part), h.offset,
                                            grad, h.length, true)
