@@ -65,6 +65,13 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
              : "apply threads per server shard")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  if (!per_run)
+    app->add_option("--replicas", f.replicas,
+                    "copies of each part, as launch --replicas: 2 forwards every applied update "
+                    "(bsp: each clock's sum) to the next shard, which applies it before the push "
+                    "is acknowledged (validate: each run's own)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 2));
   if (steps_help)
     app->add_option("--steps", f.steps, steps_help)
         ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));

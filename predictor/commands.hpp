@@ -53,6 +53,7 @@ struct SimFlags {
   std::int64_t partition_params = defaults::kPartitionParams;
   std::string credit;  // empty: the policy's default
   int apply_lanes = defaults::kApplyThreads;
+  int replicas = 1;  // copies of each part (predict, optimize; validate: each run's own)
   std::int64_t steps = 200;
   std::uint64_t seed = 1;
   int seeds = 1;  // simulations per configuration (seed, seed + 1, ...); their median counts

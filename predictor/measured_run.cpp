@@ -239,6 +239,8 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
   // The shard's apply lanes, where launch recorded them (psbed launch --apply-threads).
   if (launch.contains("apply_threads") && launch["apply_threads"].is_number_integer())
     c.apply_lanes = launch["apply_threads"].get<int>();
+  // Copies of each part (launch --replicas): the summary names them from 2 on.
+  c.replicas = s.value("replicas", 1);
   m.config = c;
   m.recorded = {
       {"steps", s.value("steps", nlohmann::json())},
@@ -276,6 +278,7 @@ std::string config_key(const MeasuredRun& m) {
       {"credit_bytes", c.policy.credit_bytes},
       {"partition_bytes", c.partition_bytes},
       {"apply_lanes", c.apply_lanes},
+      {"replicas", c.replicas},
       {"steps", c.steps},
       {"bandwidth", c.bandwidth_bytes_per_sec},
       {"latency", c.latency_s},

@@ -313,6 +313,7 @@ nlohmann::json search_json(const OptimizeOptions& o, const Profile& profile, con
           {"link_model", to_string(base.link_model)},
           {"partition_bytes", base.partition_bytes},
           {"apply_threads", base.apply_lanes},
+          {"replicas", base.replicas},
           {"steps", base.steps},
           {"seed", o.sim.seed},
           {"seeds", o.sim.seeds},

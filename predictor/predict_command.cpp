@@ -123,6 +123,7 @@ nlohmann::json prediction_json(const PredictOptions& o, const Profile& profile,
           {"credit_bytes", c.policy.credit_bytes},  // -1: the policy's default
           {"partition_bytes", c.partition_bytes},
           {"apply_threads", c.apply_lanes},
+          {"replicas", c.replicas},
           {"straggler_ms", c.straggler_s * 1e3},
           {"stragglers", stragglers_json(c.stragglers)},
           {"profile", o.profile},

@@ -55,6 +55,7 @@ SimConfig base_config(const Profile& profile, const SimFlags& f) {
     c.policy.credit_bytes =
         std::int64_t(for_flag("--credit", [&] { return parse_bytes(f.credit); }));
   c.apply_lanes = f.apply_lanes;
+  c.replicas = f.replicas;
   c.steps = f.steps;
   c.seed = f.seed;
   c.policy.seed = f.seed;  // tf-random

@@ -41,7 +41,11 @@ inline bool Simulation::enqueue(int thread, int id) {
   b.queued += bytes;
   const int node = sender_node(m);
   // A worker's peers: the shards, then the workers it sends factors to.
-  const int peer = to_server(m) ? m.shard : is_factors(m) ? S_ + m.shard : m.worker;
+  // A shard's: the workers, then its backup.
+  const int peer = is_replica(m)   ? W_
+                   : to_server(m)  ? m.shard
+                   : is_factors(m) ? S_ + m.shard
+                                   : m.worker;
   Egress& e = egress_[std::size_t(node)];
   auto& q = e.per_peer[std::size_t(peer)];
   if (q.empty()) e.turn.push_back(peer);

@@ -32,7 +32,7 @@ void Simulation::start_lane(int li) {
     if (bucket_ && threads_[lane_thread(li)].blocked) return;
     const int id = lane.queue.front();
     const Message& m = messages_[id];
-    if (m.kind == MsgKind::kPushData) {
+    if (m.kind == MsgKind::kPushData || m.kind == MsgKind::kReplicate) {
       lane.busy = true;
       lane_started_[li] = now_;
       const double cost = profile_.apply_overhead_us * 1e-6 +
@@ -51,29 +51,41 @@ void Simulation::apply_done(int lane_index) {
   lane.queue.pop_front();
   Message& m = messages_[id];
   PartState& p = parts_[m.t.part];
+  const bool copy = m.kind == MsgKind::kReplicate;
   if (!server_traces_.empty()) {
     const Part& part = plan_.parts[m.t.part];
     TraceEvent e;
-    e.name = "apply:" + spec_.tensors[part.key].name + "#" + std::to_string(part.part);
+    e.name = std::string(copy ? "replicate:" : "apply:") + spec_.tensors[part.key].name + "#" +
+             std::to_string(part.part);
     e.lane = "apply", e.ts_us = lane_started_[lane_index] * 1e6,
     e.dur_us = (now_ - lane_started_[lane_index]) * 1e6;
     e.step = m.clock, e.bytes = m.t.bytes(), e.key = part.key, e.part = part.part,
     e.priority = m.t.layer;
     e.has_priority = true;
-    server_traces_[m.shard]->record(std::move(e));
+    server_traces_[std::size_t(lane_index) * S_ / lanes_.size()]->record(std::move(e));
+  }
+  if (copy) {  // on the backup: its copy has the update
+    replica_applied(id);
+    lane.busy = false;
+    start_lane(lane_index);
+    return;
   }
   bool released = false;
+  const std::int64_t clock_count = p.completed[m.worker], min_before = p.min_completed;
   p.got[m.worker] += m.t.bytes();
   if (p.got[m.worker] >= p.bytes) {
     p.got[m.worker] = 0;
     released = complete_clock(p, m.worker);
   }
-  // The acknowledgment goes first, then the pulls this push released (as the live shard).
+  // The acknowledgment goes first, then the pulls this push released (as the live shard); with
+  // a backup it waits for the backup to apply the update.
   m.kind = MsgKind::kPushAck;
-  if (bucket_)
-    send_from(lane_thread(lane_index), id);
+  if (!replicating())
+    release_ack(id, lane_index);
+  else if (cfg_.mode.kind == Consistency::Kind::kBsp)
+    hold_ack(id, lane_index, clock_count, p.min_completed > min_before);
   else
-    arrive(id, now_ + cfg_.latency_s);
+    forward(m, lane_index, id, m.clock, m.t);
   if (released) {
     std::vector<int> still;
     for (int w : p.waiting)
@@ -131,6 +143,15 @@ void Simulation::deliver(int id) {
     }
     case MsgKind::kFactors:
       factors_arrived(id);
+      break;
+    case MsgKind::kReplicate: {
+      const int lane = backup_lane(m.t.part);
+      lanes_[lane].queue.push_back(id);
+      start_lane(lane);
+      break;
+    }
+    case MsgKind::kReplicaAck:
+      replica_acked(id);
       break;
     case MsgKind::kPullReply:
     case MsgKind::kPushAck: {

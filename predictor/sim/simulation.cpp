@@ -14,6 +14,8 @@ Simulation::Simulation(const Profile& profile, const ModelSpec& spec, const SimC
   if (cfg.workers < 1) throw Error("simulation: workers must be at least 1");
   if (cfg.servers < 1) throw Error("simulation: servers must be at least 1");
   if (cfg.steps < 1) throw Error("simulation: steps must be at least 1");
+  if (cfg.replicas != 1 && cfg.replicas != 2)
+    throw Error("simulation: replicas must be 1 or 2, not " + std::to_string(cfg.replicas));
   if (cfg.start_stagger_s < 0) throw Error("simulation: the start stagger must not be negative");
   if (!(cfg.compute_cpu_scale > 0) || !std::isfinite(cfg.compute_cpu_scale))
     throw Error("simulation: the compute's CPU scale must be a positive number");
@@ -75,7 +77,11 @@ Simulation::Simulation(const Profile& profile, const ModelSpec& spec, const SimC
   const int nodes = W_ + S_;
   link_cap_.assign(2 * nodes, 0);
   link_n_.assign(2 * nodes, 0);
-  channels_.resize(2 * std::size_t(W_) * S_ + std::size_t(W_) * peers);
+  // A shard's forwards to its backup have a connection each (--replicas 2 on 2 shards or more;
+  // on one shard, as the live one, there is nothing to replicate to).
+  replica_channel0_ = 2 * std::size_t(W_) * S_ + std::size_t(W_) * peers;
+  const int forwarders = cfg.replicas > 1 && S_ > 1 ? S_ : 0;
+  channels_.resize(replica_channel0_ + std::size_t(forwarders));
   events_.set_slots(channels_.size(), 2 * std::size_t(W_ + S_) + std::size_t(peers));
   bucket_ = cfg.link_model == LinkModel::kBucket;
   if (cfg.arrival_jitter_s < 0) throw Error("simulation: the arrival jitter must not be negative");
@@ -108,10 +114,12 @@ Simulation::Simulation(const Profile& profile, const ModelSpec& spec, const SimC
   ingress_free_.assign(std::size_t(nodes), -kInf);
   if (bucket_) {
     threads_.resize(2 * std::size_t(W_) + lanes_.size() + std::size_t(S_));
-    buffers_.resize(std::size_t(W_) * S_ + S_ + std::size_t(W_) * peers);
+    replica_buffer0_ = std::size_t(W_) * S_ + S_ + std::size_t(W_) * peers;
+    buffers_.resize(replica_buffer0_ + std::size_t(forwarders));
     egress_.resize(std::size_t(nodes));
+    // A shard's peers: the workers, then its backup (peer W).
     for (int n = 0; n < nodes; ++n)
-      egress_[n].per_peer.resize(std::size_t(n < W_ ? S_ + peers : W_));
+      egress_[n].per_peer.resize(std::size_t(n < W_ ? S_ + peers : W_ + (forwarders > 0)));
   }
   for (int w = 0; w < W_; ++w)
     for (int s = 0; s < S_; ++s) {
@@ -120,6 +128,10 @@ Simulation::Simulation(const Profile& profile, const ModelSpec& spec, const SimC
       Channel& pull = channels_[pull_channel(w, s)];
       pull.up_link = 2 * (W_ + s), pull.down_link = 2 * w + 1;
     }
+  for (int s = 0; s < forwarders; ++s) {
+    Channel& f = channels_[replica_channel(s)];
+    f.up_link = 2 * (W_ + s), f.down_link = 2 * (W_ + (s + 1) % S_) + 1;
+  }
   set_up_factors();
 }
 
@@ -172,6 +184,15 @@ SimResult Simulation::run() {
     if (network_dirty_ && (events_.empty() || events_.top()->t > now_)) reallocate();
   }
   SimResult r;
+  for (int w = 0; w < W_; ++w)
+    if (workers_[w].phase != Phase::kDone && replicating() &&
+        cfg_.mode.kind == Consistency::Kind::kBsp &&
+        std::any_of(parts_.begin(), parts_.end(),
+                    [](const PartState& p) { return !p.held_acks.empty(); }))
+      throw Error("simulation stalled: worker " + std::to_string(w) + " at step " +
+                  std::to_string(workers_[w].step) + ": with --replicas 2 in bsp a part's push " +
+                  "acks wait for every worker's whole part, which the policy '" + cfg_.policy.name +
+                  "' does not send while they are in flight (its credit)");
   for (int w = 0; w < W_; ++w)
     if (workers_[w].phase != Phase::kDone)
       throw Error("simulation stalled: worker " + std::to_string(w) + " stopped at step " +

@@ -31,7 +31,17 @@ using policy::Transfer;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // kFactors: one worker's sufficient factors of an SFB layer for one peer (SimConfig::comm).
-enum class MsgKind : std::uint8_t { kPullRequest, kPullReply, kPushData, kPushAck, kFactors };
+// kReplicate: an applied update a primary shard forwards to its backup (SimConfig::replicas);
+// kReplicaAck: the backup's answer once it applied it.
+enum class MsgKind : std::uint8_t {
+  kPullRequest,
+  kPullReply,
+  kPushData,
+  kPushAck,
+  kFactors,
+  kReplicate,
+  kReplicaAck
+};
 
 // A small, fast generator for the arrival jitter (one draw per message): SplitMix64.
 class SplitMix {
@@ -50,10 +60,13 @@ class SplitMix {
 
 struct Message {
   MsgKind kind;
-  int worker, shard;  // kFactors: the sending worker, and the receiving one in `shard`
+  // kFactors: the sending worker, and the receiving one in `shard`; kReplicate, kReplicaAck:
+  // the pushing worker (async, ssp) and the primary shard
+  int worker, shard;
   Transfer t;
-  std::int64_t clock;
-  double started;  // when the worker started the transfer (for its trace event)
+  std::int64_t clock;  // kReplicate in bsp: the clock count of the part it completes
+  double started;      // when the worker started the transfer (for its trace event)
+  int held = -1;       // kReplicate, kReplicaAck in async and ssp: the push ack held for it
 };
 
 // Work booked on one of the host's cores, [from, to): a message's CPU or a piece of a worker's
@@ -159,6 +172,8 @@ struct PartState {
   std::int64_t min_completed = 0;
   int at_min = 0;            // workers whose completed == min_completed
   std::vector<int> waiting;  // pull-request message ids not yet answerable
+  // Replicated bsp: the push acks held per clock count until the backup applied that clock.
+  std::map<std::int64_t, std::vector<int>> held_acks;
 };
 
 struct Lane {
@@ -203,11 +218,14 @@ class Simulation {
   std::size_t factor_channel(int w, int p) const {
     return 2 * std::size_t(W_) * S_ + std::size_t(w) * W_ + p;
   }
+  // Shard s's forwards to its backup: after the factor channels.
+  std::size_t replica_channel(int s) const { return replica_channel0_ + std::size_t(s); }
   // A message's connection (sender, receiver), for the order of its arrivals.
   std::size_t connection_of(const Message& m) const {
-    return is_factors(m)  ? factor_channel(m.worker, m.shard)
-           : to_server(m) ? push_channel(m.worker, m.shard)
-                          : pull_channel(m.worker, m.shard);
+    return is_replica(m)   ? replica_channel(m.shard)
+           : is_factors(m) ? factor_channel(m.worker, m.shard)
+           : to_server(m)  ? push_channel(m.worker, m.shard)
+                           : pull_channel(m.worker, m.shard);
   }
 
   void schedule(double t, EventType type, int a) { events_.push(t, type, a); }
@@ -242,6 +260,12 @@ class Simulation {
 
   // ---- servers (servers.cpp) ----
 
+  bool replicating() const { return cfg_.replicas > 1 && S_ > 1; }
+  int backup_of(int shard) const { return (shard + 1) % S_; }
+  static bool is_replica(const Message& m) {
+    return m.kind == MsgKind::kReplicate || m.kind == MsgKind::kReplicaAck;
+  }
+
   bool pull_ready(const PartState& p, std::int64_t clock) const {
     switch (cfg_.mode.kind) {
       case Consistency::Kind::kAsync:
@@ -263,6 +287,13 @@ class Simulation {
   void apply_done(int lane_index);
   bool complete_clock(PartState& p, int worker);
   void deliver(int id);
+  // ---- replicated shards (replicas.cpp) ----
+  void forward(const Message& m, int lane, int held, std::int64_t clock, const Transfer& t);
+  void hold_ack(int id, int lane, std::int64_t clock_count, bool completed);
+  void release_ack(int id, int lane);
+  void replica_applied(int id);
+  void replica_acked(int id);
+  int backup_lane(int part) const;
   // ---- receiving threads and the host's cores (host.cpp) ----
   void arrive(int id, double at);
   double jittered(const Message& m, double t);
@@ -285,13 +316,16 @@ class Simulation {
   }
   static bool is_factors(const Message& m) { return m.kind == MsgKind::kFactors; }
   int sender_node(const Message& m) const {
+    if (is_replica(m)) return W_ + (m.kind == MsgKind::kReplicate ? m.shard : backup_of(m.shard));
     return to_server(m) || is_factors(m) ? m.worker : W_ + m.shard;
   }
   int receiver_node(const Message& m) const {
+    if (is_replica(m)) return W_ + (m.kind == MsgKind::kReplicate ? backup_of(m.shard) : m.shard);
     return to_server(m) ? W_ + m.shard : is_factors(m) ? m.shard : m.worker;
   }
   // Per (worker, shard) connection, then per shard, then per (worker, peer) factor connection.
   std::size_t buffer_of(const Message& m) const {
+    if (is_replica(m)) return replica_buffer0_ + std::size_t(m.shard);
     if (is_factors(m)) return std::size_t(W_) * S_ + S_ + std::size_t(m.worker) * W_ + m.shard;
     return to_server(m) ? std::size_t(m.worker) * S_ + m.shard : std::size_t(W_) * S_ + m.shard;
   }
@@ -306,7 +340,8 @@ class Simulation {
 
   // A push or a reply; a request or an acknowledgment only names the part.
   static bool carries_data(const Message& m) {
-    return m.kind == MsgKind::kPushData || m.kind == MsgKind::kPullReply || is_factors(m);
+    return m.kind == MsgKind::kPushData || m.kind == MsgKind::kPullReply || is_factors(m) ||
+           m.kind == MsgKind::kReplicate;
   }
   // The tensor bytes a message carries: a push's or a reply's, none for a request or an ack.
   static double data_bytes(const Message& m) { return carries_data(m) ? double(m.t.bytes()) : 0.0; }
@@ -370,6 +405,8 @@ class Simulation {
   std::vector<Message> messages_;
   std::vector<int> free_messages_;
   std::vector<Channel> channels_;
+  std::size_t replica_channel0_ = 0;  // the first of the shards' forward channels
+  std::size_t replica_buffer0_ = 0;   // bucket links: the first of the shards' forward buffers
   std::vector<int> active_;
   std::vector<double> link_cap_;
   std::vector<int> link_n_;
