@@ -69,7 +69,7 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
     app->add_option("--replicas", f.replicas,
                     "copies of each part, as launch --replicas: 2 forwards every applied update "
                     "(bsp: each clock's sum) to the next shard, which applies it before the push "
-                    "is acknowledged (validate: each run's own)")
+                    "is acknowledged")
         ->capture_default_str()
         ->check(CLI::Range(1, 2));
   if (steps_help)
