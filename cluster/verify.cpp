@@ -73,6 +73,7 @@ int run_optimize_verify(const predictor::OptimizeOptions& options, const VerifyO
   l.stragglers = o.sim.stragglers;
   // The shard's lanes and the start the ranking simulated: the run is the configuration ranked.
   l.apply_threads = o.sim.apply_lanes;
+  l.replicas = o.sim.replicas;
   if (o.sim.start_stagger_ms > 0) l.start_stagger_ms = o.sim.start_stagger_ms;
   l.batch = profile.batch, l.steps = v.steps;
   l.lr_schedule = "constant";

@@ -131,3 +131,37 @@ TEST_CASE("optimize lists configurations that simulate alike once", "[predictor]
   CHECK(j["configurations_searched"] == 3 * (3 + 2 + 1));
   for (const auto& r : j["simulated"]) CHECK(r["credit_bytes"] == -1);
 }
+
+TEST_CASE("optimize --replicas 2: two shards or more, and in bsp no credit-bound policy",
+          "[predictor][optimize][replicas]") {
+  const fs::path json = fs::temp_directory_path() / "psbed-optimize-replicas-test.json";
+  OptimizeOptions o;
+  o.profile = kProfile;
+  o.max_nodes = 4;
+  o.max_servers = 2;
+  o.mode = "bsp";
+  o.policies = {"p3", "wfbp"};
+  o.sim.bandwidth = "100mbit";
+  o.sim.steps = 20;
+  o.sim.replicas = 2;
+  o.top = 50;
+  o.confirm_seeds = 1;
+  o.json_out = json.string();
+  REQUIRE(run_optimize(o) == 0);
+  nlohmann::json j;
+  std::ifstream(json) >> j;
+  fs::remove(json);
+  INFO(j.dump(1));
+  // Two shards, workers 1 and 2, wfbp only: p3's credit would hold back parts whose acks wait.
+  CHECK(j["configurations_searched"] == 2);
+  CHECK(j["search"]["replicas"] == 2);
+  for (const auto& r : j["simulated"]) {
+    CHECK(r["servers"] == 2);
+    CHECK(r["policy"] == "wfbp");
+  }
+  o.policies = {"p3"};
+  CHECK_THROWS_WITH(run_optimize(o), Catch::Contains("give another --policy"));
+  o.policies = {"wfbp"};
+  o.max_servers = 1;
+  CHECK_THROWS_WITH(run_optimize(o), Catch::Contains("--replicas 2 needs --max-servers 2"));
+}
