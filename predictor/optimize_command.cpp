@@ -73,16 +73,6 @@ SimConfig optimize_base(const OptimizeOptions& o, const Profile& profile) {
     throw Error(
         "optimize: --replicas 2 needs --max-servers 2 or more and --max-nodes 3 or more: "
         "a shard's copy lives on another shard");
-  if (base.replicas > 1 && base.mode.kind == Consistency::Kind::kBsp) {
-    const auto names = expand_policies(o.policies);
-    if (std::all_of(names.begin(), names.end(), [](const std::string& n) {
-          return n == "p3" || n == "bytescheduler" || n == "prophet";
-        }))
-      throw Error(
-          "optimize: --replicas 2 in bsp holds a part's push acks until every worker's "
-          "whole part is in, which p3, bytescheduler and prophet hold back by their "
-          "credit: give another --policy");
-  }
   for (const auto& name : expand_policies(o.policies)) {  // an unknown name: before the search
     policy::PolicyOptions po = base.policy;
     po.name = name;
@@ -115,13 +105,11 @@ SearchSpace search_space(const OptimizeOptions& o, const SimConfig& base) {
 
 // Every configuration of the search, up to `parts` shards (a shard beyond the model's parts
 // would hold nothing: launch refuses it). With two copies, from two shards on (launch refuses
-// one), and in bsp without the policies whose credit can hold back the rest of a part while the
-// shard holds its acks (predictor-model.md, "Replicated shards").
+// one).
 std::vector<SimConfig> searched_configs(const OptimizeOptions& o, const SimConfig& base,
                                         const SearchSpace& x, int parts) {
   std::vector<SimConfig> searched;
   const bool copies = base.replicas > 1;
-  const bool held = copies && base.mode.kind == Consistency::Kind::kBsp;
   for (int s = copies ? 2 : 1; s <= std::min({o.max_servers, o.max_nodes - 1, parts}); ++s) {
     // Worker counts 1, 2, 3, 4, 6, 8, 12, 16, ... and the most the node budget allows.
     std::vector<int> counts;
@@ -131,7 +119,6 @@ std::vector<SimConfig> searched_configs(const OptimizeOptions& o, const SimConfi
     if (counts.back() != o.max_nodes - s) counts.push_back(o.max_nodes - s);
     for (int w : counts)
       for (const auto& pol : expand_policies(o.policies)) {
-        if (held && (pol == "p3" || pol == "bytescheduler" || pol == "prophet")) continue;
         SimConfig c = base;
         c.workers = w, c.servers = s, c.policy.name = pol;
         if (pol == "p3") {

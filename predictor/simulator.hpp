@@ -95,8 +95,8 @@ struct SimConfig {
   std::int64_t partition_bytes = defaults::kPartitionBytes;  // largest part
   int apply_lanes = defaults::kApplyThreads;                 // apply threads per shard
   // Copies of each part (launch --replicas): 2 puts a backup of shard s on shard (s + 1) mod S,
-  // which the primary forwards each applied update to (bsp: each clock's sum) and waits for
-  // before acknowledging the push (docs/predictor-model.md, "Replicated shards").
+  // which the primary forwards each push to and waits for before acknowledging it
+  // (docs/predictor-model.md, "Replicated shards").
   int replicas = 1;
   std::int64_t message_overhead_bytes = 64;  // wire header of a data message
   // Bucket links: a send buffer's size (the live ShapedTransport::kSendBufferBytes): a worker

@@ -71,19 +71,16 @@ void Simulation::apply_done(int lane_index) {
     return;
   }
   bool released = false;
-  const std::int64_t clock_count = p.completed[m.worker], min_before = p.min_completed;
   p.got[m.worker] += m.t.bytes();
   if (p.got[m.worker] >= p.bytes) {
     p.got[m.worker] = 0;
     released = complete_clock(p, m.worker);
   }
   // The acknowledgment goes first, then the pulls this push released (as the live shard); with
-  // a backup it waits for the backup to apply the update.
+  // a backup it waits for the backup to have the push.
   m.kind = MsgKind::kPushAck;
   if (!replicating())
     release_ack(id, lane_index);
-  else if (cfg_.mode.kind == Consistency::Kind::kBsp)
-    hold_ack(id, lane_index, clock_count, p.min_completed > min_before);
   else
     forward(m, lane_index, id, m.clock, m.t);
   if (released) {

@@ -185,15 +185,6 @@ SimResult Simulation::run() {
   }
   SimResult r;
   for (int w = 0; w < W_; ++w)
-    if (workers_[w].phase != Phase::kDone && replicating() &&
-        cfg_.mode.kind == Consistency::Kind::kBsp &&
-        std::any_of(parts_.begin(), parts_.end(),
-                    [](const PartState& p) { return !p.held_acks.empty(); }))
-      throw Error("simulation stalled: worker " + std::to_string(w) + " at step " +
-                  std::to_string(workers_[w].step) + ": with --replicas 2 in bsp a part's push " +
-                  "acks wait for every worker's whole part, which the policy '" + cfg_.policy.name +
-                  "' does not send while they are in flight (its credit)");
-  for (int w = 0; w < W_; ++w)
     if (workers_[w].phase != Phase::kDone)
       throw Error("simulation stalled: worker " + std::to_string(w) + " stopped at step " +
                   std::to_string(workers_[w].step) + " (a bug in the simulator or the policy)");

@@ -64,9 +64,9 @@ struct Message {
   // the pushing worker (async, ssp) and the primary shard
   int worker, shard;
   Transfer t;
-  std::int64_t clock;  // kReplicate in bsp: the clock count of the part it completes
-  double started;      // when the worker started the transfer (for its trace event)
-  int held = -1;       // kReplicate, kReplicaAck in async and ssp: the push ack held for it
+  std::int64_t clock;
+  double started;  // when the worker started the transfer (for its trace event)
+  int held = -1;   // kReplicate, kReplicaAck: the push ack held for it
 };
 
 // Work booked on one of the host's cores, [from, to): a message's CPU or a piece of a worker's
@@ -172,8 +172,6 @@ struct PartState {
   std::int64_t min_completed = 0;
   int at_min = 0;            // workers whose completed == min_completed
   std::vector<int> waiting;  // pull-request message ids not yet answerable
-  // Replicated bsp: the push acks held per clock count until the backup applied that clock.
-  std::map<std::int64_t, std::vector<int>> held_acks;
 };
 
 struct Lane {
@@ -289,7 +287,6 @@ class Simulation {
   void deliver(int id);
   // ---- replicated shards (replicas.cpp) ----
   void forward(const Message& m, int lane, int held, std::int64_t clock, const Transfer& t);
-  void hold_ack(int id, int lane, std::int64_t clock_count, bool completed);
   void release_ack(int id, int lane);
   void replica_applied(int id);
   void replica_acked(int id);

@@ -77,8 +77,7 @@ TEST_CASE("replicas 1 and one shard: the simulation is the same as without the s
   }
 }
 
-TEST_CASE("bsp forwards a part once per clock, async once per push",
-          "[predictor][simulator][replicas]") {
+TEST_CASE("every mode forwards each push to the backup", "[predictor][simulator][replicas]") {
   const ModelSpec spec = parse_model_spec(kTiny, "tiny");
   const Profile p = fixed_profile(spec);
   const auto dir = std::filesystem::temp_directory_path() / "psbed-sim-replica-test";
@@ -91,14 +90,14 @@ TEST_CASE("bsp forwards a part once per clock, async once per push",
       c.trace_dir = dir.string();
       std::filesystem::remove_all(dir);
       simulate(p, spec, c);
-      const bool bsp = std::string(mode) == "bsp";
-      // Shard 1 backs up shard 0's weight part: a sum per clock in bsp, each worker's push in
-      // async; its own applies are the bias part's, one per push.
+      // Shard 1 backs up shard 0's weight part: each worker's push, in bsp too (a push is
+      // acknowledged once the backup has it, never once its clock is complete); its own applies
+      // are the bias part's, one per push.
       const std::string s1 = (dir / "server-1.trace.json").string();
-      CHECK(count_events(s1, "apply", "replicate:fc1.weight#0") == (bsp ? 4 : 3 * 4));
+      CHECK(count_events(s1, "apply", "replicate:fc1.weight#0") == 3 * 4);
       CHECK(count_events(s1, "apply", "apply:fc1.bias#0") == 3 * 4);
       const std::string s0 = (dir / "server-0.trace.json").string();
-      CHECK(count_events(s0, "apply", "replicate:fc1.bias#0") == (bsp ? 4 : 3 * 4));
+      CHECK(count_events(s0, "apply", "replicate:fc1.bias#0") == 3 * 4);
     }
   }
   std::filesystem::remove_all(dir);
