@@ -69,6 +69,7 @@ PSBED_KEYS||CURVE key folder (docs/security.md): authorized_keys and coordinator
 PSBED_KEY||with PSBED_KEYS: the secret key file of this node (default PSBED_KEYS/ROLE.key)
 PSBED_HEARTBEAT||seconds between heartbeats
 PSBED_HEARTBEAT_TIMEOUT||coordinator: seconds of silence before a node is dead
+PSBED_REPLICAS||coordinator: copies of every part, 1 or 2 (2: a dead shard'"'"'s parts are served by the next shard)
 PSBED_LOG_LEVEL|info|trace, debug, info, warn or error
 PSBED_AFTER_RUN|exit|exit, or hold: stay up after psbed ends (keeps a Kubernetes pod from restarting)
 PSBED_EXTRA_ARGS||more flags for the role, split on spaces
@@ -182,6 +183,8 @@ check_common() {
   need_number PSBED_MOMENTUM
   need_number PSBED_HEARTBEAT
   need_number PSBED_HEARTBEAT_TIMEOUT
+  [[ -z $PSBED_REPLICAS || $PSBED_REPLICAS == 1 || $PSBED_REPLICAS == 2 ]] ||
+    die "PSBED_REPLICAS='$PSBED_REPLICAS' is not 1 or 2"
   need_number PSBED_CONNECT_TIMEOUT
   need_number PSBED_REGISTER_TIMEOUT
   need_uint PSBED_DISCOVER_SETTLE
@@ -397,6 +400,7 @@ coordinator_args() {
   add_opt --credit "$PSBED_CREDIT"
   add_opt --heartbeat "$PSBED_HEARTBEAT"
   add_opt --heartbeat-timeout "$PSBED_HEARTBEAT_TIMEOUT"
+  add_opt --replicas "$PSBED_REPLICAS"
   # The token stays in the environment (psbed reads PSBED_HTTP_TOKEN): not in the argument list,
   # where the log line and every process listing would show it.
   add_opt --http "$PSBED_HTTP"
