@@ -169,7 +169,7 @@ TEST_CASE("async: a push is acknowledged once the backup has it, and survives th
   CHECK(p.values(1, 6, 6, 1) != primary);
 }
 
-TEST_CASE("bsp: each push's ack waits for the backup; the copy applies a clock when told",
+TEST_CASE("bsp: each push's ack waits for the backup, and the copy applies a clock when told",
           "[ps][replica]") {
   Pair p("bsp", 2);
   p.shard[0]->enqueue(p.push(0, 1, 0, 1.0f));
@@ -208,6 +208,7 @@ TEST_CASE("bsp: a clock the copy holds whole when it takes over is applied then"
   p.shard[0]->enqueue(p.push(1, 1, 0, 3.0f));
   p.replicate(1, 1);
   p.replicate(2, 2);
+  CHECK(p.server[0].wait_for(2).header.op == Op::kPushAck);  // both acks out before the pull
   const std::vector<float> primary = p.values(0, 3, 2, 1);
   // The primary dies before its word that clock 0 was applied reaches the copy.
   p.shard[1]->server_dead(0);
