@@ -64,6 +64,15 @@ void add_run_length(CLI::App* app, Options& o) {
   app->add_option("--batch", o.batch, "batch per worker")->capture_default_str();
 }
 
+// --replicas, as the coordinator and launch take it.
+void add_replicas(CLI::App* app, int& replicas) {
+  app->add_option("--replicas", replicas,
+                  "copies of every shard's parts: 2 keeps each also on the next shard, which "
+                  "takes over when the shard dies; needs --servers 2 or more (docs/failures.md)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 2));
+}
+
 void add_comm_flag(CLI::App* app, std::string& comm) {
   app->add_option("--comm", comm,
                   "how fc layers travel: ps (push and pull through the shards), sfb (sufficient "
@@ -125,11 +134,7 @@ void add_coordinator(CLI::App& root, CoordinatorCommand& c, std::string& log_lev
                   "shards checkpoint every N steps (200) or about every duration (30s), each into "
                   "its --checkpoint-dir")
       ->check(checkpoint_every_value());
-  app->add_option("--replicas", o.replicas,
-                  "copies of every shard's parts: 2 keeps each also on the next shard, which "
-                  "takes over when the shard dies (docs/failures.md)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 2));
+  add_replicas(app, o.replicas);
   app->add_option("--resume-step", o.resume_step,
                   "the run resumes at this step: each shard starts from its checkpoint of it")
       ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));
@@ -423,11 +428,7 @@ void add_launch(CLI::App& root, LaunchOptions& o, std::string& log_level) {
                   "each shard writes its parameters, momentum and clock to OUT/checkpoints every N "
                   "steps (200) or about every duration (30s); --resume OUT restarts from the last")
       ->check(checkpoint_every_value());
-  app->add_option("--replicas", o.replicas,
-                  "copies of every shard's parts: 2 keeps each also on the next shard, which "
-                  "takes over when the shard dies; needs --servers 2 or more (docs/failures.md)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 2));
+  add_replicas(app, o.replicas);
   app->add_option("--resume", o.resume,
                   "restart the run in this folder (started with --checkpoint-every, stopped or "
                   "crashed) from its last checkpoint, with its own settings");
