@@ -10,40 +10,13 @@
 #include <thread>
 
 #include "core/param_init.hpp"
+#include "fake_link.hpp"
 #include "ps/shard.hpp"
 
 using namespace psbed;
 using namespace psbed::ps;
 
 namespace {
-
-// Records what the shard sends.
-class FakeTransport : public Transport {
- public:
-  void start(ReceiveFn) override {}
-  bool send(Message msg) override {
-    std::lock_guard<std::mutex> l(mu_);
-    sent_.push_back(std::move(msg));
-    cv_.notify_all();
-    return true;
-  }
-  void stop() override {}
-  std::string endpoint() const override { return "fake"; }
-  const BadMessageCounter& bad_messages() const override { return bad_; }
-
-  // Waits (bounded) for the n-th message sent.
-  Message wait_for(std::size_t n) {
-    std::unique_lock<std::mutex> l(mu_);
-    REQUIRE(cv_.wait_for(l, std::chrono::seconds(10), [&] { return sent_.size() >= n; }));
-    return sent_[n - 1];
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Message> sent_;
-  BadMessageCounter bad_;
-};
 
 ClusterMap one_fc_map() {
   const char* toml = "input = [1, 1, 4]\nclasses = 2\n[[layer]]\ntype = \"fc\"\nout = 2\n";
@@ -89,7 +62,7 @@ TEST_CASE(
   }
   const Payload grad(bytes, bytes->data() + 1, 32);
 
-  FakeTransport transport;
+  FakeLink transport;
   TraceRecorder trace("server-0", false);
   Shard shard(1 << 20, transport, trace);
   shard.start(map, 0);
@@ -112,7 +85,7 @@ TEST_CASE("a shard takes a worker's id only from that worker's own connection", 
   ClusterMap map = one_fc_map();
   map.workers[0].link_id = "worker-0#0123456789abcdef";
   auto grad = std::make_shared<const std::vector<float>>(8, 1.0f);
-  FakeTransport transport;
+  FakeLink transport;
   TraceRecorder trace("server-0", false);
   Shard shard(1 << 20, transport, trace);
   shard.start(map, 0);
@@ -147,7 +120,7 @@ TEST_CASE("a shard refuses a gradient holding NaN or infinity and tells the work
       std::vector<float> g(8, 1.0f);
       g[5] = poison;
       auto grad = std::make_shared<const std::vector<float>>(std::move(g));
-      FakeTransport transport;
+      FakeLink transport;
       TraceRecorder trace("server-0", false);
       Shard shard(1 << 20, transport, trace);
       shard.start(map, 0);
