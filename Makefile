@@ -55,14 +55,11 @@ demo: build data
 	$(PSBED) validate --profile runs/demo/profile.json runs/demo/cluster --out runs/demo/validation
 
 # Every test: unit + integration on the release build, then the unit tests under ASan+UBSan.
-# Unit tests take one core each and run two at once; integration tests start whole clusters and
-# run one at a time.
 test: build data build-asan
 	@cluster/install-deps.sh test plot
 	@cluster/fetch-web.sh test
-	@cd build/release && ctest -L unit -j 2 --output-on-failure --timeout 900
-	@cd build/release && ctest -LE unit --output-on-failure --timeout 900
-	@cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest -L unit -j 2 --output-on-failure --timeout 900
+	@cd build/release && ctest --output-on-failure --timeout 900
+	@cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest -L unit --output-on-failure --timeout 900
 
 # The house rules: every source clang-format clean, no file over 800 lines, no function over 150.
 lint:
