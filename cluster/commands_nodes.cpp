@@ -68,7 +68,8 @@ void add_run_length(CLI::App* app, Options& o) {
 void add_replicas(CLI::App* app, int& replicas) {
   app->add_option("--replicas", replicas,
                   "copies of every shard's parts: 2 keeps each also on the next shard, which "
-                  "takes over when the shard dies; needs --servers 2 or more (docs/failures.md)")
+                  "takes over when the shard dies; needs --servers 2 or more; with 2, a dead shard "
+                  "started again rejoins as the backup (docs/failures.md)")
       ->capture_default_str()
       ->check(CLI::Range(1, 2));
 }

@@ -91,9 +91,11 @@ void connect_backup(Shard& shard, const ClusterMap& map, int s) {
   z.endpoint = map.servers[std::size_t(map.backup_of(s))].address;
   z.identity = map.servers[std::size_t(s)].link_id;
   z.thread_name = "bench-backup";
-  auto backup = std::make_unique<ZmqTransport>(z);
-  ZmqTransport* raw = backup.get();
-  shard.connect_backup(std::move(backup), [raw] { raw->release_senders(); });
+  shard.connect_backup([z](const std::string&) {
+    auto backup = std::make_shared<ZmqTransport>(z);
+    ZmqTransport* raw = backup.get();
+    return BackupLink{backup, [raw] { raw->release_senders(); }};
+  });
 }
 
 // With `replicas` 2 each shard forwards its updates to the next (ps/shard.hpp), as

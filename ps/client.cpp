@@ -21,31 +21,34 @@ namespace psbed::ps {
 
 PsClient::PsClient(const ClusterMap& map, int worker_id, const std::string& link_id,
                    std::shared_ptr<LinkBuckets> link, const CurveKeys& keys)
-    : map_(map), worker_(worker_id) {
-  for (const auto& s : map.servers) {
-    ZmqOptions z;
-    z.role = ZmqOptions::Role::kClient;
-    z.endpoint = s.address;
-    z.identity = link_id;
-    z.thread_name = "ps-client" + std::to_string(s.id);
-    if (keys.on()) {
-      if (s.curve_key.empty())
-        throw Error("--keys: " + s.name +
-                    " gave no CURVE key when it registered: start every node with --keys");
-      z.curve = keys;
-      z.curve.server_key = s.curve_key;
-    }
-    auto t = std::make_unique<ZmqTransport>(z);
-    zmq_.push_back(t.get());
-    if (link && link->options.shaped())
-      shards_.push_back(std::make_unique<ShapedTransport>(std::move(t), link));
-    else
-      shards_.push_back(std::move(t));
-  }
+    : map_(map), worker_(worker_id), link_id_(link_id), link_(std::move(link)), keys_(keys) {
+  zmq_.resize(map.servers.size());
+  for (const auto& s : map.servers) shards_.push_back(open_shard(s.id));
   for (int i = 0; i < int(shards_.size()); ++i) owner_.push_back(i);
   dead_.assign(shards_.size(), 0);
   for (int i = 0; i < int(shards_.size()); ++i)
     shards_[i]->start([this, i](Message&& m) { receive(i, std::move(m)); });
+}
+
+std::unique_ptr<Transport> PsClient::open_shard(int id, const std::string& address) {
+  const NodeInfo& s = map_.servers.at(std::size_t(id));
+  ZmqOptions z;
+  z.role = ZmqOptions::Role::kClient;
+  z.endpoint = address.empty() ? s.address : address;
+  z.identity = link_id_;
+  z.thread_name = "ps-client" + std::to_string(s.id);
+  if (keys_.on()) {
+    if (s.curve_key.empty())
+      throw Error("--keys: " + s.name +
+                  " gave no CURVE key when it registered: start every node with --keys");
+    z.curve = keys_;
+    z.curve.server_key = s.curve_key;
+  }
+  auto t = std::make_unique<ZmqTransport>(z);
+  zmq_.at(std::size_t(id)) = t.get();
+  if (link_ && link_->options.shaped())
+    return std::make_unique<ShapedTransport>(std::move(t), link_);
+  return t;
 }
 
 PsClient::~PsClient() { stop(); }
@@ -65,6 +68,7 @@ void PsClient::stop() {
   std::vector<std::thread> stopping;
   for (auto& s : shards_) stopping.emplace_back([t = s.get()] { t->stop(); });
   for (auto& t : stopping) t.join();
+  for (auto& s : retired_) s->stop();
 }
 
 std::uint64_t PsClient::send(Op op, int part_index, const float* data, float* dst,
@@ -73,9 +77,11 @@ std::uint64_t PsClient::send(Op op, int part_index, const float* data, float* ds
   const std::uint64_t seq = ++seq_;
   Message m;
   int shard = 0;
+  Transport* to = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     shard = owner_.at(std::size_t(map_.plan.parts.at(part_index).shard));
+    to = shards_.at(std::size_t(shard)).get();
     Pending& p = pending_[seq];
     p = Pending{dst, std::uint64_t(count) * 4, std::move(done), part_index, shard, now_us()};
     p.op = op, p.data = data, p.offset = offset, p.clock = clock, p.priority = priority;
@@ -83,7 +89,7 @@ std::uint64_t PsClient::send(Op op, int part_index, const float* data, float* ds
   }
   // Stopped (or stopped while this waited for room): nothing goes, and no answer will come. A
   // shard that died while this waited: fail_over() sent it again, to the new owner.
-  if (stopping_ || !shards_.at(std::size_t(shard))->send(std::move(m))) {
+  if (stopping_ || !to->send(std::move(m))) {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_ || !dead_[std::size_t(shard)]) pending_.erase(seq);
   }
@@ -107,14 +113,26 @@ Message PsClient::request(const Pending& p, std::uint64_t seq) const {
   return m;
 }
 
-std::size_t PsClient::fail_over(int dead, int to) {
+std::size_t PsClient::fail_over(int dead, int to, const std::string& address) {
   if (dead < 0 || to < 0 || dead >= int(shards_.size()) || to >= int(shards_.size()) || dead == to)
     return 0;
   std::vector<std::pair<std::uint64_t, Message>> again;
+  std::unique_lock<std::mutex> stop_lock(stop_mu_);  // stop() goes over the transports
+  if (stopping_) return 0;
+  Transport* next = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (dead_[std::size_t(dead)]) return 0;
     dead_[std::size_t(dead)] = 1;
+    if (dead_[std::size_t(to)]) {
+      // A shard that died before and rejoined (--replicas 2) takes its parts and the dead one's:
+      // its old connection was released when it died, so a new one goes to its address.
+      retired_.push_back(std::move(shards_[std::size_t(to)]));
+      shards_[std::size_t(to)] = open_shard(to, address);
+      shards_[std::size_t(to)]->start([this, to](Message&& m) { receive(to, std::move(m)); });
+      dead_[std::size_t(to)] = 0;
+    }
+    next = shards_[std::size_t(to)].get();
     for (int& o : owner_)
       if (o == dead) o = to;
     for (auto& [seq, p] : pending_)
@@ -123,12 +141,13 @@ std::size_t PsClient::fail_over(int dead, int to) {
         again.emplace_back(seq, request(p, seq));
       }
   }
+  stop_lock.unlock();  // not held while sending: stop() must be able to free a sender
   // A sender waiting for room towards the dead shard gives up (its request is in `again`).
   zmq_.at(std::size_t(dead))->release_senders();
   std::sort(again.begin(), again.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [seq, m] : again)
-    if (stopping_ || !shards_.at(std::size_t(to))->send(std::move(m))) break;
+    if (stopping_ || !next->send(std::move(m))) break;
   return again.size();
 }
 

@@ -54,7 +54,8 @@ class PsClient {
   // `to` again, in the order first sent, under its first sequence: the new owner tells a push it
   // already applied by it. Later requests for those parts go to `to`. Returns how many were
   // resent. From any thread but a callback's.
-  std::size_t fail_over(int dead, int to);
+  // `address`: where `to` serves now when it died and rejoined ("": the map's address).
+  std::size_t fail_over(int dead, int to, const std::string& address = "");
 
   // Stops every shard's transport. A push or pull waiting for room on a full queue (a shard
   // that is gone, or a slow link) returns at once, on whichever thread it waits, and later ones
@@ -91,10 +92,17 @@ class PsClient {
                      std::int64_t count, std::uint64_t clock, int priority, Callback done);
   Message request(const Pending& p, std::uint64_t seq) const;
   void receive(int shard, Message&& m);
+  // A connection to shard `id` (not started); its ZeroMQ transport goes to zmq_[id].
+  std::unique_ptr<Transport> open_shard(int id, const std::string& address = "");
 
   const ClusterMap& map_;
   int worker_;
-  std::vector<std::unique_ptr<Transport>> shards_;
+  std::string link_id_;
+  std::shared_ptr<LinkBuckets> link_;
+  CurveKeys keys_;
+  // Replaced, under mu_ and stop_mu_, when a shard that died comes back; the old connection is
+  // kept until stop(), since a sender may still hold it.
+  std::vector<std::unique_ptr<Transport>> shards_, retired_;
   // Each shard's ZeroMQ transport (inside its ShapedTransport when shaped): stop() releases
   // their waiting senders before stopping any shard, since a thread waiting on one shard may be
   // what another shard's threads wait for.

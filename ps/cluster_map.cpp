@@ -43,6 +43,7 @@ nlohmann::json ClusterMap::to_json() const {
   nlohmann::json parts = nlohmann::json::array();
   for (const auto& p : plan.parts) parts.push_back({p.key, p.part, p.offset, p.numel, p.shard});
   j["parts"] = parts;
+  if (rejoin_from >= 0) j["rejoin_from"] = rejoin_from;
   return j;
 }
 
@@ -113,6 +114,10 @@ ClusterMap ClusterMap::from_json(const nlohmann::json& j) {
     };
     m.servers = nodes(j.at("servers"));
     m.workers = nodes(j.at("workers"));
+    m.rejoin_from = number_or<int>(j, "rejoin_from", -1);
+    if (m.rejoin_from >= int(m.servers.size()))
+      throw Error("malformed cluster map: rejoin_from " + std::to_string(m.rejoin_from) +
+                  " names no shard");
     m.spec = parse_model_spec(m.exp.model_toml, m.exp.model_name + " (from the cluster map)");
     m.plan.shards = int(m.servers.size());
     m.plan.parts_of_key.resize(m.spec.tensors.size());

@@ -59,6 +59,9 @@ struct ClusterMap {
   std::vector<NodeInfo> servers, workers;
   PartitionPlan plan;
   ModelSpec spec;  // parsed from exp.model_toml (not serialised)
+  // The map a shard gets when it rejoins a running cluster (--replicas 2): the shard serving its
+  // parts now, whose copy it becomes; -1 for a shard that starts with the run.
+  int rejoin_from = -1;
 
   nlohmann::json to_json() const;
   // The shard holding the backup of `shard`'s parts under --replicas 2: the next one.

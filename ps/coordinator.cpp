@@ -321,6 +321,8 @@ void Coordinator::on_control(Node& n, const json& j) {
     n.waiting = j;
   } else if (ev == "stats") {
     n.stats = j;
+  } else if (ev == "synced") {
+    rejoined_synced_locked(n);
   } else if (ev == "report") {
     n.report = j;
     if (switch_) finish_switch_locked(false);  // a worker done training will not switch

@@ -143,6 +143,13 @@ class Coordinator {
   void release_barriers_locked();
   void check_heartbeats_locked(Clock::time_point now);
   void fail_node_locked(Node& n, const std::string& reason);
+  // ---- coordinator_rejoin.cpp: a dead shard's process back (--replicas 2) -------------------
+  // True when `j` registers a dead shard again and it was taken back in (or refused with `why`).
+  bool rejoin_locked(const PeerId& peer, const json& j, std::string& why);
+  void rejoined_synced_locked(Node& n);
+  // The shard holding a copy of every part `server` serves: the next one until a fail-over or
+  // a rejoin changes it; -1 when none does.
+  int backup_locked(int server) const;
 
   // ---- coordinator_control.cpp: ctl, live policy switch, HTTP ------------------------------
   static constexpr double kSwitchTimeoutS = 30;
@@ -209,6 +216,10 @@ class Coordinator {
   json failed_ = json::array();
   json failovers_ = json::array();  // --replicas 2: every shard taken over, when and by which
   std::set<int> took_over_;         // shards serving a dead shard's parts (no copy of those)
+  std::map<int, int> backup_;       // backup_locked's changes from the ring, by shard
+  std::set<int> rejoining_;         // shards back after a death, serving nothing
+  json rejoins_ = json::array();    // every shard that rejoined, and when it held its copy
+  json map_links_json_;             // the map with the link ids, for a shard that rejoins
   policy::PolicyOptions policy_;    // what the workers run now
   std::optional<Switch> switch_;
   std::uint64_t switch_seq_ = 0;

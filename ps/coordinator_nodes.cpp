@@ -53,7 +53,11 @@ void Coordinator::on_register(const PeerId& peer, const json& j) {
   if (role != "server" && role != "worker")
     return reject("unknown role '" + role + "', expected server or worker");
   if (finished_) return send_to(peer, Op::kShutdown, json());  // the run ended before it began
-  if (map_sent_) return reject("the cluster has already started");
+  if (map_sent_) {
+    std::string why = "the cluster has already started";
+    if (role == "server" && rejoin_locked(peer, j, why)) return;
+    return reject(why);
+  }
   const int want = role == "server" ? opt_.servers : opt_.workers;
   if (count(role) >= want)
     return reject("all " + std::to_string(want) + " " + role + "s have registered already");
@@ -200,7 +204,8 @@ void Coordinator::send_map_locked() {
   // The shards get the workers' link ids; the workers, the status and the summary do not.
   // Each text made once and shared by every send: the map names every worker, so a copy per
   // node would hold workers^2 bytes (100 MB for 1,000 workers) until the last one left.
-  const Payload with_links = json_payload(map.to_json());
+  map_links_json_ = map.to_json();
+  const Payload with_links = json_payload(map_links_json_);
   for (NodeInfo& w : map.workers) w.link_id.clear();
   for (NodeInfo& s : map.servers) s.link_id.clear();  // a shard's, for its backup alone
   map_json_ = map.to_json();
@@ -285,23 +290,37 @@ void Coordinator::fail_node_locked(Node& n, const std::string& reason) {
   }
 }
 
-// A dead shard ends the run unless another holds a copy of its parts (--replicas 2): its backup,
-// the next shard, alive and not already serving a dead shard's parts of its own. Then every node
-// hears who serves them now, and workers resend what the dead shard had not acknowledged.
+// A dead shard ends the run unless another holds a copy of every part it serves (--replicas 2):
+// its backup (the next shard, or a shard that rejoined and took its copy), alive. Then every
+// node hears who serves them now, and workers resend what the dead shard had not acknowledged.
 void Coordinator::server_failed_locked(Node& n) {
   const std::string lost = "server " + n.name + " died: its parameters are lost";
   if (opt_.replicas < 2 || opt_.servers < 2) return fail_locked(lost);
   if (!map_sent_) return fail_locked(lost + " (before the run started)");
-  const int backup = (n.id + 1) % opt_.servers;
+  for (auto& [server, copy] : backup_)
+    if (copy == n.id) copy = -1;  // what it backed up has one copy now
+  if (rejoining_.erase(n.id)) {
+    // It served nothing: the shard it was copying goes on alone, and stops forwarding to it.
+    spdlog::warn("{} died again while it held only copies: the parts have one copy", n.name);
+    for (Node* s : live("server"))
+      send_to(s->peer, Op::kControl, {{"event", "server_dead"}, {"server", n.id}, {"to", -1}});
+    return;
+  }
+  const int backup = backup_locked(n.id);
+  const int next = backup >= 0 ? backup : (n.id + 1) % opt_.servers;
   Node* to = nullptr;
-  std::string backup_name = "server-" + std::to_string(backup);
+  std::string backup_name = "server-" + std::to_string(next);
   for (auto& [_, s] : nodes_)
-    if (s.role == "server" && s.id == backup) to = s.alive ? &s : nullptr, backup_name = s.name;
+    if (s.role == "server" && s.id == next) to = s.alive ? &s : nullptr, backup_name = s.name;
   if (!to) return fail_locked(lost + ", and so is its backup " + backup_name);
-  if (took_over_.count(n.id))
+  if (backup < 0)
     return fail_locked(lost + ": it served the parts of a shard that died before, of which it " +
-                       "held the only copy");
+                       "held the only copy" +
+                       (rejoining_.count(next) ? " (" + backup_name + " had rejoined, but did " +
+                                                     "not hold its copy yet)"
+                                               : std::string()));
   took_over_.insert(backup);
+  backup_[backup] = -1;  // its own backup, for 2 shards, was the dead one
   const double at_s = since_start_s();
   spdlog::warn("{} serves the parts of {} from its copy from now on ({:.2f} s into the run)",
                to->name, n.name, at_s);
@@ -312,11 +331,8 @@ void Coordinator::server_failed_locked(Node& n) {
                         {"at_unix_s", std::chrono::duration<double>(
                                           std::chrono::system_clock::now().time_since_epoch())
                                           .count()}});
-  const json event = {{"event", "server_dead"},
-                      {"server", n.id},
-                      {"to", backup},
-                      {"name", n.name},
-                      {"to_name", to->name}};
+  const json event = {{"event", "server_dead"}, {"server", n.id},      {"to", backup},
+                      {"name", n.name},         {"to_name", to->name}, {"to_address", to->address}};
   for (Node* s : live("server")) send_to(s->peer, Op::kControl, event);
   for (Node* w : live("worker")) send_to(w->peer, Op::kControl, event);
 }

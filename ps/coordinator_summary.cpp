@@ -98,6 +98,7 @@ void Coordinator::write_summary_locked() {
   if (opt_.replicas > 1) {
     s["replicas"] = opt_.replicas;
     s["failovers"] = failovers_;
+    s["rejoins"] = rejoins_;
     // Per shard, as it last reported: updates forwarded to its backup, applied to its copy of the
     // previous shard, and pushes resent after a fail-over that it had applied already.
     json copies = json::object();

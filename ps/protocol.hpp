@@ -42,11 +42,12 @@ enum class Op : std::uint8_t {
   kError = 12,          // either way: JSON {"error": "..."} about a previous message
   kFactors = 13,        // worker -> worker: a step's sufficient factors of an fc layer (key:
                         // the layer, clock: the step); K x M inputs then K x N output gradients
-  kReplicate = 14,      // primary shard -> backup shard (--replicas 2): an update it applied to
-                        // (key, part), for the backup to apply the same; answered by a PushAck
-                        // echoing the header. flags 0: one worker's push (priority: the worker,
-                        // sequence: the push's); flags 1: a bsp clock's sum (priority: the count
-                        // of workers averaged)
+  kReplicate = 14,      // primary shard -> backup shard (--replicas 2), about (key, part).
+                        // flags 0: one worker's push it took (priority: the worker, sequence:
+                        // the push's), answered by a PushAck echoing the header; flags 1: it
+                        // applied bsp clock `clock` (no bytes; priority: the workers averaged);
+                        // flags 2: the part's whole state, to a shard that rejoined
+                        // (ps/part_snapshot.hpp). Flags 1 and 2 are not answered
 };
 
 // The highest op this version understands; values above it (and 0) are rejected.

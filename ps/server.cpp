@@ -37,25 +37,28 @@ bool wildcard_endpoint(const std::string& endpoint) {
 }
 
 // --replicas 2: a connection to the next shard, which keeps the copy of this one's parts,
-// with this shard's link id as its identity, over this shard's link.
+// with this shard's link id as its identity, over this shard's link; opened again when that
+// shard rejoins.
 void connect_backup(Shard& shard, const ClusterMap& map, int id, const std::string& link_id,
                     const CurveKeys& keys, const std::shared_ptr<LinkBuckets>& buckets) {
   if (map.exp.replicas < 2 || map.servers.size() < 2) return;
-  const NodeInfo& backup = map.servers.at(std::size_t(map.backup_of(id)));
-  ZmqOptions z;
-  z.role = ZmqOptions::Role::kClient;
-  z.endpoint = backup.address;
-  z.identity = link_id;
-  z.thread_name = "ps-backup";
-  if (keys.on()) {
-    z.curve = keys;
-    z.curve.server_key = backup.curve_key;
-  }
-  auto zmq = std::make_unique<ZmqTransport>(z);
-  ZmqTransport* raw = zmq.get();
-  std::unique_ptr<Transport> t = std::move(zmq);
-  if (buckets) t = std::make_unique<ShapedTransport>(std::move(t), buckets);
-  shard.connect_backup(std::move(t), [raw] { raw->release_senders(); });
+  const NodeInfo backup = map.servers.at(std::size_t(map.backup_of(id)));
+  shard.connect_backup([backup, link_id, keys, buckets](const std::string& address) {
+    ZmqOptions z;
+    z.role = ZmqOptions::Role::kClient;
+    z.endpoint = address.empty() ? backup.address : address;
+    z.identity = link_id;
+    z.thread_name = "ps-backup";
+    if (keys.on()) {
+      z.curve = keys;
+      z.curve.server_key = backup.curve_key;
+    }
+    auto zmq = std::make_unique<ZmqTransport>(z);
+    ZmqTransport* raw = zmq.get();
+    std::unique_ptr<Transport> t = std::move(zmq);
+    if (buckets) t = std::make_unique<ShapedTransport>(std::move(t), buckets);
+    return BackupLink{std::shared_ptr<Transport>(std::move(t)), [raw] { raw->release_senders(); }};
+  });
 }
 
 // Messages refused so far, by kind ("forged sender", "non-finite gradient", ...).
@@ -134,6 +137,7 @@ int run_server(const ServerOptions& in) {
     const std::string event = j.value("event", "");
     if (event == "worker_dead") shard.worker_dead(j.value("worker", -1));
     if (event == "server_dead") shard.server_dead(j.value("server", -1));
+    if (event == "backup_back") shard.backup_back(j.value("server", -1), j.value("address", ""));
     const auto step = j.find("step");
     if (event == "checkpoint" && step != j.end() && step->is_number_unsigned())
       shard.checkpoint_at(step->get<std::uint64_t>());
@@ -179,9 +183,14 @@ int run_server(const ServerOptions& in) {
   // Every second, the shard's counters go to the coordinator (its /metrics and /api/status);
   // four times a second, the process's CPU seconds go to the trace (the profile's host cost).
   nlohmann::json cpu_samples = nlohmann::json::array();
+  bool said_synced = false;
   for (int tick = 0;; ++tick) {
     cpu_samples.push_back({now_us(), process_cpu_s()});
     if (link.wait_shutdown(0.25)) break;
+    if (!said_synced && shard.synced()) {  // a shard that rejoined holds its copy now
+      said_synced = true;
+      link.send_control({{"event", "synced"}});
+    }
     if (tick % 4 == 3) link.send_control(shard_stats(shard, transport, zmq_transport));
   }
   cpu_samples.push_back({now_us(), process_cpu_s()});

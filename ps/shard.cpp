@@ -31,6 +31,8 @@ bool all_finite(const float* v, std::size_t n) {
 
 }  // namespace
 
+thread_local Shard::Lane* Shard::t_lane_ = nullptr;
+
 Shard::Shard(std::uint64_t max_message_bytes, Transport& transport, TraceRecorder& trace, int lanes)
     : max_message_bytes_(max_message_bytes), transport_(transport), trace_(trace) {
   for (int i = 0; i < std::max(1, lanes); ++i) lanes_.push_back(std::make_unique<Lane>());
@@ -107,8 +109,22 @@ void Shard::start(const ClusterMap& map, int shard) {
   shard_ = shard;
   store_ = std::make_unique<Store>(map_, shard_);
   parts_ = std::make_unique<PlanPartSizes>(map_.plan);
-  start_checkpoints();
+  rejoined_ = map_.rejoin_from >= 0;
+  if (rejoined_ && (map_.exp.replicas < 2 || map_.servers.size() != 2))
+    throw Error("the map rejoins this shard to a run of " + std::to_string(map_.servers.size()) +
+                " shards with --replicas " + std::to_string(map_.exp.replicas) +
+                ": a shard rejoins only 2 shards with --replicas 2");
+  // A shard that rejoins gets every part's state from the primary, not from a checkpoint, and
+  // writes none (the primary's parts are not all its own).
+  if (!rejoined_) start_checkpoints();
   start_replica();
+  if (rejoined_) {
+    own_serving_ = false;
+    to_install_ = store_->parts_owned() + (replica_ ? replica_->parts_owned() : 0);
+    spdlog::info("shard {} rejoins the run: it holds a copy of every part {} serves", shard_,
+                 map_.servers.at(std::size_t(map_.rejoin_from)).name);
+  }
+  for (auto& l : lanes_) l->forward = backup_ && replica_ && !rejoined_;
   spdlog::info("shard {} holds {} parts, {:.2f} MiB; mode {}; {} apply lane(s)", shard_,
                store_->parts_owned(), store_->bytes_owned() / 1048576.0, map_.exp.mode.str(),
                lanes_.size());
@@ -173,19 +189,22 @@ void Shard::stop() {
 void Shard::loop(int index) {
   pthread_setname_np(pthread_self(), ("ps-apply" + std::to_string(index)).c_str());
   Lane& lane = *lanes_[index];
+  t_lane_ = &lane;
   for (;;) {
     std::deque<Message> batch;
     std::vector<int> dead;
-    bool drain_copy = false;
+    bool drain_copy = false, resync = false;
     {
       std::unique_lock<std::mutex> lock(lane.mu);
       lane.cv.wait(lock, [&] {
         return stopping_ || !lane.queue.empty() || !lane.dead.empty() || lane.backup_lost ||
-               lane.drain_copy;
+               lane.drain_copy || lane.resync;
       });
       lane.backup_lost = false;
       drain_copy = lane.drain_copy;
       lane.drain_copy = false;
+      resync = lane.resync;
+      lane.resync = false;
       if (stopping_) return;
       batch.swap(lane.queue);
       dead.swap(lane.dead);
@@ -199,7 +218,7 @@ void Shard::loop(int index) {
     for (int w : dead) {
       if (index == 0) spdlog::warn("worker {} is dead: no longer waiting for its gradients", w);
       store_->worker_dead(w);
-      drain(*store_);
+      if (own_serving_) drain(*store_);
       if (replica_) replica_->worker_dead(w);
       if (replica_ && promoted_) drain(*replica_);
       send_forwards();
@@ -207,6 +226,7 @@ void Shard::loop(int index) {
     }
     if (drain_copy && replica_) {
       drain(*replica_);
+      if (rejoined_) drain(*store_);  // its own parts were a copy until now
       retry_pulls(lane);
     }
     for (auto& m : batch) {
@@ -219,7 +239,7 @@ void Shard::loop(int index) {
           spdlog::error("message from {} failed: {}", peer_name(peer), e.what());
       }
     }
-    if (backup_lost_) release_held_acks(lane);
+    backup_events(lane, index, resync);
   }
 }
 
@@ -235,7 +255,7 @@ const float* Shard::floats_of(const Message& m, std::vector<float>& aligned) {
 }
 
 Store* Shard::serving(std::uint32_t key, std::uint32_t part) const {
-  if (store_ && store_->owns(int(key), int(part))) return store_.get();
+  if (store_ && own_serving_ && store_->owns(int(key), int(part))) return store_.get();
   if (promoted_ && replica_ && replica_->owns(int(key), int(part))) return replica_.get();
   return nullptr;
 }
@@ -264,6 +284,10 @@ bool Shard::check(const Message& m) {
              replica_->owns(int(m.header.key), int(m.header.part))) {
     // A worker asks this shard for the previous one's part: the coordinator told it that shard
     // is dead, and this word may reach the worker before it reaches this shard.
+    server_dead(map_.replica_source(shard_));
+  } else if (v.ok() && rejoined_ && !own_serving_ &&
+             store_->owns(int(m.header.key), int(m.header.part))) {
+    // The same for a shard that rejoined: its own parts come back to it when its primary dies.
     server_dead(map_.replica_source(shard_));
   }
   if (v.ok() && !serving(m.header.key, m.header.part)) {

@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -42,6 +43,13 @@ namespace psbed::ps {
 // identity that starts with a zero byte, so no worker can send under it.
 inline const PeerId kBackupPeer = std::string("\0backup", 7);
 
+// --replicas 2: a connection to the backup shard, and what frees a lane waiting for room on it
+// when the backup is gone.
+struct BackupLink {
+  std::shared_ptr<Transport> transport;
+  std::function<void()> release;
+};
+
 class Shard {
  public:
   Shard(std::uint64_t max_message_bytes, Transport& transport, TraceRecorder& trace,
@@ -53,9 +61,16 @@ class Shard {
   // The coordinator declared shard `server` dead: the parts this shard backs up for it are served
   // from now on (it was the previous shard), or the forwards stop (it was the backup).
   void server_dead(int server);
-  // --replicas 2: the connection to the backup shard (before start). `release` frees a lane
-  // waiting for room on it, for when the backup is gone.
-  void connect_backup(std::unique_ptr<Transport> backup, std::function<void()> release);
+  // --replicas 2: how to open a connection to the backup shard (before start); opened at once,
+  // and again when a dead backup rejoins.
+  // `open` takes the backup's address ("": the map's).
+  void connect_backup(std::function<BackupLink(const std::string&)> open);
+  // The dead backup `server` is back (a new process at its address): every part this shard
+  // serves is sent to it whole, then forwarded as before (shard_rejoin.cpp). 2 shards only.
+  void backup_back(int server, const std::string& address);
+  // A shard that rejoined (the map's rejoin_from): whether it holds every part's state now.
+  bool rejoined() const { return rejoined_; }
+  bool synced() const { return rejoined_ && installed_ == to_install_; }
   // Where checkpoints are written and read (before start; "" = none may be taken).
   void set_checkpoint_dir(std::string dir) { checkpoint_dir_ = std::move(dir); }
   // Builds the store for `shard`'s parts of the map (from the checkpoint of the map's resume
@@ -83,6 +98,8 @@ class Shard {
   std::size_t queue_depth() const;
 
  private:
+  // Replicate's flags (protocol.hpp).
+  static constexpr std::uint8_t kOnePush = 0, kClockApplied = 1, kPartState = 2;
   struct Lane {
     std::mutex mu;
     std::condition_variable cv;
@@ -95,8 +112,11 @@ class Shard {
     // (key, part, worker), which tells a push resent after a fail-over from a new one.
     std::map<std::pair<int, std::uint64_t>, Message> held_acks;
     std::map<std::tuple<int, int, int>, std::uint64_t> last_seq;
-    bool backup_lost = false;  // set once, to wake the lane: its held acks go
-    bool drain_copy = false;   // set once on a take-over: the copy's whole bsp clocks are applied
+    bool backup_lost = false;  // set to wake the lane: its held acks go
+    bool drain_copy = false;   // set on a take-over: the copy's whole bsp clocks are applied
+    bool resync = false;       // set to wake the lane: a backup is back, send it the parts
+    bool forward = false;      // the lane's thread alone: it forwards to the backup now
+    std::set<std::pair<int, int>> installed;  // a rejoined shard: parts whose state arrived
   };
   int lane_of(std::uint32_t key, std::uint32_t part) const;
   void start_checkpoints();
@@ -123,6 +143,13 @@ class Shard {
   void backup_acked(Lane& lane, const Message& m);
   void send_forwards();
   void release_held_acks(Lane& lane);
+  void open_backup(const std::string& address);
+  // shard_rejoin.cpp
+  void backup_events(Lane& lane, int index, bool resync);
+  void send_parts(Lane& lane, int index);
+  void install(Lane& lane, const Message& m);
+  // The store holding a copy of (key, part) that this shard does not serve; null when none.
+  Store* copy_of(std::uint32_t key, std::uint32_t part) const;
 
   std::uint64_t max_message_bytes_;
   Transport& transport_;
@@ -130,15 +157,25 @@ class Shard {
   ClusterMap map_;
   int shard_ = 0;
   std::unique_ptr<Store> store_;
-  std::unique_ptr<Store> replica_;     // --replicas 2: the previous shard's parts
-  std::unique_ptr<Transport> backup_;  // --replicas 2: to the next shard
+  std::unique_ptr<Store> replica_;  // --replicas 2: the previous shard's parts
+  // --replicas 2: to the next shard; replaced (atomically: the lanes read it) when it rejoins.
+  std::shared_ptr<Transport> backup_;
+  std::function<BackupLink(const std::string&)> open_backup_;
   std::function<void()> release_backup_;
   std::atomic<bool> promoted_{false}, backup_lost_{false};
+  // A shard that rejoined serves nothing until its primary dies: its own parts are a copy too.
+  bool rejoined_ = false;
+  std::atomic<bool> own_serving_{true};
+  // The backup came back: the parts taken over are forwarded too.
+  std::atomic<bool> copy_back_{false};
+  std::atomic<std::size_t> installed_{0};
+  std::size_t to_install_ = 0;
   std::atomic<std::uint64_t> forwarded_{0}, replicated_{0}, replayed_{0};
   std::string checkpoint_dir_;
   std::unique_ptr<ShardCheckpointer> checkpoints_;
   std::unique_ptr<PlanPartSizes> parts_;
   std::vector<std::unique_ptr<Lane>> lanes_;
+  static thread_local Lane* t_lane_;  // the lane whose thread this is (replicating())
   // Pulls answered on arrival, with the version they read, for the reply thread.
   mutable std::mutex reply_mu_;
   std::condition_variable reply_cv_;

@@ -19,18 +19,21 @@ namespace {
 // clocks, announced to the backup once the call returns.
 thread_local std::vector<Message> t_forwards;
 
-constexpr std::uint8_t kOnePush = 0, kClockApplied = 1;
-
 }  // namespace
 
-bool Shard::replicating() const { return backup_ && !backup_lost_; }
+bool Shard::replicating() const { return t_lane_ && t_lane_->forward && !backup_lost_; }
 
-void Shard::connect_backup(std::unique_ptr<Transport> backup, std::function<void()> release) {
-  backup_ = std::move(backup);
-  release_backup_ = std::move(release);
+void Shard::connect_backup(std::function<BackupLink(const std::string&)> open) {
+  open_backup_ = std::move(open);
+  open_backup("");
+}
+
+void Shard::open_backup(const std::string& address) {
+  BackupLink link = open_backup_(address);
+  release_backup_ = std::move(link.release);
   // The backup's answers are acks of forwards: to the lane of their part, under a peer id no
   // worker can have.
-  backup_->start([this](Message&& m) {
+  link.transport->start([this](Message&& m) {
     if (m.header.op != Op::kPushAck) {
       spdlog::warn("the backup shard answered a forward with {}: dropped", op_name(m.header.op));
       return;
@@ -41,6 +44,7 @@ void Shard::connect_backup(std::unique_ptr<Transport> backup, std::function<void
     l.queue.push_back(std::move(m));
     l.cv.notify_one();
   });
+  std::atomic_store(&backup_, std::move(link.transport));
 }
 
 void Shard::start_replica() {
@@ -51,24 +55,32 @@ void Shard::start_replica() {
                map_.servers.at(std::size_t(source)).name, replica_->parts_owned(),
                replica_->bytes_owned() / 1048576.0,
                map_.servers.at(std::size_t(map_.backup_of(shard_))).name);
-  store_->on_applied = [this](const PartState& s, std::uint64_t clock, int contributors) {
-    if (!replicating()) return;
-    Message f;
-    f.header.op = Op::kReplicate;
-    f.header.flags = kClockApplied;
-    f.header.sender = std::uint32_t(shard_);
-    f.header.key = std::uint32_t(s.part.key);
-    f.header.part = std::uint32_t(s.part.part);
-    f.header.clock = clock;
-    f.header.priority = contributors;
-    t_forwards.push_back(std::move(f));
+  // A shard announces the clocks of its own parts, and of parts it took over once a backup of
+  // them is back.
+  const auto forward = [this](bool own) {
+    return [this, own](const PartState& s, std::uint64_t clock, int contributors) {
+      if (!replicating() || (!own && !copy_back_)) return;
+      Message f;
+      f.header.op = Op::kReplicate;
+      f.header.flags = kClockApplied;
+      f.header.sender = std::uint32_t(shard_);
+      f.header.key = std::uint32_t(s.part.key);
+      f.header.part = std::uint32_t(s.part.part);
+      f.header.clock = clock;
+      f.header.priority = contributors;
+      t_forwards.push_back(std::move(f));
+    };
   };
+  store_->on_applied = forward(true);
+  replica_->on_applied = forward(false);
 }
 
 void Shard::send_forwards() {
+  if (t_forwards.empty()) return;
+  const std::shared_ptr<Transport> backup = std::atomic_load(&backup_);
   for (auto& f : t_forwards) {
     forwarded_ += 1;
-    if (!backup_->send(std::move(f)) && !backup_lost_)
+    if (!backup->send(std::move(f)) && !backup_lost_)
       spdlog::warn("a forward to the backup shard was dropped: its connection is stopped");
   }
   t_forwards.clear();
@@ -77,9 +89,10 @@ void Shard::send_forwards() {
 // After a push was taken: its ack goes now, or once the backup has the push too.
 void Shard::push_done(Lane& lane, Store& store, const Message& push, Message&& ack) {
   const Header& h = push.header;
-  if (&store == replica_.get())
+  // Every part's: a backup that rejoins gets them with the part's state.
+  if (map_.exp.replicas > 1)
     lane.last_seq[{int(h.key), int(h.part), int(h.sender)}] = h.sequence;
-  if (&store != store_.get() || !replicating()) {
+  if (!replicating() || (&store != store_.get() && !copy_back_)) {
     transport_.send(std::move(ack));
     send_forwards();  // none unless the backup was lost under this call
     return;
@@ -100,7 +113,8 @@ void Shard::push_done(Lane& lane, Store& store, const Message& push, Message&& a
 // A push to a part this shard took over that it already applied (from the dead shard's forward,
 // or before the worker heard of the fail-over): acknowledged, not applied again.
 bool Shard::replayed_push(Lane& lane, Store& store, const Message& push) {
-  if (&store != replica_.get()) return false;
+  // Parts it took over; after a rejoin, its own parts too (they were a copy).
+  if (&store != replica_.get() && !rejoined_) return false;
   const Header& h = push.header;
   // Every push the dead shard took came here, in the order it took them.
   const auto it = lane.last_seq.find({int(h.key), int(h.part), int(h.sender)});
@@ -126,13 +140,14 @@ void Shard::replicate(Lane& lane, Message&& m) {
                                        m.peer != map_.servers[std::size_t(source)].link_id))
     why = "it does not come from " + map_.servers[std::size_t(source)].name +
           ", the shard backed up here";
-  else if (!replica_->owns(int(h.key), int(h.part)))
+  else if (!replica_->owns(int(h.key), int(h.part)) &&
+           !(rejoined_ && store_->owns(int(h.key), int(h.part))))
     why = "part " + std::to_string(h.part) + " of key " + std::to_string(h.key) +
           " is not backed up here";
   else if (h.flags == kOnePush && (h.priority < 0 || h.priority >= int(map_.workers.size())))
     why = "worker " + std::to_string(h.priority) + " is not in the cluster";
-  else if (h.flags != kOnePush && h.flags != kClockApplied)
-    why = "flags " + std::to_string(h.flags) + ", expected 0 or 1";
+  else if (h.flags != kOnePush && h.flags != kClockApplied && h.flags != kPartState)
+    why = "flags " + std::to_string(h.flags) + ", expected 0, 1 or 2";
   else if (h.flags == kClockApplied && (h.length != 0 || h.priority < 1))
     why = "a clock applied carries no bytes and at least one worker";
   else if (h.offset % 4 || h.length % 4 || m.payload.size() != h.length)
@@ -143,18 +158,23 @@ void Shard::replicate(Lane& lane, Message&& m) {
     return;
   }
   // Taken over: the dead shard's late forwards change nothing (its pushes are resent).
-  if (promoted_) return;
+  Store* copy = copy_of(h.key, h.part);
+  if (!copy) return;
+  if (h.flags == kPartState) return install(lane, m);
   std::vector<float> aligned;
   const float* grad = floats_of(m, aligned);
+  // A rejoined shard applies a part's forwards once it has the part's state they follow.
+  const bool stale = rejoined_ && !lane.installed.count({int(h.key), int(h.part)});
   const Status applied =
-      h.flags == kOnePush ? replica_->push(h.priority, h.clock, int(h.key), int(h.part), h.offset,
-                                           grad, h.length, true)
-                          : replica_->apply_pending(int(h.key), int(h.part), h.clock, h.priority);
+      stale ? Status::success()
+      : h.flags == kOnePush
+          ? copy->push(h.priority, h.clock, int(h.key), int(h.part), h.offset, grad, h.length, true)
+          : copy->apply_pending(int(h.key), int(h.part), h.clock, h.priority);
   if (!applied.ok()) {
     if (bad_.record(m.peer, Problem::kRange))
       spdlog::error("a forward from {} was not applied to the copy: {}", peer_name(m.peer),
                     applied.message());
-  } else {
+  } else if (!stale) {
     ++replicated_;
     if (h.flags == kOnePush) lane.last_seq[{int(h.key), int(h.part), h.priority}] = h.sequence;
   }
@@ -184,6 +204,7 @@ void Shard::release_held_acks(Lane& lane) {
 void Shard::server_dead(int server) {
   if (map_.exp.replicas < 2 || map_.servers.size() < 2) return;
   if (server == map_.replica_source(shard_) && replica_ && !promoted_) {
+    own_serving_ = true;  // a shard that rejoined: its own parts were a copy until now
     promoted_ = true;
     spdlog::warn("{} is dead: shard {} serves its {} parts from its copy",
                  map_.servers.at(std::size_t(server)).name, shard_, replica_->parts_owned());

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <tuple>
 
 #include "core/comm.hpp"
 #include "core/error.hpp"
@@ -160,7 +161,7 @@ class PsWorker {
     link.on_control([this](const nlohmann::json& j) {
       if (j.value("event", "") == "worker_dead") sfb_->peer_dead(j.value("worker", -1));
       if (j.value("event", "") == "server_dead")
-        fail_over(j.value("server", -1), j.value("to", -1));
+        fail_over(j.value("server", -1), j.value("to", -1), j.value("to_address", ""));
       if (j.value("event", "") != "set_policy") return;
       std::lock_guard<std::mutex> lock(ctl_mu_);
       pending_policy_ = j;
@@ -581,19 +582,20 @@ class PsWorker {
 
   // --replicas 2: shard `dead` is gone and shard `to` serves its parts; the requests it did not
   // answer go there (from the coordinator's thread, or when the client exists).
-  void fail_over(int dead, int to) {
+  // `address`: where `to` serves, when it rejoined at another address than the map's.
+  void fail_over(int dead, int to, const std::string& address) {
     std::lock_guard<std::mutex> lock(client_mu_);
-    failovers_.emplace_back(dead, to);
-    if (live_client_) fail_over_now(dead, to);
+    failovers_.emplace_back(dead, to, address);
+    if (live_client_) fail_over_now(dead, to, address);
   }
   void fail_over_with(ps::PsClient* c) {
     std::lock_guard<std::mutex> lock(client_mu_);
     live_client_ = c;
     if (c)
-      for (const auto& [dead, to] : failovers_) fail_over_now(dead, to);
+      for (const auto& [dead, to, address] : failovers_) fail_over_now(dead, to, address);
   }
-  void fail_over_now(int dead, int to) {
-    const std::size_t resent = live_client_->fail_over(dead, to);
+  void fail_over_now(int dead, int to, const std::string& address) {
+    const std::size_t resent = live_client_->fail_over(dead, to, address);
     const auto name = [this](int s) {
       return s >= 0 && s < int(map_.servers.size()) ? map_.servers[std::size_t(s)].name
                                                     : "shard " + std::to_string(s);
@@ -756,7 +758,7 @@ class PsWorker {
   std::mutex ctl_mu_;
   std::mutex client_mu_;  // live_client_ and failovers_
   ps::PsClient* live_client_ = nullptr;
-  std::vector<std::pair<int, int>> failovers_;  // (dead shard, its successor)
+  std::vector<std::tuple<int, int, std::string>> failovers_;  // (dead, successor, its address)
   std::optional<nlohmann::json> pending_policy_;
   nlohmann::json switches_ = nlohmann::json::array();
 };

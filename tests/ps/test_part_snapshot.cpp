@@ -1,0 +1,92 @@
+// A part's whole state, as a primary sends it to a shard that rejoins: installed into another
+// store, the part behaves the same from then on (same parameters, momentum and clocks, and a
+// clock half-gathered before the copy completes the same way); damaged bytes are refused.
+#include <catch2/catch.hpp>
+
+#include "ps/part_snapshot.hpp"
+
+using namespace psbed;
+using namespace psbed::ps;
+
+namespace {
+
+ClusterMap map_of(const std::string& mode, int workers) {
+  const char* toml = "input = [1, 1, 4]\nclasses = 2\n[[layer]]\ntype = \"fc\"\nout = 2\n";
+  ClusterMap m;
+  m.exp.model_name = "tiny";
+  m.exp.model_toml = toml;
+  m.exp.mode = Consistency::parse(mode);
+  m.exp.sgd = {0.5f, 0.9f, 0.0f};
+  m.exp.steps = 100;
+  m.spec = parse_model_spec(toml, "tiny");
+  m.plan = make_partition(m.spec, 1 << 20, 1);
+  m.servers.push_back({"server", 0, "server-0", "x", "", ""});
+  for (int w = 0; w < workers; ++w)
+    m.workers.push_back({"worker", w, "worker-" + std::to_string(w), "", "", ""});
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("a bsp part's state installed elsewhere goes on the same way", "[ps][rejoin]") {
+  const ClusterMap m = map_of("bsp", 2);
+  Store primary(m, 0), copy(m, 0);
+  std::vector<float> g(8, 1.0f), h(8, -0.25f);
+  for (std::uint64_t c = 0; c < 3; ++c) {  // momentum and three clocks applied
+    REQUIRE(primary.push(0, c, 0, 0, 0, g.data(), 32).ok());
+    REQUIRE(primary.push(1, c, 0, 0, 0, h.data(), 32).ok());
+  }
+  REQUIRE(primary.push(0, 3, 0, 0, 0, g.data(), 32).ok());  // clock 3 half-gathered
+  const Payload bytes = encode_part(primary.state(0, 0), {{1, 42}});
+  std::map<int, std::uint64_t> seqs;
+  REQUIRE(install_part(copy, 0, 0, bytes, seqs).ok());
+  CHECK(seqs == std::map<int, std::uint64_t>{{1, 42}});
+  CHECK(copy.applied_clocks(0, 0) == 3);
+  CHECK(!copy.pull_ready(0, 0, 4));
+  REQUIRE(primary.push(1, 3, 0, 0, 0, h.data(), 32).ok());
+  REQUIRE(copy.push(1, 3, 0, 0, 0, h.data(), 32).ok());
+  CHECK(copy.applied_clocks(0, 0) == 4);
+  CHECK(*copy.snapshot(0, 0) == *primary.snapshot(0, 0));
+  // One more clock: the momentum came along too.
+  for (Store* s : {&primary, &copy}) {
+    REQUIRE(s->push(0, 4, 0, 0, 0, g.data(), 32).ok());
+    REQUIRE(s->push(1, 4, 0, 0, 0, g.data(), 32).ok());
+  }
+  CHECK(*copy.snapshot(0, 0) == *primary.snapshot(0, 0));
+}
+
+TEST_CASE("a copy applying a clock it got half-gathered drops what it held of it", "[ps][rejoin]") {
+  const ClusterMap m = map_of("bsp", 2);
+  Store primary(m, 0), copy(m, 0);
+  std::vector<float> g(8, 1.0f);
+  REQUIRE(primary.push(0, 0, 0, 0, 0, g.data(), 32).ok());
+  std::map<int, std::uint64_t> seqs;
+  REQUIRE(install_part(copy, 0, 0, encode_part(primary.state(0, 0), {}), seqs).ok());
+  std::vector<float> sum(8, 2.0f);  // the primary's forward of the whole clock
+  REQUIRE(copy.apply_clock(0, 0, 0, sum.data(), 8, 2).ok());
+  // Clock 1 completes on its own: nothing of clock 0 is left to hold it back.
+  REQUIRE(copy.push(0, 1, 0, 0, 0, g.data(), 32).ok());
+  REQUIRE(copy.push(1, 1, 0, 0, 0, g.data(), 32).ok());
+  CHECK(copy.applied_clocks(0, 0) == 2);
+}
+
+TEST_CASE("an async part's clocks come along; damaged state is refused", "[ps][rejoin]") {
+  const ClusterMap m = map_of("ssp:1", 2);
+  Store primary(m, 0), copy(m, 0);
+  std::vector<float> g(8, 1.0f);
+  REQUIRE(primary.push(0, 0, 0, 0, 0, g.data(), 32).ok());
+  REQUIRE(primary.push(0, 1, 0, 0, 0, g.data(), 16).ok());  // half of clock 1
+  const Payload bytes = encode_part(primary.state(0, 0), {});
+  std::map<int, std::uint64_t> seqs;
+  REQUIRE(install_part(copy, 0, 0, bytes, seqs).ok());
+  CHECK(copy.state(0, 0).completed == primary.state(0, 0).completed);
+  CHECK(copy.state(0, 0).partial == primary.state(0, 0).partial);
+  CHECK(*copy.snapshot(0, 0) == *primary.snapshot(0, 0));
+  const Status cut = install_part(copy, 0, 0, bytes.slice(0, bytes.size() - 4), seqs);
+  CHECK(!cut.ok());
+  CHECK_THAT(cut.message(), Catch::Contains("do not hold what its counts say"));
+  const ClusterMap three = map_of("ssp:1", 3);
+  Store other(three, 0);
+  CHECK_THAT(install_part(other, 0, 0, bytes, seqs).message(),
+             Catch::Contains("for 2 workers, expected 8 for 3"));
+}
