@@ -215,7 +215,7 @@ class Coordinator {
   json map_json_;
   json failed_ = json::array();
   json failovers_ = json::array();  // --replicas 2: every shard taken over, when and by which
-  std::set<int> took_over_;         // shards serving a dead shard's parts (no copy of those)
+  std::set<int> took_over_;         // shards serving a dead shard's parts
   std::map<int, int> backup_;       // backup_locked's changes from the ring, by shard
   std::set<int> rejoining_;         // shards back after a death, serving nothing
   json rejoins_ = json::array();    // every shard that rejoined, and when it held its copy

@@ -320,7 +320,8 @@ void Coordinator::server_failed_locked(Node& n) {
                                                      "not hold its copy yet)"
                                                : std::string()));
   took_over_.insert(backup);
-  backup_[backup] = -1;  // its own backup, for 2 shards, was the dead one
+  rejoining_.erase(backup);  // a shard that rejoined serves from now on
+  backup_[backup] = -1;      // its own backup, for 2 shards, was the dead one
   const double at_s = since_start_s();
   spdlog::warn("{} serves the parts of {} from its copy from now on ({:.2f} s into the run)",
                to->name, n.name, at_s);

@@ -20,11 +20,22 @@ bool Coordinator::rejoin_locked(const PeerId& peer, const json& j, std::string& 
   for (auto& [_, n] : nodes_)
     if (n.role == "server" && n.name == name) old = &n;
   if (!old) return false;  // a shard the run never had: "the cluster has already started"
+  const std::string back = name + " is back, but ";
+  if (old->alive && opt_.replicas == 2 && opt_.servers == 2) {
+    // A container restarted at once (a restart policy) registers before its old process missed
+    // its heartbeats: that process is gone, or told to go, and its successor takes over now.
+    spdlog::warn("{} registered again: its old process is taken for dead", name);
+    send_to(old->peer, Op::kShutdown, json());
+    fail_node_locked(*old, "it registered again (its process was started anew)");
+    if (finished_) {
+      why = back + "the run ended";
+      return false;
+    }
+  }
   if (old->alive) {
     why = "another node is named '" + name + "' already, and it is alive";
     return false;
   }
-  const std::string back = name + " is back, but ";
   if (opt_.replicas < 2) {
     why = back + "a shard rejoins a run only with --replicas 2 (its parameters are lost)";
     return false;
@@ -77,7 +88,6 @@ void Coordinator::rejoined_synced_locked(Node& n) {
   if (n.role != "server" || !rejoining_.count(n.id) || !n.alive) return;
   const int primary = 1 - n.id;
   backup_[primary] = n.id;
-  took_over_.erase(primary);
   for (auto& r : rejoins_)
     if (r.value("server", "") == n.name && !r.contains("copy_at_s"))
       r["copy_at_s"] = since_start_s();

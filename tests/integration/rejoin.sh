@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # --replicas 2: a shard SIGKILLed mid-run and started again by hand, with its command line,
 # rejoins (lenet5, bsp, 2 shards + 3 workers): its successor sends it the state of every part it
-# serves, and it holds the copy from then on. Then the successor is SIGKILLed too, and the
+# serves, and it holds the copy from then on. Started once more while that process lives (a
+# container restarted at once), the new process replaces it and takes the copy in turn. Then
+# the successor is SIGKILLed too, and the
 # rejoined shard takes over from its copy: the run ends ok, with the final parameters of an
 # unkilled run to the bit (nothing acknowledged was lost, and the copy was exact).
 source "$(dirname "$0")/lib.sh"
@@ -15,12 +17,12 @@ run() {  # NAME: a launch into $WORK/NAME in the background, its pid in LAUNCH
   LAUNCH=$!
   PIDS+=($LAUNCH)
 }
-wait_log() {  # FILE PATTERN SECONDS: until FILE has a line matching PATTERN
+wait_log() {  # FILE PATTERN SECONDS [COUNT]: until FILE has COUNT (1) lines matching PATTERN
   for _ in $(seq 1 $(($3 * 10))); do
-    grep -q -- "$2" "$1" 2>/dev/null && return 0
+    [ "$(grep -c -- "$2" "$1" 2>/dev/null || true)" -ge "${4:-1}" ] && return 0
     sleep 0.1
   done
-  fail "no '$2' in $1 within $3 s"
+  fail "no '$2' (${4:-1} times) in $1 within $3 s"
 }
 shard_pid() { pgrep -f -- "server .*--name $1 .*$WORK/kill/" | head -1 || true; }
 
@@ -40,12 +42,18 @@ mapfile -d '' -t args </proc/"$pid"/cmdline
 kill -KILL "$pid"
 wait_log "$LOG" "server-1 serves the parts of server-0" 10
 "$PSBED" "${args[@]:1}" >"$WORK/server-0-again.log" 2>&1 &
-again=$!
-PIDS+=($again)
+first=$!
+PIDS+=($first)
 wait_log "$LOG" "server-0 rejoined" 20
 wait_log "$LOG" "server-0 holds a copy of every part again" 20
 grep -q "server-0 is back: shard 1 sends it every part it serves" "$WORK/kill/logs/server-1.log" ||
   fail "server-1 did not say it sends server-0 its parts"
+"$PSBED" "${args[@]:1}" >"$WORK/server-0-once-more.log" 2>&1 &
+again=$!
+PIDS+=($again)
+wait_log "$LOG" "server-0 registered again: its old process is taken for dead" 20
+wait_log "$LOG" "server-0 holds a copy of every part again" 20 2
+timeout 20 tail --pid="$first" -f /dev/null || fail "the replaced server-0 process did not stop"
 sleep 1
 pid=$(shard_pid server-1)
 [ -n "$pid" ] || fail "no server-1 to kill (the run ended before it?)"
