@@ -69,7 +69,7 @@ PSBED_KEYS||CURVE key folder (docs/security.md): authorized_keys and coordinator
 PSBED_KEY||with PSBED_KEYS: the secret key file of this node (default PSBED_KEYS/ROLE.key)
 PSBED_HEARTBEAT||seconds between heartbeats
 PSBED_HEARTBEAT_TIMEOUT||coordinator: seconds of silence before a node is dead
-PSBED_REPLICAS||coordinator: copies of every part, 1 or 2 (2: a dead shard'"'"'s parts are served by the next shard)
+PSBED_REPLICAS||coordinator: copies of every part, 1 or 2 (2: a dead shard'"'"'s parts are served by the next, and a shard container started again rejoins)
 PSBED_LOG_LEVEL|info|trace, debug, info, warn or error
 PSBED_AFTER_RUN|exit|exit, or hold: stay up after psbed ends (keeps a Kubernetes pod from restarting)
 PSBED_EXTRA_ARGS||more flags for the role, split on spaces

@@ -4,7 +4,8 @@
 # base image built locally with debootstrap when none is present (no registry is needed), the
 # project's image from cluster/Dockerfile, then with docker-compose: 2 shards + 3 workers train
 # lenet5 to >= 95% test accuracy; a worker container killed mid-run is named by the coordinator
-# and the others finish; the docs' vgg-mini example (synthetic data) runs to its end;
+# and the others finish; the docs' vgg-mini example (synthetic data) runs to its end; with
+# --replicas 2 a shard container killed and started again rejoins and the run ends ok;
 # `docker-compose down` leaves no container or network behind. Whatever
 # it started (the engine included) is stopped by PID at the end.
 #   tests/containers/run.sh            PSBED_CT_KEEP=1 keeps the work folder
@@ -167,7 +168,42 @@ compose logs --no-color >"$WORK/run3.log" 2>&1
   fail "run 3: the vgg-mini run's summary is not ok with 4 workers"
 say "run 3: vgg-mini trained $(summary vgg-bsp 's["steps"]') steps at $(summary vgg-bsp 'round(s["images_per_sec"], 1)') images/s"
 
-# 4. down leaves nothing behind.
+# 4. --replicas 2: a shard container killed (its successor serves its parts, found dead at the
+# heartbeat timeout) and started again rejoins: it takes a copy of every part, and the run ends ok.
+compose down -v --remove-orphans >/dev/null 2>&1
+say "run 4: --replicas 2, a shard container killed and started again"
+PSBED_RUN=rejoin PSBED_WORKERS=3 PSBED_SERVERS=2 PSBED_STEPS=3000 PSBED_BATCH=32 PSBED_LR=0.03 \
+  PSBED_MODE=bsp PSBED_REPLICAS=2 PSBED_HEARTBEAT_TIMEOUT=3 \
+  compose up -d --no-build --scale server=2 --scale worker=3 >"$WORK/up4.log" 2>&1 ||
+  { cat "$WORK/up4.log" >&2; fail "docker-compose up failed"; }
+coord=$(compose ps -q coordinator)
+shard=$(compose ps -q server)
+shard=${shard%%$'\n'*}
+shard_name=server-$($DOCKER inspect -f '{{.Config.Hostname}}' "$shard")
+wait_coordinator() {  # PATTERN SECONDS
+  for _ in $(seq "$2"); do
+    [[ $($DOCKER logs "$coord" 2>&1) == *"$1"* ]] && return 0
+    sleep 1
+  done
+  $DOCKER logs "$coord" 2>&1 | tail -20 >&2
+  fail "run 4: no '$1' in the coordinator's log within $2 s"
+}
+wait_coordinator "cluster complete" 300
+sleep 3
+$DOCKER kill "$shard" >/dev/null
+say "run 4: killed shard container $shard_name"
+wait_coordinator "serves the parts of $shard_name" 30
+$DOCKER start "$shard" >/dev/null
+say "run 4: started $shard_name again"
+wait_coordinator "$shard_name holds a copy of every part again" 60
+rc=$(coordinator_wait 600)
+compose logs --no-color >"$WORK/run4.log" 2>&1
+[ "$rc" -eq 0 ] || { tail -30 "$WORK/run4.log" >&2; fail "run 4: the coordinator exited $rc"; }
+[ "$(summary rejoin 's["ok"] and s["rejoins"][0]["server"] == "'"$shard_name"'" and "copy_at_s" in s["rejoins"][0]')" = True ] ||
+  fail "run 4: the summary is not ok with $shard_name rejoined"
+say "run 4: $shard_name rejoined: $(summary rejoin 's["rejoins"][0]'); test accuracy $(summary rejoin 's["test_accuracy"]')"
+
+# 5. down leaves nothing behind.
 compose down -v --remove-orphans >/dev/null 2>&1
 DOCKER_UP=
 left=$($DOCKER ps -a -q --filter "label=com.docker.compose.project=$PROJECT")
