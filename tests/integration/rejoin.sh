@@ -19,7 +19,8 @@ run() {  # NAME: a launch into $WORK/NAME in the background, its pid in LAUNCH
 }
 wait_log() {  # FILE PATTERN SECONDS [COUNT]: until FILE has COUNT (1) lines matching PATTERN
   for _ in $(seq 1 $(($3 * 10))); do
-    [ "$(grep -c -- "$2" "$1" 2>/dev/null || true)" -ge "${4:-1}" ] && return 0
+    n=$(grep -c -- "$2" "$1" 2>/dev/null || true)
+    [ "${n:-0}" -ge "${4:-1}" ] && return 0
     sleep 0.1
   done
   fail "no '$2' (${4:-1} times) in $1 within $3 s"
