@@ -90,8 +90,7 @@ void Shard::send_forwards() {
 void Shard::push_done(Lane& lane, Store& store, const Message& push, Message&& ack) {
   const Header& h = push.header;
   // Every part's: a backup that rejoins gets them with the part's state.
-  if (map_.exp.replicas > 1)
-    lane.last_seq[{int(h.key), int(h.part), int(h.sender)}] = h.sequence;
+  if (map_.exp.replicas > 1) lane.last_seq[{int(h.key), int(h.part), int(h.sender)}] = h.sequence;
   if (!replicating() || (&store != store_.get() && !copy_back_)) {
     transport_.send(std::move(ack));
     send_forwards();  // none unless the backup was lost under this call

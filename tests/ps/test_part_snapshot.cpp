@@ -55,15 +55,20 @@ TEST_CASE("a bsp part's state installed elsewhere goes on the same way", "[ps][r
   CHECK(*copy.snapshot(0, 0) == *primary.snapshot(0, 0));
 }
 
-TEST_CASE("a copy applying a clock it got half-gathered drops what it held of it", "[ps][rejoin]") {
+TEST_CASE("a copy given a clock half-gathered applies it whole when told", "[ps][rejoin]") {
   const ClusterMap m = map_of("bsp", 2);
   Store primary(m, 0), copy(m, 0);
-  std::vector<float> g(8, 1.0f);
+  std::vector<float> g(8, 1.0f), h(8, 0.5f);
   REQUIRE(primary.push(0, 0, 0, 0, 0, g.data(), 32).ok());
   std::map<int, std::uint64_t> seqs;
   REQUIRE(install_part(copy, 0, 0, encode_part(primary.state(0, 0), {}), seqs).ok());
-  std::vector<float> sum(8, 2.0f);  // the primary's forward of the whole clock
-  REQUIRE(copy.apply_clock(0, 0, 0, sum.data(), 8, 2).ok());
+  // The rest of clock 0 as the primary takes and forwards it, then its word that it applied it.
+  REQUIRE(primary.push(1, 0, 0, 0, 0, h.data(), 32).ok());
+  REQUIRE(copy.push(1, 0, 0, 0, 0, h.data(), 32, true).ok());
+  CHECK(copy.applied_clocks(0, 0) == 0);
+  REQUIRE(copy.apply_pending(0, 0, 0, 2).ok());
+  CHECK(copy.applied_clocks(0, 0) == 1);
+  CHECK(*copy.snapshot(0, 0) == *primary.snapshot(0, 0));
   // Clock 1 completes on its own: nothing of clock 0 is left to hold it back.
   REQUIRE(copy.push(0, 1, 0, 0, 0, g.data(), 32).ok());
   REQUIRE(copy.push(1, 1, 0, 0, 0, g.data(), 32).ok());

@@ -41,7 +41,10 @@ struct Pair {
     for (int s = 0; s < 2; ++s) {
       shard[s] = std::make_unique<Shard>(1 << 20, server[s], trace, 1);
       // The link is owned by the shard; the test keeps talking to it through backup[s].
-      shard[s]->connect_backup(std::unique_ptr<Transport>(new Forwarder(backup[s])), [] {});
+      FakeLink* link = &backup[s];
+      shard[s]->connect_backup([link](const std::string&) {
+        return BackupLink{std::make_shared<Forwarder>(*link), [] {}};
+      });
       shard[s]->start(map, s);
     }
     for (const Part& p : map.plan.parts)
