@@ -163,6 +163,9 @@ class Shard {
   std::function<BackupLink(const std::string&)> open_backup_;
   std::function<void()> release_backup_;
   std::atomic<bool> promoted_{false}, backup_lost_{false};
+  // server_dead runs on the control thread and on a lane (a worker's request can tell first),
+  // backup_back on the control thread: one at a time. Taken before any lane's mutex.
+  std::mutex failover_mu_;
   // A shard that rejoined serves nothing until its primary dies: its own parts are a copy too.
   bool rejoined_ = false;
   std::atomic<bool> own_serving_{true};

@@ -23,6 +23,7 @@ void Shard::backup_back(int server, const std::string& address) {
     spdlog::warn("told that shard {} is back, which is not this shard's backup: ignored", server);
     return;
   }
+  std::lock_guard<std::mutex> failover(failover_mu_);
   if (!backup_lost_) {
     spdlog::warn("told that {} is back, which never left: ignored",
                  map_.servers.at(std::size_t(server)).name);

@@ -202,6 +202,7 @@ void Shard::release_held_acks(Lane& lane) {
 
 void Shard::server_dead(int server) {
   if (map_.exp.replicas < 2 || map_.servers.size() < 2) return;
+  std::lock_guard<std::mutex> failover(failover_mu_);
   if (server == map_.replica_source(shard_) && replica_ && !promoted_) {
     own_serving_ = true;  // a shard that rejoined: its own parts were a copy until now
     promoted_ = true;
