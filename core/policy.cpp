@@ -74,7 +74,8 @@ class TfRandom final : public Fifo {
 
 // Slices of parts in a strict priority queue: pulls first (a pull blocks the next forward, a push
 // only the next step), then layers nearest the input, then arrival order (a valid strict weak
-// ordering, unlike a `<=` comparator). Shared by the slicing policies.
+// ordering, unlike a `<=` comparator). Shared by the slicing policies. Factors rank as pushes
+// and go whole: a peer's factors are one message.
 class SliceQueue {
  public:
   explicit SliceQueue(std::int64_t slice) : slice_(slice) {}
@@ -92,12 +93,12 @@ class SliceQueue {
     const Entry& e = heap_.front();
     Transfer s = e.t;
     s.offset = e.t.offset + e.done;
-    s.count = std::min(slice_, e.t.count - e.done);
+    s.count = std::min(slice_of(e.t), e.t.count - e.done);
     return s;
   }
   void pop() {
     Entry& e = heap_.front();
-    e.done += std::min(slice_, e.t.count - e.done);
+    e.done += std::min(slice_of(e.t), e.t.count - e.done);
     if (e.done < e.t.count) return;  // the key is unchanged: still the top
     std::pop_heap(heap_.begin(), heap_.end(), Later{});
     heap_.pop_back();
@@ -111,6 +112,9 @@ class SliceQueue {
     Transfer t;
     std::int64_t done;  // floats of t already taken as slices
   };
+  std::int64_t slice_of(const Transfer& t) const {
+    return t.dir == Direction::kFactors ? t.count : slice_;
+  }
   struct Later {  // max-heap comparator: true if a comes after b
     bool operator()(const Entry& a, const Entry& b) const {
       return std::tie(a.dir_rank, a.layer, a.seq) > std::tie(b.dir_rank, b.layer, b.seq);
@@ -178,16 +182,16 @@ class Prophet final : public Policy {
   void bandwidth_estimate(double bytes_per_s) override {
     if (bytes_per_s > 0) bandwidth_ = bytes_per_s, told_bandwidth_ = true;
   }
-  // Only pushes feed the estimate: a pull's reply may wait on the server (a bsp barrier), which
-  // says nothing about the link.
+  // Only pushes and factors feed the estimate: a pull's reply may wait on the server (a bsp
+  // barrier), which says nothing about the link.
   void sent(double now, const Transfer& t) override {
-    if (t.dir != Direction::kPush) return;
+    if (t.dir == Direction::kPull) return;
     if (outstanding_ == 0) busy_start_ = now, busy_bytes_ = 0;
     outstanding_ += t.bytes();
     busy_bytes_ += t.bytes();
   }
   void acked(double now, const Transfer& t) override {
-    if (t.dir != Direction::kPush) return;
+    if (t.dir == Direction::kPull) return;
     outstanding_ -= t.bytes();
     if (outstanding_ == 0 && !told_bandwidth_ && now > busy_start_) {
       const double sample = double(busy_bytes_) / (now - busy_start_);

@@ -8,6 +8,11 @@
 //
 // Policies may cut a part into slices (P3, ByteScheduler); a Transfer is then a float range of
 // a part, and the caller sends exactly that range.
+//
+// kFactors: one worker's sufficient factors of an SFB layer (core/comm.hpp) for one peer, handed
+// over like a push (gradient_ready, ordered by its layer) and never sliced: it is one message.
+// `part` names the peer (its worker id). It completes when its bytes have left the sender's
+// link; nothing answers it.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -19,11 +24,11 @@
 
 namespace psbed::policy {
 
-enum class Direction { kPull, kPush };
+enum class Direction { kPull, kPush, kFactors };
 
 struct Transfer {
   Direction dir = Direction::kPush;
-  int part = 0;             // index into the partition plan
+  int part = 0;             // index into the partition plan; kFactors: the peer's worker id
   int layer = 0;            // layer of the part's tensor: lower = nearer the input
   std::int64_t offset = 0;  // first float within the part
   std::int64_t count = 0;   // floats
