@@ -344,10 +344,14 @@ class PsWorker {
           return base + p.offset + t.offset;
         },
         [this](const policy::Transfer& t, double t0, std::uint64_t clock) {
-          record_transfer(t, t0, clock);
+          if (t.dir != policy::Direction::kFactors) record_transfer(t, t0, clock);
           (t.dir == policy::Direction::kPull ? pulls_ : pushes_).done(t.layer, t.count);
         });
     sched.set_trace(&trace_);
+    sched.set_factor_sender(
+        [this](const policy::Transfer& t, std::uint64_t clock, std::function<void()> left) {
+          sfb_->send_to(t, std::int64_t(clock), std::move(left));
+        });
     const std::int64_t first = exp.resume_step;  // > 0: resumed from a checkpoint
     Training tr(link, client, sched, batcher, first + warmup_steps(exp.steps - first),
                 std::size_t(spec.input.numel()) * exp.batch, std::size_t(exp.batch));
@@ -396,7 +400,7 @@ class PsWorker {
     }
     const double step_t0 = now_us();
     pulls_.reset(layer_floats_);
-    pushes_.reset(layer_floats_);
+    pushes_.reset(sfb_->with_factor_sends(layer_floats_));  // the factors leave in the step
     std::vector<policy::Transfer> parts;
     for (int i = 0; i < int(map_.plan.parts.size()); ++i)
       if (!sfb_->exchanges(layer_of(i)))
@@ -428,14 +432,13 @@ class PsWorker {
       net_->backward(l);
       stretch(t0);
       trace_.complete("bwd:" + spec.layers[l].name, "compute", t0, s);
-      if (sfb_->exchanges(l)) {
-        sfb_->send(l, s, *net_);
-        continue;
-      }
       parts.clear();
-      for (int t : spec.layers[l].tensors)
-        for (int i : map_.plan.parts_of_key[t])
-          parts.push_back({policy::Direction::kPush, i, l, 0, map_.plan.parts[i].numel});
+      if (sfb_->exchanges(l))
+        parts = sfb_->stage(l, s, *net_);  // one transfer per peer
+      else
+        for (int t : spec.layers[l].tensors)
+          for (int i : map_.plan.parts_of_key[t])
+            parts.push_back({policy::Direction::kPush, i, l, 0, map_.plan.parts[i].numel});
       if (!parts.empty()) {
         Progress::Waiting waiting(progress_, kRoomToSend);
         tr.sched.ready(parts);

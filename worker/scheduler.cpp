@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
+#include "core/error.hpp"
 #include "core/trace.hpp"
 #include "ps/transport_thread.hpp"
 
@@ -96,7 +97,11 @@ void TransmissionScheduler::pump() {
   for (const Transfer& t : go) {
     const double t0 = now_us();
     auto cb = [this, t, t0, clock] { complete(t, t0, clock); };
-    if (t.dir == Direction::kPull)
+    if (t.dir == Direction::kFactors) {
+      if (!send_factors_)
+        throw Error("factor transfers handed to a scheduler with no factor sender");
+      send_factors_(t, clock, cb);
+    } else if (t.dir == Direction::kPull)
       client_.pull(t.part, buffer_(t), t.offset, t.count, clock, t.layer, cb);
     else
       client_.push(t.part, buffer_(t), t.offset, t.count, clock, t.layer, cb);

@@ -1,8 +1,9 @@
 // The transmission scheduler: drives a core/ policy with the real clock between the training
-// loop and the parameter-server client. The loop reports what happens (parameters needed,
-// gradients ready, backward done); whenever something changes (an event, or a transfer
-// completing) the scheduler asks the policy what to send next, given the bytes in flight, and
-// issues it. The asking and the counting are core/policy_driver.hpp's, which the predictor
+// loop and the parameter-server client (pulls and pushes) and the factor exchange (an SFB
+// layer's factors, one transfer per peer, worker/sfb.hpp). The loop reports what happens
+// (parameters needed, gradients ready, backward done); whenever something changes (an event, or a
+// transfer completing) the scheduler asks the policy what to send next, given the bytes in flight,
+// and issues it. The asking and the counting are core/policy_driver.hpp's, which the predictor
 // drives with a simulated clock; this class adds the real clock, the lock and the threads.
 //
 // Who sends (the rule in DESIGN.md, "a transport thread never blocks on another connection"):
@@ -35,6 +36,11 @@ class TransmissionScheduler {
   // Runs on a transport thread: must not block. `clock` is the one the transfer was sent with.
   using Done = std::function<void(const policy::Transfer&, double started_us, std::uint64_t clock)>;
 
+  // Sends one peer's factors (policy::Direction::kFactors) of the step `clock`; `left` runs when
+  // their bytes have left the link, maybe on a transport thread, maybe before this returns.
+  using SendFactors =
+      std::function<void(const policy::Transfer&, std::uint64_t clock, std::function<void()> left)>;
+
   TransmissionScheduler(ps::PsClient& client, std::unique_ptr<policy::Policy> policy, Buffer buffer,
                         Done done);
   // Stops the sender thread. One waiting for room on a full link is released by stopping the
@@ -57,6 +63,8 @@ class TransmissionScheduler {
   std::int64_t bytes_in_flight();
   // Where the bytes waiting for the policy's leave go, as a counter track (set before sending).
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
+  // Before the first step that hands over factor transfers.
+  void set_factor_sender(SendFactors send) { send_factors_ = std::move(send); }
 
  private:
   // Asks the policy for everything it will send now; issues it outside the lock (a send may
@@ -69,6 +77,7 @@ class TransmissionScheduler {
   ps::PsClient& client_;
   Buffer buffer_;
   Done done_;
+  SendFactors send_factors_;
   TraceRecorder* trace_ = nullptr;
   std::mutex mu_;
   std::condition_variable wake_cv_;

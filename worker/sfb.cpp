@@ -16,6 +16,36 @@ namespace psbed::worker {
 
 std::string sfb_identity(const std::string& worker_name) { return "sfb:" + worker_name; }
 
+namespace {
+
+// Says when a message has left this worker's link. Under the link emulation it sits beneath
+// the ShapedTransport, whose pacer hands a message on once its bytes have gone through the
+// uplink; unshaped, the send itself is the departure (ZeroMQ queues it). Either way the
+// scheduler's credit counts the factors while the link carries them, as it counts a push until
+// its ack.
+class Departures final : public ps::Transport {
+ public:
+  Departures(std::unique_ptr<ps::Transport> inner, std::function<void(const ps::Header&)> left)
+      : inner_(std::move(inner)), left_(std::move(left)) {}
+  void start(ps::ReceiveFn on_receive) override { inner_->start(std::move(on_receive)); }
+  bool send(ps::Message msg) override {
+    const ps::Header h = msg.header;
+    if (!inner_->send(std::move(msg))) return false;
+    left_(h);
+    return true;
+  }
+  void check_send(const ps::Message& msg) const override { inner_->check_send(msg); }
+  void stop() override { inner_->stop(); }
+  std::string endpoint() const override { return inner_->endpoint(); }
+  const ps::BadMessageCounter& bad_messages() const override { return inner_->bad_messages(); }
+
+ private:
+  std::unique_ptr<ps::Transport> inner_;
+  std::function<void(const ps::Header&)> left_;
+};
+
+}  // namespace
+
 FactorExchange::FactorExchange(const std::string& endpoint) : endpoint_(endpoint) {
   ps::ZmqOptions z;
   z.role = ps::ZmqOptions::Role::kServer;
@@ -80,7 +110,8 @@ void FactorExchange::start(const ps::ClusterMap& map, int self, const CommPlan& 
     z.thread_name = "sfb-peer" + std::to_string(w.id);
     auto t = std::make_unique<ps::ZmqTransport>(z);
     peer_zmq_[std::size_t(w.id)] = t.get();
-    std::unique_ptr<ps::Transport> p = std::move(t);
+    std::unique_ptr<ps::Transport> p = std::make_unique<Departures>(
+        std::move(t), [this, to = w.id](const ps::Header& h) { left(to, h); });
     if (link && link->options.shaped())
       p = std::make_unique<ps::ShapedTransport>(std::move(p), link);
     // Nothing comes back on these: the peer answers nothing, its factors come on its own.
@@ -168,11 +199,10 @@ void FactorExchange::receive(ps::Message&& m) {
   cv_.notify_all();
 }
 
-void FactorExchange::send(int layer, std::int64_t step, Net& net) {
-  const double t0 = now_us();
+std::vector<policy::Transfer> FactorExchange::stage(int layer, std::int64_t step, Net& net) {
   const LayerSpec& l = map_.spec.layers[std::size_t(layer)];
-  const std::int64_t k = map_.exp.batch, m = l.in.numel();
-  auto buf = std::make_shared<std::vector<float>>(std::size_t(floats_[std::size_t(layer)]));
+  const std::int64_t k = map_.exp.batch, m = l.in.numel(), floats = floats_[std::size_t(layer)];
+  auto buf = std::make_shared<std::vector<float>>(std::size_t(floats));
   net.read_factors(layer, buf->data(), buf->data() + k * m);
   const ps::Payload own = ps::Payload::share(std::shared_ptr<const std::vector<float>>(buf));
   {
@@ -182,23 +212,68 @@ void FactorExchange::send(int layer, std::int64_t step, Net& net) {
     s.arrived[std::size_t(self_)] = true;
     ++s.count;
   }
-  // Each worker starts with the peer after it, so that no one is everyone's first.
-  for (int i = 1; i < workers_; ++i) {
-    const int to = (self_ + i) % workers_;
-    ps::Message msg;
-    msg.header.op = ps::Op::kFactors;
-    msg.header.sender = std::uint32_t(self_);
-    msg.header.key = std::uint32_t(layer);
-    msg.header.clock = std::uint64_t(step);
-    msg.header.priority = layer;
-    msg.header.length = own.size();
-    msg.payload = own;
-    if (!peers_[std::size_t(to)]->send(std::move(msg))) return;  // stopping
-    bytes_sent_ += own.size();
+  std::vector<policy::Transfer> out;
+  if (workers_ < 2) return out;
+  {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    Outgoing& o = outgoing_[{layer, step}];
+    o.factors = own;
+    o.to_send = o.in_flight = workers_ - 1;
   }
-  if (trace_ && trace_->enabled())
-    trace_->complete("factors:" + l.name, "sfb", t0, step,
-                     std::int64_t(own.size()) * (workers_ - 1), -1, -1);
+  for (int i = 1; i < workers_; ++i)
+    out.push_back({policy::Direction::kFactors, (self_ + i) % workers_, layer, 0, floats});
+  return out;
+}
+
+void FactorExchange::send_to(const policy::Transfer& t, std::int64_t step,
+                             std::function<void()> left) {
+  ps::Message msg;
+  {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    const auto it = outgoing_.find({t.layer, step});
+    if (it == outgoing_.end() || t.part < 0 || t.part >= workers_ || t.part == self_)
+      throw Error("no factors of layer " + std::to_string(t.layer) + " for step " +
+                  std::to_string(step) + " staged for worker " + std::to_string(t.part));
+    Outgoing& o = it->second;
+    if (o.issued_us < 0) o.issued_us = now_us();
+    o.left[t.part] = std::move(left);  // before the send: unshaped, it leaves inside it
+    msg.payload = o.factors;
+    if (--o.to_send == 0) o.factors = ps::Payload();  // the messages hold it now
+  }
+  msg.header.op = ps::Op::kFactors;
+  msg.header.sender = std::uint32_t(self_);
+  msg.header.key = std::uint32_t(t.layer);
+  msg.header.clock = std::uint64_t(step);
+  msg.header.priority = t.layer;
+  msg.header.length = msg.payload.size();
+  const std::uint64_t bytes = msg.payload.size();
+  if (peers_[std::size_t(t.part)]->send(std::move(msg))) bytes_sent_ += bytes;
+}
+
+void FactorExchange::left(int to, const ps::Header& h) {
+  std::function<void()> done;
+  {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    const auto it = outgoing_.find({int(h.key), std::int64_t(h.clock)});
+    if (it == outgoing_.end()) return;
+    Outgoing& o = it->second;
+    const auto cb = o.left.find(to);
+    if (cb != o.left.end()) done = std::move(cb->second), o.left.erase(cb);
+    if (--o.in_flight == 0) {
+      if (trace_ && trace_->enabled())
+        trace_->complete("factors:" + map_.spec.layers[h.key].name, "sfb", o.issued_us,
+                         std::int64_t(h.clock), std::int64_t(h.length) * (workers_ - 1), -1, -1);
+      outgoing_.erase(it);
+    }
+  }
+  if (done) done();
+}
+
+std::vector<std::int64_t> FactorExchange::with_factor_sends(
+    std::vector<std::int64_t> per_layer) const {
+  for (std::size_t l = 0; l < per_layer.size() && l < sfb_.size(); ++l)
+    if (sfb_[l]) per_layer[l] += floats_[l] * (workers_ - 1);
+  return per_layer;
 }
 
 FactorExchange::Step& FactorExchange::step_locked(int layer, std::int64_t step) {

@@ -1,7 +1,10 @@
 // Sufficient-factor broadcasting (Poseidon's SFB) between workers, for the fc layers that
-// core/comm.hpp assigns to it. After a layer's backward a worker sends its factors of the step
-// (the layer's K x M inputs and K x N output gradients) to every peer over ZeroMQ, on the same
-// link emulation as its shard connections; every worker rebuilds the sum of all workers'
+// core/comm.hpp assigns to it. After a layer's backward a worker stages its factors of the step
+// (the layer's K x M inputs and K x N output gradients) and hands the transmission scheduler one
+// transfer per peer (policy::Direction::kFactors); the policy orders them with the shard
+// traffic, and each goes over ZeroMQ on the same link emulation as the shard connections. A
+// transfer completes when its bytes have left the link (the pacer hands it to ZeroMQ; unshaped,
+// at once). Every worker rebuilds the sum of all workers'
 // gradients from everyone's factors, in worker order, and applies the optimizer itself. So the
 // replicas of an SFB layer stay identical without a server: the same inputs, the same order, the
 // same code.
@@ -11,6 +14,7 @@
 // the window the consistency model allows are refused and counted, never applied. A peer the
 // coordinator declares dead ends a wait that needs its factors with an Error naming it.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -18,9 +22,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/comm.hpp"
+#include "core/policy.hpp"
 #include "core/trace.hpp"
 #include "ps/bad_message_counter.hpp"
 #include "ps/cluster_map.hpp"
@@ -55,8 +61,18 @@ class FactorExchange {
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
 
   bool exchanges(int layer) const { return layer < int(sfb_.size()) && sfb_[layer]; }
-  // Reads this worker's factors of `layer` for `step` from the net and sends them to every peer.
-  void send(int layer, std::int64_t step, Net& net);
+  // Reads this worker's factors of `layer` for `step` from the net (they are its own share of
+  // the step) and keeps them for the peers: one transfer per peer to hand the scheduler, in the
+  // order to send them (each worker starts with the peer after it, so no one is everyone's
+  // first).
+  std::vector<policy::Transfer> stage(int layer, std::int64_t step, Net& net);
+  // Sends the staged factors of transfer `t` (t.part: the peer) for `step`. `left` runs once
+  // their bytes have left this worker's link: on the link's pacing thread, or before this
+  // returns when unshaped; it must not block. Not called if the exchange is stopping.
+  void send_to(const policy::Transfer& t, std::int64_t step, std::function<void()> left);
+  // `per_layer` (floats a step pushes, per layer) plus, for each SFB layer, the floats its
+  // factor transfers carry: what a step waits to have sent.
+  std::vector<std::int64_t> with_factor_sends(std::vector<std::int64_t> per_layer) const;
   // Rebuilds and applies `layer`'s steps in order until `steps` of them are applied, waiting
   // for factors still to come; then applies any later step already complete without waiting.
   void apply_until(int layer, std::int64_t steps, Net& net);
@@ -64,7 +80,7 @@ class FactorExchange {
   void peer_dead(int id);
   std::int64_t applied(int layer) const;
   const ps::BadMessageCounter& refused() const { return refused_; }
-  std::uint64_t bytes_sent() const { return bytes_sent_; }
+  std::uint64_t bytes_sent() const { return bytes_sent_.load(); }
 
   // Checks a received message against the map and the window; keeps it or counts it refused.
   // Public for the receiving thread's callback and for tests.
@@ -87,6 +103,18 @@ class FactorExchange {
   void rebuild_and_apply(int layer, std::int64_t step, const std::vector<ps::Payload>& from,
                          Net& net, int first, int last, float scale);
   std::string missing_locked(int layer, std::int64_t step) const;
+  // A message to peer `to` left the link (called by its connection, any thread).
+  void left(int to, const ps::Header& h);
+
+  // Factors staged for the peers, and the sends not yet off the link, by (layer, step).
+  struct Outgoing {
+    ps::Payload factors;
+    int to_send = 0, in_flight = 0;
+    double issued_us = -1;                      // the first peer's send: the trace slice's start
+    std::map<int, std::function<void()>> left;  // by peer
+  };
+  std::mutex out_mu_;
+  std::map<std::pair<int, std::int64_t>, Outgoing> outgoing_;
 
   std::string endpoint_;
   ps::ZmqTransport* router_zmq_ = nullptr;
@@ -114,7 +142,7 @@ class FactorExchange {
   Progress* progress_ = nullptr;
   TraceRecorder* trace_ = nullptr;
   ps::BadMessageCounter refused_;
-  std::uint64_t bytes_sent_ = 0;
+  std::atomic<std::uint64_t> bytes_sent_{0};
 };
 
 }  // namespace psbed::worker

@@ -2,6 +2,7 @@
 // a real CPU net: the gradient rebuilt from factors is the net's own, both replicas apply the
 // same update, and bad factors (wrong shape, wrong step, unknown peer, a layer not exchanged)
 // are refused and counted, never applied; a dead peer ends a wait, named.
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
@@ -104,6 +105,16 @@ struct Raw {
   }
 };
 
+// What the transmission scheduler does with a layer's factors: stage them, send each peer's
+// transfer. Counts the sends that have left the link in `left`.
+void send_all(FactorExchange& x, int layer, std::int64_t step, Net& net,
+              std::atomic<int>* left = nullptr) {
+  for (const policy::Transfer& t : x.stage(layer, step, net))
+    x.send_to(t, step, [left] {
+      if (left) ++*left;
+    });
+}
+
 void wait_refused(const FactorExchange& x, std::uint64_t n) {
   for (int i = 0; i < 200 && x.refused().total() < n; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -126,8 +137,8 @@ TEST_CASE("factors rebuild the summed gradient and keep the replicas equal", "[w
     expect.push_back(w);
   }
   for (int l : {2, 0}) {
-    p.a.send(l, 0, *p.net_a);
-    p.b.send(l, 0, *p.net_b);
+    send_all(p.a, l, 0, *p.net_a);
+    send_all(p.b, l, 0, *p.net_b);
   }
   for (int l : {0, 2}) {
     p.a.apply_until(l, 1, *p.net_a);
@@ -142,6 +153,35 @@ TEST_CASE("factors rebuild the summed gradient and keep the replicas equal", "[w
   }
   CHECK(p.a.refused().total() == 0);
   CHECK(p.a.bytes_sent() == std::uint64_t(4 * kBatch * ((6 + 5) + (5 + 3))));
+}
+
+TEST_CASE("a layer's factors are one whole transfer per peer, done once each has left",
+          "[worker][sfb]") {
+  Pair p("bsp");
+  step(*p.net_a, 1);
+  const std::vector<policy::Transfer> go = p.a.stage(0, 0, *p.net_a);
+  REQUIRE(go.size() == 1);  // one peer
+  CHECK(go[0].dir == policy::Direction::kFactors);
+  CHECK(go[0].part == 1);  // the peer's worker id
+  CHECK(go[0].layer == 0);
+  CHECK(go[0].count == kBatch * (6 + 5));
+  // What a step waits to have sent: one peer's factors of fc1 and fc2 on top of the pushes.
+  CHECK(p.a.with_factor_sends({0, 7, 0}) ==
+        std::vector<std::int64_t>{kBatch * (6 + 5), 7, kBatch * (5 + 3)});
+  // Nothing was staged for fc2: the scheduler may not send it.
+  CHECK_THROWS_WITH(p.a.send_to({policy::Direction::kFactors, 1, 2, 0, 1}, 0, [] {}),
+                    Catch::Contains("no factors of layer 2 for step 0"));
+  std::atomic<int> left{0};
+  // Unshaped, the message has left once ZeroMQ has it: before send_to returns.
+  p.a.send_to(go[0], 0, [&left] { ++left; });
+  CHECK(left == 1);
+  CHECK(p.a.bytes_sent() == std::uint64_t(4 * kBatch * (6 + 5)));
+  // The peer has them: its own and ours make step 0 complete.
+  step(*p.net_b, 2);
+  send_all(p.b, 0, 0, *p.net_b, &left);
+  CHECK(left == 2);
+  p.b.apply_until(0, 1, *p.net_b);
+  CHECK(p.b.applied(0) == 1);
 }
 
 TEST_CASE("bad factors are refused and counted, never applied", "[worker][sfb]") {
@@ -177,7 +217,7 @@ TEST_CASE("bad factors are refused and counted, never applied", "[worker][sfb]")
 TEST_CASE("a dead peer ends the wait for its factors, named", "[worker][sfb]") {
   Pair p("bsp");
   step(*p.net_a, 1);
-  p.a.send(0, 0, *p.net_a);
+  send_all(p.a, 0, 0, *p.net_a);
   p.a.peer_dead(1);
   CHECK_THROWS_WITH(p.a.apply_until(0, 1, *p.net_a),
                     Catch::Contains("worker-1 died: bsp cannot go on without its factors of fc1"));
@@ -186,7 +226,7 @@ TEST_CASE("a dead peer ends the wait for its factors, named", "[worker][sfb]") {
 TEST_CASE("ssp applies what arrived and waits only past the bound", "[worker][sfb]") {
   Pair p("ssp:1");
   step(*p.net_a, 1);
-  p.a.send(0, 0, *p.net_a);
+  send_all(p.a, 0, 0, *p.net_a);
   const std::vector<float> before = copy_param(*p.net_a, 0);
   // The forward of step 1 may run on step 0 missing (bound 1): it applies its own factors.
   p.a.apply_until(0, 0, *p.net_a);
@@ -194,7 +234,7 @@ TEST_CASE("ssp applies what arrived and waits only past the bound", "[worker][sf
   CHECK(p.a.applied(0) == 0);
   // Step 0 complete only once the peer's factors are applied too.
   step(*p.net_b, 2);
-  p.b.send(0, 0, *p.net_b);
+  send_all(p.b, 0, 0, *p.net_b);
   p.a.apply_until(0, 1, *p.net_a);
   CHECK(p.a.applied(0) == 1);
 }
