@@ -8,6 +8,7 @@ void Simulation::send_from(int thread, int id) {
   // An unshaped sender has no send buffer nor pacer (the live node sends straight away); the
   // receiver's bucket, where it has one, still passes the bytes.
   if (!shaped(sender_node(messages_[id]))) {
+    if (is_factors(messages_[id])) factor_departed(messages_[id]);
     through_ingress(id);
     return;
   }
@@ -86,6 +87,7 @@ void Simulation::pace(int node) {
 inline void Simulation::depart(int id) {
   const Message& m = messages_[id];
   buffers_[buffer_of(m)].queued -= message_bytes(m);
+  if (is_factors(m)) factor_departed(m);
   through_ingress(id);
 }
 

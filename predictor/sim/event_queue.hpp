@@ -17,7 +17,8 @@ enum class EventType : std::uint8_t {
   kDeliver,
   kChannelDone,
   kApplyDone,
-  kEgressDone
+  kEgressDone,
+  kFactorsLeft
 };
 
 // A first-in first-out queue in one ring buffer that doubles when full: what std::deque does

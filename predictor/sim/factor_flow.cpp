@@ -1,9 +1,10 @@
 // Sufficient factors in the event flow (SimConfig::comm): an SFB layer is neither pulled nor
-// pushed. After its backward a worker sends its factors to each peer over its own links (the
-// same buckets or fair shares as its shard traffic); before the layer's next forward it
-// rebuilds and applies what the live worker's FactorExchange::apply_until would (worker/sfb.cpp):
-// in bsp every complete step, so step s waits for every worker's factors of step s - 1; in
-// ssp:K each worker's factors as they came, step s waiting for those of step s - K - 1.
+// pushed. After its backward a worker hands its policy one factor transfer per peer, and what the
+// policy lets go crosses its own links (the same buckets or fair shares as its shard traffic);
+// a transfer completes when its bytes have left the sender, as live; before the layer's next
+// forward it rebuilds and applies what the live worker's FactorExchange::apply_until would
+// (worker/sfb.cpp): in bsp every complete step, so step s waits for every worker's factors of step
+// s - 1; in ssp:K each worker's factors as they came, step s waiting for those of step s - K - 1.
 #include "predictor/sim/simulation.hpp"
 
 namespace psbed::predictor::sim {
@@ -34,6 +35,8 @@ void Simulation::set_up_factors() {
   for (std::size_t f = 0; f < factors_.layers.size(); ++f) {
     const int layer = factors_.layers[f].layer;
     sfb_index_[std::size_t(layer)] = int(f);
+    factor_send_floats_ +=
+        factor_floats(spec_.layers[std::size_t(layer)], profile_.batch) * std::int64_t(W_ - 1);
     // One worker's product, K x M by K x N, is 2KMN flops: those of the layer's forward, so it
     // takes what the profile measured for that forward (its rate on a GEMM of that size).
     rebuild_product_s_.push_back(profile_.mean_forward_ms(layer) * 1e-3);
@@ -79,24 +82,51 @@ void Simulation::rebuild_done(Worker& w) {
   w.rebuilding = -1;
 }
 
-// After the backward of SFB layer `layer`: the worker's factors to every peer, from the compute
-// thread (bucket links: it waits there while a peer connection's send buffer is full), starting
-// with the peer after it, as the live worker does.
-void Simulation::send_factors(int wi, int layer) {
+// After the backward of SFB layer `layer`: the worker's own factors count for the step, and its
+// factors for every peer go to the policy as one transfer per peer, starting with the peer after
+// it, as the live worker's FactorExchange::stage hands them over.
+void Simulation::factors_ready_to_send(Worker& w, int wi, int layer) {
+  FactorState& s = w.factors[std::size_t(sfb_layer(layer))];
+  note_factors(s, w.step, W_);
+  const std::int64_t floats = factor_floats(spec_.layers[std::size_t(layer)], profile_.batch);
+  s.issued = -1, s.in_flight = W_ - 1;
+  for (int i = 1; i < W_; ++i)
+    w.driver.gradient_ready(now_, {Direction::kFactors, (wi + i) % W_, layer, 0, floats});
+}
+
+// The policy let a peer's factors go: over the worker's links to that peer (bucket links: from
+// the thread that pumped, which waits there while the connection's send buffer is full).
+void Simulation::issue_factors(int wi, int thread, const Transfer& t) {
   Worker& w = workers_[std::size_t(wi)];
-  note_factors(w.factors[std::size_t(sfb_layer(layer))], w.step, W_);
-  const Transfer t{Direction::kPush, -1, layer, 0,
-                   factor_floats(spec_.layers[std::size_t(layer)], profile_.batch)};
-  for (int i = 1; i < W_; ++i) {
-    const int to = (wi + i) % W_;
-    const int id = new_message({MsgKind::kFactors, wi, to, t, w.step, now_});
-    if (bucket_)
-      send_from(wi, id);
-    else
-      send(factor_channel(wi, to), id);
-  }
-  if (w.trace)
-    record(*w.trace, "factors:" + spec_.layers[std::size_t(layer)].name, "sfb", now_, now_, w.step);
+  FactorState& s = w.factors[std::size_t(sfb_layer(t.layer))];
+  if (s.issued < 0) s.issued = now_;
+  const int id = new_message({MsgKind::kFactors, wi, t.part, t, w.step, now_});
+  if (bucket_)
+    send_from(thread, id);
+  else
+    send(factor_channel(wi, t.part), id);
+}
+
+// A factor message's bytes left its sender. The ack is an event of its own at this instant: this
+// runs inside a send, where the policy must not be asked again.
+void Simulation::factor_departed(const Message& m) {
+  workers_[std::size_t(m.worker)].factors_gone.push_back(m.t);
+  schedule(now_, EventType::kFactorsLeft, m.worker);
+}
+
+// As the live scheduler's completion: out of the bytes in flight, and the policy asked again.
+void Simulation::factors_left(int wi) {
+  Worker& w = workers_[std::size_t(wi)];
+  const Transfer t = w.factors_gone.front();
+  w.factors_gone.pop_front();
+  w.driver.acked(now_, t);
+  w.pushes_total -= t.count;
+  FactorState& s = w.factors[std::size_t(sfb_layer(t.layer))];
+  if (--s.in_flight == 0 && w.trace)
+    record(*w.trace, "factors:" + spec_.layers[std::size_t(t.layer)].name, "sfb", s.issued, now_,
+           w.step);
+  pump(wi, false);
+  advance(wi);
 }
 
 // A peer's factors reached a worker's factor thread: counted, and the worker goes on if it

@@ -7,6 +7,7 @@ void Simulation::send(std::size_t ci, int id) {
   Channel& c = channels_[ci];
   // Links unlimited at both ends: latency (and host copies) only. Link 2n and 2n+1 are node n's.
   if (!shaped(c.up_link / 2) && !shaped(c.down_link / 2)) {
+    if (is_factors(messages_[id])) factor_departed(messages_[id]);
     arrive(id, now_ + cfg_.latency_s + wire_bytes(messages_[id]) * cfg_.transit_s_per_byte);
     return;
   }
@@ -24,6 +25,7 @@ void Simulation::channel_done(int ci) {
   Channel& c = channels_[ci];
   const int id = c.queue.front();
   c.queue.pop_front();
+  if (is_factors(messages_[id])) factor_departed(messages_[id]);
   arrive(id, now_ + cfg_.latency_s + wire_bytes(messages_[id]) * cfg_.transit_s_per_byte);
   if (!c.queue.empty()) {
     c.head_left = wire_bytes(messages_[c.queue.front()]);

@@ -178,6 +178,9 @@ SimResult Simulation::run() {
       case EventType::kEgressDone:
         egress_done(e.a);
         break;
+      case EventType::kFactorsLeft:
+        factors_left(e.a);
+        break;
     }
     // Rates change only when a pair starts or stops sending; events at one instant are
     // settled together so a burst of sends costs one allocation.

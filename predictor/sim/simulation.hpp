@@ -138,6 +138,9 @@ struct FactorState {
   std::int64_t complete = 0;              // steps [0, complete) have every worker's
   std::int64_t applied_steps = 0;         // bsp: steps rebuilt and applied
   std::int64_t arrived = 0, applied = 0;  // workers' factors arrived and rebuilt, all steps
+  // This worker's sends of the current step: the first issued, and how many have not left.
+  double issued = -1;
+  int in_flight = 0;
 };
 
 struct Worker {
@@ -156,6 +159,7 @@ struct Worker {
   std::vector<std::int64_t> pulls_left;  // floats still to arrive, per layer
   std::int64_t pulls_total = 0, pushes_total = 0;
   std::vector<FactorState> factors;  // per SFB layer (Simulation::factors_.layers)
+  Fifo<Transfer> factors_gone;       // factor transfers off the link, not yet acked
   int rebuilding = -1;               // the SFB layer whose rebuild is computing, -1: none
   std::int64_t rebuild_products = 0, rebuild_steps = 0;
   double step_started = 0, steady_start = 0, end = 0;
@@ -253,7 +257,10 @@ class Simulation {
   int sfb_layer(int layer) const { return sfb_index_[std::size_t(layer)]; }
   bool factors_ready(Worker& w, int wi);
   void rebuild_done(Worker& w);
-  void send_factors(int wi, int layer);
+  void factors_ready_to_send(Worker& w, int wi, int layer);
+  void issue_factors(int wi, int thread, const Transfer& t);
+  void factor_departed(const Message& m);
+  void factors_left(int wi);
   void factors_arrived(int id);
 
   // ---- servers (servers.cpp) ----
@@ -388,6 +395,7 @@ class Simulation {
   std::int64_t warmup_ = 0;
   std::vector<std::int64_t> layer_floats_;
   std::int64_t total_floats_ = 0;
+  std::int64_t factor_send_floats_ = 0;  // a worker's factor transfers of one step, all peers
   std::vector<int> part_layer_;
   std::vector<int> part_lane_;
   std::vector<std::vector<int>> parts_of_layer_;

@@ -42,7 +42,8 @@ void Simulation::advance(int wi) {
         if (w.step == warmup_) w.steady_start = now_;
         w.step_started = now_;
         w.pulls_left = layer_floats_;
-        w.pulls_total = w.pushes_total = total_floats_;
+        w.pulls_total = total_floats_;
+        w.pushes_total = total_floats_ + factor_send_floats_;  // the step's factors leave in it
         w.driver.begin_step(now_, std::uint64_t(w.step));
         for (int i = 0; i < int(plan_.parts.size()); ++i)
           if (!factors_.sfb[std::size_t(part_layer_[i])])
@@ -125,8 +126,8 @@ void Simulation::compute_done(int wi) {
       record(*w.trace, "bwd:" + spec_.layers[l].name, "compute", w.compute_started, now_, w.step);
     for (int i : parts_of_layer_[l])
       w.driver.gradient_ready(now_, {Direction::kPush, i, l, 0, plan_.parts[i].numel});
-    if (!parts_of_layer_[l].empty()) pump(wi, true);
-    if (sfb_layer(l) >= 0) send_factors(wi, l);  // no parts: its factors go to the peers
+    if (sfb_layer(l) >= 0) factors_ready_to_send(w, wi, l);  // no parts: factors for the peers
+    if (!parts_of_layer_[l].empty() || (sfb_layer(l) >= 0 && W_ > 1)) pump(wi, true);
     --w.layer;
   } else if (w.phase == Phase::kStraggle) {
     if (w.trace) record(*w.trace, "straggle", "compute", w.compute_started, now_, w.step);
@@ -147,6 +148,10 @@ void Simulation::pump(int wi, bool from_compute) {
   sends_.clear();
   w.driver.take_sends(now_, sends_);
   for (const Transfer& t : sends_) {
+    if (t.dir == Direction::kFactors) {
+      issue_factors(wi, thread, t);
+      continue;
+    }
     const int shard = plan_.parts[t.part].shard;
     if (t.dir == Direction::kPull) {
       const int id = new_message({MsgKind::kPullRequest, wi, shard, t, w.step, now_});

@@ -104,8 +104,10 @@ TEST_CASE("sfb, ssp:1: step s does not wait for step s - 1's factors", "[predict
   c.steps = 41;  // warm-up 2: the steady window holds whole pairs of steps
   const SimResult ssp = simulate(p, spec, c);
   // Each worker's factors are rebuilt alone as they are found (apply_each): over a step two
-  // products (4 ms) besides the compute, and the transfer is hidden behind the step.
-  CHECK(1 / ssp.worker_steps_per_sec[0] == Approx(2 * 0.002 + 0.005).epsilon(1e-9));
+  // products (4 ms) besides the compute. The step ends once its own factors have left the
+  // link, as a ps step ends on its pushes' acks; the peer's arrive a latency later, and the
+  // next forward does not wait for them.
+  CHECK(1 / ssp.worker_steps_per_sec[0] == Approx(2 * 0.002 + 0.005 + kFactorS).epsilon(1e-9));
   const SimResult bsp = simulate(p, spec, sfb_config(2));
   CHECK(ssp.worker_steps_per_sec[0] > bsp.worker_steps_per_sec[0]);
 }
@@ -120,6 +122,24 @@ TEST_CASE("sfb: a straggler holds its peers to its pace in bsp", "[predictor][fa
   // Worker 1 waits for worker 0's factors each step: both at worker 0's pace.
   CHECK(r.worker_steps_per_sec[1] == Approx(r.worker_steps_per_sec[0]).epsilon(1e-9));
   CHECK(1 / r.worker_steps_per_sec[1] > 0.02);
+}
+
+TEST_CASE("sfb: the policy decides when the factors leave, and the step waits for them",
+          "[predictor][factors]") {
+  using namespace psbed::predictor;
+  const ModelSpec spec = parse_model_spec(test::kTiny, "tiny");
+  const Profile p = test::fixed_profile(spec);
+  // Worker 0 sleeps 20 ms after backward, before telling its policy backward ended. wfbp sends
+  // its factors at once, so they cross the link during the sleep; bulk holds them until
+  // backward ends, so worker 0's step (and its peer's, held to its pace) grows by their
+  // transfer.
+  SimConfig wfbp = sfb_config(2), bulk = sfb_config(2);
+  wfbp.straggler_s = bulk.straggler_s = 0.02;
+  bulk.policy.name = "bulk";
+  const SimResult a = simulate(p, spec, wfbp), b = simulate(p, spec, bulk);
+  // wfbp: rebuild (two products, 4 ms), forward 2, backward 3, the sleep.
+  CHECK(1 / a.worker_steps_per_sec[0] == Approx(0.004 + 0.005 + 0.02).epsilon(1e-9));
+  CHECK(1 / b.worker_steps_per_sec[0] == Approx(0.004 + 0.005 + 0.02 + kFactorS).epsilon(1e-9));
 }
 
 TEST_CASE("comm: ps, and hybrid where every layer stays on the shards, simulate alike",
