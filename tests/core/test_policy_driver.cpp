@@ -17,6 +17,8 @@
 // - prophet: a block opens only on an idle link and holds at most the largest block (--credit)
 //   of bytes, or a single slice; so anything it sends goes out with nothing in flight, all of
 //   it in one take_sends().
+// Some layers' gradients go as sufficient factors (Direction::kFactors): ordered as pushes by
+// every policy, and never sliced.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
@@ -43,6 +45,7 @@ struct Model {
   int layers = 0;
   std::vector<int> layer;           // per part
   std::vector<std::int64_t> numel;  // per part
+  std::vector<bool> factors;        // per part: its layer's gradient goes as factors
   std::vector<std::vector<int>> parts_of_layer;
 };
 
@@ -52,8 +55,9 @@ Model random_model(std::mt19937_64& rng) {
   m.parts_of_layer.resize(std::size_t(m.layers));
   std::uniform_int_distribution<int> parts(0, 3);
   std::uniform_int_distribution<std::int64_t> small(1, 3000), big(3001, 40000);
-  std::bernoulli_distribution is_big(0.2);
+  std::bernoulli_distribution is_big(0.2), sfb(0.25);
   for (int l = 0; l < m.layers; ++l) {
+    const bool as_factors = sfb(rng);
     // A layer may have no parameters (a pooling layer); the model has at least one part.
     int n = parts(rng);
     if (l == m.layers - 1 && m.numel.empty()) n = std::max(n, 1);
@@ -61,6 +65,7 @@ Model random_model(std::mt19937_64& rng) {
       m.parts_of_layer[std::size_t(l)].push_back(int(m.numel.size()));
       m.layer.push_back(l);
       m.numel.push_back(is_big(rng) ? big(rng) : small(rng));
+      m.factors.push_back(as_factors);
     }
   }
   return m;
@@ -125,7 +130,9 @@ class Contract {
     return (d == Direction::kPull ? pulls_ : pushes_)[std::size_t(part)];
   }
   bool slicing() const { return slice_ > 0; }
+  // A push of a factor part goes as factors (state() keeps both with the pushes).
   Transfer whole(Direction d, int part) const {
+    if (d == Direction::kPush && model_.factors[std::size_t(part)]) d = Direction::kFactors;
     return {d, part, model_.layer[std::size_t(part)], 0, model_.numel[std::size_t(part)]};
   }
 
@@ -194,16 +201,20 @@ class Contract {
                                        << " not sent in order, or a range sent twice: offset "
                                        << t.offset << ", " << s.sent << " floats sent before");
     EXPECT(t.count > 0 && t.offset + t.count <= numel, "a range beyond part " << t.part);
-    if (slicing())
+    const bool factors = t.dir == Direction::kFactors;
+    EXPECT(factors == (t.dir != Direction::kPull && model_.factors[std::size_t(t.part)]),
+           "part " << t.part << " sent in the wrong direction");
+    if (slicing() && !factors)
       EXPECT(t.count == std::min(slice_, numel - t.offset), "a slice of " << t.count << " floats");
     else
-      EXPECT(t.offset == 0 && t.count == numel, "a whole-part policy cut part " << t.part);
-    if (name_ == "bulk" && t.dir == Direction::kPush)
+      EXPECT(t.offset == 0 && t.count == numel, "part " << t.part << " cut");
+    const Direction kind = factors ? Direction::kPush : t.dir;  // factors rank as pushes
+    if (name_ == "bulk" && kind == Direction::kPush)
       EXPECT(backward_over_, "bulk pushed before backward ended");
 
     Direction dir;
     const int want = expected_part(dir);
-    EXPECT(t.dir == dir,
+    EXPECT(kind == dir,
            (dir == Direction::kPull ? "a push sent while pulls were pending" : "unexpected pull"));
     if (want >= 0)
       EXPECT(t.part == want,
