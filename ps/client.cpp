@@ -73,7 +73,7 @@ void PsClient::stop() {
 
 std::uint64_t PsClient::send(Op op, int part_index, const float* data, float* dst,
                              std::int64_t offset, std::int64_t count, std::uint64_t clock,
-                             int priority, Callback done) {
+                             int priority, Callback done, std::uint8_t flags) {
   const std::uint64_t seq = ++seq_;
   Message m;
   int shard = 0;
@@ -85,6 +85,7 @@ std::uint64_t PsClient::send(Op op, int part_index, const float* data, float* ds
     Pending& p = pending_[seq];
     p = Pending{dst, std::uint64_t(count) * 4, std::move(done), part_index, shard, now_us()};
     p.op = op, p.data = data, p.offset = offset, p.clock = clock, p.priority = priority;
+    p.flags = flags;
     m = request(p, seq);
   }
   // Stopped (or stopped while this waited for room): nothing goes, and no answer will come. A
@@ -100,6 +101,7 @@ Message PsClient::request(const Pending& p, std::uint64_t seq) const {
   const Part& part = map_.plan.parts.at(std::size_t(p.part));
   Message m;
   m.header.op = p.op;
+  m.header.flags = p.flags;
   m.header.sender = std::uint32_t(worker_);
   m.header.key = std::uint32_t(part.key);
   m.header.part = std::uint32_t(part.part);
@@ -160,6 +162,18 @@ void PsClient::push(int part_index, const float* data, std::int64_t offset, std:
 void PsClient::pull(int part_index, float* dst, std::int64_t offset, std::int64_t count,
                     std::uint64_t clock, int priority, Callback on_arrival) {
   send(Op::kPull, part_index, nullptr, dst, offset, count, clock, priority, std::move(on_arrival));
+}
+
+void PsClient::pull_momentum(int part_index, float* dst, std::uint64_t clock, int priority,
+                             Callback on_arrival) {
+  send(Op::kPull, part_index, nullptr, dst, 0, map_.plan.parts.at(part_index).numel, clock,
+       priority, std::move(on_arrival), kPullMomentum);
+}
+
+void PsClient::assign(int part_index, const float* values, std::uint64_t clock, int priority,
+                      Callback on_ack) {
+  send(Op::kAssign, part_index, values, nullptr, 0, 2 * map_.plan.parts.at(part_index).numel, clock,
+       priority, std::move(on_ack));
 }
 
 void PsClient::check_shards(double timeout_s, const std::function<std::string()>& abort) {

@@ -43,6 +43,14 @@ class PsClient {
   void pull(int part_index, float* dst, std::int64_t offset, std::int64_t count,
             std::uint64_t clock, int priority, Callback on_arrival);
 
+  // A live --comm switch: the part's momentum at `clock` (ready as its parameters are) into
+  // dst, numel floats; and `values`, the part's parameters then its momentum (2 x numel floats,
+  // kept alive until on_ack), sent as the part's state from `clock` on (op Assign).
+  void pull_momentum(int part_index, float* dst, std::uint64_t clock, int priority,
+                     Callback on_arrival);
+  void assign(int part_index, const float* values, std::uint64_t clock, int priority,
+              Callback on_ack);
+
   // Pulls one float from every shard at clock 0 (ready under every mode) and waits for the
   // answers: a shard whose advertised address leads nowhere would otherwise leave the first
   // step waiting forever. Throws Error naming the shard, its address and the wait after
@@ -87,9 +95,12 @@ class PsClient {
     std::int64_t offset = 0;
     std::uint64_t clock = 0;
     int priority = 0;
+    std::uint8_t flags = 0;
   };
+  static constexpr std::uint8_t kPullMomentum = 1;  // Pull's flag (protocol.hpp)
   std::uint64_t send(Op op, int part_index, const float* data, float* dst, std::int64_t offset,
-                     std::int64_t count, std::uint64_t clock, int priority, Callback done);
+                     std::int64_t count, std::uint64_t clock, int priority, Callback done,
+                     std::uint8_t flags = 0);
   Message request(const Pending& p, std::uint64_t seq) const;
   void receive(int shard, Message&& m);
   // A connection to shard `id` (not started); its ZeroMQ transport goes to zmq_[id].

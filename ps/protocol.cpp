@@ -62,6 +62,8 @@ const char* op_name(Op op) {
       return "Factors";
     case Op::kReplicate:
       return "Replicate";
+    case Op::kAssign:
+      return "Assign";
   }
   return "unknown";
 }
@@ -72,6 +74,7 @@ PayloadKind payload_kind(Op op) {
     case Op::kPullReply:
     case Op::kFactors:
     case Op::kReplicate:
+    case Op::kAssign:
       return PayloadKind::kData;
     case Op::kRegister:
     case Op::kClusterMap:

@@ -7,7 +7,7 @@
 //    0 magic    u32  0x50534244 ('PSBD')     24 offset    u64  byte offset within the part
 //    4 version  u16  kProtocolVersion        32 length    u64  payload bytes (Pull: bytes wanted)
 //    6 op       u8   see Op                  40 clock     u64  the sender's training step
-//    7 flags    u8   op-specific, 0 today    48 sequence  u64  per-sender counter, matches replies
+//    7 flags    u8   op-specific (see Op)    48 sequence  u64  per-sender counter, matches replies
 //    8 sender   u32  node id                 56 reserved  8 bytes, sent as zero, ignored
 //   12 key      u32  tensor index
 //   16 part     u32  part index within the tensor
@@ -33,6 +33,7 @@ enum class Op : std::uint8_t {
   kPush = 3,            // worker -> shard: gradient bytes [offset, offset+length) of (key, part)
   kPushAck = 4,         // shard -> worker: that push was applied; no payload
   kPull = 5,            // worker -> shard: send me `length` bytes of (key, part) at `offset`
+                        // (flags 1: of its momentum, not its parameters)
   kPullReply = 6,       // shard -> worker: the parameter bytes asked for
   kBarrier = 7,         // node -> coordinator: JSON {"name"}: I reached barrier `name`
   kBarrierRelease = 8,  // coordinator -> node: JSON {"name", ...}: everyone reached it
@@ -48,10 +49,13 @@ enum class Op : std::uint8_t {
                         // applied bsp clock `clock` (no bytes; priority: the workers averaged);
                         // flags 2: the part's whole state, to a shard that rejoined
                         // (ps/part_snapshot.hpp). Flags 1 and 2 are not answered
+  kAssign = 15,         // worker -> shard: (key, part)'s parameters then momentum (2 x the
+                        // part's floats), taken as the part's state from clock `clock` on (a
+                        // live --comm switch hands an SFB layer back); answered by a PushAck
 };
 
 // The highest op this version understands; values above it (and 0) are rejected.
-constexpr std::uint8_t kLastOp = static_cast<std::uint8_t>(Op::kReplicate);
+constexpr std::uint8_t kLastOp = static_cast<std::uint8_t>(Op::kAssign);
 
 bool is_known_op(std::uint8_t op);
 // "Push", "PullReply", ...; "unknown" for values is_known_op rejects.

@@ -45,7 +45,8 @@ int Shard::lane_of(std::uint32_t key, std::uint32_t part) const {
 }
 
 void Shard::enqueue(Message&& m) {
-  if (m.header.op == Op::kPull && answer_now(m)) return;
+  // A momentum pull reads the part under its lock: its lane answers it.
+  if (m.header.op == Op::kPull && m.header.flags == 0 && answer_now(m)) return;
   Lane& l = *lanes_[lane_of(m.header.key, m.header.part)];
   std::lock_guard<std::mutex> lock(l.mu);
   l.queue.push_back(std::move(m));
@@ -274,6 +275,10 @@ bool Shard::check(const Message& m) {
     v.problem = Problem::kRange;
     v.reason = "offset " + std::to_string(m.header.offset) + " and length " +
                std::to_string(m.header.length) + " must be multiples of 4 (float32)";
+  } else if (v.ok() && m.header.op == Op::kPull && m.header.flags > kPullMomentum) {
+    v.problem = Problem::kOp;
+    v.reason = "pull flags " + std::to_string(m.header.flags) +
+               ", expected 0 (parameters) or 1 (momentum)";
   } else if (v.ok() && !map_.workers[m.header.sender].link_id.empty() &&
              m.peer != map_.workers[m.header.sender].link_id) {
     // Whoever can reach this port could otherwise train the model in a worker's name.
@@ -306,15 +311,16 @@ bool Shard::check(const Message& m) {
 void Shard::handle(Lane& lane, Message&& m) {
   if (m.peer == kBackupPeer) return backup_acked(lane, m);
   if (m.header.op == Op::kReplicate) return replicate(lane, std::move(m));
-  if (m.header.op != Op::kPush && m.header.op != Op::kPull) {
+  if (m.header.op != Op::kPush && m.header.op != Op::kPull && m.header.op != Op::kAssign) {
     if (bad_.record(m.peer, Problem::kOp))
-      spdlog::warn("unexpected {} message from {} (a shard takes Push and Pull), dropped",
+      spdlog::warn("unexpected {} message from {} (a shard takes Push, Pull and Assign), dropped",
                    op_name(m.header.op), peer_name(m.peer));
     return;
   }
   if (!check(m)) return;
   const Header& h = m.header;
   Store& store = *serving(h.key, h.part);
+  if (h.op == Op::kAssign) return assign(lane, store, m);
   if (h.op == Op::kPush) {
     const double t0 = now_us();
     std::vector<float> aligned;
@@ -387,8 +393,43 @@ void Shard::refuse_nonfinite(const Message& m) {
 }
 
 void Shard::reply(const Message& pull) {
-  send_reply(pull, serving(pull.header.key, pull.header.part)
-                       ->snapshot(int(pull.header.key), int(pull.header.part)));
+  const Store& store = *serving(pull.header.key, pull.header.part);
+  const int key = int(pull.header.key), part = int(pull.header.part);
+  send_reply(pull, pull.header.flags == kPullMomentum ? store.velocity(key, part)
+                                                      : store.snapshot(key, part));
+}
+
+// A live --comm switch hands an SFB layer back: the workers' values become the part's state
+// from the message's clock on; the pulls of that clock waiting for it are answered.
+void Shard::assign(Lane& lane, Store& store, const Message& m) {
+  const Header& h = m.header;
+  std::vector<float> aligned;
+  Status st = Status::success();
+  if (replica_ || backup_)
+    st = Status::error("--replicas 2 keeps no copy of an assigned part: --comm cannot switch");
+  else if (h.offset != 0)
+    st = Status::error("offset " + std::to_string(h.offset) + ", expected 0 (the whole part)");
+  else if (!map_.exp.allow_nonfinite && !all_finite(floats_of(m, aligned), h.length / 4))
+    st = Status::error("it holds NaN or infinity");
+  else
+    st = store.assign(int(h.key), int(h.part), h.clock, floats_of(m, aligned), h.length / 4);
+  if (!st.ok()) {
+    if (bad_.record(m.peer, Problem::kRange))
+      spdlog::warn(
+          "assign of part {} of key {} from {} refused: {} (further bad messages from it "
+          "are only counted)",
+          h.part, h.key, peer_name(m.peer), st.message());
+    return;
+  }
+  spdlog::debug("{} assigned part {} of {} from clock {}", peer_name(m.peer), h.part,
+                map_.spec.tensors[h.key].name, h.clock);
+  Message ack;
+  ack.peer = m.peer;
+  ack.header = h;
+  ack.header.op = Op::kPushAck;
+  ack.header.length = 0;
+  transport_.send(std::move(ack));
+  retry_pulls(lane);
 }
 
 void Shard::send_reply(const Message& pull, const Buffer& snap) {

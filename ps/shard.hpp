@@ -100,6 +100,8 @@ class Shard {
  private:
   // Replicate's flags (protocol.hpp).
   static constexpr std::uint8_t kOnePush = 0, kClockApplied = 1, kPartState = 2;
+  // Pull's flag (protocol.hpp): the part's momentum, not its parameters.
+  static constexpr std::uint8_t kPullMomentum = 1;
   struct Lane {
     std::mutex mu;
     std::condition_variable cv;
@@ -125,6 +127,7 @@ class Shard {
   void handle(Lane& lane, Message&& m);
   void reply(const Message& pull);
   void refuse_nonfinite(const Message& m);
+  void assign(Lane& lane, Store& store, const Message& m);
   void send_reply(const Message& pull, const Buffer& snap);
   void retry_pulls(Lane& lane);
   bool answer_now(Message& m);

@@ -185,6 +185,36 @@ std::uint64_t Store::applied_clocks(int key, int part) {
 
 Buffer Store::snapshot(int key, int part) const { return owned_.at({key, part}).current; }
 
+Buffer Store::velocity(int key, int part) const {
+  const PartState& s = owned_.at({key, part});
+  std::lock_guard<std::mutex> lock(*s.mu);
+  return std::make_shared<std::vector<float>>(s.velocity);
+}
+
+Status Store::assign(int key, int part, std::uint64_t clock, const float* values,
+                     std::uint64_t floats) {
+  PartState& s = state(key, part);
+  std::lock_guard<std::mutex> lock(*s.mu);
+  const std::uint64_t n = std::uint64_t(s.part.numel);
+  if (floats != 2 * n)
+    return Status::error(std::to_string(floats) + " floats, expected the part's " +
+                         std::to_string(n) + " parameters and as many of momentum");
+  // What the part has applied or is gathering comes before `clock`: nothing is lost under it.
+  std::uint64_t at = s.applied_clocks;
+  if (!s.pending_bytes.empty()) at = std::max(at, s.pending_bytes.rbegin()->first + 1);
+  if (!s.partial.empty()) at = std::max(at, s.partial.rbegin()->first + 1);
+  for (std::uint64_t c : s.completed) at = std::max(at, c);
+  if (clock < at)
+    return Status::error("clock " + std::to_string(clock) + " is below the part's " +
+                         std::to_string(at) + " (applied or under way)");
+  std::vector<float>& w = writable(s);
+  std::memcpy(w.data(), values, n * sizeof(float));
+  std::memcpy(s.velocity.data(), values + n, n * sizeof(float));
+  s.applied_clocks = clock;
+  std::fill(s.completed.begin(), s.completed.end(), clock);
+  return Status::success();
+}
+
 Buffer Store::try_snapshot(int key, int part, std::uint64_t clock) {
   PartState& s = state(key, part);
   std::unique_lock<std::mutex> lock(*s.mu, std::try_to_lock);

@@ -74,6 +74,13 @@ class Store {
   // `contributors` workers; the copy applies the same sum it accumulated from the forwarded
   // pushes (exact, so the same floats). Refused unless `clock` is the part's next one.
   Status apply_pending(int key, int part, std::uint64_t clock, int contributors);
+  // A copy of the part's momentum (a pull with the momentum flag). From the part's lane.
+  Buffer velocity(int key, int part) const;
+  // `values` (the part's parameters then its momentum) become the part's state from `clock` on,
+  // as if every worker's pushes below `clock` were applied: a live --comm switch hands back a
+  // layer the workers updated themselves. Refused, saying why, for a wrong size or a clock
+  // below what the part has applied or is gathering.
+  Status assign(int key, int part, std::uint64_t clock, const float* values, std::uint64_t floats);
   // bsp: the clocks of the part applied so far.
   std::uint64_t applied_clocks(int key, int part);
   // Called by the part's lane, holding the part, when bsp applies a clock, with how many
