@@ -22,15 +22,17 @@ using json = nlohmann::json;
 
 void add_ctl(CLI::App& root, CtlOptions& o, std::string& log_level) {
   auto* app = root.add_subcommand(
-      "ctl", "Control a running cluster: switch the transmission policy, show status");
+      "ctl", "Control a running cluster: switch the transmission policy or --comm, show status");
   app->footer(
       "Examples:\n"
       "  psbed ctl --run runs/demo/cluster policy p3 --credit 2MiB\n"
       "  psbed ctl --coordinator tcp://10.0.0.1:7000 status --output json\n"
+      "  psbed ctl --run runs/demo/cluster comm hybrid\n"
       "Workers switch at their next step boundary; ctl prints the step from which every worker "
       "runs\n"
       "the new policy. The switch is marked in each worker's trace (control lane) and listed in\n"
-      "summary.json under policy_switches.");
+      "summary.json under policy_switches. `comm` switches every worker at one step that they\n"
+      "agree on (bsp only): listed under comm_switches, marked comm:MODE in the traces.");
   add_config_option(app);
   app->add_option("--log-level", log_level, "trace, debug, info, warn or error")
       ->capture_default_str();
@@ -70,6 +72,10 @@ void add_ctl(CLI::App& root, CtlOptions& o, std::string& log_level) {
          "--credit", o.credit,
          "p3/bytescheduler: bytes in flight; prophet: largest block (e.g. 2MiB, or 'default')")
       ->transform(credit_value());
+  auto* comm = app->add_subcommand(
+      "comm", "Switch how the fc layers travel (--comm), at a step every worker takes together");
+  comm->fallthrough();
+  comm->add_option("mode", o.comm, "ps, sfb or hybrid (bsp runs only)")->required();
   app->add_subcommand("status", "Print the current policy, the mode and each worker's progress")
       ->fallthrough();
 }
@@ -123,6 +129,8 @@ int run_ctl(CLI::App& root, const CtlOptions& o) {
     if (pol->count("--partition-params") > 0) req["partition_params"] = o.partition_params;
     if (pol->count("--credit") > 0)
       req["credit"] = o.credit.empty() ? std::string("default") : o.credit;
+  } else if (app->got_subcommand("comm")) {
+    req = {{"command", "comm"}, {"mode", o.comm}};
   } else {
     req = {{"command", "status"}};
   }
@@ -156,7 +164,12 @@ int run_ctl(CLI::App& root, const CtlOptions& o) {
     return 1;
   }
   if (o.json) return 0;
-  if (app->got_subcommand("policy")) {
+  if (app->got_subcommand("comm")) {
+    std::printf("comm %s from step %lld (was %s): %s\n", reply.value("mode", o.comm).c_str(),
+                (long long)reply.value("step", std::int64_t(-1)),
+                reply.value("was", std::string("?")).c_str(),
+                reply.value("describe", std::string("?")).c_str());
+  } else if (app->got_subcommand("policy")) {
     std::printf("policy %s took effect at step %lld", reply.value("describe", o.policy).c_str(),
                 (long long)reply.value("step", std::int64_t(-1)));
     std::string per;
@@ -184,6 +197,10 @@ int run_ctl(CLI::App& root, const CtlOptions& o) {
     for (const auto& s : reply["policy_switches"])
       std::printf("  switched to %s at step %s\n", s.value("describe", std::string("?")).c_str(),
                   s["step"].dump().c_str());
+    if (reply.contains("comm_switches"))
+      for (const auto& s : reply["comm_switches"])
+        std::printf("  switched to --comm %s at step %s\n",
+                    s.value("mode", std::string("?")).c_str(), s["step"].dump().c_str());
   }
   return 0;
 }

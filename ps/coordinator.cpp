@@ -25,6 +25,7 @@ namespace coordinator_detail {
 Coordinator::Coordinator(const CoordinatorOptions& opt) : opt_(opt) {
   spec_text_ = read_spec_text();
   policy_ = opt_.policy;
+  comm_now_ = opt_.comm;
   policy_.seed = opt_.seed;
   ZmqOptions z;
   z.role = ZmqOptions::Role::kServer;
@@ -63,6 +64,7 @@ int Coordinator::run() {
   std::unique_lock<std::mutex> lock(mu_);
   serve_locked(lock, stops);
   if (switch_) finish_switch_locked(true);
+  if (comm_switch_) finish_comm_locked(true);
   write_summary_locked();
   // The nodes hear why the run failed (a shutdown carries no payload): a registration timeout,
   // an interruption, a shard lost with its parameters.
@@ -114,6 +116,8 @@ void Coordinator::serve_locked(std::unique_lock<std::mutex>& lock, BlockedStopSi
     check_heartbeats_locked(now);
     check_stall_locked(now);
     if (switch_ && now - switch_->requested > dsec(kSwitchTimeoutS)) finish_switch_locked(true);
+    if (comm_switch_ && now - comm_switch_->requested > dsec(kCommPrepareS))
+      finish_comm_locked(true);
     if (map_sent_ && now >= next_progress) {
       print_progress_locked();
       next_progress = now + dsec(opt_.progress_every_s);
@@ -326,6 +330,11 @@ void Coordinator::on_control(Node& n, const json& j) {
   } else if (ev == "report") {
     n.report = j;
     if (switch_) finish_switch_locked(false);  // a worker done training will not switch
+    if (comm_switch_) finish_comm_locked(false);
+  } else if (ev == "comm_ready") {
+    on_comm_ready_locked(n, j);
+  } else if (ev == "comm_switched") {
+    spdlog::debug("{} runs --comm {} from step {}", n.name, text(j, "mode"), whole(j, "step"));
   } else if (ev == "policy_switched") {
     if (!switch_ || j.value("seq", std::uint64_t(0)) != switch_->seq) return;
     switch_->workers[n.name] = j.value("step", std::int64_t(-1));

@@ -37,7 +37,9 @@ void Coordinator::on_ctl(const json& j, const SwitchReply& reply) {
                   {"steps", steps_},
                   {"started", map_sent_},
                   {"workers", workers},
-                  {"policy_switches", switches_}});
+                  {"policy_switches", switches_},
+                  {"comm", comm_now_},
+                  {"comm_switches", comm_switches_}});
   }
   if (command == "node_gone") {
     // The launcher saw a node's process end: the node is dead now, not at the heartbeat timeout
@@ -50,9 +52,13 @@ void Coordinator::on_ctl(const json& j, const SwitchReply& reply) {
       }
     return reply({{"ok", false}, {"error", "no live node is named '" + name + "'"}});
   }
+  if (command == "comm") {
+    if (auto refused = start_comm_locked(j, reply)) reply({{"ok", false}, {"error", *refused}});
+    return;
+  }
   if (command != "policy")
-    return reply(
-        {{"ok", false}, {"error", "unknown command '" + command + "', expected policy or status"}});
+    return reply({{"ok", false},
+                  {"error", "unknown command '" + command + "', expected policy, comm or status"}});
   json req = j;
   req.erase("event");
   req.erase("command");
@@ -208,7 +214,7 @@ void Coordinator::prediction(HttpRespond respond) {
               {"batch", opt_.batch},
               {"partition_bytes", opt_.partition_bytes},
               {"policy", policy_to_json(policy_)},
-              {"comm", opt_.comm},
+              {"comm", comm_now_},
               {"compute", opt_.compute == "real" ? "real" : "replay"}};
   }
   const std::string profile = opt_.profile;

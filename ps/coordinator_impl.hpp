@@ -3,6 +3,7 @@
 //   coordinator.cpp           the run loop, messages in and out, a stop by signal
 //   coordinator_nodes.cpp     registration, the cluster map, barriers, heartbeats and failures
 //   coordinator_control.cpp   `psbed ctl`, the live policy switch, the HTTP control plane
+//   coordinator_comm.cpp      the live --comm switch (`psbed ctl comm`)
 //   coordinator_status.cpp    progress, stall reporting, /api/status, /metrics
 //   coordinator_summary.cpp   summary.json
 #pragma once
@@ -175,6 +176,24 @@ class Coordinator {
   void start_http();
   void prediction(HttpRespond respond);
 
+  // ---- coordinator_comm.cpp: the live --comm switch ----------------------------------------
+  // Every worker answers at its next step boundary within this, or the switch is called off
+  // (a worker waits at most 20 s for the word: worker/comm_switch.hpp).
+  static constexpr double kCommPrepareS = 8;
+  struct CommSwitch {
+    std::uint64_t seq = 0;
+    std::string mode;
+    SwitchReply reply;
+    Clock::time_point requested;
+    double requested_s = 0;
+    json ready = json::object();  // worker name -> the step it is about to start
+    std::string refused;          // a worker's reason it cannot switch
+  };
+  // The refusal, or nullopt when the switch started (`reply` answers later).
+  std::optional<std::string> start_comm_locked(const json& req, SwitchReply reply);
+  void on_comm_ready_locked(Node& n, const json& j);
+  void finish_comm_locked(bool timeout);
+
   // ---- coordinator_status.cpp: progress, stalls, status, metrics ---------------------------
   // The dashboard's memory: one sample a second of what it charts, the last ten minutes, so a
   // page opened in the middle of a run starts with its history (GET /api/history).
@@ -224,6 +243,10 @@ class Coordinator {
   std::optional<Switch> switch_;
   std::uint64_t switch_seq_ = 0;
   json switches_ = json::array();
+  std::optional<CommSwitch> comm_switch_;
+  std::uint64_t comm_seq_ = 0;
+  json comm_switches_ = json::array();
+  std::string comm_now_;  // what the workers run now (opt_.comm until a switch)
   bool map_sent_ = false, finished_ = false;
   Clock::time_point last_advance_{};  // when a worker last finished a step (or the start)
   json stall_;                        // the stall under way, said once; null when none

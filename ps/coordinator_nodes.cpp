@@ -281,6 +281,7 @@ void Coordinator::fail_node_locked(Node& n, const std::string& reason) {
     send_to(w->peer, Op::kControl, {{"event", "worker_dead"}, {"worker", n.id}, {"name", n.name}});
   release_barriers_locked();
   if (switch_) finish_switch_locked(false);
+  if (comm_switch_) finish_comm_locked(false);
   if (evaluator_ == n.id) {
     // Training is over; only the evaluation is lost. Finish with no test accuracy.
     spdlog::warn("the evaluating worker {} died: finishing without a test accuracy", n.name);

@@ -32,8 +32,9 @@ void Coordinator::write_summary_locked() {
     if (n.role != "worker") continue;
     json w = {{"name", n.name}, {"id", n.id}, {"alive", n.alive}};
     if (!n.report.is_null()) {
-      for (const char* k : {"steps", "images_per_sec", "steps_per_sec", "first_loss", "final_loss",
-                            "steady_steps", "comm", "bytes_factors", "factors_refused"})
+      for (const char* k :
+           {"steps", "images_per_sec", "steps_per_sec", "first_loss", "final_loss", "steady_steps",
+            "comm", "comm_switches", "bytes_factors", "factors_refused"})
         if (n.report.contains(k)) w[k] = n.report[k];
     }
     // The aggregate is the workers' that trained to the end: one that left early (stopped by its
@@ -58,6 +59,8 @@ void Coordinator::write_summary_locked() {
             {"comm", opt_.comm},
             {"policy_options", policy_to_json(opt_.policy)},
             {"policy_switches", switches_},
+            {"comm_switches", comm_switches_},
+            {"comm_final", comm_now_},
             {"stalls", stalls_},
             {"policy_final", policy_.name},
             {"compute", opt_.compute},

@@ -27,6 +27,7 @@
 #include "ps/stop_signals.hpp"
 #include "worker/arrivals.hpp"
 #include "worker/batcher.hpp"
+#include "worker/comm_switch.hpp"
 #include "worker/evaluate.hpp"
 #include "worker/net.hpp"
 #include "worker/replay_net.hpp"
@@ -159,6 +160,7 @@ class PsWorker {
     workloads::standardize(*data);
     // The coordinator's live policy switch: taken up at the next step boundary.
     link.on_control([this](const nlohmann::json& j) {
+      comm_switch_.on_control(j);
       if (j.value("event", "") == "worker_dead") sfb_->peer_dead(j.value("worker", -1));
       if (j.value("event", "") == "server_dead")
         fail_over(j.value("server", -1), j.value("to", -1), j.value("to_address", ""));
@@ -215,6 +217,11 @@ class PsWorker {
     sfb_->set_abort([this, &link] { return stop_reason(link); });
     sfb_->set_progress(&progress_);
     sfb_->set_trace(&trace_);
+    comm_switch_.set_up(
+        map_, id_, opt_.node.name, trace_, progress_, [this, &link] { return stop_reason(link); },
+        [this](const CommPlan& p) {
+          return comm_refusal(p, keys_.on(), opt_.device, opt_.compute);
+        });
     const auto& exp = map_.exp;
     trace_.set_metadata("role", "worker");
     trace_.set_metadata("clock_sync", link.clock_sync());
@@ -329,10 +336,7 @@ class PsWorker {
         opt_.node.name, id_, workers, spec.name, opt_.device, exp.steps, exp.batch,
         batcher.shard_size(), exp.mode.str());
 
-    layer_floats_.assign(spec.layers.size(), 0);
-    for (const auto& p : map_.plan.parts)
-      if (!sfb_->exchanges(spec.tensors[p.key].layer))
-        layer_floats_[spec.tensors[p.key].layer] += p.numel;
+    size_layers();
     // Every transfer goes through the policy; completions count floats per layer (a policy may
     // slice parts), and are traced.
     TransmissionScheduler sched(
@@ -398,6 +402,7 @@ class PsWorker {
       switch_policy(tr.sched, tr.link, *j, s);
       tr.pull_all_first = tr.sched.policy().pull_all_before_forward();
     }
+    if (comm_switch_.at_boundary(tr.link, tr.client, *sfb_, *net_, s, comm_)) size_layers();
     const double step_t0 = now_us();
     pulls_.reset(layer_floats_);
     pushes_.reset(sfb_->with_factor_sends(layer_floats_));  // the factors leave in the step
@@ -528,7 +533,8 @@ class PsWorker {
         {"bytes_pushed", client.bytes_pushed()},
         {"bytes_pulled", client.bytes_pulled()},
         {"policy_switches", switches_},
-        {"comm", comm_json()},
+        {"comm", comm_json(comm_, map_.spec)},
+        {"comm_switches", comm_switch_.switches()},
         {"bytes_factors", sfb_->bytes_sent()},
         {"factors_refused", sfb_->refused().total()}};
     // Stopped by a signal, at any point from here on: the coordinator gets what this worker
@@ -708,27 +714,19 @@ class PsWorker {
     comm_ =
         choose_comm(map_.spec, mode, int(map_.workers.size()), int(map_.servers.size()), exp.batch);
     staleness_ = exp.mode.kind == Consistency::Kind::kSsp ? exp.mode.staleness : 0;
-    // The factor port has no CURVE yet: a secured cluster would send factors in the clear and
-    // take them from anyone who reaches the port.
-    if (comm_.any_sfb() && keys_.on())
-      throw Error(
-          "--comm " + exp.comm +
-          " sends factors worker to worker without CURVE: a --keys cluster needs --comm ps");
-    if (comm_.any_sfb() && (opt_.device != "cpu" && opt_.compute == "real"))
-      throw Error("--comm " + exp.comm + " reads sufficient factors on the cpu device only, not " +
-                  opt_.device);
+    if (const std::string why = comm_refusal(comm_, keys_.on(), opt_.device, opt_.compute);
+        !why.empty())
+      throw Error(why);
     spdlog::info("{}: comm {}: {}", opt_.node.name, exp.comm, comm_.describe(map_.spec));
-    trace_.set_metadata("comm", comm_json());
+    trace_.set_metadata("comm", comm_json(comm_, map_.spec));
   }
 
-  nlohmann::json comm_json() const {
-    nlohmann::json layers = nlohmann::json::array();
-    for (const LayerComm& c : comm_.layers)
-      layers.push_back({{"layer", map_.spec.layers[std::size_t(c.layer)].name},
-                        {"route", c.sfb ? "sfb" : "ps"},
-                        {"ps_bytes", c.ps_bytes},
-                        {"sfb_bytes", c.sfb_bytes}});
-    return {{"mode", to_string(comm_.mode)}, {"layers", layers}};
+  // Floats per layer that go through the shards (the rest go as factors).
+  void size_layers() {
+    layer_floats_.assign(map_.spec.layers.size(), 0);
+    for (const auto& p : map_.plan.parts)
+      if (!sfb_->exchanges(map_.spec.tensors[p.key].layer))
+        layer_floats_[map_.spec.tensors[p.key].layer] += p.numel;
   }
 
   WorkerOptions opt_;
@@ -753,6 +751,7 @@ class PsWorker {
   std::vector<std::int64_t> layer_floats_;
   std::unique_ptr<FactorExchange> sfb_;  // the fc layers sent as factors (--comm sfb, hybrid)
   CommPlan comm_;
+  CommSwitch comm_switch_;      // a live --comm switch (psbed ctl comm)
   std::int64_t staleness_ = 0;  // ssp:K's K: forward of step s needs factors up to s - K - 1
   std::atomic<std::int64_t> step_{0};
   Arrivals pulls_, pushes_;

@@ -77,18 +77,12 @@ void FactorExchange::start(const ps::ClusterMap& map, int self, const CommPlan& 
   dead_.assign(std::size_t(workers_), false);
   velocity_w_.assign(layers, {}), velocity_b_.assign(layers, {});
   grad_w_.assign(layers, {}), grad_b_.assign(layers, {});
-  for (std::size_t l = 0; l < layers; ++l) {
-    if (!sfb_[l]) continue;
-    const LayerSpec& s = map.spec.layers[l];
-    floats_[l] = factor_floats(s, map.exp.batch);
-    const std::size_t wn = std::size_t(map.spec.tensors[s.tensors[0]].numel);
-    const std::size_t bn = std::size_t(map.spec.tensors[s.tensors[1]].numel);
-    velocity_w_[l].assign(wn, 0.0f), grad_w_[l].assign(wn, 0.0f);
-    velocity_b_[l].assign(bn, 0.0f), grad_b_[l].assign(bn, 0.0f);
-  }
+  from_.assign(layers, -1);
+  for (std::size_t l = 0; l < layers; ++l)
+    if (sfb_[l]) size_layer(int(l));
   for (const ps::NodeInfo& w : map.workers) identities_[sfb_identity(w.name)] = w.id;
-  if (!plan.any_sfb()) return;
-  // Peers may send as soon as they have the map: what arrives now is checked against it.
+  // Receiving under --comm ps too: a live --comm switch may add factor layers. Peers may send
+  // as soon as they have the map: what arrives now is checked against it.
   {
     std::lock_guard<std::mutex> lock(mu_);
     started_ = true;
@@ -96,17 +90,25 @@ void FactorExchange::start(const ps::ClusterMap& map, int self, const CommPlan& 
   if (link && link->options.shaped())
     router_ = std::make_unique<ps::ShapedTransport>(std::move(router_), link);
   router_->start([this](ps::Message&& m) { receive(std::move(m)); });
+  link_ = std::move(link);
+  if (plan.any_sfb()) connect_peers(plan.mode);
+}
+
+// Connects to every peer's factor port: at the start, or at a live --comm switch's first layer
+// of factors (a thread and a connection per peer are not spent on a run that never sends any).
+void FactorExchange::connect_peers(CommMode mode) {
+  const std::shared_ptr<ps::LinkBuckets>& link = link_;
   peers_.resize(std::size_t(workers_));
   peer_zmq_.assign(std::size_t(workers_), nullptr);
-  for (const ps::NodeInfo& w : map.workers) {
-    if (w.id == self) continue;
+  for (const ps::NodeInfo& w : map_.workers) {
+    if (w.id == self_) continue;
     if (w.address.empty())
       throw Error(w.name + " gave no peer address when it registered: --comm " +
-                  std::string(to_string(plan.mode)) + " needs every worker to take factors");
+                  std::string(to_string(mode)) + " needs every worker to take factors");
     ps::ZmqOptions z;
     z.role = ps::ZmqOptions::Role::kClient;
     z.endpoint = w.address;
-    z.identity = sfb_identity(map.workers[std::size_t(self)].name);
+    z.identity = sfb_identity(map_.workers[std::size_t(self_)].name);
     z.thread_name = "sfb-peer" + std::to_string(w.id);
     auto t = std::make_unique<ps::ZmqTransport>(z);
     peer_zmq_[std::size_t(w.id)] = t.get();
@@ -126,6 +128,63 @@ void FactorExchange::stop() {
   for (auto& p : peers_)
     if (p) p->stop();
   if (router_) router_->stop();
+}
+
+void FactorExchange::size_layer(int layer) {
+  const LayerSpec& s = map_.spec.layers[std::size_t(layer)];
+  const auto l = std::size_t(layer);
+  floats_[l] = factor_floats(s, map_.exp.batch);
+  const std::size_t wn = std::size_t(map_.spec.tensors[s.tensors[0]].numel);
+  const std::size_t bn = std::size_t(map_.spec.tensors[s.tensors[1]].numel);
+  velocity_w_[l].assign(wn, 0.0f), grad_w_[l].assign(wn, 0.0f);
+  velocity_b_[l].assign(bn, 0.0f), grad_b_[l].assign(bn, 0.0f);
+}
+
+void FactorExchange::expect(const CommPlan& plan, std::int64_t step) {
+  if (plan.any_sfb() && !has_peers()) connect_peers(plan.mode);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (std::size_t l = 0; l < sfb_.size(); ++l) {
+    if (sfb_[l] || !plan.sfb[l]) continue;
+    size_layer(int(l));
+    pending_[l].clear();
+    applied_[l] = step;
+    from_[l] = step;
+  }
+}
+
+bool FactorExchange::has_peers() const {
+  if (int(peers_.size()) != workers_) return false;
+  for (int w = 0; w < workers_; ++w)
+    if (w != self_ && !peers_[std::size_t(w)]) return false;
+  return true;
+}
+
+void FactorExchange::switch_plan(const CommPlan& plan, std::int64_t step,
+                                 std::map<int, std::vector<float>> momentum) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (std::size_t l = 0; l < sfb_.size(); ++l) {
+    if (sfb_[l] == plan.sfb[l]) continue;
+    sfb_[l] = plan.sfb[l];
+    from_[l] = -1;
+    if (!sfb_[l]) {  // back to the shards: every step below `step` is applied
+      pending_[l].clear();
+      continue;
+    }
+    const LayerSpec& s = map_.spec.layers[l];
+    for (int i = 0; i < 2; ++i) {
+      auto it = momentum.find(s.tensors[std::size_t(i)]);
+      std::vector<float>& v = i == 0 ? velocity_w_[l] : velocity_b_[l];
+      if (it == momentum.end() || it->second.size() != v.size())
+        throw Error("no momentum of " + map_.spec.tensors[s.tensors[std::size_t(i)]].name +
+                    " to send " + s.name + " as factors from step " + std::to_string(step));
+      v = std::move(it->second);
+    }
+    applied_[l] = step;
+  }
+}
+
+const std::vector<float>& FactorExchange::momentum(int layer, int which) const {
+  return which == 0 ? velocity_w_.at(std::size_t(layer)) : velocity_b_.at(std::size_t(layer));
 }
 
 std::int64_t FactorExchange::applied(int layer) const {
@@ -158,7 +217,9 @@ std::string FactorExchange::check(const ps::Message& m, int* problem) const {
   if (int(h.sender) != who->second || who->second == self_)
     return bad(Problem::kSender, "sender " + std::to_string(h.sender) + " on the connection of " +
                                      map_.workers[std::size_t(who->second)].name);
-  if (h.key >= sfb_.size() || !sfb_[h.key])
+  const bool expected = h.key < from_.size() && from_[h.key] >= 0 &&
+                        std::int64_t(h.clock) >= from_[h.key];  // a --comm switch agreed on
+  if (h.key >= sfb_.size() || (!sfb_[h.key] && !expected))
     return bad(Problem::kKey, "layer " + std::to_string(h.key) +
                                   " is not exchanged as factors (expected one of the sfb layers)");
   const std::uint64_t want = std::uint64_t(floats_[h.key]) * 4;

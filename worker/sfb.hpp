@@ -51,7 +51,7 @@ class FactorExchange {
 
   // After the cluster map: the layers `plan` sends as factors, this worker's id, the link
   // shaping its shard connections use (shared: one NIC). Connects to every peer and starts
-  // receiving. With no SFB layer it connects to nobody.
+  // receiving (with no SFB layer it connects to nobody until a live --comm switch adds one).
   void start(const ps::ClusterMap& map, int self, const CommPlan& plan,
              std::shared_ptr<ps::LinkBuckets> link);
   void stop();
@@ -76,6 +76,16 @@ class FactorExchange {
   // Rebuilds and applies `layer`'s steps in order until `steps` of them are applied, waiting
   // for factors still to come; then applies any later step already complete without waiting.
   void apply_until(int layer, std::int64_t steps, Net& net);
+  // A live --comm switch (worker/comm_switch.hpp), once the cluster agreed on `step`: expect()
+  // keeps, from now on, the factors of `step` and later of the layers `plan` adds (a peer may
+  // send them before this worker reaches `step`). switch_plan(), at the start of `step` with
+  // every earlier step's factors applied: the layers `plan` adds go as factors from `step` on,
+  // with `momentum` (by tensor: the shards' at `step`); the layers it drops no longer do.
+  void expect(const CommPlan& plan, std::int64_t step);
+  void switch_plan(const CommPlan& plan, std::int64_t step,
+                   std::map<int, std::vector<float>> momentum);
+  // An SFB layer's momentum: `which` 0 of its weight, 1 of its bias.
+  const std::vector<float>& momentum(int layer, int which) const;
   // The coordinator declared worker `id` dead: waits that need its factors end naming it.
   void peer_dead(int id);
   std::int64_t applied(int layer) const;
@@ -103,6 +113,9 @@ class FactorExchange {
   void rebuild_and_apply(int layer, std::int64_t step, const std::vector<ps::Payload>& from,
                          Net& net, int first, int last, float scale);
   std::string missing_locked(int layer, std::int64_t step) const;
+  void size_layer(int layer);
+  bool has_peers() const;
+  void connect_peers(CommMode mode);
   // A message to peer `to` left the link (called by its connection, any thread).
   void left(int to, const ps::Header& h);
 
@@ -122,10 +135,12 @@ class FactorExchange {
   std::vector<ps::ZmqTransport*> peer_zmq_;
   std::vector<std::unique_ptr<ps::Transport>> peers_;  // per worker id; null for self
   ps::ClusterMap map_;
+  std::shared_ptr<ps::LinkBuckets> link_;
   int self_ = 0, workers_ = 0;
   std::int64_t window_ = 2;  // steps ahead of the applied count a factor may be
   bool each_ = false;        // ssp: each worker's factors applied alone, as they arrive
   std::vector<bool> sfb_;
+  std::vector<std::int64_t> from_;    // per layer: a switch's first step of factors; -1 none
   std::vector<std::int64_t> floats_;  // per layer: one worker's factor floats
   std::map<std::string, int> identities_;
 
