@@ -15,7 +15,7 @@ refused() {  # refused EXPECTED-TEXT ARGS...: psbed ARGS fails within 30 s, sayi
 # and --help 0.
 refused "psbed: unknown subcommand 'lanch', expected one of: train, bench," lanch --workers 2
 refused "psbed bench: unknown subcommand 'nosuch', expected one of: compute, ps, coordinator, predict" bench nosuch
-refused "psbed ctl: unknown subcommand 'polcy', expected one of: policy, status" ctl --run "$WORK/none" polcy
+refused "psbed ctl: unknown subcommand 'polcy', expected one of: policy, comm, status" ctl --run "$WORK/none" polcy
 # A coordinator address nothing listens on, or whose host does not resolve: said within 3 s, not
 # after ctl's 45 s wait for an answer.
 start=$SECONDS

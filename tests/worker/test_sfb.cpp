@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -48,8 +49,7 @@ struct Pair {
 
   // `third`: a worker-2 with no exchange, whose connection a test plays by hand (a second
   // connection under worker-1's identity would be turned away by ZeroMQ itself).
-  explicit Pair(const std::string& mode, bool third = false) {
-    const CommMode comm = CommMode::kSfb;
+  explicit Pair(const std::string& mode, bool third = false, CommMode comm = CommMode::kSfb) {
     map.exp.model_toml = kToml;
     map.exp.mode = Consistency::parse(mode);
     map.exp.batch = kBatch;
@@ -237,4 +237,56 @@ TEST_CASE("ssp applies what arrived and waits only past the bound", "[worker][sf
   send_all(p.b, 0, 0, *p.net_b);
   p.a.apply_until(0, 1, *p.net_a);
   CHECK(p.a.applied(0) == 1);
+}
+
+TEST_CASE("a live --comm switch: factors from the agreed step on, with the shards' momentum",
+          "[worker][sfb][comm_switch]") {
+  Pair p("bsp", false, CommMode::kPs);
+  REQUIRE(!p.plan.any_sfb());
+  const CommPlan sfb = choose_comm(p.map.spec, CommMode::kSfb, 2, 1, kBatch);
+  const std::size_t fc1 = kBatch * (6 + 5);
+  {
+    Raw peer(p.a.address(), sfb_identity("worker-1"));
+    peer.send(1, 0, 3, fc1);  // fc1 goes through the shards: no factors of it yet
+    wait_refused(p.a, 1);
+    CHECK(p.a.refused().count(ps::Problem::kKey) == 1);
+  }
+  // Gone before worker-1's own connection takes its identity.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // Agreed on step 3: the peers connect, and factors of 3 on are kept from now on.
+  p.a.expect(sfb, 3);
+  p.b.expect(sfb, 3);
+  CHECK(!p.a.exchanges(0));  // not before step 3
+  // At step 3, the momentum the shards had; one step of factors updates it as a shard would.
+  std::map<int, std::vector<float>> momentum;
+  for (int t = 0; t < int(p.map.spec.tensors.size()); ++t)
+    momentum[t].assign(std::size_t(p.map.spec.tensors[t].numel), 0.25f);
+  p.a.switch_plan(sfb, 3, momentum);
+  p.b.switch_plan(sfb, 3, momentum);
+  CHECK(p.a.exchanges(0));
+  CHECK(p.a.applied(0) == 3);
+  step(*p.net_a, 1);
+  step(*p.net_b, 2);
+  std::vector<float> w = copy_param(*p.net_a, 0), v = momentum[0], g(w.size());
+  for (std::size_t i = 0; i < g.size(); ++i) g[i] = p.net_a->grad(0)[i] + p.net_b->grad(0)[i];
+  sgd_apply(p.map.exp.sgd, w.data(), g.data(), v.data(), w.size(), 0.5f);
+  for (int l : {2, 0}) {
+    p.a.send(l, 3, *p.net_a);
+    p.b.send(l, 3, *p.net_b);
+  }
+  for (int l : {0, 2}) {
+    p.a.apply_until(l, 4, *p.net_a);
+    p.b.apply_until(l, 4, *p.net_b);
+  }
+  CHECK(copy_param(*p.net_a, 0) == copy_param(*p.net_b, 0));
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    CHECK(p.net_a->param(0)[i] == Approx(w[i]).margin(1e-6));
+    CHECK(p.a.momentum(0, 0)[i] == Approx(v[i]).margin(1e-6));  // what goes back to the shards
+  }
+  // Back to the shards from step 4: a peer's factors of fc1 are refused again.
+  p.a.switch_plan(p.plan, 4, {});
+  CHECK(!p.a.exchanges(0));
+  p.b.send(0, 4, *p.net_b);
+  wait_refused(p.a, 2);
+  CHECK(p.a.refused().count(ps::Problem::kKey) == 2);
 }
