@@ -116,8 +116,7 @@ void Coordinator::serve_locked(std::unique_lock<std::mutex>& lock, BlockedStopSi
     check_heartbeats_locked(now);
     check_stall_locked(now);
     if (switch_ && now - switch_->requested > dsec(kSwitchTimeoutS)) finish_switch_locked(true);
-    if (comm_switch_ && now - comm_switch_->requested > dsec(kCommPrepareS))
-      finish_comm_locked(true);
+    if (comm_switch_ && now > comm_switch_->deadline) finish_comm_locked(true);
     if (map_sent_ && now >= next_progress) {
       print_progress_locked();
       next_progress = now + dsec(opt_.progress_every_s);
@@ -334,7 +333,7 @@ void Coordinator::on_control(Node& n, const json& j) {
   } else if (ev == "comm_ready") {
     on_comm_ready_locked(n, j);
   } else if (ev == "comm_switched") {
-    spdlog::debug("{} runs --comm {} from step {}", n.name, text(j, "mode"), whole(j, "step"));
+    on_comm_switched_locked(n, j);
   } else if (ev == "policy_switched") {
     if (!switch_ || j.value("seq", std::uint64_t(0)) != switch_->seq) return;
     switch_->workers[n.name] = j.value("step", std::int64_t(-1));

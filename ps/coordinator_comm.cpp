@@ -40,9 +40,11 @@ std::optional<std::string> Coordinator::start_comm_locked(const json& req, Switc
            " sends factors worker to worker without CURVE: a --keys cluster needs --comm ps";
   if (!map_sent_) return std::string("the run has not started yet: not every node has registered");
   if (finished_) return std::string("the run has ended");
-  if (comm_switch_)
-    return std::string("a --comm switch is already under way: try again once it took effect");
   if (mode == comm_now_) return "the run already uses --comm " + mode;
+  if (comm_switch_)
+    return std::string(
+        "a --comm switch is already under way: try again once every worker took it (within a "
+        "few steps)");
   std::vector<Node*> workers;
   for (Node* w : live("worker"))
     if (w->report.is_null()) workers.push_back(w);
@@ -55,6 +57,7 @@ std::optional<std::string> Coordinator::start_comm_locked(const json& req, Switc
   sw.reply = std::move(reply);
   sw.requested = Clock::now();
   sw.requested_s = (now_us() - started_us_) / 1e6;
+  sw.deadline = sw.requested + std::chrono::milliseconds(int(kCommPrepareS * 1000));
   spdlog::info("--comm switch {} requested: {} (was {})", sw.seq, mode, comm_now_);
   for (Node* w : workers)
     send_to(w->peer, Op::kControl, {{"event", "comm_prepare"}, {"seq", sw.seq}, {"mode", mode}});
@@ -63,8 +66,31 @@ std::optional<std::string> Coordinator::start_comm_locked(const json& req, Switc
   return std::nullopt;
 }
 
+void Coordinator::on_comm_switched_locked(Node& n, const json& j) {
+  if (!comm_switch_ || comm_switch_->step < 0 || whole(j, "seq") != std::int64_t(comm_switch_->seq))
+    return;
+  comm_switch_->switched[n.name] = whole(j, "step");
+  finish_comm_locked(false);
+}
+
+// A committed switch is under way until every live worker still training said it switched (or
+// at its deadline): a second one must not reach a worker that has not taken the first.
+void Coordinator::took_comm_locked(bool timeout) {
+  std::string missing;
+  for (Node* w : live("worker"))
+    if (w->report.is_null() && !comm_switch_->switched.contains(w->name))
+      missing += (missing.empty() ? "" : ", ") + w->name;
+  if (!missing.empty() && !timeout) return;
+  if (!missing.empty())
+    spdlog::warn("--comm switch {}: {} did not say it switched at step {} within {} s",
+                 comm_switch_->seq, missing, comm_switch_->step, int(kCommTakeS));
+  comm_switch_.reset();
+}
+
 void Coordinator::on_comm_ready_locked(Node& n, const json& j) {
-  if (!comm_switch_ || whole(j, "seq") != std::int64_t(comm_switch_->seq)) return;
+  if (!comm_switch_ || comm_switch_->step >= 0 ||
+      whole(j, "seq") != std::int64_t(comm_switch_->seq))
+    return;
   const std::int64_t step = whole(j, "step");
   if (step < 0) return;
   comm_switch_->ready[n.name] = step;
@@ -78,6 +104,7 @@ void Coordinator::on_comm_ready_locked(Node& n, const json& j) {
 void Coordinator::finish_comm_locked(bool timeout) {
   if (!comm_switch_) return;
   CommSwitch& sw = *comm_switch_;
+  if (sw.step >= 0) return took_comm_locked(timeout);
   std::vector<std::string> missing;
   std::string done;
   int assigner = -1;
@@ -102,8 +129,13 @@ void Coordinator::finish_comm_locked(bool timeout) {
   if (why.empty() && step >= steps_)
     why = "the run ends at step " + std::to_string(steps_) + ", before the step " +
           std::to_string(step) + " it could switch at";
-  const CommSwitch taken = std::move(sw);
-  comm_switch_.reset();
+  const CommSwitch taken = sw;
+  if (why.empty()) {  // kept until every worker took it: the next switch waits for that
+    sw.step = step;
+    sw.deadline = Clock::now() + std::chrono::milliseconds(int(kCommTakeS * 1000));
+  } else {
+    comm_switch_.reset();
+  }
   const std::string event = why.empty() ? "comm_commit" : "comm_abort";
   for (Node* w : live("worker"))
     send_to(w->peer, Op::kControl,

@@ -178,20 +178,26 @@ class Coordinator {
 
   // ---- coordinator_comm.cpp: the live --comm switch ----------------------------------------
   // Every worker answers at its next step boundary within this, or the switch is called off
-  // (a worker waits at most 20 s for the word: worker/comm_switch.hpp).
-  static constexpr double kCommPrepareS = 8;
+  // (a worker waits at most 20 s for the word: worker/comm_switch.hpp). Once agreed, the next
+  // switch waits until every worker said it switched, or this long.
+  static constexpr double kCommPrepareS = 8, kCommTakeS = 60;
   struct CommSwitch {
     std::uint64_t seq = 0;
     std::string mode;
     SwitchReply reply;
     Clock::time_point requested;
     double requested_s = 0;
-    json ready = json::object();  // worker name -> the step it is about to start
-    std::string refused;          // a worker's reason it cannot switch
+    json ready = json::object();     // worker name -> the step it is about to start
+    std::string refused;             // a worker's reason it cannot switch
+    Clock::time_point deadline;      // to answer; once committed, to switch
+    std::int64_t step = -1;          // committed: the step every worker switches at
+    json switched = json::object();  // committed: worker name -> step it switched at
   };
   // The refusal, or nullopt when the switch started (`reply` answers later).
   std::optional<std::string> start_comm_locked(const json& req, SwitchReply reply);
   void on_comm_ready_locked(Node& n, const json& j);
+  void on_comm_switched_locked(Node& n, const json& j);
+  void took_comm_locked(bool timeout);
   void finish_comm_locked(bool timeout);
 
   // ---- coordinator_status.cpp: progress, stalls, status, metrics ---------------------------

@@ -72,8 +72,10 @@ void CommSwitch::on_control(const json& j) {
   if (ev != "comm_prepare" && ev != "comm_commit" && ev != "comm_abort") return;
   if (!j.contains("seq") || !j["seq"].is_number_unsigned()) return;
   std::lock_guard<std::mutex> lock(mu_);
+  // The coordinator sends a request only once the last one was called off or taken by every
+  // worker: a word not taken yet is an abort, which the new request replaces.
   if (ev == "comm_prepare") {
-    prepare_ = j, word_.reset();
+    prepare_ = j, word_.reset(), answered_ = -1;
   } else if (prepare_ && (*prepare_)["seq"] == j["seq"]) {
     word_ = j;
   }
@@ -126,7 +128,7 @@ void CommSwitch::wait_word_locked(std::unique_lock<std::mutex>& lock) {
   Progress::Waiting waiting(*progress_,
                             "the coordinator's word on --comm switch " + std::to_string(seq));
   lock.lock();
-  while (!word_) {
+  while (!word_ && answered_ >= 0) {  // or a new request replaced the one answered
     if (std::chrono::steady_clock::now() >= deadline) {
       spdlog::warn("{}: no word on --comm switch {} within {:.0f} s: going on as it was", name_,
                    seq, kWordTimeoutS);
@@ -219,10 +221,10 @@ void CommSwitch::apply(ps::NodeLink& link, ps::PsClient& client, FactorExchange&
       {{"seq", word.value("seq", 0)}, {"mode", to_string(next.mode)}, {"step", step}});
   spdlog::info("{}: comm {} from step {} (was {}): {}", name_, to_string(next.mode), step, was,
                next.describe(spec));
-  link.try_send_control({{"event", "comm_switched"},
-                         {"seq", word.value("seq", 0)},
-                         {"step", step},
-                         {"mode", to_string(next.mode)}});
+  link.send_control({{"event", "comm_switched"},
+                     {"seq", word.value("seq", 0)},
+                     {"step", step},
+                     {"mode", to_string(next.mode)}});
 }
 
 }  // namespace psbed::worker

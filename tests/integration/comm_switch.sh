@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A live --comm switch: `psbed ctl comm sfb` moves a running bsp cluster's fc layers to the
-# factors, and `ctl comm ps` back, each at one step every worker takes together. The parameters
+# factors, `ctl comm hybrid` (asked at once: a switch waits until every worker took the last)
+# sends fc3 back to the shards, and `ctl comm ps` the rest, each at one step every worker takes
+# together. The parameters
 # and momentum cross exactly both ways (the shards' to every worker, then the lowest-id worker's
 # to the shards with op Assign), so the final parameters are those of an unswitched --comm ps
 # run, to float rounding (1e-4 of their largest magnitude, as sfb_matches_ps.sh). The summary
@@ -29,38 +31,46 @@ for bad in "nonsense:unknown communication 'nonsense', expected ps, sfb or hybri
   if "$PSBED" ctl --run "$WORK/run" comm "${bad%%:*}" --timeout 10 >"$WORK/bad.out" 2>&1; then fail "ctl comm ${bad%%:*} was accepted"; fi
   [ "$(wc -l <"$WORK/bad.out")" = 1 ] && grep -qF "${bad#*:}" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "ctl comm ${bad%%:*}: not one line with the reason"; }
 done
+for _ in $(seq 1 100); do
+  "$PSBED" ctl --run "$WORK/run" comm hybrid --timeout 20 >"$WORK/hybrid.out" 2>&1 && break
+  grep -q "already under way" "$WORK/hybrid.out" || { cat "$WORK/hybrid.out"; fail "ctl comm hybrid failed"; }
+  sleep 0.05
+done
+cat "$WORK/hybrid.out"
+to_hybrid=$(sed -n 's/^comm hybrid from step \([0-9]*\) (was sfb): fc1 sfb.*fc3 ps.*/\1/p' "$WORK/hybrid.out")
+[ -n "$to_hybrid" ] && [ "$to_hybrid" -gt "$to_sfb" ] || fail "ctl comm hybrid: step '$to_hybrid' after $to_sfb"
 sleep 1
 "$PSBED" ctl --run "$WORK/run" comm ps --timeout 20 >"$WORK/ps.out" 2>&1 || { cat "$WORK/ps.out"; fail "ctl comm ps failed"; }
 cat "$WORK/ps.out"
-to_ps=$(sed -n 's/^comm ps from step \([0-9]*\) (was sfb): fc1 ps.*/\1/p' "$WORK/ps.out")
-[ -n "$to_ps" ] && [ "$to_ps" -gt "$to_sfb" ] || fail "ctl comm ps: step '$to_ps' after $to_sfb"
+to_ps=$(sed -n 's/^comm ps from step \([0-9]*\) (was hybrid): fc1 ps.*/\1/p' "$WORK/ps.out")
+[ -n "$to_ps" ] && [ "$to_ps" -gt "$to_hybrid" ] || fail "ctl comm ps: step '$to_ps' after $to_hybrid"
 wait "${PIDS[0]}" || { tail -20 "$WORK/run.out"; fail "the switched run failed"; }
-# The summary: both switches at the steps ctl printed, on every worker, factors sent between.
-python3 - "$WORK/run/summary.json" "$to_sfb" "$to_ps" <<'PY' || fail "the summary does not show the switches"
+# The summary: the switches at the steps ctl printed, on every worker, factors sent between.
+python3 - "$WORK/run/summary.json" "$to_sfb" "$to_hybrid" "$to_ps" <<'PY' || fail "the summary does not show the switches"
 import json, sys
-s = json.load(open(sys.argv[1])); steps = [int(sys.argv[2]), int(sys.argv[3])]
+s = json.load(open(sys.argv[1])); steps = [int(a) for a in sys.argv[2:]]
 assert s["ok"] and s["comm"] == "ps" and s["comm_final"] == "ps", (s["ok"], s["comm"], s["comm_final"])
 sw = s["comm_switches"]
-assert [x["mode"] for x in sw] == ["sfb", "ps"] and [x["step"] for x in sw] == steps, sw
-assert [l["route"] for l in sw[0]["layers"]] == ["sfb"] * 3 and [l["route"] for l in sw[1]["layers"]] == ["ps"] * 3
+assert [x["mode"] for x in sw] == ["sfb", "hybrid", "ps"] and [x["step"] for x in sw] == steps, sw
+assert [[l["route"] for l in x["layers"]] for x in sw] == [["sfb"] * 3, ["sfb", "sfb", "ps"], ["ps"] * 3], sw
 assert all(x["effective_s"] >= x["requested_s"] > 0 for x in sw), sw
 for w in s["per_worker"]:
     assert [x["step"] for x in w["comm_switches"]] == steps, (w["name"], w["comm_switches"])
     assert w["bytes_factors"] > 0 and w["factors_refused"] == 0, w
 print("switches at steps", steps, "on every worker")
 PY
-# Each worker's trace marks both on its control lane, at those steps.
+# Each worker's trace marks them on its control lane, at those steps.
 for w in worker-0 worker-1 worker-2; do
-  python3 - "$WORK/run/traces/$w.trace.json" "$to_sfb" "$to_ps" <<'PY' || fail "$w's trace lacks the switches"
+  python3 - "$WORK/run/traces/$w.trace.json" "$to_sfb" "$to_hybrid" "$to_ps" <<'PY' || fail "$w's trace lacks the switches"
 import json, sys
 t = json.load(open(sys.argv[1]))
 lanes = {e["tid"]: e["args"]["name"] for e in t["traceEvents"] if e.get("ph") == "M" and e["name"] == "thread_name"}
 marks = [e for e in t["traceEvents"] if e.get("name", "").startswith("comm:")]
-assert [(m["name"], m["args"]["step"]) for m in marks] == [("comm:sfb", int(sys.argv[2])), ("comm:ps", int(sys.argv[3]))], marks
+assert [(m["name"], m["args"]["step"]) for m in marks] == list(zip(["comm:sfb", "comm:hybrid", "comm:ps"], map(int, sys.argv[2:]))), marks
 assert all(lanes[m["tid"]] == "control" for m in marks)
 PY
 done
-grep -q "\-\-comm switch 2: ps from step $to_ps (was sfb)" "$WORK/run/logs/coordinator.log" || fail "the coordinator log does not say the switch"
+grep -q "\-\-comm switch 3: ps from step $to_ps (was hybrid)" "$WORK/run/logs/coordinator.log" || fail "the coordinator log does not say the switch"
 # The same run unswitched: the same parameters, to float rounding.
 timeout 120 "$PSBED" launch "${common[@]}" --steps 150 --no-trace --out "$WORK/ref" --save-params "$WORK/ref.bin" \
   >"$WORK/ref.out" 2>&1 || { tail -20 "$WORK/ref.out"; fail "the unswitched run failed"; }
