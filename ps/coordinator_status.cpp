@@ -139,6 +139,8 @@ json Coordinator::status_locked() {
              {"policies", policy::policy_names()},
              {"switch_pending", switch_.has_value()},
              {"policy_switches", switches_},
+             {"comm", comm_now_},
+             {"comm_switches", comm_switches_},
              {"nodes", nodes},
              {"workers", workers},
              {"servers", servers},
