@@ -271,8 +271,8 @@ TEST_CASE("a live --comm switch: factors from the agreed step on, with the shard
   for (std::size_t i = 0; i < g.size(); ++i) g[i] = p.net_a->grad(0)[i] + p.net_b->grad(0)[i];
   sgd_apply(p.map.exp.sgd, w.data(), g.data(), v.data(), w.size(), 0.5f);
   for (int l : {2, 0}) {
-    p.a.send(l, 3, *p.net_a);
-    p.b.send(l, 3, *p.net_b);
+    send_all(p.a, l, 3, *p.net_a);
+    send_all(p.b, l, 3, *p.net_b);
   }
   for (int l : {0, 2}) {
     p.a.apply_until(l, 4, *p.net_a);
@@ -286,7 +286,7 @@ TEST_CASE("a live --comm switch: factors from the agreed step on, with the shard
   // Back to the shards from step 4: a peer's factors of fc1 are refused again.
   p.a.switch_plan(p.plan, 4, {});
   CHECK(!p.a.exchanges(0));
-  p.b.send(0, 4, *p.net_b);
+  send_all(p.b, 0, 4, *p.net_b);
   wait_refused(p.a, 2);
   CHECK(p.a.refused().count(ps::Problem::kKey) == 2);
 }
