@@ -4,32 +4,13 @@
 #include <catch2/catch.hpp>
 
 #include "ps/part_snapshot.hpp"
+#include "tiny_map.hpp"
 
 using namespace psbed;
 using namespace psbed::ps;
 
-namespace {
-
-ClusterMap map_of(const std::string& mode, int workers) {
-  const char* toml = "input = [1, 1, 4]\nclasses = 2\n[[layer]]\ntype = \"fc\"\nout = 2\n";
-  ClusterMap m;
-  m.exp.model_name = "tiny";
-  m.exp.model_toml = toml;
-  m.exp.mode = Consistency::parse(mode);
-  m.exp.sgd = {0.5f, 0.9f, 0.0f};
-  m.exp.steps = 100;
-  m.spec = parse_model_spec(toml, "tiny");
-  m.plan = make_partition(m.spec, 1 << 20, 1);
-  m.servers.push_back({"server", 0, "server-0", "x", "", ""});
-  for (int w = 0; w < workers; ++w)
-    m.workers.push_back({"worker", w, "worker-" + std::to_string(w), "", "", ""});
-  return m;
-}
-
-}  // namespace
-
 TEST_CASE("a bsp part's state installed elsewhere goes on the same way", "[ps][rejoin]") {
-  const ClusterMap m = map_of("bsp", 2);
+  const ClusterMap m = tiny_fc_map("bsp", 2, 0.9f);
   Store primary(m, 0), copy(m, 0);
   std::vector<float> g(8, 1.0f), h(8, -0.25f);
   for (std::uint64_t c = 0; c < 3; ++c) {  // momentum and three clocks applied
@@ -56,7 +37,7 @@ TEST_CASE("a bsp part's state installed elsewhere goes on the same way", "[ps][r
 }
 
 TEST_CASE("a copy given a clock half-gathered applies it whole when told", "[ps][rejoin]") {
-  const ClusterMap m = map_of("bsp", 2);
+  const ClusterMap m = tiny_fc_map("bsp", 2, 0.9f);
   Store primary(m, 0), copy(m, 0);
   std::vector<float> g(8, 1.0f), h(8, 0.5f);
   REQUIRE(primary.push(0, 0, 0, 0, 0, g.data(), 32).ok());
@@ -76,7 +57,7 @@ TEST_CASE("a copy given a clock half-gathered applies it whole when told", "[ps]
 }
 
 TEST_CASE("an async part's clocks come along; damaged state is refused", "[ps][rejoin]") {
-  const ClusterMap m = map_of("ssp:1", 2);
+  const ClusterMap m = tiny_fc_map("ssp:1", 2, 0.9f);
   Store primary(m, 0), copy(m, 0);
   std::vector<float> g(8, 1.0f);
   REQUIRE(primary.push(0, 0, 0, 0, 0, g.data(), 32).ok());
@@ -90,7 +71,7 @@ TEST_CASE("an async part's clocks come along; damaged state is refused", "[ps][r
   const Status cut = install_part(copy, 0, 0, bytes.slice(0, bytes.size() - 4), seqs);
   CHECK(!cut.ok());
   CHECK_THAT(cut.message(), Catch::Contains("do not hold what its counts say"));
-  const ClusterMap three = map_of("ssp:1", 3);
+  const ClusterMap three = tiny_fc_map("ssp:1", 3, 0.9f);
   Store other(three, 0);
   CHECK_THAT(install_part(other, 0, 0, bytes, seqs).message(),
              Catch::Contains("for 2 workers, expected 8 for 3"));

@@ -5,6 +5,7 @@
 
 #include "fake_link.hpp"
 #include "ps/shard.hpp"
+#include "tiny_map.hpp"
 
 using namespace psbed;
 using namespace psbed::ps;
@@ -12,21 +13,8 @@ using namespace psbed::ps;
 namespace {
 
 ClusterMap two_shard_map(const std::string& mode, int workers) {
-  const char* toml = "input = [1, 1, 4]\nclasses = 2\n[[layer]]\ntype = \"fc\"\nout = 2\n";
-  ClusterMap m;
-  m.exp.model_name = "tiny";
-  m.exp.model_toml = toml;
-  m.exp.mode = Consistency::parse(mode);
-  m.exp.sgd = {0.5f, 0.9f, 0.0f};
-  m.exp.steps = 100;
+  ClusterMap m = tiny_fc_map(mode, workers, 0.9f, 2);
   m.exp.replicas = 2;
-  m.spec = parse_model_spec(toml, "tiny");
-  m.plan = make_partition(m.spec, 1 << 20, 2);
-  for (int s = 0; s < 2; ++s)
-    m.servers.push_back({"server", s, "server-" + std::to_string(s), "x",
-                         "server-" + std::to_string(s) + "#link", ""});
-  for (int w = 0; w < workers; ++w)
-    m.workers.push_back({"worker", w, "worker-" + std::to_string(w), "", "", ""});
   return m;
 }
 

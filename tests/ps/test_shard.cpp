@@ -12,26 +12,12 @@
 #include "core/param_init.hpp"
 #include "fake_link.hpp"
 #include "ps/shard.hpp"
+#include "tiny_map.hpp"
 
 using namespace psbed;
 using namespace psbed::ps;
 
 namespace {
-
-ClusterMap one_fc_map() {
-  const char* toml = "input = [1, 1, 4]\nclasses = 2\n[[layer]]\ntype = \"fc\"\nout = 2\n";
-  ClusterMap m;
-  m.exp.model_name = "tiny";
-  m.exp.model_toml = toml;
-  m.exp.mode = Consistency::parse("async");
-  m.exp.sgd = {0.5f, 0.0f, 0.0f};
-  m.exp.steps = 100;
-  m.spec = parse_model_spec(toml, "tiny");
-  m.plan = make_partition(m.spec, 1 << 20, 1);
-  m.servers.push_back({"server", 0, "server-0", "x", "", ""});
-  m.workers.push_back({"worker", 0, "worker-0", "", "", ""});
-  return m;
-}
 
 Message request(Op op, std::uint64_t sequence, Payload payload = {}) {
   Message m;
@@ -50,7 +36,7 @@ Message request(Op op, std::uint64_t sequence, Payload payload = {}) {
 TEST_CASE(
     "a shard applies a push whose floats sit at an odd address, acks it, and serves the result",
     "[ps][shard]") {
-  const ClusterMap map = one_fc_map();
+  const ClusterMap map = tiny_fc_map("async", 1);
   std::vector<float> w0(8);
   init_tensor(map.spec, 0, map.exp.seed, w0.data());
 
@@ -82,7 +68,7 @@ TEST_CASE(
 }
 
 TEST_CASE("a shard takes a worker's id only from that worker's own connection", "[ps][shard]") {
-  ClusterMap map = one_fc_map();
+  ClusterMap map = tiny_fc_map("async", 1);
   map.workers[0].link_id = "worker-0#0123456789abcdef";
   auto grad = std::make_shared<const std::vector<float>>(8, 1.0f);
   FakeLink transport;
@@ -115,7 +101,7 @@ TEST_CASE("a shard refuses a gradient holding NaN or infinity and tells the work
           "[ps][shard]") {
   for (const float poison : {std::nanf(""), INFINITY, -INFINITY}) {
     for (const bool allow : {false, true}) {
-      ClusterMap map = one_fc_map();
+      ClusterMap map = tiny_fc_map("async", 1);
       map.exp.allow_nonfinite = allow;
       std::vector<float> g(8, 1.0f);
       g[5] = poison;
@@ -143,7 +129,7 @@ TEST_CASE("a shard refuses a gradient holding NaN or infinity and tells the work
 
 TEST_CASE("the cluster map carries the workers' link ids and the non-finite switch",
           "[ps][shard]") {
-  ClusterMap map = one_fc_map();
+  ClusterMap map = tiny_fc_map("async", 1);
   map.workers[0].link_id = "worker-0#00000000000000000000000000000001";
   map.exp.allow_nonfinite = true;
   const ClusterMap back = ClusterMap::from_json(map.to_json());

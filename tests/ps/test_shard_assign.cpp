@@ -9,28 +9,12 @@
 #include "core/param_init.hpp"
 #include "fake_link.hpp"
 #include "ps/shard.hpp"
+#include "tiny_map.hpp"
 
 using namespace psbed;
 using namespace psbed::ps;
 
 namespace {
-
-// One fc layer of 2 x 4 weights (key 0) and 2 biases (key 1), two workers, bsp, momentum on.
-ClusterMap bsp_map() {
-  const char* toml = "input = [1, 1, 4]\nclasses = 2\n[[layer]]\ntype = \"fc\"\nout = 2\n";
-  ClusterMap m;
-  m.exp.model_name = "tiny";
-  m.exp.model_toml = toml;
-  m.exp.mode = Consistency::parse("bsp");
-  m.exp.sgd = {0.5f, 0.9f, 0.0f};
-  m.exp.steps = 100;
-  m.spec = parse_model_spec(toml, "tiny");
-  m.plan = make_partition(m.spec, 1 << 20, 1);
-  m.servers.push_back({"server", 0, "server-0", "x", "", ""});
-  m.workers.push_back({"worker", 0, "worker-0", "", "", ""});
-  m.workers.push_back({"worker", 1, "worker-1", "", "", ""});
-  return m;
-}
 
 Message message(Op op, std::uint64_t sequence, std::uint64_t clock, std::vector<float> v = {},
                 std::uint64_t length = 32) {
@@ -61,7 +45,7 @@ std::vector<float> floats(const Message& m) {
 }  // namespace
 
 TEST_CASE("an assign sets a part's parameters, momentum and bsp clock", "[ps][shard][assign]") {
-  const ClusterMap map = bsp_map();
+  const ClusterMap map = tiny_fc_map("bsp", 2, 0.9f);
   FakeLink transport;
   TraceRecorder trace("server-0", false);
   Shard shard(1 << 20, transport, trace);
@@ -96,7 +80,7 @@ TEST_CASE("an assign sets a part's parameters, momentum and bsp clock", "[ps][sh
 }
 
 TEST_CASE("a bad assign is refused and counted, never applied", "[ps][shard][assign]") {
-  const ClusterMap map = bsp_map();
+  const ClusterMap map = tiny_fc_map("bsp", 2, 0.9f);
   FakeLink transport;
   TraceRecorder trace("server-0", false);
   Shard shard(1 << 20, transport, trace);

@@ -5,27 +5,12 @@
 #include "core/error.hpp"
 #include "core/param_init.hpp"
 #include "ps/store.hpp"
+#include "tiny_map.hpp"
 
 using namespace psbed;
 using namespace psbed::ps;
 
 namespace {
-
-ClusterMap tiny_map(const std::string& mode, int workers, float momentum = 0.0f) {
-  const char* toml = "input = [1, 1, 4]\nclasses = 2\n[[layer]]\ntype = \"fc\"\nout = 2\n";
-  ClusterMap m;
-  m.exp.model_name = "tiny";
-  m.exp.model_toml = toml;
-  m.exp.mode = Consistency::parse(mode);
-  m.exp.sgd = {0.5f, momentum, 0.0f};
-  m.exp.steps = 100;
-  m.spec = parse_model_spec(toml, "tiny");
-  m.plan = make_partition(m.spec, 1 << 20, 1);
-  m.servers.push_back({"server", 0, "server-0", "x"});
-  for (int w = 0; w < workers; ++w)
-    m.workers.push_back({"worker", w, "worker-" + std::to_string(w), ""});
-  return m;
-}
 
 std::vector<float> initial(const ClusterMap& m) {
   std::vector<float> w(8);
@@ -44,7 +29,7 @@ TEST_CASE("consistency modes parse and print", "[ps][store]") {
 }
 
 TEST_CASE("async applies each push on arrival and answers pulls at once", "[ps][store]") {
-  ClusterMap m = tiny_map("async", 2);
+  ClusterMap m = tiny_fc_map("async", 2);
   Store s(m, 0);
   const auto w0 = initial(m);
   std::vector<float> g(8, 1.0f);
@@ -56,7 +41,7 @@ TEST_CASE("async applies each push on arrival and answers pulls at once", "[ps][
 
 TEST_CASE("bsp averages one gradient per worker per clock before pulls of the next clock",
           "[ps][store]") {
-  ClusterMap m = tiny_map("bsp", 2);
+  ClusterMap m = tiny_fc_map("bsp", 2);
   Store s(m, 0);
   const auto w0 = initial(m);
   std::vector<float> g1(8, 1.0f), g2(8, 3.0f);
@@ -82,7 +67,7 @@ TEST_CASE("bsp averages one gradient per worker per clock before pulls of the ne
 }
 
 TEST_CASE("bsp sums are exact: the order pushes arrive in changes no bit", "[ps][store]") {
-  ClusterMap m = tiny_map("bsp", 3, 0.9f);
+  ClusterMap m = tiny_fc_map("bsp", 3, 0.9f);
   // Three gradients whose float sum depends on the order: (a + b) + c != a + (b + c).
   std::vector<float> a(8, 1e8f), b(8, 1.0f), c(8, -1e8f);
   for (int i = 0; i < 8; ++i) b[i] += float(i) * 0.37f;
@@ -117,7 +102,7 @@ TEST_CASE("bsp sums are exact: the order pushes arrive in changes no bit", "[ps]
 }
 
 TEST_CASE("ssp:K lets a worker run at most K clocks ahead of the slowest", "[ps][store]") {
-  ClusterMap m = tiny_map("ssp:1", 2);
+  ClusterMap m = tiny_fc_map("ssp:1", 2);
   Store s(m, 0);
   std::vector<float> g(8, 0.1f);
   // Worker 0 completes clocks 0 and 1; worker 1 none.
@@ -132,7 +117,7 @@ TEST_CASE("ssp:K lets a worker run at most K clocks ahead of the slowest", "[ps]
 }
 
 TEST_CASE("a snapshot held by a reply is never modified by later pushes", "[ps][store]") {
-  ClusterMap m = tiny_map("async", 1, 0.9f);
+  ClusterMap m = tiny_fc_map("async", 1, 0.9f);
   Store s(m, 0);
   std::vector<float> g(8, 1.0f);
   Buffer held = s.snapshot(0, 0);
