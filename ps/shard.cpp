@@ -255,6 +255,15 @@ const float* Shard::floats_of(const Message& m, std::vector<float>& aligned) {
   return aligned.data();
 }
 
+Message Shard::ack_of(const Message& m) {
+  Message ack;
+  ack.peer = m.peer;
+  ack.header = m.header;
+  ack.header.op = Op::kPushAck;
+  ack.header.length = 0;
+  return ack;
+}
+
 Store* Shard::serving(std::uint32_t key, std::uint32_t part) const {
   if (store_ && own_serving_ && store_->owns(int(key), int(part))) return store_.get();
   if (promoted_ && replica_ && replica_->owns(int(key), int(part))) return replica_.get();
@@ -351,12 +360,7 @@ void Shard::handle(Lane& lane, Message&& m) {
       e.flow_in = e.flow_out = true;
       trace_.record(std::move(e));
     }
-    Message ack;
-    ack.peer = m.peer;
-    ack.header = h;
-    ack.header.op = Op::kPushAck;
-    ack.header.length = 0;
-    push_done(lane, store, m, std::move(ack));
+    push_done(lane, store, m, ack_of(m));
     retry_pulls(lane);
     return;
   }
@@ -423,12 +427,7 @@ void Shard::assign(Lane& lane, Store& store, const Message& m) {
   }
   spdlog::debug("{} assigned part {} of {} from clock {}", peer_name(m.peer), h.part,
                 map_.spec.tensors[h.key].name, h.clock);
-  Message ack;
-  ack.peer = m.peer;
-  ack.header = h;
-  ack.header.op = Op::kPushAck;
-  ack.header.length = 0;
-  transport_.send(std::move(ack));
+  transport_.send(ack_of(m));
   retry_pulls(lane);
 }
 

@@ -137,6 +137,8 @@ class Shard {
   Store* serving(std::uint32_t key, std::uint32_t part) const;
   // A message's payload as floats, from `aligned` when it sits at an odd address.
   static const float* floats_of(const Message& m, std::vector<float>& aligned);
+  // A PushAck to `m`'s sender, echoing its header without bytes.
+  static Message ack_of(const Message& m);
   // shard_replica.cpp
   bool replicating() const;
   void start_replica();

@@ -119,12 +119,7 @@ bool Shard::replayed_push(Lane& lane, Store& store, const Message& push) {
   const auto it = lane.last_seq.find({int(h.key), int(h.part), int(h.sender)});
   if (it == lane.last_seq.end() || h.sequence > it->second) return false;
   ++replayed_;
-  Message ack;
-  ack.peer = push.peer;
-  ack.header = h;
-  ack.header.op = Op::kPushAck;
-  ack.header.length = 0;
-  transport_.send(std::move(ack));
+  transport_.send(ack_of(push));
   return true;
 }
 
@@ -178,12 +173,8 @@ void Shard::replicate(Lane& lane, Message&& m) {
     if (h.flags == kOnePush) lane.last_seq[{int(h.key), int(h.part), h.priority}] = h.sequence;
   }
   if (h.flags == kClockApplied) return;  // nothing waits on it
-  Message ack;  // even when refused: the primary's workers must not wait forever on it
-  ack.peer = m.peer;
-  ack.header = h;
-  ack.header.op = Op::kPushAck;
-  ack.header.length = 0;
-  transport_.send(std::move(ack));
+  // Even when refused: the primary's workers must not wait forever on it.
+  transport_.send(ack_of(m));
 }
 
 // On the primary: the backup has the push; the worker's ack goes.
