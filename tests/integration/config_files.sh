@@ -37,7 +37,7 @@ grep -qF "line 2: unknown key 'wrokers': \`psbed predict\` has no --wrokers" "$W
 # naming them, before anything is contacted.
 printf 'run = "%s"\n[bogus]\nx = 3\n' "$WORK/none" >"$WORK/section.toml"
 if timeout 30 "$PSBED" ctl --config "$WORK/section.toml" status >"$WORK/section.out" 2>&1; then fail "an unknown section was accepted"; fi
-grep -qF "line 2: the section [bogus] is no subcommand of \`psbed ctl\`, expected [policy], [status]" "$WORK/section.out" ||
+grep -qF "line 2: the section [bogus] is no subcommand of \`psbed ctl\`, expected [policy], [comm], [status]" "$WORK/section.out" ||
   { cat "$WORK/section.out"; fail "the unknown section is not named"; }
 printf 'run = "%s"\n[policy]\ncredit = "1MiB"\nslices = 3\n' "$WORK/none" >"$WORK/section.toml"
 if timeout 30 "$PSBED" ctl --config "$WORK/section.toml" policy p3 >"$WORK/section.out" 2>&1; then fail "an unknown key in a section was accepted"; fi
