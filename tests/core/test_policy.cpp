@@ -4,17 +4,11 @@
 
 #include "core/error.hpp"
 #include "core/policy.hpp"
+#include "transfers.hpp"
 
 using namespace psbed::policy;
 
 namespace {
-
-Transfer push(int part, int layer, std::int64_t count) {
-  return {Direction::kPush, part, layer, 0, count};
-}
-Transfer pull(int part, int layer, std::int64_t count) {
-  return {Direction::kPull, part, layer, 0, count};
-}
 
 // Drains the policy with an always-idle link (every send acknowledged before the next).
 std::vector<Transfer> drain(Policy& p) {

@@ -5,20 +5,11 @@
 
 #include "core/policy.hpp"
 #include "core/policy_driver.hpp"
+#include "transfers.hpp"
 
 using namespace psbed::policy;
 
 namespace {
-
-Transfer push(int part, int layer, std::int64_t count) {
-  return {Direction::kPush, part, layer, 0, count};
-}
-Transfer pull(int part, int layer, std::int64_t count) {
-  return {Direction::kPull, part, layer, 0, count};
-}
-Transfer factors(int peer, int layer, std::int64_t count) {
-  return {Direction::kFactors, peer, layer, 0, count};
-}
 
 // Everything the policy lets go with the link idle before each ask (prophet answers nothing once
 // when a block is full, and opens the next on the following ask).
