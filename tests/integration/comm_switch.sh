@@ -16,12 +16,15 @@ common=(--servers 2 --workers 3 --model mlp --data mnist --batch 32 --lr 0.03 --
 timeout 120 "$PSBED" launch "${common[@]}" --steps 150 --straggler-ms 40 --out "$WORK/run" \
   --save-params "$WORK/switched.bin" >"$WORK/run.out" 2>&1 &
 PIDS+=($!)
+ask() {  # MODE WHILE PAUSE: ctl comm MODE, asked again while its refusal matches WHILE
+  for _ in $(seq 1 100); do
+    "$PSBED" ctl --run "$WORK/run" comm "$1" --timeout 20 >"$WORK/$1.out" 2>&1 && return 0
+    grep -q "$2" "$WORK/$1.out" || { cat "$WORK/$1.out"; fail "ctl comm $1 failed"; }
+    sleep "$3"
+  done
+}
 # Asked until the cluster has started: before that it is refused, saying so.
-for _ in $(seq 1 100); do
-  "$PSBED" ctl --run "$WORK/run" comm sfb --timeout 20 >"$WORK/sfb.out" 2>&1 && break
-  grep -q "has not started yet\|no coordinator endpoint" "$WORK/sfb.out" || { cat "$WORK/sfb.out"; fail "ctl comm sfb failed"; }
-  sleep 0.2
-done
+ask sfb "has not started yet\|no coordinator endpoint" 0.2
 cat "$WORK/sfb.out"
 to_sfb=$(sed -n 's/^comm sfb from step \([0-9]*\) (was ps): fc1 sfb.*/\1/p' "$WORK/sfb.out")
 [ -n "$to_sfb" ] || fail "ctl comm sfb did not print the step and the routes"
@@ -31,11 +34,7 @@ for bad in "nonsense:unknown communication 'nonsense', expected ps, sfb or hybri
   if "$PSBED" ctl --run "$WORK/run" comm "${bad%%:*}" --timeout 10 >"$WORK/bad.out" 2>&1; then fail "ctl comm ${bad%%:*} was accepted"; fi
   [ "$(wc -l <"$WORK/bad.out")" = 1 ] && grep -qF "${bad#*:}" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "ctl comm ${bad%%:*}: not one line with the reason"; }
 done
-for _ in $(seq 1 100); do
-  "$PSBED" ctl --run "$WORK/run" comm hybrid --timeout 20 >"$WORK/hybrid.out" 2>&1 && break
-  grep -q "already under way" "$WORK/hybrid.out" || { cat "$WORK/hybrid.out"; fail "ctl comm hybrid failed"; }
-  sleep 0.05
-done
+ask hybrid "already under way" 0.05
 cat "$WORK/hybrid.out"
 to_hybrid=$(sed -n 's/^comm hybrid from step \([0-9]*\) (was sfb): fc1 sfb.*fc3 ps.*/\1/p' "$WORK/hybrid.out")
 [ -n "$to_hybrid" ] && [ "$to_hybrid" -gt "$to_sfb" ] || fail "ctl comm hybrid: step '$to_hybrid' after $to_sfb"
