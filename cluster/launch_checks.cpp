@@ -125,7 +125,7 @@ void check_launch_options(const LaunchOptions& o) {
            " servers, or a smaller --partition-bytes");
   // The data the workers will load (a missing or misshapen data set is one line here, not every
   // worker's failure and a registration timeout).
-  workloads::load_dataset(o.data, o.data_dir, spec.input, spec.classes, o.seed);
+  workloads::check_dataset(o.data, o.data_dir, spec.input, spec.classes, o.seed);
   check_compute(o.compute, spec, "--compute");
   if (o.compute.rfind("replay:", 0) == 0)
     check_profile_batch(o.compute.substr(7), o.batch, "--compute " + o.compute);

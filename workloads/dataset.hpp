@@ -48,6 +48,8 @@ struct Split {
 // Learnable: each class has a fixed smooth random pattern; a sample is its class pattern plus
 // noise, clipped to [0, 1]. Same seed, same data.
 Split make_synthetic(const SyntheticOptions& opt);
+// What make_synthetic refuses (shape, classes, noise, size against memory), without making it.
+void check_synthetic(const SyntheticOptions& opt);
 
 // Per-channel mean and standard deviation of the training images.
 struct ChannelStats {
@@ -64,6 +66,10 @@ ChannelStats standardize(Split& split);
 // whose samples must have that shape and whose labels must be below `classes` (fewer distinct
 // labels are fine), or "synthetic" (that shape, `classes` classes).
 Split load_dataset(const std::string& name, const std::string& data_dir, const Shape& model_input,
+                   int classes, std::uint64_t seed);
+// Refuses what load_dataset would refuse. Synthetic data is checked without being made (a
+// launcher's check would otherwise cost as much as a worker's start); mnist is read whole.
+void check_dataset(const std::string& name, const std::string& data_dir, const Shape& model_input,
                    int classes, std::uint64_t seed);
 
 // $PSBED_DATA_DIR, else data/mnist in the working folder if it has one, else this checkout's

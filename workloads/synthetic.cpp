@@ -124,7 +124,7 @@ Dataset make_split(const SyntheticOptions& opt, const std::vector<float>& patter
 
 }  // namespace
 
-Split make_synthetic(const SyntheticOptions& opt) {
+void check_synthetic(const SyntheticOptions& opt) {
   const Shape& s = opt.shape;
   if (s.c <= 0 || s.h <= 0 || s.w <= 0)
     throw Error("synthetic data: bad sample shape " + s.str() + ", expected positive C x H x W");
@@ -145,7 +145,11 @@ Split make_synthetic(const SyntheticOptions& opt) {
     throw Error("synthetic data: " + std::to_string(samples) + " samples of " + s.str() + " take " +
                 format_memory(need) + ", more than the " + format_memory(have) +
                 " of memory available (expected a smaller input shape)");
+}
 
+Split make_synthetic(const SyntheticOptions& opt) {
+  check_synthetic(opt);
+  const Shape& s = opt.shape;
   const std::size_t most = std::max(opt.train, opt.test);
   const int used = int(std::min<std::size_t>(std::size_t(opt.classes), most));
   const std::vector<float> patterns = make_patterns(opt, used);

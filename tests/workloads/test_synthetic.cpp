@@ -152,6 +152,19 @@ TEST_CASE("synthetic: bad options are errors", "[workloads][synthetic]") {
   REQUIRE_THROWS_WITH(make_synthetic(o), Catch::Contains("classes"));
 }
 
+TEST_CASE("synthetic: the check without making refuses what making refuses",
+          "[workloads][synthetic]") {
+  const Shape good{1, 28, 28};
+  REQUIRE_NOTHROW(check_dataset("synthetic", "", good, 10, 1));
+  REQUIRE_THROWS_WITH(check_dataset("synthetic", "", Shape{0, 8, 8}, 10, 1),
+                      Catch::Contains("0x8x8"));
+  REQUIRE_THROWS_WITH(check_dataset("synthetic", "", good, 1, 1), Catch::Contains("classes"));
+  REQUIRE_THROWS_WITH(check_dataset("synthetic", "", Shape{1 << 20, 1 << 20, 2}, 10, 1),
+                      Catch::Contains("too large"));
+  REQUIRE_THROWS_WITH(check_dataset("cifar", "", good, 10, 1),
+                      Catch::Contains("unknown data set 'cifar'"));
+}
+
 TEST_CASE("synthetic: more classes than samples makes patterns only for the classes used",
           "[workloads][synthetic]") {
   // 2^24 classes of 1 x 5 x 5 would be 1.6 GB of patterns; 40 samples use 40 of them.
