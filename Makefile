@@ -54,12 +54,17 @@ demo: build data
 	  --mode async --out runs/demo/cluster
 	$(PSBED) validate --profile runs/demo/profile.json runs/demo/cluster --out runs/demo/validation
 
-# Every test: unit + integration on the release build, then the unit tests under ASan+UBSan.
+# Every test: unit + integration on the release build, then the unit tests under ASan+UBSan. The
+# integration scripts labelled "paired" (tests/CMakeLists.txt) run two at a time first, the rest
+# one at a time; the ASan unit tests two at a time, but for those named "paced:" (link rates).
 test: build data build-asan
 	@cluster/install-deps.sh test plot
 	@cluster/fetch-web.sh test
-	@cd build/release && ctest --output-on-failure --timeout 900
-	@cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest -L unit --output-on-failure --timeout 900
+	@cd build/release && { ctest --output-on-failure --timeout 900 -L paired -j 2; paired=$$?; \
+	  ctest --output-on-failure --timeout 900 -LE paired; rest=$$?; [ $$paired = 0 ] && [ $$rest = 0 ]; }
+	@cd build/asan && { export ASAN_OPTIONS=detect_leaks=1; \
+	  ctest -L unit -E '^paced:' -j 2 --output-on-failure --timeout 900; two=$$?; \
+	  ctest -L unit -R '^paced:' --output-on-failure --timeout 900; alone=$$?; [ $$two = 0 ] && [ $$alone = 0 ]; }
 
 # The house rules: every source clang-format clean, no file over 800 lines, no function over 150.
 lint:

@@ -7,7 +7,7 @@ need_data
 
 run="$WORK/run"
 "$PSBED" launch --servers 2 --workers 2 --model lenet5 --data mnist --steps 3000 --batch 32 \
-  --lr 0.05 --mode bsp --checkpoint-every 100 --timeout 100 --out "$run" >"$WORK/first.out" 2>&1 &
+  --lr 0.05 --mode bsp --checkpoint-every 100 --timeout 300 --out "$run" >"$WORK/first.out" 2>&1 &
 launch=$!
 PIDS+=($launch)
 ready=""
@@ -72,7 +72,7 @@ rc=0
 [ "$rc" = 2 ] || { cat "$WORK/flags.out"; fail "--resume with --workers: exit $rc, expected 2"; }
 
 # --- the resumed run goes on from the checkpoint's step and finishes ---
-timeout 100 "$PSBED" launch --resume "$run" >"$WORK/resume.out" 2>&1 ||
+timeout 300 "$PSBED" launch --resume "$run" >"$WORK/resume.out" 2>&1 ||
   { tail -20 "$WORK/resume.out"; fail "the resumed run failed"; }
 grep -q "resuming $run from step $step" "$WORK/resume.out" || fail "launch did not say the step it resumes from"
 for w in worker-0 worker-1; do
