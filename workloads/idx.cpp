@@ -272,9 +272,12 @@ std::string default_data_dir() {
 
 namespace {
 
-SyntheticOptions synthetic_options(const Shape& model_input, int classes, std::uint64_t seed) {
+void check_classes(int classes) {
   if (classes < 2)
     throw Error("a model with " + std::to_string(classes) + " classes, expected at least 2");
+}
+
+SyntheticOptions synthetic_options(const Shape& model_input, int classes, std::uint64_t seed) {
   SyntheticOptions opt;
   opt.shape = model_input;
   opt.classes = classes;
@@ -286,17 +289,18 @@ SyntheticOptions synthetic_options(const Shape& model_input, int classes, std::u
 
 void check_dataset(const std::string& name, const std::string& data_dir, const Shape& model_input,
                    int classes, std::uint64_t seed) {
-  if (name == "synthetic")
-    check_synthetic(synthetic_options(model_input, classes, seed));
-  else
+  if (name != "synthetic") {
     load_dataset(name, data_dir, model_input, classes, seed);
+    return;
+  }
+  check_classes(classes);
+  check_synthetic(synthetic_options(model_input, classes, seed));
 }
 
 Split load_dataset(const std::string& name, const std::string& data_dir, const Shape& model_input,
                    int classes, std::uint64_t seed) {
+  check_classes(classes);
   if (name == "synthetic") return make_synthetic(synthetic_options(model_input, classes, seed));
-  if (classes < 2)
-    throw Error("a model with " + std::to_string(classes) + " classes, expected at least 2");
   if (name != "mnist") throw Error("unknown data set '" + name + "', expected mnist or synthetic");
 
   const std::string dir = data_dir.empty() ? default_data_dir() : data_dir;
