@@ -13,7 +13,7 @@ namespace {
 
 // Everything the policy lets go with the link idle before each ask (prophet answers nothing once
 // when a block is full, and opens the next on the following ask).
-std::vector<Transfer> drain(Policy& p) {
+std::vector<Transfer> drain_all(Policy& p) {
   std::vector<Transfer> out;
   for (int idle = 0; idle < 2;)
     if (auto t = p.next(0, 0))
@@ -45,7 +45,7 @@ TEST_CASE("every policy sends a peer's factors whole, once, exactly as handed ov
     p->gradient_ready(0.001, factors(3, 5, 50000));
     p->gradient_ready(0.002, push(0, 1, 3000));
     p->backward_done(0.003);
-    std::vector<Transfer> sent = drain(*p);
+    std::vector<Transfer> sent = drain_all(*p);
     int whole = 0;
     std::int64_t push_floats = 0;
     for (const Transfer& t : sent) {
@@ -72,7 +72,7 @@ TEST_CASE("wfbp and bulk order factors with the pushes as they came and as backw
   auto wfbp = make_policy(options("wfbp"));
   wfbp->gradient_ready(0, factors(1, 5, 100));
   wfbp->gradient_ready(0, push(0, 1, 100));
-  auto order = drain(*wfbp);
+  auto order = drain_all(*wfbp);
   REQUIRE(order.size() == 2);
   CHECK(order[0].dir == Direction::kFactors);  // first come, first served
   CHECK(order[1].dir == Direction::kPush);
@@ -82,7 +82,7 @@ TEST_CASE("wfbp and bulk order factors with the pushes as they came and as backw
   CHECK_FALSE(bulk->next(0, 0));  // held until backward ends, like a gradient
   bulk->gradient_ready(0, push(0, 1, 100));
   bulk->backward_done(0);
-  order = drain(*bulk);
+  order = drain_all(*bulk);
   REQUIRE(order.size() == 2);
   CHECK(order[0].layer == 5);  // last layer first
   CHECK(order[1].layer == 1);
@@ -90,7 +90,7 @@ TEST_CASE("wfbp and bulk order factors with the pushes as they came and as backw
   auto tf = make_policy(options("tf-random"));
   tf->parameter_needed(0, pull(0, 0, 10));
   tf->gradient_ready(0, factors(1, 5, 100));
-  order = drain(*tf);
+  order = drain_all(*tf);
   REQUIRE(order.size() == 2);
   CHECK(order[0].dir == Direction::kPull);  // pulls first, as for pushes
   CHECK(order[1].dir == Direction::kFactors);

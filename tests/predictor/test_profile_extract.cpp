@@ -19,12 +19,12 @@ namespace {
 // (tests/fixtures/predictor/run-1w): step s has fwd:fc1 100 + 10 s us, fwd:relu1 50 us,
 // bwd:relu1 40 us, bwd:fc1 200 us; pulls of 3,984 and 16 bytes take 598.4 and 201.6 us
 // (2 x 100 us latency + bytes at 10 bytes/us); applies take 2 us + 0.5 ns per byte.
-const std::string kRun = std::string(PSBED_FIXTURES_DIR) + "/predictor/run-1w";
+const std::string kOneWorkerRun = std::string(PSBED_FIXTURES_DIR) + "/predictor/run-1w";
 
 // The fixture's profile, fitted to nothing.
 Profile uncalibrated_fixture() {
   ProfileOptions o;
-  o.run = kRun;
+  o.run = kOneWorkerRun;
   o.skip_steps = 1;
   o.calibrate = false;
   return extract_profile(o);
@@ -47,7 +47,7 @@ double source_pace(const Profile& p, Set set) {
 
 TEST_CASE("profile extraction from a single-worker run", "[predictor][profile]") {
   ProfileOptions o;
-  o.run = kRun;
+  o.run = kOneWorkerRun;
   o.skip_steps = 1;
   const Profile p = extract_profile(o);
   CHECK(p.model == "tiny");
@@ -82,7 +82,7 @@ TEST_CASE("profile extraction from a single-worker run", "[predictor][profile]")
   CHECK(p.source["profiled_steps"] == 3);
   // The default warm-up rule for 4 steps leaves out 2.
   ProfileOptions d;
-  d.run = kRun;
+  d.run = kOneWorkerRun;
   CHECK(extract_profile(d).layers[0].forward_ms.size() == 2);
 }
 
@@ -95,7 +95,7 @@ TEST_CASE("time blocked handing pushes to a full send buffer is no overhead",
   fs::remove_all(tmp);
   fs::create_directories(tmp / "traces");
   nlohmann::json t;
-  std::ifstream(kRun + "/traces/worker-0.trace.json") >> t;
+  std::ifstream(kOneWorkerRun + "/traces/worker-0.trace.json") >> t;
   nlohmann::json extra = nlohmann::json::array();
   for (auto& e : t["traceEvents"]) {
     if (e.value("ph", "") != "X" || e["args"].value("step", -1) != 1) continue;
@@ -135,9 +135,9 @@ TEST_CASE("host CPU per message and per byte from the traces' CPU over the stead
   fs::remove_all(tmp);
   fs::create_directories(tmp / "traces");
   nlohmann::json w, sv, summary;
-  std::ifstream(kRun + "/traces/worker-0.trace.json") >> w;
-  std::ifstream(kRun + "/traces/server-0.trace.json") >> sv;
-  std::ifstream(kRun + "/summary.json") >> summary;
+  std::ifstream(kOneWorkerRun + "/traces/worker-0.trace.json") >> w;
+  std::ifstream(kOneWorkerRun + "/traces/server-0.trace.json") >> sv;
+  std::ifstream(kOneWorkerRun + "/summary.json") >> summary;
   w["metadata"]["compute"] = "replay:x.json";
   w["metadata"]["cpu_steady"] = {{"from_us", 1010000}, {"to_us", 1031300}, {"cpu_s", 0.02}};
   sv["metadata"]["cpu_samples"] = {
@@ -259,7 +259,7 @@ TEST_CASE("the host's CPU per worker-step over the span every worker is steady i
 
 TEST_CASE("profile extraction names what is missing", "[predictor][profile]") {
   ProfileOptions o;
-  o.run = kRun + "-nonexistent";
+  o.run = kOneWorkerRun + "-nonexistent";
   CHECK_THROWS_WITH(extract_profile(o), Catch::Contains("does not exist"));
   const fs::path tmp = fs::temp_directory_path() / "psbed-profile-test";
   fs::remove_all(tmp);
@@ -268,8 +268,8 @@ TEST_CASE("profile extraction names what is missing", "[predictor][profile]") {
   CHECK_THROWS_WITH(extract_profile(o), Catch::Contains("no traces/"));
   fs::create_directories(tmp / "traces");
   CHECK_THROWS_WITH(extract_profile(o), Catch::Contains("no worker trace"));
-  fs::copy_file(kRun + "/traces/worker-0.trace.json", tmp / "traces/worker-0.trace.json");
-  fs::copy_file(kRun + "/traces/worker-0.trace.json", tmp / "traces/worker-1.trace.json");
+  fs::copy_file(kOneWorkerRun + "/traces/worker-0.trace.json", tmp / "traces/worker-0.trace.json");
+  fs::copy_file(kOneWorkerRun + "/traces/worker-0.trace.json", tmp / "traces/worker-1.trace.json");
   CHECK_THROWS_WITH(extract_profile(o), Catch::Contains("--worker NAME"));
   o.worker = "worker-7";
   CHECK_THROWS_WITH(extract_profile(o), Catch::Contains("no trace of worker 'worker-7'"));
@@ -293,8 +293,8 @@ TEST_CASE(
   const fs::path tmp = fs::temp_directory_path() / "psbed-profile-summary-test";
   fs::remove_all(tmp);
   fs::create_directories(tmp / "traces");
-  fs::copy_file(kRun + "/traces/worker-0.trace.json", tmp / "traces/worker-0.trace.json");
-  fs::copy_file(kRun + "/traces/server-0.trace.json", tmp / "traces/server-0.trace.json");
+  fs::copy_file(kOneWorkerRun + "/traces/worker-0.trace.json", tmp / "traces/worker-0.trace.json");
+  fs::copy_file(kOneWorkerRun + "/traces/server-0.trace.json", tmp / "traces/server-0.trace.json");
   ProfileOptions o;
   o.run = tmp.string();
   o.skip_steps = 1;
@@ -312,7 +312,8 @@ TEST_CASE(
   CHECK_THROWS_WITH(extract_profile(o),
                     Catch::Contains("a node of 'failed_nodes' is \"worker-1\""));
   // The fixture's own summary: no launch record.
-  fs::copy_file(kRun + "/summary.json", tmp / "summary.json", fs::copy_options::overwrite_existing);
+  fs::copy_file(kOneWorkerRun + "/summary.json", tmp / "summary.json",
+                fs::copy_options::overwrite_existing);
   p = extract_profile(o);
   CHECK(warns(p, "no launch.host_cpus"));
   CHECK_FALSE(warns(p, "no summary.json"));
@@ -320,7 +321,7 @@ TEST_CASE(
   CHECK(p.source.value("calibrated", std::string()).empty());
   // A second worker that died leaves no trace: the summary counts it and names it; the run is
   // then no single-worker run (no calibration, no split of the host's CPU).
-  nlohmann::json s = nlohmann::json::parse(std::ifstream(kRun + "/summary.json"));
+  nlohmann::json s = nlohmann::json::parse(std::ifstream(kOneWorkerRun + "/summary.json"));
   s["workers"] = 2;
   s["failed_nodes"] = {
       {{"name", "worker-1"}, {"role", "worker"}, {"reason", "killed by signal 9 (Killed)"}}};
@@ -335,7 +336,7 @@ TEST_CASE(
 TEST_CASE("a profile of few steps, or one that cannot reproduce its own run, says so in the file",
           "[predictor][profile]") {
   ProfileOptions o;
-  o.run = kRun;
+  o.run = kOneWorkerRun;
   o.skip_steps = 1;
   const Profile p = extract_profile(o);
   // Three steps profiled.
@@ -363,7 +364,7 @@ TEST_CASE("link metadata of a trace", "[predictor][profile]") {
 TEST_CASE("calibration makes the simulated source run keep the measured pace",
           "[predictor][profile]") {
   ProfileOptions o;
-  o.run = kRun;
+  o.run = kOneWorkerRun;
   o.skip_steps = 1;
   const Profile p = extract_profile(o);
   // Steps 1-3 start 10 ms apart and last 1.3 ms: 3 steps in 21.3 ms.

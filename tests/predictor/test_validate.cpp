@@ -23,13 +23,13 @@ const std::string kFixtures = std::string(PSBED_FIXTURES_DIR) + "/predictor/regr
 const std::string kRun = kFixtures + "/runs/lenet5-2w-bsp-bulk-100mbit";
 
 // A scratch folder of copied fixture runs, removed on every exit path.
-struct Scratch {
+struct ScratchRuns {
   fs::path dir;
-  explicit Scratch(const std::string& name) : dir(fs::temp_directory_path() / name) {
+  explicit ScratchRuns(const std::string& name) : dir(fs::temp_directory_path() / name) {
     fs::remove_all(dir);
     fs::create_directories(dir);
   }
-  ~Scratch() {
+  ~ScratchRuns() {
     std::error_code ec;
     fs::remove_all(dir, ec);
   }
@@ -67,7 +67,7 @@ struct Fixture {
 
 TEST_CASE("validate leaves failed runs out, names them and says why", "[predictor][validate]") {
   const Fixture f;
-  const Scratch tmp("psbed-validate-failed-test");
+  const ScratchRuns tmp("psbed-validate-failed-test");
   const std::string ok = tmp.copy(kRun, "ok");
   const std::string failed = tmp.copy(kRun, "failed", [](nlohmann::json& s) {
     s["ok"] = false, s["failure"] = "worker-1 died", s["images_per_sec"] = 0;
@@ -90,7 +90,7 @@ TEST_CASE("validate leaves failed runs out, names them and says why", "[predicto
 TEST_CASE("validate leaves out runs that lost a node or switched policy midway",
           "[predictor][validate]") {
   const Fixture f;
-  const Scratch tmp("psbed-validate-changed-test");
+  const ScratchRuns tmp("psbed-validate-changed-test");
   const std::string ok = tmp.copy(kRun, "ok");
   // "ok": true, as the coordinator writes it when a worker died and the others finished.
   const std::string lost = tmp.copy(kRun, "lost", [](nlohmann::json& s) {
@@ -112,7 +112,7 @@ TEST_CASE("validate leaves out runs that lost a node or switched policy midway",
 TEST_CASE("validate refuses a run of another model or batch than the profile's",
           "[predictor][validate]") {
   const Fixture f;
-  const Scratch tmp("psbed-validate-model-test");
+  const ScratchRuns tmp("psbed-validate-model-test");
   const std::string other =
       tmp.copy(kRun, "other-model", [](nlohmann::json& s) { s["model"] = "cnn-cifar"; });
   CHECK_THROWS_WITH(f.validate({other}), Contains(other) && Contains("trained cnn-cifar") &&
@@ -125,7 +125,7 @@ TEST_CASE("validate refuses a run of another model or batch than the profile's",
 
 TEST_CASE("validate's errors on a bad summary name the run", "[predictor][validate]") {
   const Fixture f;
-  const Scratch tmp("psbed-validate-errors-test");
+  const ScratchRuns tmp("psbed-validate-errors-test");
   const std::string text =
       tmp.copy(kRun, "text", [](nlohmann::json& s) { s["images_per_sec"] = "fast"; });
   CHECK_THROWS_WITH(f.validate({text}), Contains(text + "/summary.json") &&
@@ -147,7 +147,7 @@ TEST_CASE("validate's errors on a bad summary name the run", "[predictor][valida
 TEST_CASE("a run without traces: its link from summary.json, or --bandwidth, or a clear error",
           "[predictor][validate]") {
   Fixture f;
-  const Scratch tmp("psbed-validate-notrace-test");
+  const ScratchRuns tmp("psbed-validate-notrace-test");
   const double traced = f.validate({kRun})["runs"][0]["predicted_images_per_sec"].get<double>();
   const std::string bare = tmp.copy(kRun, "bare");
   fs::remove_all(fs::path(bare) / "traces");
@@ -171,7 +171,7 @@ TEST_CASE("a run without traces: its link from summary.json, or --bandwidth, or 
 TEST_CASE("validate keeps each run's latency, straggler and start stagger",
           "[predictor][validate]") {
   Fixture f;
-  const Scratch tmp("psbed-validate-straggler-test");
+  const ScratchRuns tmp("psbed-validate-straggler-test");
   auto bare = [&](const std::string& name, double straggler_ms) {
     const std::string run = tmp.copy(kRun, name, [&](nlohmann::json& s) {
       s["launch"] = {{"link", "100.00 Mbit/s, 200 us one way"},
@@ -217,7 +217,7 @@ TEST_CASE("validate keeps each run's latency, straggler and start stagger",
 // them are configurations of their own, and validation.md gives them a column.
 TEST_CASE("validate reads each run's stragglers and keeps them apart", "[predictor][validate]") {
   Fixture f;
-  const Scratch tmp("psbed-validate-stragglers-test");
+  const ScratchRuns tmp("psbed-validate-stragglers-test");
   auto run = [&](const std::string& name, const nlohmann::json& stragglers) {
     return tmp.copy(kRun, name, [&](nlohmann::json& s) { s["launch"]["stragglers"] = stragglers; });
   };
@@ -280,7 +280,7 @@ TEST_CASE("validate --compute real or replay overrides each run's own", "[predic
 // --netns run's nodes say "unshaped" too, but tc shaped its links: the bandwidth is launch's.
 TEST_CASE("validate: the link of unshaped and --netns runs", "[predictor][validate]") {
   Fixture f;
-  const Scratch tmp("psbed-validate-links-test");
+  const ScratchRuns tmp("psbed-validate-links-test");
   const std::string unshaped = tmp.copy(kRun, "unshaped");
   {
     const fs::path trace = fs::path(unshaped) / "traces" / "worker-0.trace.json";
@@ -324,7 +324,7 @@ TEST_CASE("validate: each run again at its measured host CPU per step", "[predic
   f.profile.cpu_per_message_us = 30;
   f.flags.bandwidth = "10gbit";  // a fast link, so that the CPU sets the pace
   f.flags.steps = 0;             // the run's own 100
-  const Scratch tmp("psbed-validate-host-cpu-test");
+  const ScratchRuns tmp("psbed-validate-host-cpu-test");
   const std::string run =
       tmp.copy(kFixtures + "/runs/lenet5-4w-async-wfbp-100mbit", "run", [](nlohmann::json& s) {
         s["launch"] = {{"host_cpus", 2}};
@@ -412,7 +412,7 @@ TEST_CASE("validate: each run again at its measured host CPU per step", "[predic
 TEST_CASE("validate keeps runs of different recorded links apart under --bandwidth/--latency",
           "[predictor][validate]") {
   Fixture f;
-  const Scratch tmp("psbed-validate-override-test");
+  const ScratchRuns tmp("psbed-validate-override-test");
   auto with_link = [&](const std::string& name, const std::string& link) {
     const std::string run = tmp.copy(kRun, name);
     const fs::path trace = fs::path(run) / "traces" / "worker-0.trace.json";
@@ -464,7 +464,7 @@ TEST_CASE("validate keeps runs of different recorded links apart under --bandwid
 // numbers; validation.md gives the settings a column.
 TEST_CASE("validate's rows carry each configuration's settings", "[predictor][validate]") {
   Fixture f;
-  const Scratch tmp("psbed-validate-settings-test");
+  const ScratchRuns tmp("psbed-validate-settings-test");
   const std::string p3 = kFixtures + "/runs/lenet5-2w-async-p3-100mbit";
   const nlohmann::json v = f.validate({kRun, p3});
   INFO(v.dump(1));

@@ -14,13 +14,13 @@
 #include "ps/cluster_map.hpp"
 #include "ps/link.hpp"
 #include "ps/zmq_transport.hpp"
+#include "transport_test_util.hpp"
 
 using namespace psbed::ps;
+using psbed::ps::test::kWait;  // every wait here is bounded: a regression fails, it never hangs
 using namespace std::chrono_literals;
 
 namespace {
-
-constexpr auto kWait = 10s;  // every wait here is bounded: a regression fails, it never hangs
 
 Message heartbeat() {
   Message m;

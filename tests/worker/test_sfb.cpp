@@ -41,7 +41,7 @@ out = 3
 
 constexpr int kBatch = 4;
 
-struct Pair {
+struct SfbPair {
   ps::ClusterMap map;
   CommPlan plan;
   FactorExchange a{"tcp://127.0.0.1:*"}, b{"tcp://127.0.0.1:*"};
@@ -49,7 +49,7 @@ struct Pair {
 
   // `third`: a worker-2 with no exchange, whose connection a test plays by hand (a second
   // connection under worker-1's identity would be turned away by ZeroMQ itself).
-  explicit Pair(const std::string& mode, bool third = false, CommMode comm = CommMode::kSfb) {
+  explicit SfbPair(const std::string& mode, bool third = false, CommMode comm = CommMode::kSfb) {
     map.exp.model_toml = kToml;
     map.exp.mode = Consistency::parse(mode);
     map.exp.batch = kBatch;
@@ -123,7 +123,7 @@ void wait_refused(const FactorExchange& x, std::uint64_t n) {
 }  // namespace
 
 TEST_CASE("factors rebuild the summed gradient and keep the replicas equal", "[worker][sfb]") {
-  Pair p("bsp");
+  SfbPair p("bsp");
   REQUIRE(p.plan.sfb[0]);
   REQUIRE(p.plan.sfb[2]);
   // What a bsp shard would do: the mean of the two nets' own gradients, one SGD step.
@@ -157,7 +157,7 @@ TEST_CASE("factors rebuild the summed gradient and keep the replicas equal", "[w
 
 TEST_CASE("a layer's factors are one whole transfer per peer, done once each has left",
           "[worker][sfb]") {
-  Pair p("bsp");
+  SfbPair p("bsp");
   step(*p.net_a, 1);
   const std::vector<policy::Transfer> go = p.a.stage(0, 0, *p.net_a);
   REQUIRE(go.size() == 1);  // one peer
@@ -185,7 +185,7 @@ TEST_CASE("a layer's factors are one whole transfer per peer, done once each has
 }
 
 TEST_CASE("bad factors are refused and counted, never applied", "[worker][sfb]") {
-  Pair p("bsp", true);
+  SfbPair p("bsp", true);
   const std::size_t fc1 = kBatch * (6 + 5);
   const std::vector<float> before = copy_param(*p.net_a, 0);
   {
@@ -215,7 +215,7 @@ TEST_CASE("bad factors are refused and counted, never applied", "[worker][sfb]")
 }
 
 TEST_CASE("a dead peer ends the wait for its factors, named", "[worker][sfb]") {
-  Pair p("bsp");
+  SfbPair p("bsp");
   step(*p.net_a, 1);
   send_all(p.a, 0, 0, *p.net_a);
   p.a.peer_dead(1);
@@ -224,7 +224,7 @@ TEST_CASE("a dead peer ends the wait for its factors, named", "[worker][sfb]") {
 }
 
 TEST_CASE("ssp applies what arrived and waits only past the bound", "[worker][sfb]") {
-  Pair p("ssp:1");
+  SfbPair p("ssp:1");
   step(*p.net_a, 1);
   send_all(p.a, 0, 0, *p.net_a);
   const std::vector<float> before = copy_param(*p.net_a, 0);
@@ -241,7 +241,7 @@ TEST_CASE("ssp applies what arrived and waits only past the bound", "[worker][sf
 
 TEST_CASE("a live --comm switch: factors from the agreed step on, with the shards' momentum",
           "[worker][sfb][comm_switch]") {
-  Pair p("bsp", false, CommMode::kPs);
+  SfbPair p("bsp", false, CommMode::kPs);
   REQUIRE(!p.plan.any_sfb());
   const CommPlan sfb = choose_comm(p.map.spec, CommMode::kSfb, 2, 1, kBatch);
   const std::size_t fc1 = kBatch * (6 + 5);
