@@ -43,9 +43,9 @@ ClusterMap synthetic_map(int mib, int workers, int servers, std::int64_t partiti
   m.spec = parse_model_spec(toml, m.exp.model_name);
   m.plan = make_partition(m.spec, partition, servers);
   for (int s = 0; s < servers; ++s)
-    m.servers.push_back({"server", s, "server-" + std::to_string(s), ""});
+    m.servers.push_back({"server", s, "server-" + std::to_string(s), "", "", ""});
   for (int w = 0; w < workers; ++w)
-    m.workers.push_back({"worker", w, "worker-" + std::to_string(w), ""});
+    m.workers.push_back({"worker", w, "worker-" + std::to_string(w), "", "", ""});
   return m;
 }
 

@@ -155,7 +155,7 @@ TEST_CASE("host CPU per message and per byte from the traces' CPU over the stead
   int transfers = 0;
   double bytes = 0;
   for (const auto& e : w["traceEvents"]) {
-    if (e.value("ph", "") != "X" || e["tid"] != 3 && e["tid"] != 1) continue;
+    if (e.value("ph", "") != "X" || (e["tid"] != 3 && e["tid"] != 1)) continue;
     const double end = e["ts"].get<double>() + e["dur"].get<double>();
     if (end >= 1010000 && end <= 1031300) ++transfers, bytes += e["args"]["bytes"].get<double>();
   }

@@ -103,8 +103,8 @@ TEST_CASE("PsClient::stop frees a push waiting for room on a shard that is gone"
   map.exp.model_toml = toml;
   map.spec = psbed::parse_model_spec(toml, "wide");
   map.plan = psbed::make_partition(map.spec, 1 << 20, 1);
-  map.servers.push_back({"server", 0, "server-0", link_to_a_dead_peer().endpoint});
-  map.workers.push_back({"worker", 0, "worker-0", ""});
+  map.servers.push_back({"server", 0, "server-0", link_to_a_dead_peer().endpoint, "", ""});
+  map.workers.push_back({"worker", 0, "worker-0", "", "", ""});
   REQUIRE(map.plan.parts.at(0).bytes() == (1 << 20));
   // Unshaped, the sender waits inside ZeroMQ's queue; shaped, behind the link's queue, whose
   // pacing thread waits inside ZeroMQ's (stopping that link used to wait for it for ever).
