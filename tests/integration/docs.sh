@@ -98,7 +98,8 @@ def cli(path):
             if section == "Options":
                 m = re.match(r"^\s{2}(-[^\s]+)(?:\s+([A-Z][A-Z:]*))?", line)
                 if m:
-                    names = m.group(1).split(",")
+                    # CLI11 shows a flag's default after it: "--no-trace{false}".
+                    names = [re.sub(r"\{[^}]*\}$", "", x) for x in m.group(1).split(",")]
                     flags.update(names)
                     if m.group(2):
                         takes.update(names)
