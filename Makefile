@@ -61,16 +61,17 @@ demo: build data
 # unit tests and the integration scripts labelled "paired" (tests/CMakeLists.txt) run two at a
 # time first, the other scripts one at a time; in both builds the tests named "paced:" (link
 # rates) run alone, last.
+CTEST := ctest --output-on-failure --timeout 900
 test: build data build-asan
 	@cluster/install-deps.sh test plot
 	@cluster/fetch-web.sh test
-	@cd build/release && { ctest --output-on-failure --timeout 900 -L 'paired|unit' -E '^paced:' -j 2; two=$$?; \
-	  ctest --output-on-failure --timeout 900 -LE 'paired|unit'; one=$$?; \
-	  ctest --output-on-failure --timeout 900 -R '^paced:'; alone=$$?; \
+	@cd build/release && { $(CTEST) -L 'paired|unit' -E '^paced:' -j 2; two=$$?; \
+	  $(CTEST) -LE 'paired|unit'; one=$$?; \
+	  $(CTEST) -R '^paced:'; alone=$$?; \
 	  [ $$two = 0 ] && [ $$one = 0 ] && [ $$alone = 0 ]; }
 	@cd build/asan && { export ASAN_OPTIONS=detect_leaks=1; \
-	  ctest -L unit -E '^paced:' -j 2 --output-on-failure --timeout 900; two=$$?; \
-	  ctest -L unit -R '^paced:' --output-on-failure --timeout 900; alone=$$?; [ $$two = 0 ] && [ $$alone = 0 ]; }
+	  $(CTEST) -L unit -E '^paced:' -j 2; two=$$?; \
+	  $(CTEST) -L unit -R '^paced:'; alone=$$?; [ $$two = 0 ] && [ $$alone = 0 ]; }
 
 # The house rules: every source clang-format clean, no file over 800 lines, no function over 150.
 lint:
