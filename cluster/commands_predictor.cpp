@@ -101,6 +101,19 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
                       "profile's variation.start_spread_ms, 0: all at once)"),
       "ms")
       ->check(number_in("milliseconds", 0, false, 6e5, "0 or more and below 600000"));
+  app->add_option("--fidelity", f.fidelity,
+                  "exact: every worker simulated; fast: --groups simulated workers, each a group "
+                  "of identical workers moving in step (stragglers alone), for clusters of "
+                  "hundreds; auto: fast above 64 workers. Exact regardless outside bsp, with SFB "
+                  "layers, the host's cores modelled (--host-cpus) or traces "
+                  "(docs/predictor-model.md, \"Fast mode\")")
+      ->capture_default_str()
+      ->check(one_of({"exact", "fast", "auto"}));
+  app->add_option("--groups", f.groups,
+                  "the fast mode's simulated workers: more follow the workers more closely, at "
+                  "the cost of a simulation of as many workers")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   app->add_option("--jobs", f.jobs,
                   "simulations run at once, one per thread (0: one per core this process may use); "
                   "the figures do not depend on it")
@@ -333,6 +346,15 @@ void add_optimize_bench(CLI::App& root, PredictorCommands& o, std::string& log_l
   bench->add_option("--link-model", o.bench.link_model, "bucket or fair")
       ->capture_default_str()
       ->check(one_of({"bucket", "fair"}));
+  bench
+      ->add_option("--fidelity", o.bench.fidelity,
+                   "exact, fast, or both: each worker count simulated both ways, the fast one's "
+                   "images/s against the exact one's")
+      ->capture_default_str()
+      ->check(one_of({"exact", "fast", "both"}));
+  bench->add_option("--groups", o.bench.groups, "the fast mode's simulated workers")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   bench->add_option("--json", o.bench.json_out, "write the timings as JSON to this file");
 }
 

@@ -10,6 +10,7 @@
 #include "core/defaults.hpp"
 #include "core/model_spec.hpp"
 #include "predictor/profile_extract.hpp"
+#include "predictor/simulator.hpp"
 
 namespace psbed::predictor {
 
@@ -68,6 +69,10 @@ struct SimFlags {
   // The predicted workers' compute: "real" takes the host's cores, "replay" sleeps; "auto": as
   // the profiled run's (validate: each run's own).
   std::string compute = "auto";
+  // exact: every worker simulated; fast: at most kFastGroups, each a group of identical workers;
+  // auto: fast above kFastAbove workers (predictor/simulator.hpp, SimConfig::fidelity).
+  std::string fidelity = "auto";
+  int groups = kFastGroups;  // the fast mode's simulated workers
 };
 
 struct PredictOptions {
@@ -144,6 +149,8 @@ struct BenchPredictOptions {
   std::int64_t steps = 1000;
   std::string bandwidth = "1gbit";
   std::string link_model = "bucket";
+  std::string fidelity = "both";  // exact, fast, or both side by side
+  int groups = kFastGroups;       // the fast mode's simulated workers
   std::string json_out;
 };
 // model_given: --model was on the command line (then it must be the profile's model).

@@ -3,6 +3,7 @@
 // settings of those that have some; configurations that simulate alike are simulated once; the
 // leaders are simulated again with more seeds and ranked by their median.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -198,6 +199,8 @@ struct Search {
   std::vector<SimResult> confirmed;
   std::vector<const SimResult*> confirmed_of;  // per grid configuration: into confirmed, or null
   int seeds = 1;                               // the seeds behind the points' figures
+  Fidelity search_fidelity = Fidelity::kExact, confirm_fidelity = Fidelity::kExact;
+  double search_s = 0, confirm_s = 0;  // wall time of each
 };
 
 // One draw can put a configuration on the edge between two regimes (workers in lockstep or
@@ -219,7 +222,10 @@ void confirm_leaders(const OptimizeOptions& o, const Profile& profile, const Mod
   }
   std::sort(leaders.begin(), leaders.end());  // the search's order
   std::vector<SimConfig> again;
-  for (std::size_t i : leaders) again.push_back(x.points[i].c);
+  for (std::size_t i : leaders) {
+    again.push_back(x.points[i].c);
+    again.back().fidelity = x.confirm_fidelity, again.back().check_groups = true;
+  }
   announce("optimize: the leaders again", again.size(), "", o.confirm_seeds, o.sim.jobs);
   x.confirmed = simulate_all(profile, spec, again, o.confirm_seeds, o.sim.jobs,
                              progress("confirmed", again.size()));
@@ -288,10 +294,12 @@ nlohmann::json simulated_json(const OptimizeOptions& o, const Grid& g, const Sea
                           {"same", nlohmann::json::array()},
                           {"images_per_sec", r.images_per_sec},
                           {"images_per_sec_per_node", r.images_per_sec / nodes},
+                          {"simulated_workers", r.simulated_workers},
                           {"seeds", o.sim.seeds}};
     for (const SimConfig& other : g.same[i]) row["same"].push_back(settings_json(other));
     if (const SimResult* cr = x.confirmed_of[i])
       row["confirmed"] = {{"images_per_sec", cr->images_per_sec},
+                          {"simulated_workers", cr->simulated_workers},
                           {"images_per_sec_per_node", cr->images_per_sec / nodes},
                           {"seeds", o.confirm_seeds},
                           {"seeds_min_images_per_sec", cr->seeds_min_images_per_sec},
@@ -390,6 +398,11 @@ void print_optimize_head(const OptimizeOptions& o, const Profile& profile, const
                 x.points.size(), x.seeds);
   else if (x.seeds > 1)
     std::printf(", %d seeds each: images/s is their median", x.seeds);
+  std::printf("\nsearched in %.1f s (%s)", x.search_s,
+              x.search_fidelity == Fidelity::kFast    ? "fast mode"
+              : x.search_fidelity == Fidelity::kExact ? "exact"
+                                                      : "exact, fast above 64 workers");
+  if (x.seeds != o.sim.seeds) std::printf(", confirmed in %.1f s", x.confirm_s);
   std::printf("\n\n");
 }
 
@@ -446,13 +459,25 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
                : std::string(),
            o.sim.seeds, o.sim.jobs);
   Search x;
-  x.results = simulate_all(profile, spec, g.configs, o.sim.seeds, o.sim.jobs,
+  // Where the leaders are confirmed, --fidelity auto searches in the fast mode at every size
+  // (groups of 16: a 256-worker point costs a 16-worker one) and confirms as predict would.
+  const bool confirming = o.confirm_seeds > o.sim.seeds;
+  x.confirm_fidelity = base.fidelity;
+  x.search_fidelity =
+      confirming && base.fidelity == Fidelity::kAuto ? Fidelity::kFast : base.fidelity;
+  std::vector<SimConfig> search = g.configs;
+  for (SimConfig& c : search) c.fidelity = x.search_fidelity, c.check_groups = !confirming;
+  const auto t0 = std::chrono::steady_clock::now();
+  x.results = simulate_all(profile, spec, search, o.sim.seeds, o.sim.jobs,
                            progress("simulated", g.configs.size()));
+  const auto t1 = std::chrono::steady_clock::now();
+  x.search_s = std::chrono::duration<double>(t1 - t0).count();
   for (std::size_t i = 0; i < g.configs.size(); ++i)
-    x.points.push_back({g.configs[i], x.results[i], i});
+    x.points.push_back({search[i], x.results[i], i});
   x.seeds = o.sim.seeds;
   x.confirmed_of.assign(g.configs.size(), nullptr);
-  if (o.confirm_seeds > o.sim.seeds) confirm_leaders(o, profile, spec, x);
+  if (confirming) confirm_leaders(o, profile, spec, x);
+  x.confirm_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   nlohmann::json out = {{"search", search_json(o, profile, base, space, g)},
                         {"simulated", simulated_json(o, g, x)},
                         {"by_images_per_sec", nlohmann::json::array()},
@@ -463,6 +488,9 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
   out["seeds"] = o.sim.seeds;
   out["confirmed"] = x.seeds != o.sim.seeds ? x.points.size() : 0;
   out["confirm_seeds"] = o.confirm_seeds;
+  out["search_fidelity"] = to_string(x.search_fidelity);
+  out["search_seconds"] = x.search_s;
+  out["confirm_seconds"] = x.confirm_s;
   show_ranking("top by images/s", "by_images_per_sec", by_ips, o, g, x, out);
   show_ranking("top by images/s per node", "by_images_per_sec_per_node", by_ips_per_node, o, g, x,
                out);

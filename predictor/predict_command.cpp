@@ -1,6 +1,7 @@
 // `psbed predict`: a profile and configurations to predicted throughput, a table row per
 // configuration as soon as it and every row before it are simulated.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -183,6 +184,9 @@ void emit_prediction(const PredictOptions& o, const Profile& profile, const Mode
     row["steps"] = c.steps;
     row["simulated_seconds"] = r->simulated_seconds;
     row["events"] = r->events;
+    row["fidelity"] = r->simulated_workers < c.workers ? "fast" : "exact";
+    row["simulated_workers"] = r->simulated_workers;
+    if (r->simulated_workers < c.workers) row["fast_check_pct"] = r->fast_check_pct;
     if (!c.trace_dir.empty()) row["traces"] = c.trace_dir, row["traces_seed"] = r->seed;
     const std::string band =
         o.sim.seeds > 1 ? "  " + fmt(r->band.low, 0) + "-" + fmt(r->band.high, 0) : "  -";
@@ -193,6 +197,34 @@ void emit_prediction(const PredictOptions& o, const Profile& profile, const Mode
   }
   std::fflush(stdout);
   out.push_back(row);
+}
+
+// Below the table: the rows the fast mode grouped, and those whose figure moved with the groups.
+void print_fast_note(const nlohmann::json& rows, int groups) {
+  int fast = 0;
+  std::string moved;
+  for (const auto& row : rows) {
+    if (row.value("fidelity", std::string()) != "fast") continue;
+    ++fast;
+    const double check = row["fast_check_pct"].get<double>();
+    if (std::abs(check) <= kFastCheckPct) continue;
+    char line[160];
+    std::snprintf(line, sizeof line, "\n  %d workers, %d server(s), %s, %s: %+.1f%% with %d groups",
+                  row["workers"].get<int>(), row["servers"].get<int>(),
+                  row["policy"].get<std::string>().c_str(), row["mode"].get<std::string>().c_str(),
+                  check, std::max(1, groups / 2));
+    moved += line;
+  }
+  if (fast == 0) return;
+  std::printf(
+      "fast: %d row(s) simulated as %d groups of identical workers moving in step "
+      "(docs/predictor-model.md, \"Fast mode\"); --fidelity exact simulates every worker\n",
+      fast, groups);
+  if (!moved.empty())
+    std::printf(
+        "fast: these moved more than %.0f%% with half the groups, which do not hold them: "
+        "confirm them with --fidelity exact%s\n",
+        kFastCheckPct, moved.c_str());
 }
 
 // Simulates every configuration, printing the rows in the table's order, each as soon as it and
@@ -250,6 +282,7 @@ int run_predict(const PredictOptions& o) {
         "than %.0f%% "
         "apart (workers in lockstep or drifted apart), each one's images/s and share of draws\n",
         o.sim.seeds, seed_range(o.sim.seed, o.sim.seeds).c_str(), 100 * kRegimeGap);
+  print_fast_note(out, base.groups);
   write_json(o.json_out, out);
   return 0;
 }

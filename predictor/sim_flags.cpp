@@ -71,6 +71,8 @@ SimConfig base_config(const Profile& profile, const SimFlags& f) {
   const std::string compute =
       f.compute == "auto" ? profile.source.value("compute", std::string("real")) : f.compute;
   c.compute_on_cores = compute == "real";
+  c.fidelity = for_flag("--fidelity", [&] { return parse_fidelity(f.fidelity); });
+  c.groups = f.groups;
   return c;
 }
 

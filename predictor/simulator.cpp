@@ -18,6 +18,17 @@ LinkModel parse_link_model(const std::string& text) {
 
 std::string to_string(LinkModel m) { return m == LinkModel::kFair ? "fair" : "bucket"; }
 
+Fidelity parse_fidelity(const std::string& text) {
+  if (text == "exact") return Fidelity::kExact;
+  if (text == "fast") return Fidelity::kFast;
+  if (text == "auto") return Fidelity::kAuto;
+  throw Error("unknown fidelity '" + text + "', expected exact, fast or auto");
+}
+
+std::string to_string(Fidelity f) {
+  return f == Fidelity::kExact ? "exact" : f == Fidelity::kFast ? "fast" : "auto";
+}
+
 void take_host_costs(const Profile& profile, SimConfig& c) {
   c.message_cost_s = profile.message_cost_us * 1e-6;
   c.message_latency_s = profile.message_latency_us * 1e-6;
@@ -111,8 +122,18 @@ std::vector<SimResult> simulate_all(
       median = median_of(std::move(runs[i]));
     }
     // The traces are the median run's: its seed once more, tracing (seeded, so the same run).
-    if (traced && seeds > 1)
-      simulate(profile, spec, seeded(configs[i], int(median.seed - configs[i].seed), true));
+    const int median_k = int(median.seed - configs[i].seed);
+    if (traced && seeds > 1) simulate(profile, spec, seeded(configs[i], median_k, true));
+    // The fast mode checks itself: a figure that moves when the groups halve is one they do not
+    // hold.
+    if (configs[i].check_groups && median.simulated_workers < configs[i].workers &&
+        median.images_per_sec > 0) {
+      SimConfig half = seeded(configs[i], median_k, false);
+      half.groups = std::max(1, half.groups / 2);
+      const SimResult h = simulate(profile, spec, half);
+      median.fast_check_pct = 100 * (h.images_per_sec / median.images_per_sec - 1);
+      median.events += h.events, median.wall_seconds += h.wall_seconds;
+    }
     std::lock_guard<std::mutex> lock(mu);
     results[i] = std::move(median);
     if (done) done(i, results[i]);

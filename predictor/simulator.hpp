@@ -42,6 +42,14 @@ enum class LinkModel { kFair, kBucket };
 LinkModel parse_link_model(const std::string& text);  // "fair" | "bucket"
 std::string to_string(LinkModel m);
 
+// How closely a simulation follows the workers (SimConfig::fidelity).
+enum class Fidelity { kExact, kFast, kAuto };
+Fidelity parse_fidelity(const std::string& text);  // "exact" | "fast" | "auto"
+std::string to_string(Fidelity f);
+constexpr int kFastGroups = 16;      // simulated workers in the fast mode
+constexpr int kFastAbove = 64;       // kAuto: the fast mode above this many workers
+constexpr double kFastCheckPct = 2;  // SimResult::fast_check_pct the fast mode stands by
+
 struct SimConfig {
   int workers = 1;
   int servers = 1;
@@ -122,6 +130,15 @@ struct SimConfig {
   // one; the profile measures how much (Profile::host_cv). 0: every run at the profile's costs.
   double host_cv = 0;
   std::string trace_dir;  // if set: one synthetic Chrome trace per node here
+  // kFast: simulate at most `groups` workers, each standing for a group of identical workers
+  // that move in step (stragglers alone in theirs). A group's message is its members' messages
+  // at once: at a shard it takes their bytes, their receiving and apply time; at a worker, one
+  // member's. Every worker is simulated regardless outside bsp (nothing holds the members in
+  // step) and where SFB layers, the host's cores or traces are modelled (docs/predictor-model.md,
+  // "Fast mode"). kAuto: kFast above kFastAbove workers.
+  Fidelity fidelity = Fidelity::kExact;
+  int groups = kFastGroups;
+  bool check_groups = true;  // simulate_seeds' check of a grouped figure (fast_check_pct)
 };
 
 struct SimResult {
@@ -144,7 +161,11 @@ struct SimResult {
   // range a single real run should land in with its regimes (predictor/band.hpp).
   std::vector<double> draws_images_per_sec;
   Band band;
-  double host_factor = 1;  // the host speed this run drew (SimConfig::host_cv)
+  double host_factor = 1;     // the host speed this run drew (SimConfig::host_cv)
+  int simulated_workers = 0;  // fewer than the workers: grouped (SimConfig::groups)
+  // simulate_seeds, grouped: the median seed's images/s with half the groups against its own, in
+  // percent. Beyond kFastCheckPct the figure moves with the grouping: the groups do not hold it.
+  double fast_check_pct = 0;
   // (max - min) / the median's images/s, in percent; 0 for one run.
   double seeds_spread_pct() const {
     return images_per_sec > 0
@@ -178,8 +199,9 @@ SimResult simulate(const Profile& profile, const ModelSpec& spec, const SimConfi
 
 // Simulates `seeds` times, with the seeds config.seed, config.seed + 1, ... (compute draws and
 // tf-random), and returns the run whose images/s is the median (the lower middle one for an even
-// count), with events and wall_seconds summed over all runs. A configuration on the edge between
-// two regimes (workers in step or drifted apart) can land in either on one draw; the median
+// count), with events and wall_seconds summed over all runs. Grouped (the fast mode), the median
+// seed runs once more with half the groups: SimResult::fast_check_pct. A configuration on the edge
+// between two regimes (workers in step or drifted apart) can land in either on one draw; the median
 // steadies it. With config.trace_dir set, the median run's traces are written (its seed simulated
 // once more, tracing: the same figures).
 SimResult simulate_seeds(const Profile& profile, const ModelSpec& spec, const SimConfig& config,

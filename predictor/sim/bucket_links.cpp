@@ -33,7 +33,7 @@ bool Simulation::flush(int thread) {
 inline bool Simulation::enqueue(int thread, int id) {
   const Message& m = messages_[id];
   SendBuffer& b = buffers_[buffer_of(m)];
-  const double bytes = message_bytes(m);
+  const double bytes = sent_bytes(m);
   if (!room_for(b, bytes)) {
     threads_[std::size_t(thread)].blocked = true;
     b.waiting.push_back(thread);
@@ -73,7 +73,7 @@ void Simulation::pace(int node) {
     const Message& m = messages_[id];
     // A reservation in the past (unused burst) means the message leaves now.
     const double out =
-        std::max(now_, reserve(node, egress_free_[std::size_t(node)], now_, message_bytes(m)));
+        std::max(now_, reserve(node, egress_free_[std::size_t(node)], now_, sent_bytes(m)));
     if (out > now_ || !buffers_[buffer_of(m)].waiting.empty()) {
       events_.push_stream(node, out, EventType::kEgressDone, id);
       return;
@@ -86,7 +86,7 @@ void Simulation::pace(int node) {
 // A message's bytes left its sender: out of the send buffer, through the receiver's downlink.
 inline void Simulation::depart(int id) {
   const Message& m = messages_[id];
-  buffers_[buffer_of(m)].queued -= message_bytes(m);
+  buffers_[buffer_of(m)].queued -= sent_bytes(m);
   if (is_factors(m)) factor_departed(m);
   through_ingress(id);
 }
@@ -99,7 +99,9 @@ inline void Simulation::through_ingress(int id) {
   const double in = now_ + bytes * cfg_.transit_s_per_byte;
   const int to = receiver_node(m);
   const double due =
-      shaped(to) ? std::max(in, reserve(to, ingress_free_[std::size_t(to)], in, bytes)) : in;
+      shaped(to)
+          ? std::max(in, reserve(to, ingress_free_[std::size_t(to)], in, bytes * copies_at(m, to)))
+          : in;
   arrive(id, due + cfg_.latency_s);
 }
 
@@ -118,7 +120,7 @@ void Simulation::egress_done(int id) {
   b.waiting.clear();
   for (int thread : retry_) {
     SendThread& th = threads_[std::size_t(thread)];
-    if (!room_for(b, message_bytes(messages_[th.outbox.front()]))) {
+    if (!room_for(b, sent_bytes(messages_[th.outbox.front()]))) {
       b.waiting.push_back(thread);
       continue;
     }

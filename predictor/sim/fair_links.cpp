@@ -57,6 +57,10 @@ void Simulation::reallocate() {
     const double bw = node_bw_[std::size_t(l / 2)];
     return bw > 0 ? bw : kInf;
   };
+  // A channel's flows on link l: a group's members at a shard (SimConfig::groups), else one.
+  const auto flows = [this](const Channel& c, int l) {
+    return copies_at(messages_[c.queue.front()], l / 2);
+  };
   touched_.clear();
   for (int ci : active_) {
     Channel& c = channels_[ci];
@@ -64,7 +68,7 @@ void Simulation::reallocate() {
     c.since = now_;
     for (int l : {c.up_link, c.down_link}) {
       if (link_n_[l] == 0) link_cap_[l] = cap(l), touched_.push_back(l);
-      ++link_n_[l];
+      link_n_[l] += flows(c, l);
     }
   }
   frozen_.assign(active_.size(), 0);
@@ -80,7 +84,10 @@ void Simulation::reallocate() {
       Channel& c = channels_[active_[k]];
       if (c.up_link != best && c.down_link != best) continue;
       frozen_[k] = 1, --left;
-      for (int l : {c.up_link, c.down_link}) link_cap_[l] -= share, --link_n_[l];
+      for (int l : {c.up_link, c.down_link}) {
+        const double n = flows(c, l);
+        link_cap_[l] -= share * n, link_n_[l] -= n;
+      }
       const double rate = std::max(share, 1e-9 * cap(best));
       if (rate != c.rate || c.head_left == 0) {
         c.rate = rate;

@@ -25,7 +25,9 @@ void Simulation::arrive(int id, double at) {
     events_.push(jittered(m, at + cfg_.message_latency_s), EventType::kDeliver, id);
     return;
   }
-  const ReceiveCost cost = receive_cost(cfg_, carries_data(m), m.t.bytes());
+  ReceiveCost cost = receive_cost(cfg_, carries_data(m), m.t.bytes());
+  const double copies = copies_at(m, node);  // a group's members, at a shard
+  cost.thread_s *= copies, cost.cpu_s *= copies;
   // A worker's factors come in on their own thread (the factor port's), not the shards'.
   const int rx = is_factors(m) ? W_ + S_ + m.shard : node;
   double& free = rx_free_[std::size_t(rx)];

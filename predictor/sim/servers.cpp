@@ -35,8 +35,10 @@ void Simulation::start_lane(int li) {
     if (m.kind == MsgKind::kPushData || m.kind == MsgKind::kReplicate) {
       lane.busy = true;
       lane_started_[li] = now_;
-      const double cost = profile_.apply_overhead_us * 1e-6 +
-                          profile_.apply_ns_per_byte * 1e-9 * double(m.t.bytes());
+      // A group's push is its members' pushes, applied one after the other.
+      const double cost = (profile_.apply_overhead_us * 1e-6 +
+                           profile_.apply_ns_per_byte * 1e-9 * double(m.t.bytes())) *
+                          double(copies_[std::size_t(m.worker)]);
       schedule(now_ + cost, EventType::kApplyDone, li);
       return;
     }

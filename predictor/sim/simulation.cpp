@@ -27,6 +27,7 @@ Simulation::Simulation(const Profile& profile, const ModelSpec& spec, const SimC
   // As the live worker refuses it: async has no step to gather the factors for.
   if (const std::string why = comm_problem(cfg.comm, cfg.mode); !why.empty()) throw Error(why);
   factors_ = factor_model(spec, cfg.comm, W_, S_, profile.batch);
+  set_up_groups();
   // Factor traffic has its own connections, buffers and receiving threads: sized only where a
   // layer is SFB, so the ps route's simulation stays the same.
   const int peers = factors_.any() ? W_ : 0;
@@ -95,8 +96,8 @@ Simulation::Simulation(const Profile& profile, const ModelSpec& spec, const SimC
     cores_.resize(std::size_t(cfg.host_cpus));
   if (!(cfg.cpu_contention >= 0) || !std::isfinite(cfg.cpu_contention))
     throw Error("simulation: the host's contention must be a number, 0 or more");
-  contention_scale_ = contention_scale(cfg);
-  cfg_ = with_contention(cfg);
+  contention_scale_ = contention_scale(cfg_);
+  cfg_ = with_contention(cfg_);
   if (!(cfg.host_cv >= 0) || !std::isfinite(cfg.host_cv))
     throw Error("simulation: the host's run-to-run variation must be a number, 0 or more");
   if (cfg.host_cv > 0) {
@@ -133,6 +134,41 @@ Simulation::Simulation(const Profile& profile, const ModelSpec& spec, const SimC
     f.up_link = 2 * (W_ + s), f.down_link = 2 * (W_ + (s + 1) % S_) + 1;
   }
   set_up_factors();
+}
+
+// The fast mode's groups (SimConfig::groups): the stragglers (worker-0 too, under straggler_s)
+// alone and first, then the other workers in groups as even as possible. Every worker simulated
+// where a group could not stand for its members: outside bsp (async workers drift apart: groups
+// of 3 came out 24% slow), SFB layers (each worker has other peers), the host's cores (a group's
+// compute would queue on one core), traces (one per worker).
+void Simulation::set_up_groups() {
+  const int n = cfg_.workers;
+  copies_.assign(std::size_t(n), 1);
+  sim_of_.resize(std::size_t(n));
+  for (int w = 0; w < n; ++w) sim_of_[std::size_t(w)] = w;
+  const bool fast =
+      cfg_.fidelity == Fidelity::kFast || (cfg_.fidelity == Fidelity::kAuto && n > kFastAbove);
+  if (!fast || cfg_.groups <= 0 || cfg_.groups >= n || cfg_.mode.kind != Consistency::Kind::kBsp ||
+      factors_.any() || !cfg_.trace_dir.empty() ||
+      (cfg_.host_cpus > 0 && cfg_.cpu_per_message_s + cfg_.cpu_per_byte_s > 0))
+    return;
+  check_stragglers(cfg_.stragglers, n);
+  std::vector<char> solo(std::size_t(n), 0);
+  if (cfg_.straggler_s > 0) solo[0] = 1;
+  for (const Straggler& s : cfg_.stragglers) solo[std::size_t(s.worker)] = 1;
+  copies_.clear();
+  for (int w = 0; w < n; ++w)
+    if (solo[std::size_t(w)]) sim_of_[std::size_t(w)] = int(copies_.size()), copies_.push_back(1);
+  const int solos = int(copies_.size()), rest = n - solos;
+  const int groups = std::min(rest, std::max(1, cfg_.groups - solos));
+  for (int g = 0; g < groups; ++g) copies_.push_back(rest / groups + (g < rest % groups));
+  for (int w = 0, g = solos, in_group = 0; w < n; ++w) {
+    if (solo[std::size_t(w)]) continue;
+    sim_of_[std::size_t(w)] = g;
+    if (++in_group == copies_[std::size_t(g)]) ++g, in_group = 0;
+  }
+  for (Straggler& s : cfg_.stragglers) s.worker = sim_of_[std::size_t(s.worker)];
+  W_ = int(copies_.size());
 }
 
 // Each node's link rate and burst, and each worker's compute factor, from the cluster's
@@ -191,13 +227,15 @@ SimResult Simulation::run() {
     if (workers_[w].phase != Phase::kDone)
       throw Error("simulation stalled: worker " + std::to_string(w) + " stopped at step " +
                   std::to_string(workers_[w].step) + " (a bug in the simulator or the policy)");
-  for (const Worker& w : workers_) {
+  for (int g : sim_of_) {  // a group's figures are each of its members'
+    const Worker& w = workers_[std::size_t(g)];
     const double span = w.end - w.steady_start;
     const double sps = span > 0 ? double(cfg_.steps - warmup_) / span : 0.0;
     r.worker_steps_per_sec.push_back(sps);
     r.steps_per_sec += sps;
     r.simulated_seconds = std::max(r.simulated_seconds, w.end);
   }
+  r.simulated_workers = W_;
   r.images_per_sec = r.steps_per_sec * profile_.batch;
   r.seed = cfg_.seed;
   r.seeds_min_images_per_sec = r.seeds_max_images_per_sec = r.images_per_sec;
@@ -205,7 +243,7 @@ SimResult Simulation::run() {
   r.band = band_of(r.draws_images_per_sec);
   r.host_factor = host_factor_;
   r.events = processed_;
-  r.host_cpu_per_step_s = booked_cpu_s_ / (double(W_) * double(cfg_.steps));
+  r.host_cpu_per_step_s = booked_cpu_s_ / (double(cfg_.workers) * double(cfg_.steps));
   r.cpu_contention_scale = contention_scale_;
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   if (!cfg_.trace_dir.empty()) write_traces();

@@ -254,6 +254,7 @@ class Simulation {
   // ---- sufficient factors (factor_flow.cpp) ----
 
   void set_up_factors();
+  void set_up_groups();
   int sfb_layer(int layer) const { return sfb_index_[std::size_t(layer)]; }
   bool factors_ready(Worker& w, int wi);
   void rebuild_done(Worker& w);
@@ -353,6 +354,15 @@ class Simulation {
   double message_bytes(const Message& m) const {
     return data_bytes(m) + double(cfg_.message_overhead_bytes);
   }
+  // How many real messages `m` stands for at `node` (SimConfig::groups): a group's members'
+  // at a shard, one at a worker, which has a link and a receiving thread of its own.
+  double copies_at(const Message& m, int node) const {
+    return node < W_ ? 1.0 : double(copies_[std::size_t(m.worker)]);
+  }
+  // The bytes `m` puts through its sender's send buffer and uplink.
+  double sent_bytes(const Message& m) const {
+    return message_bytes(m) * copies_at(m, sender_node(m));
+  }
 
   void send_from(int thread, int id);
   void through_ingress(int id);
@@ -391,7 +401,9 @@ class Simulation {
   const ModelSpec& spec_;
   SimConfig cfg_;
   PartitionPlan plan_;
-  int W_ = 0, S_ = 0, L_ = 0;
+  int W_ = 0, S_ = 0, L_ = 0;  // simulated workers (groups in the fast mode), shards, layers
+  std::vector<int> copies_;    // each simulated worker's real workers (SimConfig::groups)
+  std::vector<int> sim_of_;    // each real worker's simulated one
   std::int64_t warmup_ = 0;
   std::vector<std::int64_t> layer_floats_;
   std::int64_t total_floats_ = 0;
@@ -414,7 +426,8 @@ class Simulation {
   std::size_t replica_buffer0_ = 0;   // bucket links: the first of the shards' forward buffers
   std::vector<int> active_;
   std::vector<double> link_cap_;
-  std::vector<int> link_n_;
+  std::vector<double> link_n_;  // the flows on each link, a group's channel at a shard counting
+                                // its members
   std::vector<int> touched_;
   std::vector<char> frozen_;
   bool network_dirty_ = false;

@@ -103,10 +103,10 @@ timeout 120 "$PSBED" predict --config "$WORK/multi.toml" >"$WORK/multi.out" 2>&1
 json "$WORK/run#1.json" 'sys.exit(0 if [(r["workers"], r["policy"]) for r in s] == [(1, "p3"), (2, "p3")] else 1)' ||
   { ls "$WORK"; fail "the multi-line array, the comments or the quoted '#' were misread"; }
 # A nested subcommand.
-printf 'workers = [2]\nsteps = 7\njson = "%s"\n' "$WORK/bench.json" >"$WORK/bench.toml"
+printf 'workers = [2]\nsteps = 7\nfidelity = "exact"\njson = "%s"\n' "$WORK/bench.json" >"$WORK/bench.toml"
 timeout 120 "$PSBED" bench predict --config "$WORK/bench.toml" >"$WORK/bench.out" 2>&1 ||
   { cat "$WORK/bench.out"; fail "bench predict --config failed"; }
-json "$WORK/bench.json" 'sys.exit(0 if [(r["workers"], r["steps"]) for r in s] == [(2, 7)] else 1)' ||
+json "$WORK/bench.json" 'sys.exit(0 if [(r["workers"], r["steps"], r["fidelity"]) for r in s] == [(2, 7, "exact")] else 1)' ||
   { cat "$WORK/bench.json"; fail "bench predict did not take workers and steps from the file"; }
 # train: a flag (no-eval) and numbers, in a file that opens with a byte-order mark (as editors on
 # Windows write it): no part of the first key.

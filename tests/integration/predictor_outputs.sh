@@ -37,6 +37,22 @@ timeout 120 "$PSBED" validate --profile "$PROFILE" "$RUN" --steps 10 --seeds 1 -
 [ ! -e "$WORK/report/validation.png" ] || fail "validate left an earlier report's plot"
 [ -s "$WORK/report/validation.json" ] || fail "validate wrote no validation.json"
 echo "validate --out: no stale plot"
+# The fast mode: above 64 workers (auto) on separate machines, groups; said below the table and
+# in the JSON, with its check; exact where the host's cores are modelled (the host profile's CPU
+# costs on its 2 cores).
+predict --workers 8,70 --host-cpus 0 --groups 4 --json "$WORK/fast.json" >"$WORK/fast.out" 2>&1 ||
+  { cat "$WORK/fast.out"; fail "predict --fidelity auto"; }
+json "$WORK/fast.json" 'sys.exit(0 if [(r["fidelity"], r["simulated_workers"], "fast_check_pct" in r) for r in s] == [("exact", 8, False), ("fast", 4, True)] else 1)' ||
+  { cat "$WORK/fast.json"; fail "the JSON rows do not say how they were simulated"; }
+grep -q '^fast: 1 row(s) simulated as 4 groups of identical workers' "$WORK/fast.out" ||
+  { cat "$WORK/fast.out"; fail "predict did not say which rows the fast mode grouped"; }
+timeout 120 "$PSBED" predict --profile "$SRC/docs/grid/lenet5/profile-host-lenet5.json" --policy wfbp \
+  --steps 5 --seeds 1 --workers 70 --fidelity fast --json "$WORK/cores.json" >"$WORK/cores.out" 2>&1 ||
+  { cat "$WORK/cores.out"; fail "predict --fidelity fast with the host's cores"; }
+json "$WORK/cores.json" 'sys.exit(0 if s[0]["simulated_workers"] == 70 else 1)' ||
+  fail "the fast mode grouped workers that share the host's cores"
+if grep -q '^fast:' "$WORK/cores.out"; then cat "$WORK/cores.out"; fail "a row simulated worker by worker was called fast"; fi
+echo "predict --fidelity: groups above 64 workers, said in the table and the JSON"
 # bench predict's rows say what they simulated.
 timeout 120 "$PSBED" bench predict --workers 2 --steps 20 --slice-params 20000,40000 --link-model fair \
   --bandwidth 100mbit --json "$WORK/bench.json" >"$WORK/bench.out" 2>&1 || { cat "$WORK/bench.out"; fail "bench predict"; }
@@ -45,7 +61,9 @@ timeout 120 "$PSBED" bench predict --profile "$PROFILE" --workers 2 --steps 20 -
 python3 - "$WORK/bench.json" "$WORK/bench-profile.json" "$PROFILE" <<'PY' || fail "bench predict's rows do not say what they simulated"
 import json, sys
 synthetic, measured = (json.load(open(p)) for p in sys.argv[1:3])
-assert [r["slice_params"] for r in synthetic] == [20000, 40000], synthetic
+# Each slice size worker by worker, then in the fast mode's groups (--fidelity both).
+assert [(r["slice_params"], r["fidelity"]) for r in synthetic] == \
+    [(20000, "exact"), (20000, "fast"), (40000, "exact"), (40000, "fast")], synthetic
 for r in synthetic:
     assert (r["model"], r["policy"], r["link_model"], r["profile"]) == ("vgg-mini", "p3", "fair", None), r
     assert r["bandwidth_bytes_per_sec"] == 12.5e6 and r["bandwidth"] == "100.00 Mbit/s", r

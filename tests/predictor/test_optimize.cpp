@@ -164,3 +164,40 @@ TEST_CASE("optimize --replicas 2: two shards or more", "[predictor][optimize][re
   o.max_servers = 1;
   CHECK_THROWS_WITH(run_optimize(o), Catch::Contains("--replicas 2 needs --max-servers 2"));
 }
+
+// --fidelity auto searches in the fast mode and confirms the leaders as predict would: worker by
+// worker up to 64 workers. Below the groups' count the fast mode is the exact one.
+TEST_CASE("optimize searches in the fast mode, confirms the leaders exactly",
+          "[predictor][optimize][fast]") {
+  const fs::path json = fs::temp_directory_path() / "psbed-optimize-fast-test.json";
+  OptimizeOptions o;
+  o.profile = kProfile;
+  o.max_nodes = 13;
+  o.max_servers = 1;
+  o.policies = {"wfbp"};
+  o.sim.bandwidth = "100mbit";
+  o.sim.host_cpus = 0;  // separate machines: groups may stand for workers
+  o.sim.groups = 4;
+  o.sim.steps = 10;
+  o.top = 1;
+  o.confirm_seeds = 2;
+  o.json_out = json.string();
+  REQUIRE(run_optimize(o) == 0);
+  nlohmann::json j;
+  std::ifstream(json) >> j;
+  fs::remove(json);
+  INFO(j.dump(1));
+  CHECK(j["search_fidelity"] == "fast");
+  CHECK(j["search_seconds"].get<double>() > 0);
+  int grouped = 0, confirmed = 0;
+  for (const auto& r : j["simulated"]) {
+    const int workers = r["workers"];
+    CHECK(r["simulated_workers"] == std::min(workers, 4));
+    grouped += workers > 4;
+    if (!r.contains("confirmed")) continue;
+    ++confirmed;
+    CHECK(r["confirmed"]["simulated_workers"] == workers);  // auto: exact up to 64
+  }
+  CHECK(grouped > 0);  // 6, 8 and 12 workers
+  CHECK(confirmed > 0);
+}

@@ -660,6 +660,7 @@ TEST_CASE("bench predict rows: slices per step from the plan, events growing wit
   o.workers = {1, 2};
   o.slice_params = {80000, 40000};
   o.steps = 20;
+  o.fidelity = "exact";
   o.json_out = out.string();
   REQUIRE(run_bench_predict(o) == 0);
   std::ifstream in(out);
@@ -686,5 +687,30 @@ TEST_CASE("bench predict rows: slices per step from the plan, events growing wit
   CHECK(slices(2) > 1.5 * slices(0));
   CHECK(per_step(2) > 1.5 * per_step(0));
   CHECK(per_step(3) > 1.5 * per_step(1));
+  std::filesystem::remove(out);
+}
+
+// `--fidelity both`: each worker count simulated worker by worker, then in groups, the fast
+// row's difference from the exact one beside it.
+TEST_CASE("bench predict rows: the fast mode beside the exact one", "[predictor][bench]") {
+  const auto out = std::filesystem::temp_directory_path() / "psbed-bench-predict-fast.json";
+  std::filesystem::remove(out);
+  BenchPredictOptions o;
+  o.workers = {4};
+  o.groups = 2;
+  o.steps = 20;
+  o.json_out = out.string();
+  REQUIRE(run_bench_predict(o) == 0);
+  std::ifstream in(out);
+  const nlohmann::json rows = nlohmann::json::parse(in);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0]["fidelity"] == "exact");
+  CHECK(rows[0]["simulated_workers"] == 4);
+  CHECK_FALSE(rows[0].contains("vs_exact_pct"));
+  CHECK(rows[1]["fidelity"] == "fast");
+  CHECK(rows[1]["simulated_workers"] == 2);
+  const double exact = rows[0]["images_per_sec"], fast = rows[1]["images_per_sec"];
+  CHECK(rows[1]["vs_exact_pct"].get<double>() == Approx(100 * (fast / exact - 1)));
+  CHECK(rows[1]["events"].get<std::uint64_t>() < rows[0]["events"].get<std::uint64_t>());
   std::filesystem::remove(out);
 }
