@@ -209,10 +209,10 @@ void print_fast_note(const nlohmann::json& rows, int groups) {
     const double check = row["fast_check_pct"].get<double>();
     if (std::abs(check) <= kFastCheckPct) continue;
     char line[160];
-    std::snprintf(line, sizeof line, "\n  %d workers, %d server(s), %s, %s: %+.1f%% with %d groups",
+    std::snprintf(line, sizeof line, "\n  %d workers, %d server(s), %s, %s: moved %+.1f%%",
                   row["workers"].get<int>(), row["servers"].get<int>(),
                   row["policy"].get<std::string>().c_str(), row["mode"].get<std::string>().c_str(),
-                  check, std::max(1, groups / 2));
+                  check);
     moved += line;
   }
   if (fast == 0) return;
@@ -222,9 +222,9 @@ void print_fast_note(const nlohmann::json& rows, int groups) {
       fast, groups);
   if (!moved.empty())
     std::printf(
-        "fast: these moved more than %.0f%% with half the groups, which do not hold them: "
+        "fast: these moved more than %.0f%% with %d or %d groups, which do not hold them: "
         "confirm them with --fidelity exact%s\n",
-        kFastCheckPct, moved.c_str());
+        kFastCheckPct, std::max(1, groups / 2), 2 * groups, moved.c_str());
 }
 
 // Simulates every configuration, printing the rows in the table's order, each as soon as it and

@@ -163,8 +163,9 @@ struct SimResult {
   Band band;
   double host_factor = 1;     // the host speed this run drew (SimConfig::host_cv)
   int simulated_workers = 0;  // fewer than the workers: grouped (SimConfig::groups)
-  // simulate_seeds, grouped: the median seed's images/s with half the groups against its own, in
-  // percent. Beyond kFastCheckPct the figure moves with the grouping: the groups do not hold it.
+  // simulate_seeds, grouped: the median seed's images/s with half and with twice the groups
+  // against its own, in percent, the one that moved most. Beyond kFastCheckPct the figure moves
+  // with the grouping: the groups do not hold it.
   double fast_check_pct = 0;
   // (max - min) / the median's images/s, in percent; 0 for one run.
   double seeds_spread_pct() const {
@@ -200,10 +201,10 @@ SimResult simulate(const Profile& profile, const ModelSpec& spec, const SimConfi
 // Simulates `seeds` times, with the seeds config.seed, config.seed + 1, ... (compute draws and
 // tf-random), and returns the run whose images/s is the median (the lower middle one for an even
 // count), with events and wall_seconds summed over all runs. Grouped (the fast mode), the median
-// seed runs once more with half the groups: SimResult::fast_check_pct. A configuration on the edge
-// between two regimes (workers in step or drifted apart) can land in either on one draw; the median
-// steadies it. With config.trace_dir set, the median run's traces are written (its seed simulated
-// once more, tracing: the same figures).
+// seed runs again with half and with twice the groups: SimResult::fast_check_pct. A configuration
+// on the edge between two regimes (workers in step or drifted apart) can land in either on one
+// draw; the median steadies it. With config.trace_dir set, the median run's traces are written (its
+// seed simulated once more, tracing: the same figures).
 SimResult simulate_seeds(const Profile& profile, const ModelSpec& spec, const SimConfig& config,
                          int seeds);
 
