@@ -32,6 +32,17 @@ SimConfig lenet5_config(const Profile& profile, const std::string& policy) {
   return c;
 }
 
+// Runs optimize with its JSON in a temporary file and returns what it wrote.
+nlohmann::json optimized(OptimizeOptions o, const std::string& name) {
+  const fs::path json = fs::temp_directory_path() / ("psbed-optimize-" + name + ".json");
+  o.json_out = json.string();
+  REQUIRE(run_optimize(o) == 0);
+  nlohmann::json j;
+  std::ifstream(json) >> j;
+  fs::remove(json);
+  return j;
+}
+
 void check_alike(const SimResult& a, const SimResult& b) {
   CHECK(a.events == b.events);
   CHECK(a.images_per_sec == b.images_per_sec);
@@ -76,7 +87,6 @@ TEST_CASE("credits past the model's bytes and slices past the largest part simul
 // optimize lists such configurations once, names the others it stands for, and its JSON holds the
 // search's context and every configuration simulated.
 TEST_CASE("optimize lists configurations that simulate alike once", "[predictor][optimize]") {
-  const fs::path json = fs::temp_directory_path() / "psbed-optimize-alike-test.json";
   OptimizeOptions o;
   o.profile = kProfile;
   o.max_nodes = 4;
@@ -87,11 +97,7 @@ TEST_CASE("optimize lists configurations that simulate alike once", "[predictor]
   o.sim.steps = 20;
   o.top = 50;
   o.confirm_seeds = 1;
-  o.json_out = json.string();
-  REQUIRE(run_optimize(o) == 0);
-  nlohmann::json j;
-  std::ifstream(json) >> j;
-  fs::remove(json);
+  nlohmann::json j = optimized(o, "alike");
   INFO(j.dump(1));
   // Worker counts 1, 2, 3: p3 3 slices x 3 credits, bytescheduler 2 partitions x 2 credits, wfbp.
   CHECK(j["configurations_searched"] == 3 * (9 + 4 + 1));
@@ -124,16 +130,12 @@ TEST_CASE("optimize lists configurations that simulate alike once", "[predictor]
 
   // --credit default fixes each policy's own credit: one credit each, none searched.
   o.credit_given = true;
-  o.json_out = json.string();
-  REQUIRE(run_optimize(o) == 0);
-  std::ifstream(json) >> j;
-  fs::remove(json);
+  j = optimized(o, "alike-credit");
   CHECK(j["configurations_searched"] == 3 * (3 + 2 + 1));
   for (const auto& r : j["simulated"]) CHECK(r["credit_bytes"] == -1);
 }
 
 TEST_CASE("optimize --replicas 2: two shards or more", "[predictor][optimize][replicas]") {
-  const fs::path json = fs::temp_directory_path() / "psbed-optimize-replicas-test.json";
   OptimizeOptions o;
   o.profile = kProfile;
   o.max_nodes = 4;
@@ -145,11 +147,7 @@ TEST_CASE("optimize --replicas 2: two shards or more", "[predictor][optimize][re
   o.sim.replicas = 2;
   o.top = 50;
   o.confirm_seeds = 1;
-  o.json_out = json.string();
-  REQUIRE(run_optimize(o) == 0);
-  nlohmann::json j;
-  std::ifstream(json) >> j;
-  fs::remove(json);
+  nlohmann::json j = optimized(o, "replicas");
   INFO(j.dump(1));
   // Two shards only (launch refuses one), workers 1 and 2, under both policies: a bsp push is
   // acknowledged once the backup has it, so p3's credit holds nothing back for good.
@@ -169,7 +167,6 @@ TEST_CASE("optimize --replicas 2: two shards or more", "[predictor][optimize][re
 // worker up to 64 workers. Below the groups' count the fast mode is the exact one.
 TEST_CASE("optimize searches in the fast mode, confirms the leaders exactly",
           "[predictor][optimize][fast]") {
-  const fs::path json = fs::temp_directory_path() / "psbed-optimize-fast-test.json";
   OptimizeOptions o;
   o.profile = kProfile;
   o.max_nodes = 13;
@@ -181,11 +178,7 @@ TEST_CASE("optimize searches in the fast mode, confirms the leaders exactly",
   o.sim.steps = 10;
   o.top = 1;
   o.confirm_seeds = 2;
-  o.json_out = json.string();
-  REQUIRE(run_optimize(o) == 0);
-  nlohmann::json j;
-  std::ifstream(json) >> j;
-  fs::remove(json);
+  nlohmann::json j = optimized(o, "fast");
   INFO(j.dump(1));
   CHECK(j["search_fidelity"] == "fast");
   CHECK(j["search_seconds"].get<double>() > 0);
