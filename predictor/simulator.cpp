@@ -92,7 +92,9 @@ SimResult median_of(std::vector<SimResult> runs) {
 SimConfig seeded(const SimConfig& config, int k, bool trace) {
   SimConfig c = config;
   c.seed += std::uint64_t(k), c.policy.seed += std::uint64_t(k);
-  if (!trace) c.trace_dir.clear();
+  // A traced configuration's draws are all simulated worker by worker, as its traced one is
+  // (SimConfig::fidelity): the traces are the median draw's.
+  if (!trace && !c.trace_dir.empty()) c.trace_dir.clear(), c.fidelity = Fidelity::kExact;
   return c;
 }
 

@@ -2,6 +2,7 @@
 // simulated, on cases whose answer is known by hand and on random small configurations.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
 #include <random>
 
 #include "core/model_spec.hpp"
@@ -82,6 +83,14 @@ TEST_CASE("fast mode: every worker simulated where a group cannot stand for its 
   SimConfig cores = fast(host_config(4, 2, 10e-6), 2);
   cores.mode = Consistency::parse("bsp");
   CHECK(simulate(p, spec, cores).simulated_workers == 4);
+  // Traces are one per worker: every draw of a traced configuration, not only the traced one.
+  const auto dir = std::filesystem::temp_directory_path() / "psbed-fast-traces";
+  std::filesystem::remove_all(dir);
+  SimConfig traced = fast(config(4), 2);
+  traced.trace_dir = dir.string();
+  CHECK(simulate_seeds(p, spec, traced, 3).simulated_workers == 4);
+  CHECK(std::filesystem::exists(dir / "worker-3.trace.json"));
+  std::filesystem::remove_all(dir);
   // Outside bsp nothing holds a group's members in step.
   for (const char* mode : {"async", "ssp:2"})
     CHECK(simulate(p, spec, fast(config(4, mode), 2)).simulated_workers == 4);
