@@ -398,10 +398,11 @@ void print_optimize_head(const OptimizeOptions& o, const Profile& profile, const
                 x.points.size(), x.seeds);
   else if (x.seeds > 1)
     std::printf(", %d seeds each: images/s is their median", x.seeds);
-  std::printf("\nsearched in %.1f s (%s)", x.search_s,
-              x.search_fidelity == Fidelity::kFast    ? "fast mode"
-              : x.search_fidelity == Fidelity::kExact ? "exact"
-                                                      : "exact, fast above 64 workers");
+  const std::string how = x.search_fidelity == Fidelity::kFast ? "fast mode"
+                          : x.search_fidelity == Fidelity::kExact
+                              ? "exact"
+                              : "exact, fast above " + std::to_string(kFastAbove) + " workers";
+  std::printf("\nsearched in %.1f s (%s)", x.search_s, how.c_str());
   if (x.seeds != o.sim.seeds) std::printf(", confirmed in %.1f s", x.confirm_s);
   std::printf("\n\n");
 }
