@@ -273,7 +273,13 @@ void add_optimize_bench(CLI::App& root, PredictorCommands& o, std::string& log_l
       "simulated with --seeds seeds (1), and the leaders again with --confirm-seeds (5).\n"
       "With --verify it then launches the first configuration by images/s on this host, predicts "
       "that run\n"
-      "for its own length and prints measured beside predicted (and RUN/verify.json).");
+      "for its own length and prints measured beside predicted (and RUN/verify.json). Then it "
+      "checks the\n"
+      "recommended slice or partition and credit against the others searched, launched "
+      "--verify-repeat\n"
+      "times each (RUN-settings/settings.json); the exit status is 1 if the recommended one "
+      "measured\n"
+      "more than 3% below the best.");
   add_common(opt, log_level);
   opt->add_option("--profile", o.optimize.profile, "profile.json from psbed profile")->required();
   opt->add_option("--max-nodes", o.optimize.max_nodes, "workers + servers at most")
@@ -299,6 +305,12 @@ void add_optimize_bench(CLI::App& root, PredictorCommands& o, std::string& log_l
                   "does not rank first; a value not above --seeds skips this second pass")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  opt->add_option("--scan", o.optimize.scan,
+                  "scan every configuration first at a third of --steps (grouped: half the "
+                  "groups) and search in full only the first 8 x --top of each ranking (5% at "
+                  "least): auto does so above 200 configurations where the leaders are confirmed")
+      ->capture_default_str()
+      ->check(one_of({"auto", "on", "off"}));
   opt->add_option("--json", o.optimize.json_out,
                   "write the search's context, every configuration simulated and the rankings as "
                   "JSON to this file");
@@ -315,7 +327,15 @@ void add_optimize_bench(CLI::App& root, PredictorCommands& o, std::string& log_l
       "--verify: real, or replay:<profile.json> (default: replay of --profile, so many workers fit "
       "on few cores); the ranking predicts the same compute unless --compute says otherwise");
   opt->add_option("--verify-out", o.verify.out,
-                  "--verify: run folder (default runs/verify-<model>-<W>w<S>s-<time>)");
+                  "--verify: run folder (default runs/verify-<model>-<W>w<S>s-<time>); the "
+                  "settings check's runs go to the folder of that name with -settings added");
+  opt->add_option("--verify-repeat", o.verify.repeat,
+                  "--verify: the settings check launches the recommended slice or partition and "
+                  "credit (of the first configuration whose policy has some that act differently) "
+                  "and every other the search tried at its workers and servers, this many runs "
+                  "each, and passes when the recommended one's median is within 3% of the best; "
+                  "0: no settings check")
+      ->capture_default_str();
 
   auto* bench = root.get_subcommand("bench")->add_subcommand(
       "predict", "Simulator speed: events/s per worker count and slice size");
@@ -381,7 +401,7 @@ int run_predictor(CLI::App& root, const PredictorCommands& o, const std::string&
       opt.credit_given = app->count("--credit") > 0;
       if (!o.verify.enabled)
         for (const char* flag : {"--verify-steps", "--verify-data", "--verify-compute",
-                                 "--verify-out", "--verify-timeout"})
+                                 "--verify-out", "--verify-timeout", "--verify-repeat"})
           if (app->get_option_no_throw(flag) && app->count(flag) > 0)
             throw Error(std::string(flag) +
                         " is for the run --verify launches: add --verify, or leave it out");

@@ -31,9 +31,53 @@ std::string default_out(const std::string& model, int workers, int servers) {
 
 }  // namespace
 
+LaunchOptions verify_launch(const predictor::OptimizeOptions& o, const VerifyOptions& v,
+                            const Profile& profile, const predictor::OptimizeChoice& c,
+                            const std::string& out) {
+  LaunchOptions l;
+  l.workers = c.workers, l.servers = c.servers;
+  l.mode = c.mode, l.policy = c.policy;
+  l.comm = o.sim.comm;  // the route the ranking simulated
+  l.slice_params = c.slice_params, l.partition_params = c.partition_params;
+  if (c.credit_bytes >= 0) l.credit = std::to_string(c.credit_bytes);
+  l.partition_bytes = o.sim.partition_bytes;
+  l.bandwidth = c.bandwidth, l.latency = c.latency;
+  l.straggler_ms = o.sim.straggler_ms;
+  l.stragglers = o.sim.stragglers;
+  // The shard's lanes and the start the ranking simulated: the run is the configuration ranked.
+  l.apply_threads = o.sim.apply_lanes;
+  l.replicas = o.sim.replicas;
+  if (o.sim.start_stagger_ms > 0) l.start_stagger_ms = o.sim.start_stagger_ms;
+  l.batch = profile.batch, l.steps = v.steps;
+  l.lr_schedule = "constant";
+  l.data = v.data;
+  l.compute = v.compute.empty() ? "replay:" + o.profile : v.compute;
+  l.timeout_s = v.timeout_s;
+  l.out = out;
+  // The model the profile was taken on: the shipped one of that name if it is the same network,
+  // else the spec the profile carries, so a model that is not shipped launches too.
+  l.model = profile.model;
+  if (profile.source.contains("model_toml")) {
+    bool shipped = false;
+    try {
+      profile.check_matches(load_model(profile.model), "profile '" + o.profile + "'");
+      shipped = true;
+    } catch (const Error&) {
+    }
+    if (!shipped) {
+      l.model = l.out + "/model.toml";
+      std::ofstream(l.model) << profile.source["model_toml"].get<std::string>();
+    }
+  }
+  return l;
+}
+
 int run_optimize_verify(const predictor::OptimizeOptions& options, const VerifyOptions& v) {
   if (v.enabled && v.steps < 1)
     throw Error("optimize --verify-steps must be at least 1, got " + std::to_string(v.steps));
+  if (v.enabled && v.repeat < 0)
+    throw Error("optimize --verify-repeat must be 0 (no settings check) or more, got " +
+                std::to_string(v.repeat));
   // The ranking predicts the compute the run will have: replay unless --verify-compute real.
   predictor::OptimizeOptions o = options;
   if (v.enabled && o.sim.compute == "auto")
@@ -52,52 +96,25 @@ int run_optimize_verify(const predictor::OptimizeOptions& options, const VerifyO
     if (!v.out.empty() && fs::exists(fs::path(v.out) / "summary.json"))
       throw Error("optimize --verify-out " + v.out +
                   " holds a run already (summary.json): give another folder, or remove it");
+    std::error_code ec;
+    if (!v.out.empty() && v.repeat > 0 && !fs::is_empty(settings_folder(v.out), ec) && !ec)
+      throw Error("optimize --verify-out: " + settings_folder(v.out) +
+                  " holds the runs of a settings check already: give another folder, or remove it");
   }
   predictor::OptimizeChoice best;
-  const int rc = predictor::run_optimize(o, v.enabled ? &best : nullptr);
+  std::vector<predictor::OptimizeChoice> settings;
+  const int rc = predictor::run_optimize(o, v.enabled ? &best : nullptr, &settings);
   if (rc != 0 || !v.enabled) return rc;
   if (best.workers == 0)
     throw Error("optimize --verify: no configuration was simulated, nothing to launch");
 
   const Profile profile = Profile::load(o.profile);
   const ModelSpec spec = predictor::profile_model_spec(profile, o.profile);
-  LaunchOptions l;
-  l.workers = best.workers, l.servers = best.servers;
-  l.mode = best.mode, l.policy = best.policy;
-  l.comm = o.sim.comm;  // the route the ranking simulated
-  l.slice_params = best.slice_params, l.partition_params = best.partition_params;
-  if (best.credit_bytes >= 0) l.credit = std::to_string(best.credit_bytes);
-  l.partition_bytes = o.sim.partition_bytes;
-  l.bandwidth = best.bandwidth, l.latency = best.latency;
-  l.straggler_ms = o.sim.straggler_ms;
-  l.stragglers = o.sim.stragglers;
-  // The shard's lanes and the start the ranking simulated: the run is the configuration ranked.
-  l.apply_threads = o.sim.apply_lanes;
-  l.replicas = o.sim.replicas;
-  if (o.sim.start_stagger_ms > 0) l.start_stagger_ms = o.sim.start_stagger_ms;
-  l.batch = profile.batch, l.steps = v.steps;
-  l.lr_schedule = "constant";
-  l.data = v.data;
-  l.compute = v.compute.empty() ? "replay:" + o.profile : v.compute;
-  l.timeout_s = v.timeout_s;
-  l.out = v.out.empty() ? default_out(spec.name, l.workers, l.servers) : v.out;
-  const bool made_out = !fs::exists(l.out);
-  fs::create_directories(l.out);
-  // The model the profile was taken on: the shipped one of that name if it is the same network,
-  // else the spec the profile carries, so a model that is not shipped launches too.
-  l.model = profile.model;
-  if (profile.source.contains("model_toml")) {
-    bool shipped = false;
-    try {
-      profile.check_matches(load_model(profile.model), "profile '" + o.profile + "'");
-      shipped = true;
-    } catch (const Error&) {
-    }
-    if (!shipped) {
-      l.model = l.out + "/model.toml";
-      std::ofstream(l.model) << profile.source["model_toml"].get<std::string>();
-    }
-  }
+  const std::string out =
+      v.out.empty() ? default_out(spec.name, best.workers, best.servers) : v.out;
+  const bool made_out = !fs::exists(out);
+  fs::create_directories(out);
+  const LaunchOptions l = verify_launch(o, v, profile, best, out);
   std::printf(
       "verify: launching the first by images/s: %d workers, %d servers, %s, %s, link %s%s%s, "
       "compute %s, %lld steps -> %s\n",
@@ -111,7 +128,7 @@ int run_optimize_verify(const predictor::OptimizeOptions& options, const VerifyO
   } catch (...) {
     // Refused before it started: no empty run folder left behind.
     std::error_code ec;
-    if (made_out && fs::is_empty(l.out, ec)) fs::remove(l.out, ec);
+    if (made_out && fs::is_empty(out, ec)) fs::remove(out, ec);
     throw;
   }
   if (launch_rc != 0) {
@@ -134,25 +151,26 @@ int run_optimize_verify(const predictor::OptimizeOptions& options, const VerifyO
       "ranking said %.1f over %lld simulated steps, the median of %d seed(s))\n",
       l.out.c_str(), measured, predicted, error, flags.seeds, best.images_per_sec,
       (long long)o.sim.steps, best.seeds);
-  nlohmann::json out = {{"run", l.out},
-                        {"workers", l.workers},
-                        {"servers", l.servers},
-                        {"policy", l.policy},
-                        {"mode", l.mode},
-                        {"slice_params", l.slice_params},
-                        {"partition_params", l.partition_params},
-                        {"credit_bytes", best.credit_bytes},
-                        {"bandwidth", l.bandwidth},
-                        {"latency", l.latency},
-                        {"compute", l.compute},
-                        {"steps", l.steps},
-                        {"measured_images_per_sec", measured},
-                        {"predicted_images_per_sec", predicted},
-                        {"error_pct", error},
-                        {"optimize_images_per_sec", best.images_per_sec}};
-  std::ofstream(l.out + "/verify.json") << out.dump(2) << "\n";
+  nlohmann::json record = {{"run", l.out},
+                           {"workers", l.workers},
+                           {"servers", l.servers},
+                           {"policy", l.policy},
+                           {"mode", l.mode},
+                           {"slice_params", l.slice_params},
+                           {"partition_params", l.partition_params},
+                           {"credit_bytes", best.credit_bytes},
+                           {"bandwidth", l.bandwidth},
+                           {"latency", l.latency},
+                           {"compute", l.compute},
+                           {"steps", l.steps},
+                           {"measured_images_per_sec", measured},
+                           {"predicted_images_per_sec", predicted},
+                           {"error_pct", error},
+                           {"optimize_images_per_sec", best.images_per_sec}};
+  std::ofstream(l.out + "/verify.json") << record.dump(2) << "\n";
   std::printf("  written to %s/verify.json\n", l.out.c_str());
-  return 0;
+  if (v.repeat < 1) return 0;
+  return verify_settings(o, v, profile, settings, settings_folder(out));
 }
 
 }  // namespace psbed::cluster

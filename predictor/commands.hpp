@@ -122,6 +122,9 @@ struct OptimizeOptions {
   // many seeds and ranked by their median; <= sim.seeds: the search's own figures.
   int confirm_seeds = kPredictSeeds;
   std::string json_out;
+  // auto: a search of more than 200 configurations whose leaders are confirmed is scanned first
+  // at a third of the steps; on: always; off: never.
+  std::string scan = "auto";
   // --slice-params / --partition-params / --credit given: that value only, instead of the
   // searched ones (`--credit default`: each policy's own credit).
   bool slice_params_given = false, partition_params_given = false, credit_given = false;
@@ -134,9 +137,14 @@ struct OptimizeChoice {
                credit_bytes = -1;  // -1: the policy's default
   std::string bandwidth, latency;  // the simulated link, as launch flags ("" = unshaped)
   double images_per_sec = 0;
-  int seeds = 1;  // the simulations images_per_sec is the median of
+  int seeds = 1;            // the simulations images_per_sec is the median of
+  std::string description;  // as the rankings name it: "p3 slice 10000 credit 1.00 MiB"
 };
-int run_optimize(const OptimizeOptions& options, OptimizeChoice* best = nullptr);
+// `settings` (for --verify's settings check): the first configuration by images/s whose
+// policy's searched settings act differently here, then every other setting of that policy the
+// search simulated at its workers and servers; empty where no ranked configuration has any.
+int run_optimize(const OptimizeOptions& options, OptimizeChoice* best = nullptr,
+                 std::vector<OptimizeChoice>* settings = nullptr);
 
 struct BenchPredictOptions {
   std::string profile;  // empty: a synthetic vgg-mini profile (1 ms per layer and direction)

@@ -194,14 +194,64 @@ bool by_ips_per_node(const Point& a, const Point& b) {
 // The search's figures: every grid configuration's, and the ranked points (the leaders,
 // confirmed with more seeds, where --confirm-seeds asks for more than the search's).
 struct Search {
-  std::vector<SimResult> results;  // per grid configuration
+  std::vector<SimResult> results;  // per grid configuration: the search's, else the scan's
+  std::vector<SimResult> scanned;  // per grid configuration, where the search was scanned first
+  std::vector<char> searched;      // per grid configuration: simulated by the search proper
   std::vector<Point> points;
   std::vector<SimResult> confirmed;
   std::vector<const SimResult*> confirmed_of;  // per grid configuration: into confirmed, or null
   int seeds = 1;                               // the seeds behind the points' figures
   Fidelity search_fidelity = Fidelity::kExact, confirm_fidelity = Fidelity::kExact;
-  double search_s = 0, confirm_s = 0;  // wall time of each
+  double scan_s = 0, search_s = 0, confirm_s = 0;  // wall time of each
+  std::int64_t scan_steps = 0;                     // 0: no scan
 };
+
+// A large search is scanned first: every configuration at a third of the steps and, grouped,
+// half the groups, about a fifth of the cost. The first 8 x --top of each ranking by the scan
+// (at least 5% of the configurations) go on to the search proper, whose leaders are confirmed.
+// A scan ranks well enough to keep the leaders, since the steady state shows within a few
+// steps, and the leaders' figures all come from the full passes.
+constexpr std::size_t kScanAbove = 200;  // configurations
+constexpr std::int64_t kScanMinSteps = 15;
+
+bool scanning(const OptimizeOptions& o, std::size_t configs, bool confirming) {
+  if (o.scan == "off") return false;
+  if (o.scan == "on") return true;
+  return confirming && configs > kScanAbove && o.sim.steps / 3 >= kScanMinSteps;
+}
+
+// The scan of `search`; returns the configurations kept for the search proper, in its order.
+std::vector<std::size_t> scan(const OptimizeOptions& o, const Profile& profile,
+                              const ModelSpec& spec, const std::vector<SimConfig>& search,
+                              Search& x) {
+  std::vector<SimConfig> quick = search;
+  x.scan_steps = std::max(kScanMinSteps, o.sim.steps / 3);
+  for (SimConfig& c : quick) {
+    c.steps = std::min(c.steps, x.scan_steps);
+    c.groups = std::max(4, c.groups / 2);
+    c.check_groups = false;
+  }
+  announce("optimize: scan", quick.size(), " at " + std::to_string(x.scan_steps) + " steps", 1,
+           o.sim.jobs);
+  const auto t0 = std::chrono::steady_clock::now();
+  x.scanned = simulate_all(profile, spec, quick, 1, o.sim.jobs, progress("scanned", quick.size()));
+  x.scan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::size_t keep =
+      std::min(search.size(), std::max(8 * std::size_t(o.top), (search.size() + 19) / 20));
+  std::vector<char> kept(search.size(), 0);
+  for (auto better : {by_ips, by_ips_per_node}) {
+    std::vector<std::size_t> order(search.size());
+    std::iota(order.begin(), order.end(), std::size_t(0));
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return better({quick[a], x.scanned[a], a}, {quick[b], x.scanned[b], b});
+    });
+    for (std::size_t k = 0; k < keep; ++k) kept[order[k]] = 1;
+  }
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < search.size(); ++i)
+    if (kept[i]) out.push_back(i);
+  return out;
+}
 
 // One draw can put a configuration on the edge between two regimes (workers in lockstep or
 // drifted apart) at the top by chance. The leaders of the search, the first 2 x --top of each
@@ -231,8 +281,9 @@ void confirm_leaders(const OptimizeOptions& o, const Profile& profile, const Mod
                              progress("confirmed", again.size()));
   std::vector<Point> leading;
   for (std::size_t k = 0; k < again.size(); ++k) {
-    leading.push_back({again[k], x.confirmed[k], leaders[k]});
-    x.confirmed_of[leaders[k]] = &x.confirmed[k];
+    const std::size_t config = x.points[leaders[k]].config;  // a scan leaves out some
+    leading.push_back({again[k], x.confirmed[k], config});
+    x.confirmed_of[config] = &x.confirmed[k];
   }
   x.points = std::move(leading);
   x.seeds = o.confirm_seeds;
@@ -295,7 +346,9 @@ nlohmann::json simulated_json(const OptimizeOptions& o, const Grid& g, const Sea
                           {"images_per_sec", r.images_per_sec},
                           {"images_per_sec_per_node", r.images_per_sec / nodes},
                           {"simulated_workers", r.simulated_workers},
-                          {"seeds", o.sim.seeds}};
+                          {"seeds", o.sim.seeds},
+                          {"searched", bool(x.searched[i])}};
+    if (x.scan_steps > 0) row["scan_images_per_sec"] = x.scanned[i].images_per_sec;
     for (const SimConfig& other : g.same[i]) row["same"].push_back(settings_json(other));
     if (const SimResult* cr = x.confirmed_of[i])
       row["confirmed"] = {{"images_per_sec", cr->images_per_sec},
@@ -402,28 +455,22 @@ void print_optimize_head(const OptimizeOptions& o, const Profile& profile, const
                           : x.search_fidelity == Fidelity::kExact
                               ? "exact"
                               : "exact, fast above " + std::to_string(kFastAbove) + " workers";
+  if (x.scan_steps > 0)
+    std::printf("\nscanned at %lld steps in %.1f s, the first %zu searched",
+                (long long)x.scan_steps, x.scan_s,
+                std::size_t(std::count(x.searched.begin(), x.searched.end(), 1)));
   std::printf("\nsearched in %.1f s (%s)", x.search_s, how.c_str());
   if (x.seeds != o.sim.seeds) std::printf(", confirmed in %.1f s", x.confirm_s);
   std::printf("\n\n");
 }
 
-// The configuration ranked first by images/s, with the link as launch flags.
-void choose_best(const OptimizeOptions& o, const Profile& profile, const SimConfig& base,
-                 const Search& x, OptimizeChoice* best) {
-  if (!best || x.points.empty()) return;
-  const Point& p =
-      *std::max_element(x.points.begin(), x.points.end(),
-                        [](const Point& a, const Point& b) { return a.ips() < b.ips(); });
-  best->workers = p.c.workers, best->servers = p.c.servers;
-  best->policy = p.c.policy.name, best->mode = p.c.mode.str();
-  best->slice_params = p.c.policy.slice_params,
-  best->partition_params = p.c.policy.partition_params;
-  best->credit_bytes = p.c.policy.credit_bytes;
-  // The link as launch flags: the one simulated, if the profile's run was shaped or the flags
-  // named it; an estimate from an unshaped run's pulls is not something to emulate.
+// The simulated link as launch flags: the one simulated, if the profile's run was shaped or the
+// flags named it; an estimate from an unshaped run's pulls is not something to emulate.
+void launch_link(const OptimizeOptions& o, const Profile& profile, const SimConfig& base,
+                 OptimizeChoice& choice) {
   const bool shaped = !o.sim.bandwidth.empty() || !profile.shaped.empty();
   char text[64];
-  best->bandwidth.clear(), best->latency.clear();
+  choice.bandwidth.clear(), choice.latency.clear();
   if (shaped && base.bandwidth_bytes_per_sec > 0) {
     const double bps = base.bandwidth_bytes_per_sec * 8;
     if (std::fmod(bps, 1e9) == 0)
@@ -432,19 +479,59 @@ void choose_best(const OptimizeOptions& o, const Profile& profile, const SimConf
       std::snprintf(text, sizeof text, "%.0fmbit", bps / 1e6);
     else
       std::snprintf(text, sizeof text, "%.0fbit", bps);
-    best->bandwidth = text;
+    choice.bandwidth = text;
   }
   if ((shaped || !o.sim.latency.empty()) && base.latency_s > 0) {
     std::snprintf(text, sizeof text, "%.0fus", base.latency_s * 1e6);
-    best->latency = text;
+    choice.latency = text;
   }
-  best->images_per_sec = p.ips();
-  best->seeds = x.seeds;
+}
+
+OptimizeChoice choice_of(const OptimizeOptions& o, const Profile& profile, const SimConfig& base,
+                         const Grid& g, const Point& p, int seeds) {
+  OptimizeChoice c;
+  c.workers = p.c.workers, c.servers = p.c.servers;
+  c.policy = p.c.policy.name, c.mode = p.c.mode.str();
+  c.slice_params = p.c.policy.slice_params, c.partition_params = p.c.policy.partition_params;
+  c.credit_bytes = p.c.policy.credit_bytes;
+  launch_link(o, profile, base, c);
+  c.images_per_sec = p.ips();
+  c.seeds = seeds;
+  c.description = describe(p, g);
+  return c;
+}
+
+// What --verify launches: the configuration ranked first by images/s; and for its settings
+// check, the first whose policy has settings that act differently at its workers and servers,
+// with those others (each at its best figure: the leaders' pass where it ran them).
+void choose_best(const OptimizeOptions& o, const Profile& profile, const SimConfig& base,
+                 const Grid& g, const Search& x, OptimizeChoice* best,
+                 std::vector<OptimizeChoice>* settings) {
+  if (x.points.empty()) return;
+  std::vector<Point> ranked = x.points;
+  std::stable_sort(ranked.begin(), ranked.end(), by_ips);
+  if (best) *best = choice_of(o, profile, base, g, ranked.front(), x.seeds);
+  if (!settings) return;
+  settings->clear();
+  for (const Point& p : ranked) {
+    for (std::size_t i = 0; i < g.configs.size(); ++i) {
+      const SimConfig& c = g.configs[i];
+      if (i == p.config || c.workers != p.c.workers || c.servers != p.c.servers ||
+          c.policy.name != p.c.policy.name)
+        continue;
+      if (settings->empty()) settings->push_back(choice_of(o, profile, base, g, p, x.seeds));
+      const SimResult* r = x.confirmed_of[i] ? x.confirmed_of[i] : &x.results[i];
+      settings->push_back(choice_of(o, profile, base, g, {c, *r, i},
+                                    x.confirmed_of[i] ? o.confirm_seeds : o.sim.seeds));
+    }
+    if (!settings->empty()) return;
+  }
 }
 
 }  // namespace
 
-int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
+int run_optimize(const OptimizeOptions& o, OptimizeChoice* best,
+                 std::vector<OptimizeChoice>* settings) {
   const Profile profile = Profile::load(o.profile);
   const ModelSpec spec = profile_model_spec(profile, o.profile);
   const SimConfig base = optimize_base(o, profile);
@@ -468,13 +555,24 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
       confirming && base.fidelity == Fidelity::kAuto ? Fidelity::kFast : base.fidelity;
   std::vector<SimConfig> search = g.configs;
   for (SimConfig& c : search) c.fidelity = x.search_fidelity, c.check_groups = !confirming;
+  std::vector<std::size_t> full(search.size());
+  std::iota(full.begin(), full.end(), std::size_t(0));
+  if (scanning(o, search.size(), confirming)) full = scan(o, profile, spec, search, x);
+  std::vector<SimConfig> searching;
+  for (std::size_t i : full) searching.push_back(search[i]);
+  if (x.scan_steps > 0)
+    announce("optimize: the scan's first", searching.size(), "", o.sim.seeds, o.sim.jobs);
   const auto t0 = std::chrono::steady_clock::now();
-  x.results = simulate_all(profile, spec, search, o.sim.seeds, o.sim.jobs,
-                           progress("simulated", g.configs.size()));
+  const std::vector<SimResult> found = simulate_all(profile, spec, searching, o.sim.seeds,
+                                                    o.sim.jobs, progress("simulated", full.size()));
   const auto t1 = std::chrono::steady_clock::now();
   x.search_s = std::chrono::duration<double>(t1 - t0).count();
-  for (std::size_t i = 0; i < g.configs.size(); ++i)
-    x.points.push_back({search[i], x.results[i], i});
+  x.results = x.scan_steps > 0 ? x.scanned : found;
+  x.searched.assign(search.size(), 0);
+  for (std::size_t k = 0; k < full.size(); ++k) {
+    x.results[full[k]] = found[k], x.searched[full[k]] = 1;
+    x.points.push_back({search[full[k]], found[k], full[k]});
+  }
   x.seeds = o.sim.seeds;
   x.confirmed_of.assign(g.configs.size(), nullptr);
   if (confirming) confirm_leaders(o, profile, spec, x);
@@ -491,6 +589,9 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
   out["confirm_seeds"] = o.confirm_seeds;
   out["search_fidelity"] = to_string(x.search_fidelity);
   out["search_seconds"] = x.search_s;
+  out["scan_steps"] = x.scan_steps;
+  out["scan_seconds"] = x.scan_s;
+  out["configurations_searched_in_full"] = std::count(x.searched.begin(), x.searched.end(), 1);
   out["confirm_seconds"] = x.confirm_s;
   show_ranking("top by images/s", "by_images_per_sec", by_ips, o, g, x, out);
   show_ranking("top by images/s per node", "by_images_per_sec_per_node", by_ips_per_node, o, g, x,
@@ -505,7 +606,7 @@ int run_optimize(const OptimizeOptions& o, OptimizeChoice* best) {
         "parameters sends every part whole\n",
         format_bytes(double(g.model_bytes)).c_str(), (long long)g.largest_part);
   write_json(o.json_out, out);
-  choose_best(o, profile, base, x, best);
+  choose_best(o, profile, base, g, x, best, settings);
   return 0;
 }
 

@@ -2,7 +2,9 @@
 # `psbed optimize --verify`: ranks configurations from the recorded lenet5 profile, launches the
 # first by images/s as real processes (compute replay of the profile), and reports measured beside
 # predicted, in the terminal and in RUN/verify.json; the run is the configuration the ranking put
-# first. A bad --verify-steps is refused before anything is simulated or launched.
+# first. Then the settings check: p3's slices launched beside the one recommended, the exit status
+# saying whether it measured within 3% of the best. A bad --verify-steps or --verify-repeat is
+# refused before anything is simulated or launched.
 source "$(dirname "$0")/lib.sh"
 PROFILE="$SRC/tests/fixtures/predictor/regression/profile.json"
 
@@ -10,6 +12,9 @@ timeout 60 "$PSBED" optimize --profile "$PROFILE" --max-nodes 3 --verify --verif
   fail "--verify-steps 0 was accepted"
 grep -q "verify-steps must be at least 1, got 0" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no reason given"; }
 grep -q "simulated\|configuration(s), .* seed" "$WORK/bad.out" && fail "simulated before refusing the bad option"
+timeout 60 "$PSBED" optimize --profile "$PROFILE" --max-nodes 3 --verify --verify-repeat -1 >"$WORK/bad.out" 2>&1 &&
+  fail "--verify-repeat -1 was accepted"
+grep -q "verify-repeat must be 0 (no settings check) or more, got -1" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "no reason given for --verify-repeat"; }
 # So is a --verify-out that holds a run already.
 mkdir -p "$WORK/held" && echo '{}' >"$WORK/held/summary.json"
 timeout 60 "$PSBED" optimize --profile "$PROFILE" --max-nodes 3 --verify --verify-out "$WORK/held" >"$WORK/bad.out" 2>&1 &&
@@ -52,5 +57,30 @@ assert abs(m - s["images_per_sec"]) <= 1e-6 * m, (m, s["images_per_sec"])
 assert m > 0 and p > 0
 assert abs(v["error_pct"] - 100 * (p - m) / m) < 1e-6, v
 assert abs(v["optimize_images_per_sec"] - rank["images_per_sec"]) < 1e-6 * rank["images_per_sec"]
+PY
+grep -q "verify settings: no ranked configuration's policy has settings" "$WORK/out" ||
+  fail "wfbp and bulk have no settings, yet the check did not say so"
+
+# The settings check: p3 on 1 worker and 1 shard, the credit fixed, its three slices (10k, 40k,
+# whole parts) one run each. Its status is 0 exactly when settings.json says it passed.
+rc=0
+timeout 300 "$PSBED" optimize --profile "$PROFILE" --max-nodes 2 --policy p3 --credit 1MiB --mode bsp \
+  --bandwidth 100mbit --steps 10 --verify --verify-steps 30 --verify-data synthetic \
+  --verify-repeat 1 --verify-out "$WORK/p3" >"$WORK/p3.out" 2>&1 || rc=$?
+[ -f "$WORK/p3-settings/settings.json" ] || { tail -30 "$WORK/p3.out"; fail "no settings.json (status $rc)"; }
+grep -q "verify settings: medians of 1 run(s) each" "$WORK/p3.out" || fail "no table of the settings printed"
+python3 - "$WORK/p3-settings/settings.json" "$rc" <<'PY' || fail "settings.json does not hold the check"
+import json, os, sys
+s = json.load(open(sys.argv[1]))
+rows = s["settings"]
+assert s["policy"] == "p3" and s["workers"] == 1 and s["servers"] == 1, s
+assert len(rows) == 3 and rows[0]["recommended"] and not any(r["recommended"] for r in rows[1:]), rows
+assert sorted(r["slice_params"] for r in rows) == [10000, 40000, 160000], rows
+assert len(s["runs"]) == 3 and all(os.path.exists(r["run"] + "/summary.json") for r in s["runs"])
+best = max(r["measured_images_per_sec"] for r in rows)
+below = 100 * (best - rows[0]["measured_images_per_sec"]) / best
+assert abs(s["recommended_below_best_pct"] - below) < 1e-6, (s, below)
+assert s["pass"] == (below <= 3.0), s
+assert (int(sys.argv[2]) == 0) == s["pass"], ("exit status", sys.argv[2], s["pass"])
 PY
 echo "PASS"

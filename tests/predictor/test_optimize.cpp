@@ -194,3 +194,86 @@ TEST_CASE("optimize searches in the fast mode, confirms the leaders exactly",
   CHECK(grouped > 0);  // 6, 8 and 12 workers
   CHECK(confirmed > 0);
 }
+
+// --verify's settings check gets the first configuration by images/s whose policy has settings
+// that act differently, then the others the search simulated at its workers and servers.
+TEST_CASE("optimize hands the settings check the recommended setting and its rivals",
+          "[predictor][optimize]") {
+  OptimizeOptions o;
+  o.profile = kProfile;
+  o.max_nodes = 4;
+  o.max_servers = 1;
+  o.mode = "bsp";
+  o.policies = {"wfbp", "p3"};
+  o.sim.bandwidth = "100mbit";
+  o.sim.steps = 10;
+  o.top = 3;
+  o.confirm_seeds = 2;
+  OptimizeChoice best;
+  std::vector<OptimizeChoice> settings;
+  REQUIRE(run_optimize(o, &best, &settings) == 0);
+  REQUIRE(best.workers > 0);
+  // p3's credits are all past lenet5's bytes (one setting each), its slices 10k, 40k and whole.
+  REQUIRE(settings.size() == 3);
+  const OptimizeChoice& rec = settings.front();
+  CHECK(rec.policy == "p3");
+  std::set<std::int64_t> slices;
+  for (const OptimizeChoice& s : settings) {
+    INFO(s.description);
+    CHECK(s.policy == "p3");
+    CHECK(s.workers == rec.workers);
+    CHECK(s.servers == rec.servers);
+    CHECK(s.images_per_sec > 0);
+    CHECK(s.bandwidth == "100mbit");
+    slices.insert(s.slice_params);
+  }
+  CHECK(slices.size() == 3);
+  // Where the best is p3, it is the recommended setting.
+  if (best.policy == "p3") CHECK(best.description == rec.description);
+
+  o.policies = {"wfbp", "bulk"};  // no settings to check
+  REQUIRE(run_optimize(o, &best, &settings) == 0);
+  CHECK(settings.empty());
+}
+
+// A large search is scanned at a third of the steps first; only the scan's leaders are searched
+// in full, and what the rankings show comes from the full passes.
+TEST_CASE("optimize --scan searches in full only the scan's leaders", "[predictor][optimize]") {
+  OptimizeOptions o;
+  o.profile = kProfile;
+  o.max_nodes = 9;
+  o.max_servers = 2;
+  o.mode = "bsp";
+  o.policies = {"wfbp", "p3", "bulk"};
+  o.sim.bandwidth = "100mbit";
+  o.sim.steps = 45;
+  o.top = 1;
+  o.confirm_seeds = 2;
+  o.scan = "on";
+  const nlohmann::json on = optimized(o, "scan-on");
+  o.scan = "off";
+  const nlohmann::json off = optimized(o, "scan-off");
+  INFO(on.dump(1));
+  const std::size_t configs = on.at("configurations").get<std::size_t>();
+  REQUIRE(configs > 16);  // more than the 8 x --top of each ranking the scan keeps
+  CHECK(on.at("scan_steps") == 15);
+  CHECK(off.at("scan_steps") == 0);
+  CHECK(on.at("configurations_searched_in_full").get<std::size_t>() <= 16);
+  CHECK(off.at("configurations_searched_in_full").get<std::size_t>() == configs);
+  std::size_t stopped = 0;
+  for (const auto& row : on.at("simulated")) {
+    CHECK(row.contains("scan_images_per_sec"));
+    if (!row.at("searched").get<bool>()) {
+      ++stopped;
+      CHECK(row.at("images_per_sec") == row.at("scan_images_per_sec"));
+      CHECK_FALSE(row.contains("confirmed"));
+    }
+  }
+  CHECK(stopped == configs - on.at("configurations_searched_in_full").get<std::size_t>());
+  // The leaders, and their confirmed figures, are those of the search without a scan.
+  for (const char* ranking : {"by_images_per_sec", "by_images_per_sec_per_node"}) {
+    INFO(ranking);
+    CHECK(on.at(ranking).at(0).at("description") == off.at(ranking).at(0).at("description"));
+    CHECK(on.at(ranking).at(0).at("images_per_sec") == off.at(ranking).at(0).at("images_per_sec"));
+  }
+}
