@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.hpp"
 
@@ -22,9 +23,11 @@ float scheduled_lr(const std::string& schedule, float lr, std::int64_t step, std
 // that every clone rounds as the plain loop does, and replicas on different CPUs agree bit for
 // bit. sgd_apply_reference is that plain loop, for the tests.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define PSBED_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #define PSBED_SGD_CLONES \
   __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
 #else
+#define PSBED_CPU_CLONES
 #define PSBED_SGD_CLONES
 #endif
 
@@ -53,6 +56,21 @@ void sgd_apply_reference(const SgdOptions& opt, float* w, const float* g, float*
     if (mu != 0.0f) velocity[i] = v;
     w[i] -= lr * v;
   }
+}
+
+// A float is NaN or infinite when its exponent bits are all ones. Or-ing a compare per float
+// has no branch and vectorises even on SSE2 (a running maximum of the exponents needs SSE4.1's
+// unsigned max, and std::isfinite in the loop does not vectorise at all): about the cost of
+// reading the gradient once, a tenth of the maximum's on SSE2 with the AVX clones.
+PSBED_CPU_CLONES bool all_finite(const float* v, std::size_t n) {
+  constexpr std::uint32_t kExponent = 0x7f800000u;
+  std::uint32_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, v + i, sizeof bits);
+    bad |= (bits & kExponent) == kExponent;
+  }
+  return bad == 0;
 }
 
 }  // namespace psbed

@@ -27,5 +27,8 @@ void sgd_apply(const SgdOptions& opt, float* w, const float* g, float* velocity,
 // sgd_apply to.
 void sgd_apply_reference(const SgdOptions& opt, float* w, const float* g, float* velocity,
                          std::size_t n, float grad_scale = 1.0f);
+// Whether every float is finite (none NaN or infinite): a shard's check of each gradient before
+// it applies it, vectorised for the CPU it runs on as sgd_apply is.
+bool all_finite(const float* v, std::size_t n);
 
 }  // namespace psbed

@@ -9,27 +9,10 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/optimizer.hpp"
 #include "ps/copy_counter.hpp"
 
 namespace psbed::ps {
-namespace {
-
-// A float is NaN or infinite when its exponent bits are all ones. The largest exponent field,
-// one pass with no branch, vectorises (std::isfinite in the loop does not): about the cost of
-// reading the gradient once.
-bool all_finite(const float* v, std::size_t n) {
-  constexpr std::uint32_t kExponent = 0x7f800000u;
-  std::uint32_t top = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint32_t bits;
-    std::memcpy(&bits, v + i, sizeof bits);
-    bits &= kExponent;
-    top = bits > top ? bits : top;
-  }
-  return top != kExponent;
-}
-
-}  // namespace
 
 thread_local Shard::Lane* Shard::t_lane_ = nullptr;
 

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "core/defaults.hpp"
@@ -114,4 +115,24 @@ TEST_CASE("the vectorised SGD step equals the scalar loop bit for bit", "[core][
     CHECK(std::memcmp(w1.data(), w2.data(), n * sizeof(float)) == 0);
     if (o.momentum != 0) CHECK(std::memcmp(v1.data(), v2.data(), n * sizeof(float)) == 0);
   }
+}
+
+TEST_CASE("all_finite finds a NaN or an infinity anywhere, in the vector body or its tail",
+          "[core][optimizer]") {
+  const std::size_t n = 1003;  // odd: a vector body and a scalar tail
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = (float(i) - 500.0f) * 1e-3f;
+  v[7] = std::numeric_limits<float>::max(), v[8] = -std::numeric_limits<float>::max();
+  v[9] = std::numeric_limits<float>::denorm_min(), v[10] = -0.0f;
+  CHECK(all_finite(v.data(), n));
+  CHECK(all_finite(v.data(), 0));
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()})
+    for (std::size_t at : {std::size_t(0), std::size_t(31), std::size_t(512), n - 2, n - 1}) {
+      INFO("at " << at << " value " << bad);
+      std::vector<float> w = v;
+      w[at] = bad;
+      CHECK_FALSE(all_finite(w.data(), n));
+      CHECK(all_finite(w.data(), at));  // the floats before it
+    }
 }
