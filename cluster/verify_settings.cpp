@@ -8,17 +8,12 @@
 
 #include "cluster/verify.hpp"
 #include "core/error.hpp"
+#include "core/stats.hpp"
 
 namespace psbed::cluster {
 namespace fs = std::filesystem;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 // A run's images/s as its summary gives it (the steady state, all workers together).
 double measured_images_per_sec(const std::string& run) {
