@@ -191,6 +191,23 @@ bool by_ips_per_node(const Point& a, const Point& b) {
   return a.ips() / (a.c.workers + a.c.servers) > b.ips() / (b.c.workers + b.c.servers);
 }
 
+// The first `k` points of each ranking, by images/s and by images/s per node, together and in
+// the points' order.
+std::vector<std::size_t> leading(const std::vector<Point>& points, std::size_t k) {
+  std::vector<char> lead(points.size(), 0);
+  for (auto better : {by_ips, by_ips_per_node}) {
+    std::vector<std::size_t> order(points.size());
+    std::iota(order.begin(), order.end(), std::size_t(0));
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return better(points[a], points[b]); });
+    for (std::size_t i = 0; i < std::min(k, order.size()); ++i) lead[order[i]] = 1;
+  }
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < points.size(); ++i)
+    if (lead[i]) out.push_back(i);
+  return out;
+}
+
 // The search's figures: every grid configuration's, and the ranked points (the leaders,
 // confirmed with more seeds, where --confirm-seeds asks for more than the search's).
 struct Search {
@@ -236,21 +253,9 @@ std::vector<std::size_t> scan(const OptimizeOptions& o, const Profile& profile,
   const auto t0 = std::chrono::steady_clock::now();
   x.scanned = simulate_all(profile, spec, quick, 1, o.sim.jobs, progress("scanned", quick.size()));
   x.scan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::size_t keep =
-      std::min(search.size(), std::max(8 * std::size_t(o.top), (search.size() + 19) / 20));
-  std::vector<char> kept(search.size(), 0);
-  for (auto better : {by_ips, by_ips_per_node}) {
-    std::vector<std::size_t> order(search.size());
-    std::iota(order.begin(), order.end(), std::size_t(0));
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      return better({quick[a], x.scanned[a], a}, {quick[b], x.scanned[b], b});
-    });
-    for (std::size_t k = 0; k < keep; ++k) kept[order[k]] = 1;
-  }
-  std::vector<std::size_t> out;
-  for (std::size_t i = 0; i < search.size(); ++i)
-    if (kept[i]) out.push_back(i);
-  return out;
+  std::vector<Point> scanned;
+  for (std::size_t i = 0; i < search.size(); ++i) scanned.push_back({quick[i], x.scanned[i], i});
+  return leading(scanned, std::max(8 * std::size_t(o.top), (search.size() + 19) / 20));
 }
 
 // One draw can put a configuration on the edge between two regimes (workers in lockstep or
@@ -259,18 +264,7 @@ std::vector<std::size_t> scan(const OptimizeOptions& o, const Profile& profile,
 // predict and validate give it.
 void confirm_leaders(const OptimizeOptions& o, const Profile& profile, const ModelSpec& spec,
                      Search& x) {
-  std::vector<std::size_t> leaders;
-  for (auto better : {by_ips, by_ips_per_node}) {
-    std::vector<std::size_t> order(x.points.size());
-    std::iota(order.begin(), order.end(), std::size_t(0));
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      return better(x.points[a], x.points[b]);
-    });
-    order.resize(std::min(order.size(), 2 * std::size_t(o.top)));
-    for (std::size_t i : order)
-      if (std::find(leaders.begin(), leaders.end(), i) == leaders.end()) leaders.push_back(i);
-  }
-  std::sort(leaders.begin(), leaders.end());  // the search's order
+  const std::vector<std::size_t> leaders = leading(x.points, 2 * std::size_t(o.top));
   std::vector<SimConfig> again;
   for (std::size_t i : leaders) {
     again.push_back(x.points[i].c);
@@ -279,13 +273,13 @@ void confirm_leaders(const OptimizeOptions& o, const Profile& profile, const Mod
   announce("optimize: the leaders again", again.size(), "", o.confirm_seeds, o.sim.jobs);
   x.confirmed = simulate_all(profile, spec, again, o.confirm_seeds, o.sim.jobs,
                              progress("confirmed", again.size()));
-  std::vector<Point> leading;
+  std::vector<Point> confirmed_points;
   for (std::size_t k = 0; k < again.size(); ++k) {
     const std::size_t config = x.points[leaders[k]].config;  // a scan leaves out some
-    leading.push_back({again[k], x.confirmed[k], config});
+    confirmed_points.push_back({again[k], x.confirmed[k], config});
     x.confirmed_of[config] = &x.confirmed[k];
   }
-  x.points = std::move(leading);
+  x.points = std::move(confirmed_points);
   x.seeds = o.confirm_seeds;
 }
 
