@@ -78,7 +78,8 @@ void add_comm_flag(CLI::App* app, std::string& comm) {
   app->add_option("--comm", comm,
                   "how fc layers travel: ps (push and pull through the shards), sfb (sufficient "
                   "factors broadcast worker to worker, Poseidon) or hybrid (per layer, whichever "
-                  "puts fewer bytes on the busiest link); sfb and hybrid need bsp or ssp:K")
+                  "costs the busiest node less: bytes, and with a known link rate messages too); "
+                  "sfb and hybrid need bsp or ssp:K")
       ->capture_default_str()
       ->check(comm_value());
 }
@@ -106,6 +107,11 @@ void add_coordinator(CLI::App& root, CoordinatorCommand& c, std::string& log_lev
                   "transmission policy: bulk, wfbp, tf-random, p3, bytescheduler, prophet")
       ->capture_default_str();
   add_comm_flag(app, o.comm);
+  app->add_option("--comm-bandwidth", o.comm_bandwidth,
+                  "the cluster's link rate per direction, e.g. 1gbit, against which --comm hybrid "
+                  "weighs each route's messages (launch passes its --bandwidth; default: not "
+                  "known, bytes alone decide)")
+      ->check(bandwidth_value(false));
   app->add_option("--slice-params", o.policy.slice_params, "p3, prophet: parameters per slice")
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t(1), kMaxParams));

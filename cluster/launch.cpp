@@ -279,6 +279,8 @@ class Launcher {
                                   opt_.policy,
                                   "--comm",
                                   opt_.comm,
+                                  "--comm-bandwidth",
+                                  opt_.bandwidth.empty() ? "0" : opt_.bandwidth,
                                   "--slice-params",
                                   std::to_string(opt_.slice_params),
                                   "--partition-params",

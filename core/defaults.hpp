@@ -29,6 +29,11 @@ inline constexpr std::int64_t kByteSchedulerCreditBytes =
 inline constexpr double kHeartbeatS = 0.5;
 inline constexpr double kHeartbeatTimeoutS = 3.0;
 
+// A node's CPU per message it sends or receives, for --comm hybrid's per-layer cost where the
+// link rate is known: the profiles of the 2-core hosts measured 38-108 us (message_cost_us), and
+// the grid's choices hold from 32 to 65 us (docs/results/sfb-hybrid.md).
+inline constexpr double kCommMessageUs = 50;
+
 // Threads applying updates on each server shard.
 inline constexpr int kApplyThreads = 2;
 

@@ -43,7 +43,8 @@ struct SfbLoad {
 SfbLoad sfb_load(const Profile& profile, const ModelSpec& spec, const SimConfig& cfg) {
   SfbLoad l;
   l.plan = make_partition(spec, cfg.partition_bytes, cfg.servers);
-  l.factors = sim::factor_model(spec, cfg.comm, cfg.workers, cfg.servers, profile.batch);
+  l.factors =
+      sim::factor_model(spec, cfg.comm, cfg.workers, cfg.servers, profile.batch, cfg.comm_cost());
   l.plan.parts.erase(std::remove_if(l.plan.parts.begin(), l.plan.parts.end(),
                                     [&](const Part& p) {
                                       return l.factors.sfb[std::size_t(spec.tensors[p.key].layer)];

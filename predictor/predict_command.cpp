@@ -95,15 +95,17 @@ void print_predict_head(const PredictOptions& o, const Profile& profile, const M
             ? profile.source["contention_run"].value("run", std::string("a crowded run")).c_str()
             : "a crowded run");
   // The route of the fc layers (core/comm.hpp's choose_comm, as launch prints it), per cluster.
-  std::vector<std::pair<int, int>> said;
+  std::vector<std::string> said;
   for (const SimConfig& c : configs) {
     if (c.comm == CommMode::kPs) break;
-    if (std::find(said.begin(), said.end(), std::make_pair(c.workers, c.servers)) != said.end())
-      continue;
-    said.emplace_back(c.workers, c.servers);
-    std::printf(
-        "comm %s, %d worker(s), %d server(s): %s\n", to_string(c.comm), c.workers, c.servers,
-        choose_comm(spec, c.comm, c.workers, c.servers, profile.batch).describe(spec).c_str());
+    const std::string line =
+        std::string("comm ") + to_string(c.comm) + ", " + std::to_string(c.workers) +
+        " worker(s), " + std::to_string(c.servers) + " server(s): " +
+        choose_comm(spec, c.comm, c.workers, c.servers, profile.batch, c.comm_cost())
+            .describe(spec);
+    if (std::find(said.begin(), said.end(), line) != said.end()) continue;
+    said.push_back(line);
+    std::printf("%s\n", line.c_str());
   }
   std::printf("%-7s %-7s %-14s %-6s %10s %11s %-15s %11s %11s  %-18s %s\n", "workers", "servers",
               "policy", "mode", "steps/s", "images/s", "  low-high", "upper", "serial",
@@ -113,12 +115,13 @@ void print_predict_head(const PredictOptions& o, const Profile& profile, const M
 // A configuration's row of the JSON: what it is, and its analytic bounds `a`.
 nlohmann::json prediction_json(const PredictOptions& o, const Profile& profile,
                                const ModelSpec& spec, const SimConfig& c, const AnalyticBounds& a) {
+  const std::string layers =
+      choose_comm(spec, c.comm, c.workers, c.servers, profile.batch, c.comm_cost()).describe(spec);
   return {{"workers", c.workers},
           {"servers", c.servers},
           {"policy", c.policy.name},
           {"comm", to_string(c.comm)},
-          {"comm_layers",
-           choose_comm(spec, c.comm, c.workers, c.servers, profile.batch).describe(spec)},
+          {"comm_layers", layers},
           {"slice_params", c.policy.slice_params},
           {"partition_params", c.policy.partition_params},
           {"credit_bytes", c.policy.credit_bytes},  // -1: the policy's default

@@ -62,6 +62,9 @@ struct SimConfig {
   CommMode comm = CommMode::kPs;
   double bandwidth_bytes_per_sec = 0;  // every node, each direction; 0 = unlimited
   double latency_s = 0;                // one way, every message
+  // What hybrid weighs per layer, as launch's coordinator does: this link rate (its --bandwidth)
+  // and core's fixed cost per message, not the profile's: the run chooses without a profile.
+  CommCost comm_cost() const { return {bandwidth_bytes_per_sec}; }
   LinkModel link_model = LinkModel::kFair;
   // Software time a node spends receiving a message (transport threads, wake-ups), on average
   // over a transfer's two: a node handles its arrivals one at a time, so a shard serving many

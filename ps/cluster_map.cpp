@@ -25,6 +25,7 @@ nlohmann::json ClusterMap::to_json() const {
                      {"credit_bytes", exp.policy.credit_bytes},
                      {"allow_nonfinite", exp.allow_nonfinite},
                      {"comm", exp.comm},
+                     {"comm_link_bytes_per_sec", exp.comm_link_bytes_per_sec},
                      {"checkpoint_every", exp.checkpoint_every},
                      {"checkpoint_every_s", exp.checkpoint_every_s},
                      {"resume_step", exp.resume_step},
@@ -90,6 +91,10 @@ ClusterMap ClusterMap::from_json(const nlohmann::json& j) {
     m.exp.allow_nonfinite = e.value("allow_nonfinite", false);
     m.exp.comm = e.value("comm", "ps");
     parse_comm(m.exp.comm);  // an unknown route fails here, named
+    m.exp.comm_link_bytes_per_sec = number_or<double>(e, "comm_link_bytes_per_sec", 0);
+    if (!(m.exp.comm_link_bytes_per_sec >= 0))
+      throw Error("malformed cluster map: comm_link_bytes_per_sec " +
+                  std::to_string(m.exp.comm_link_bytes_per_sec) + ", expected 0 or more");
     m.exp.checkpoint_every = number_or<std::int64_t>(e, "checkpoint_every", 0);
     m.exp.checkpoint_every_s = number_or<double>(e, "checkpoint_every_s", 0);
     m.exp.resume_step = number_or<std::int64_t>(e, "resume_step", 0);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/comm.hpp"
 #include "core/consistency.hpp"
 #include "core/defaults.hpp"
 #include "core/model_spec.hpp"
@@ -33,6 +34,10 @@ struct Experiment {
   policy::PolicyOptions policy;  // transmission policy of every worker
   bool allow_nonfinite = false;  // shards apply gradients holding NaN or infinity
   std::string comm = "ps";       // ps | sfb | hybrid (core/comm.hpp): fc layers' route
+  // The cluster's link rate per direction (launch's --bandwidth), which hybrid's per-layer cost
+  // weighs messages against; 0: not known (bytes alone decide).
+  double comm_link_bytes_per_sec = 0;
+  CommCost comm_cost() const { return {comm_link_bytes_per_sec}; }
   // Checkpoints (ps/checkpoint.hpp): every this many steps (0: none, unless the coordinator asks
   // for them every checkpoint_every_s); a resumed run starts at resume_step.
   std::int64_t checkpoint_every = 0;

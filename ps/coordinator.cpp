@@ -173,6 +173,8 @@ std::string Coordinator::read_spec_text() {
   mode_ = Consistency::parse(opt_.mode);
   if (const std::string why = comm_problem(parse_comm(opt_.comm), mode_); !why.empty())
     throw Error(why);
+  if (!opt_.comm_bandwidth.empty())
+    comm_cost_.link_bytes_per_sec = parse_bandwidth_bps(opt_.comm_bandwidth) / 8;
   return ss.str();
 }
 

@@ -21,6 +21,7 @@ struct CoordinatorOptions {
   std::string mode = "async";    // async | bsp | ssp:K
   policy::PolicyOptions policy;  // name "wfbp" by default
   std::string comm = "ps";       // ps | sfb | hybrid: how fc layers travel (core/comm.hpp)
+  std::string comm_bandwidth;    // the cluster's link rate for hybrid's cost ("": not known)
   SgdOptions sgd;
   std::string lr_schedule = "constant";
   int epochs = 1;          // passes over the training set, all workers together

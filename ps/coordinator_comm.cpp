@@ -34,7 +34,7 @@ std::optional<std::string> Coordinator::start_comm_locked(const json& req, Switc
     return std::string(
         "psbed ctl comm cannot switch a --replicas 2 run: an SFB layer handed back to the shards "
         "would have no copy on the backup");
-  const CommPlan plan = choose_comm(spec_, m, opt_.workers, opt_.servers, opt_.batch);
+  const CommPlan plan = choose_comm(spec_, m, opt_.workers, opt_.servers, opt_.batch, comm_cost());
   if (plan.any_sfb() && !opt_.keys.empty())
     return "--comm " + mode +
            " sends factors worker to worker without CURVE: a --keys cluster needs --comm ps";
@@ -150,8 +150,8 @@ void Coordinator::finish_comm_locked(bool timeout) {
     spdlog::warn("--comm switch {} to {} called off: {}", taken.seq, taken.mode, why);
     return taken.reply({{"ok", false}, {"error", "--comm " + taken.mode + " refused: " + why}});
   }
-  const CommPlan plan =
-      choose_comm(spec_, parse_comm(taken.mode), opt_.workers, opt_.servers, opt_.batch);
+  const CommPlan plan = choose_comm(spec_, parse_comm(taken.mode), opt_.workers, opt_.servers,
+                                    opt_.batch, comm_cost());
   json layers = json::array();
   for (const LayerComm& c : plan.layers)
     layers.push_back(

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/comm.hpp"
 #include "core/consistency.hpp"
 #include "core/model_spec.hpp"
 #include "core/policy.hpp"
@@ -253,6 +254,8 @@ class Coordinator {
   std::uint64_t comm_seq_ = 0;
   json comm_switches_ = json::array();
   std::string comm_now_;  // what the workers run now (opt_.comm until a switch)
+  CommCost comm_cost_;    // hybrid's per-layer cost: --comm-bandwidth's rate
+  const CommCost& comm_cost() const { return comm_cost_; }
   bool map_sent_ = false, finished_ = false;
   Clock::time_point last_advance_{};  // when a worker last finished a step (or the start)
   json stall_;                        // the stall under way, said once; null when none

@@ -15,11 +15,16 @@ using json = nlohmann::json;
 
 json comm_json(const CommPlan& plan, const ModelSpec& spec) {
   json layers = json::array();
-  for (const LayerComm& c : plan.layers)
+  for (const LayerComm& c : plan.layers) {
     layers.push_back({{"layer", spec.layers[std::size_t(c.layer)].name},
                       {"route", c.sfb ? "sfb" : "ps"},
                       {"ps_bytes", c.ps_bytes},
-                      {"sfb_bytes", c.sfb_bytes}});
+                      {"sfb_bytes", c.sfb_bytes},
+                      {"ps_messages", c.ps_messages},
+                      {"sfb_messages", c.sfb_messages}});
+    // Each route's time with its messages, where the link rate was known to weigh them.
+    if (c.ps_s > 0) layers.back().update({{"ps_s", c.ps_s}, {"sfb_s", c.sfb_s}});
+  }
   return {{"mode", to_string(plan.mode)}, {"layers", layers}};
 }
 
@@ -84,7 +89,7 @@ void CommSwitch::on_control(const json& j) {
 
 CommPlan CommSwitch::plan_of(const std::string& mode) const {
   return choose_comm(map_.spec, parse_comm(mode), int(map_.workers.size()),
-                     int(map_.servers.size()), map_.exp.batch);
+                     int(map_.servers.size()), map_.exp.batch, map_.exp.comm_cost());
 }
 
 bool CommSwitch::at_boundary(ps::NodeLink& link, ps::PsClient& client, FactorExchange& sfb,

@@ -711,8 +711,8 @@ class PsWorker {
                   " (leave --comm out to take the cluster's)");
     const CommMode mode = parse_comm(exp.comm);
     if (const std::string why = comm_problem(mode, exp.mode); !why.empty()) throw Error(why);
-    comm_ =
-        choose_comm(map_.spec, mode, int(map_.workers.size()), int(map_.servers.size()), exp.batch);
+    comm_ = choose_comm(map_.spec, mode, int(map_.workers.size()), int(map_.servers.size()),
+                        exp.batch, exp.comm_cost());
     staleness_ = exp.mode.kind == Consistency::Kind::kSsp ? exp.mode.staleness : 0;
     if (const std::string why = comm_refusal(comm_, keys_.on(), opt_.device, opt_.compute);
         !why.empty())

@@ -14,8 +14,9 @@ double FactorModel::rebuild_flops() const {
   return flops;
 }
 
-FactorModel factor_model(const ModelSpec& spec, CommMode mode, int workers, int shards, int batch) {
-  const CommPlan plan = choose_comm(spec, mode, workers, shards, batch);
+FactorModel factor_model(const ModelSpec& spec, CommMode mode, int workers, int shards, int batch,
+                         const CommCost& cost) {
+  const CommPlan plan = choose_comm(spec, mode, workers, shards, batch, cost);
   FactorModel m;
   m.workers = workers;
   m.sfb = plan.sfb;

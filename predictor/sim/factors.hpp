@@ -27,7 +27,8 @@ struct FactorModel {
   double rebuild_flops() const;
 };
 
-FactorModel factor_model(const ModelSpec& spec, CommMode mode, int workers, int shards, int batch);
+FactorModel factor_model(const ModelSpec& spec, CommMode mode, int workers, int shards, int batch,
+                         const CommCost& cost);
 
 // The bsp step when the factors are the only traffic and nothing overlaps: the compute, the
 // rebuild at `flops_per_s`, and every factor byte through a link of `link_bytes_per_s`. The

@@ -26,7 +26,7 @@ Simulation::Simulation(const Profile& profile, const ModelSpec& spec, const SimC
   W_ = cfg.workers, S_ = cfg.servers, L_ = int(spec.layers.size());
   // As the live worker refuses it: async has no step to gather the factors for.
   if (const std::string why = comm_problem(cfg.comm, cfg.mode); !why.empty()) throw Error(why);
-  factors_ = factor_model(spec, cfg.comm, W_, S_, profile.batch);
+  factors_ = factor_model(spec, cfg.comm, W_, S_, profile.batch, cfg.comm_cost());
   set_up_groups();
   // Factor traffic has its own connections, buffers and receiving threads: sized only where a
   // layer is SFB, so the ps route's simulation stays the same.

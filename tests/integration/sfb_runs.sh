@@ -2,7 +2,9 @@
 # Sufficient-factor broadcasting in whole runs: 2 servers + 3 workers train lenet5 with
 # --comm hybrid in bsp to >= 95% test accuracy; the MLP trains with --comm sfb in ssp:2; and a
 # worker killed in the middle of a bsp run with --comm sfb stops the run with a message naming it
-# (bsp cannot go on without its factors), rather than leaving its peers waiting.
+# (bsp cannot go on without its factors), rather than leaving its peers waiting. With a link rate
+# hybrid weighs messages too: the MLP's small fc3 goes as factors at 1 Gbit/s with 2 workers and
+# stays on the shards at 100 Mbit/s, in the run and in its prediction alike.
 source "$(dirname "$0")/lib.sh"
 need_data
 timeout 300 "$PSBED" launch --servers 2 --workers 3 --model lenet5 --data mnist --epochs 3 --batch 32 \
@@ -22,6 +24,26 @@ routes = {l["layer"]: l["route"] for l in t["metadata"]["comm"]["layers"]}
 assert routes == {"fc1": "sfb", "fc2": "sfb", "fc3": "ps"}, routes
 print("trace: factor sends and rebuilds, routes", routes)
 PY
+for rate in 1gbit:sfb 100mbit:ps; do
+  timeout 120 "$PSBED" launch --servers 2 --workers 2 --model mlp --data mnist --steps 4 --batch 32 \
+    --mode bsp --comm hybrid --bandwidth "${rate%%:*}" --no-trace --out "$WORK/h-${rate%%:*}" \
+    >"$WORK/h.out" 2>&1 || { cat "$WORK/h.out"; fail "launch mlp --comm hybrid --bandwidth ${rate%%:*}"; }
+  python3 - "$WORK/h-${rate%%:*}/summary.json" "${rate#*:}" <<'PY' || fail "hybrid's route at ${rate%%:*}"
+import json, sys
+for w in json.load(open(sys.argv[1]))["per_worker"]:
+    fc3 = w["comm"]["layers"][2]
+    assert fc3["layer"] == "fc3" and fc3["route"] == sys.argv[2], fc3
+    # 4 messages per tensor (weights, bias) at a shard serving one worker's share; 2 factor ones.
+    assert fc3["ps_messages"] == 8 and fc3["sfb_messages"] == 2, fc3
+    assert (fc3["sfb_s"] < fc3["ps_s"]) == (sys.argv[2] == "sfb"), fc3
+print(f"hybrid: fc3 {fc3['route']}: {fc3['sfb_s'] * 1e6:.0f} us as factors, {fc3['ps_s'] * 1e6:.0f} us through the shards")
+PY
+  timeout 60 "$PSBED" predict --profile "$SRC/docs/grid/sfb-hybrid/profile-mlp.json" --workers 2 \
+    --servers 2 --mode bsp --comm hybrid --bandwidth "${rate%%:*}" --steps 5 --seeds 1 \
+    --json "$WORK/h.json" >"$WORK/hp.out" 2>&1 || { cat "$WORK/hp.out"; fail "predict --comm hybrid"; }
+  json "$WORK/h.json" "sys.exit(0 if 'fc3 ${rate#*:} ' in s[0]['comm_layers'] else 1)" ||
+    { cat "$WORK/hp.out"; fail "predict routes fc3 otherwise than the run at ${rate%%:*}"; }
+done
 timeout 300 "$PSBED" launch --servers 2 --workers 3 --model mlp --data mnist --epochs 2 --batch 32 \
   --lr 0.05 --mode ssp:2 --comm sfb --no-trace --out "$WORK/ssp" >"$WORK/ssp.out" 2>&1 \
   || { cat "$WORK/ssp.out"; fail "launch mlp ssp:2 --comm sfb failed"; }

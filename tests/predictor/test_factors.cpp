@@ -19,19 +19,19 @@ using namespace psbed::predictor::sim;
 
 TEST_CASE("factors: the simulator routes the layers as core/comm does", "[predictor][factors]") {
   const ModelSpec mlp = load_model("mlp");
-  const CommPlan plan = choose_comm(mlp, CommMode::kHybrid, 4, 2, 32);
-  const FactorModel h = factor_model(mlp, CommMode::kHybrid, 4, 2, 32);
+  const CommPlan plan = choose_comm(mlp, CommMode::kHybrid, 4, 2, 32, {});
+  const FactorModel h = factor_model(mlp, CommMode::kHybrid, 4, 2, 32, {});
   CHECK(h.sfb == plan.sfb);
   REQUIRE(h.layers.size() == 2);  // fc1 and fc2; fc3 stays on the shards
   CHECK(h.layers[0].bytes_per_peer == 4.0 * 32 * (784 + 512));
   CHECK(h.layers[0].rebuild_flops == 2.0 * 4 * 32 * 784 * 512);
-  CHECK_FALSE(factor_model(mlp, CommMode::kPs, 4, 2, 32).any());
+  CHECK_FALSE(factor_model(mlp, CommMode::kPs, 4, 2, 32, {}).any());
 }
 
 TEST_CASE("factors: 2 workers, one fc layer: compute plus the factor transfer",
           "[predictor][factors]") {
   const ModelSpec mlp = load_model("mlp");
-  FactorModel m = factor_model(mlp, CommMode::kSfb, 2, 1, 10);
+  FactorModel m = factor_model(mlp, CommMode::kSfb, 2, 1, 10, {});
   m.layers.resize(1);  // fc1 alone: 10 x (784 + 512) floats to the one peer
   CHECK(m.link_bytes() == 4.0 * 10 * 1296);
   // 51,840 bytes at 1 MB/s: 51.84 ms; 2 x 2 x 10 x 784 x 512 flops at 1 GFLOP/s: 16.06 ms.
@@ -68,7 +68,7 @@ TEST_CASE("sfb, 2 workers, one fc layer: step = transfer + latency + rebuild + c
   CHECK(r.worker_steps_per_sec[0] == Approx(1 / step).epsilon(1e-9));
   CHECK(r.worker_steps_per_sec[1] == Approx(1 / step).epsilon(1e-9));
   // The factor model's floor (predictor/sim/factors.hpp) is the same step less the latency.
-  const FactorModel m = factor_model(spec, CommMode::kSfb, 2, 1, 8);
+  const FactorModel m = factor_model(spec, CommMode::kSfb, 2, 1, 8, {});
   const double rate = 2.0 * 8 * 249 * 4 / 0.002;  // fc1's forward: flops per second
   CHECK(step - 0.0001 == Approx(factor_step_floor(m, 0.005, 4e6, rate)).epsilon(1e-12));
 }
@@ -147,11 +147,13 @@ TEST_CASE("comm: ps, and hybrid where every layer stays on the shards, simulate 
   using namespace psbed::predictor;
   const ModelSpec spec = parse_model_spec(test::kTiny, "tiny");
   const Profile p = test::fixed_profile(spec);
-  // 2 workers, 1 shard: fc1's factors, 8,096 bytes to the one peer, cost more than its 4,000
-  // bytes x 2 workers through the one shard, so hybrid keeps it there.
-  REQUIRE_FALSE(choose_comm(spec, CommMode::kHybrid, 2, 1, 8).any_sfb());
-  SimConfig ps = test::config(2), hybrid = test::config(2);
+  // 4 workers, 1 shard, 4 MB/s: fc1's factors, 8,096 bytes to each of 3 peers in 6 messages
+  // (6.07 + 0.3 ms), cost more than its 4,000 bytes x 4 workers through the one shard in 32
+  // messages (4 + 1.6 ms), so hybrid keeps it there. (By bytes alone it would with 2 workers.)
+  SimConfig ps = test::config(4), hybrid = test::config(4);
   hybrid.comm = CommMode::kHybrid;
+  REQUIRE_FALSE(choose_comm(spec, CommMode::kHybrid, 4, 1, 8, hybrid.comm_cost()).any_sfb());
+  REQUIRE_FALSE(choose_comm(spec, CommMode::kHybrid, 2, 1, 8, {}).any_sfb());
   ps.arrival_jitter_s = hybrid.arrival_jitter_s = 1e-6;  // seeded draws: the same sequence
   const SimResult a = simulate(p, spec, ps), b = simulate(p, spec, hybrid);
   CHECK(a.steps_per_sec == b.steps_per_sec);

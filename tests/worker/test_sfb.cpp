@@ -60,7 +60,7 @@ struct SfbPair {
     map.workers = {{"worker", 0, "worker-0", a.address(), "", ""},
                    {"worker", 1, "worker-1", b.address(), "", ""}};
     if (third) map.workers.push_back({"worker", 2, "worker-2", "tcp://127.0.0.1:9", "", ""});
-    plan = choose_comm(map.spec, comm, int(map.workers.size()), 1, kBatch);
+    plan = choose_comm(map.spec, comm, int(map.workers.size()), 1, kBatch, {});
     net_a = make_cpu_net(map.spec, kBatch, 7);
     net_b = make_cpu_net(map.spec, kBatch, 7);
     a.start(map, 0, plan, nullptr);
@@ -243,7 +243,7 @@ TEST_CASE("a live --comm switch: factors from the agreed step on, with the shard
           "[worker][sfb][comm_switch]") {
   SfbPair p("bsp", false, CommMode::kPs);
   REQUIRE(!p.plan.any_sfb());
-  const CommPlan sfb = choose_comm(p.map.spec, CommMode::kSfb, 2, 1, kBatch);
+  const CommPlan sfb = choose_comm(p.map.spec, CommMode::kSfb, 2, 1, kBatch, {});
   const std::size_t fc1 = kBatch * (6 + 5);
   {
     Raw peer(p.a.address(), sfb_identity("worker-1"));
