@@ -2,11 +2,15 @@
 
 #include <pthread.h>
 #include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -21,7 +25,11 @@
 namespace psbed::ps {
 namespace {
 
-constexpr const char* kOutbox = "inproc://psbed-outbox";  // one context per transport: no clash
+// A client's callers wait while this many messages wait for the owner thread to take them: with
+// its own backlog (max_pending) that is where back-pressure reaches the caller. A server's owner
+// takes every send (its peers are bounded one by one), at its own pace: its senders wait only
+// past the larger bound.
+constexpr std::size_t kClientMailboxDepth = 2, kServerMailboxDepth = 256;
 constexpr int kReceiveBatch = 64;  // then look at the outgoing side, so neither starves the other
 // Short: a peer that never reads keeps the owner thread retrying, and the others' messages that
 // met a full queue at the same time wait for the next retry.
@@ -44,6 +52,32 @@ struct Backlog {
 
 enum class SendResult { kSent, kBlocked, kUnreachable };
 
+// Other threads' way to the owner thread. A queue under a mutex, and an eventfd in the owner's
+// poll that a sender writes only while the owner sleeps there: a busy owner takes the messages
+// without a system call on either side, where an inproc ZeroMQ socket signals through its own
+// mailbox: several system calls a message, costly on a virtual machine.
+struct Mailbox {
+  std::mutex mu;
+  std::condition_variable room;  // a client's senders wait here for room
+  std::deque<std::pair<PeerId, Outgoing>> queue;
+  bool sleeping = false;   // the owner polls and wants the eventfd written to wake
+  bool signalled = false;  // written since it last woke
+  bool closed = false;     // stopped: senders return false
+  int efd = -1;
+  Mailbox() : efd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    if (efd < 0) throw Error(std::string("eventfd: ") + std::strerror(errno));
+  }
+  ~Mailbox() { ::close(efd); }
+  void wake() const {
+    const std::uint64_t one = 1;
+    (void)!::write(efd, &one, sizeof one);
+  }
+  void drain() const {
+    std::uint64_t n;
+    (void)!::read(efd, &n, sizeof n);
+  }
+};
+
 }  // namespace
 
 struct ZmqTransport::Impl {
@@ -51,6 +85,13 @@ struct ZmqTransport::Impl {
   void run();  // the owner thread
   bool receive_one();
   bool take_from_outbox();
+  void close_mailbox() {
+    {
+      std::lock_guard<std::mutex> lock(box.mu);
+      box.closed = true;
+    }
+    box.room.notify_all();
+  }
   void enqueue(PeerId peer, Outgoing out);
   bool gate_outbox() const { return !server && pending_count >= max_pending; }
   bool flush();
@@ -64,11 +105,7 @@ struct ZmqTransport::Impl {
   std::unique_ptr<ZapHandler> zap;  // CURVE servers only; ends before the context
   // Owned by the owner thread once started (the thread's creation is the hand-over point).
   zmq::socket_t net;
-  zmq::socket_t outbox_rx;
-  // Other threads' way in; the mutex makes the PUSH socket usable from any of them. Timed: a
-  // try_send must not wait behind a send() that is waiting for room.
-  std::timed_mutex outbox_mu;
-  zmq::socket_t outbox_tx;
+  Mailbox box;  // other threads' way in
 
   std::string endpoint;
   BadMessageCounter bad;
@@ -93,8 +130,6 @@ ZmqTransport::Impl::Impl(ZmqOptions o)
     : opt(std::move(o)),
       server(opt.role == ZmqOptions::Role::kServer),
       net(ctx, server ? zmq::socket_type::router : zmq::socket_type::dealer),
-      outbox_rx(ctx, zmq::socket_type::pull),
-      outbox_tx(ctx, zmq::socket_type::push),
       max_pending(opt.max_pending),
       peer_max_messages(opt.peer_max_messages),
       peer_max_bytes(opt.peer_max_bytes) {
@@ -143,17 +178,11 @@ ZmqTransport::Impl::Impl(ZmqOptions o)
     throw Error(std::string("cannot ") + (server ? "bind " : "connect to ") + "'" + opt.endpoint +
                 "': " + e.what() + hint);
   }
-  // The inproc hop holds one message each side: backpressure reaches the caller promptly.
-  outbox_rx.set(zmq::sockopt::rcvhwm, 1);
-  outbox_tx.set(zmq::sockopt::sndhwm, 1);
-  outbox_tx.set(zmq::sockopt::linger, 0);
-  outbox_rx.bind(kOutbox);
-  outbox_tx.connect(kOutbox);
 }
 
 void ZmqTransport::Impl::fail(const std::string& name, const char* what) {
   spdlog::error("{} transport on {} failed: {}", name, endpoint, what);
-  ctx.shutdown();  // so callers blocked in send() return false instead of waiting forever
+  ctx.shutdown();  // other sockets of the context (a CURVE gatekeeper's) end too
 }
 
 void ZmqTransport::Impl::run() {
@@ -167,18 +196,37 @@ void ZmqTransport::Impl::run() {
   try {
     for (;;) {
       const bool backlog = pending_count > 0;
+      const bool gated = gate_outbox();
+      bool mail = false;
+      if (!gated) {
+        std::lock_guard<std::mutex> lock(box.mu);
+        mail = !box.queue.empty();
+        box.sleeping = !mail;  // mail waiting: look at the network without sleeping
+      }
       zmq_pollitem_t items[] = {
           {net.handle(), 0,
            static_cast<short>(ZMQ_POLLIN | (backlog && !stalled ? ZMQ_POLLOUT : 0)), 0},
-          {outbox_rx.handle(), 0, static_cast<short>(gate_outbox() ? 0 : ZMQ_POLLIN), 0},
+          {nullptr, box.efd, static_cast<short>(gated ? 0 : ZMQ_POLLIN), 0},
       };
-      zmq::poll(items, 2, backlog && stalled ? retry : std::chrono::milliseconds(-1));
+      try {
+        zmq::poll(items, 2,
+                  mail                 ? std::chrono::milliseconds(0)
+                  : backlog && stalled ? retry
+                                       : std::chrono::milliseconds(-1));
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) throw;  // a signal: look again
+        for (auto& item : items) item.revents = 0;
+      }
+      if (!gated) {
+        std::lock_guard<std::mutex> lock(box.mu);
+        box.sleeping = box.signalled = false;
+      }
+      if (items[1].revents & ZMQ_POLLIN) box.drain();
       if (items[0].revents & ZMQ_POLLIN)
         for (int i = 0; i < kReceiveBatch && receive_one(); ++i) {
         }
-      if (items[1].revents & ZMQ_POLLIN)
-        while (!gate_outbox() && take_from_outbox()) {
-        }
+      for (int i = 0; i < kReceiveBatch && !gate_outbox() && take_from_outbox(); ++i) {
+      }
       if (pending_count == 0) continue;
       if (flush()) {
         stalled = false;
@@ -196,10 +244,11 @@ void ZmqTransport::Impl::run() {
   } catch (const std::exception& e) {
     fail(name, e.what());
   }
+  // Stopped or failed: senders waiting for room, and later ones, return false.
+  close_mailbox();
   owner_id = std::thread::id();  // ids are reused: a later thread must not pass for this one
   pending.clear();               // drops the payload references held here
   net.close();
-  outbox_rx.close();
 }
 
 bool ZmqTransport::Impl::receive_one() {
@@ -252,13 +301,15 @@ void ZmqTransport::Impl::drop_bad(const PeerId& peer, const Verdict& v) {
 }
 
 bool ZmqTransport::Impl::take_from_outbox() {
-  zmq::message_t peer;
-  if (!outbox_rx.recv(peer, zmq::recv_flags::dontwait)) return false;
-  Outgoing out;
-  (void)outbox_rx.recv(out.header);
-  out.has_payload = out.header.more();
-  if (out.has_payload) (void)outbox_rx.recv(out.payload);
-  enqueue(peer.to_string(), std::move(out));
+  std::pair<PeerId, Outgoing> next;
+  {
+    std::lock_guard<std::mutex> lock(box.mu);
+    if (box.queue.empty()) return false;
+    next = std::move(box.queue.front());
+    box.queue.pop_front();
+  }
+  box.room.notify_all();
+  enqueue(std::move(next.first), std::move(next.second));
   return true;
 }
 
@@ -374,7 +425,7 @@ void ZmqTransport::check_send(const Message& msg) const {
                 std::to_string(impl_->opt.limits.max_message_bytes));
   if (impl_->server && msg.peer.empty())
     throw Error("send: a server must name the peer (Message::peer)");
-  // Before start() nothing drains the hand-over socket: a send would wait forever.
+  // Before start() nothing drains the mailbox: a send would wait forever.
   if (impl_->state.load() == Impl::State::kNew)
     throw Error("send on " + impl_->endpoint + " before start()");
 }
@@ -392,45 +443,22 @@ bool ZmqTransport::hand_over(Message msg, std::chrono::milliseconds wait) {
     return true;
   }
   if (wait.count() < 0) transport_thread::assert_may_block("a send that waits for room");
-  std::unique_lock<std::timed_mutex> lock(impl_->outbox_mu, std::defer_lock);
-  if (wait.count() < 0) {
-    lock.lock();
-  } else if (!lock.try_lock_for(wait)) {
-    return false;  // another thread's send() is waiting for room: there is none
-  }
-  if (impl_->outbox_tx.handle() == nullptr) return false;  // stopped
-  try {
-    zmq::message_t peer(msg.peer.data(), msg.peer.size());
-    // Blocking sends: this is where a full link pushes back on the caller. Only the first frame
-    // can be refused (ZeroMQ counts whole messages against the high-water mark), so a message
-    // that does not wait is either handed over whole or not at all.
-    if (wait.count() >= 0) {  // 0: not at all
-      // The timeout holds for this first frame only, whichever way this send ends (a throw
-      // included): left set, a later blocking send would lose its first frame to it and hand
-      // its header over as a message of its own, which the owner thread would misread.
-      struct TimeoutForThisFrame {
-        zmq::socket_t& socket;
-        TimeoutForThisFrame(zmq::socket_t& s, std::chrono::milliseconds wait) : socket(s) {
-          socket.set(zmq::sockopt::sndtimeo, int(std::min<std::int64_t>(wait.count(), 1 << 30)));
-        }
-        ~TimeoutForThisFrame() {
-          try {
-            socket.set(zmq::sockopt::sndtimeo, -1);
-          } catch (const zmq::error_t&) {  // the context is gone (ETERM): no later send
-          }
-        }
-      };
-      TimeoutForThisFrame timed(impl_->outbox_tx, wait);
-      if (!impl_->outbox_tx.send(peer, zmq::send_flags::sndmore).has_value()) return false;
-    } else {
-      (void)impl_->outbox_tx.send(peer, zmq::send_flags::sndmore);
+  Mailbox& box = impl_->box;
+  {
+    std::unique_lock<std::mutex> lock(box.mu);
+    const std::size_t depth = impl_->server ? kServerMailboxDepth : kClientMailboxDepth;
+    const auto room = [&] { return box.closed || box.queue.size() < depth; };
+    if (wait.count() < 0)
+      box.room.wait(lock, room);
+    else if (!box.room.wait_for(lock, wait, room))
+      return false;  // no room within `wait`: dropped
+    if (box.closed) return false;
+    box.queue.emplace_back(std::move(msg.peer), std::move(out));
+    // Under the lock, so that stop() (which takes it) is a barrier before the eventfd closes.
+    if (box.sleeping && !box.signalled) {
+      box.signalled = true;
+      box.wake();
     }
-    (void)impl_->outbox_tx.send(out.header,
-                                out.has_payload ? zmq::send_flags::sndmore : zmq::send_flags::none);
-    if (out.has_payload) (void)impl_->outbox_tx.send(out.payload, zmq::send_flags::none);
-  } catch (const zmq::error_t& e) {
-    if (e.num() == ETERM) return false;
-    throw Error(std::string("send to ") + impl_->endpoint + " failed: " + e.what());
   }
   return true;
 }
@@ -439,7 +467,8 @@ void ZmqTransport::release_senders() {
   std::lock_guard<std::mutex> lock(impl_->stop_mu);
   if (impl_->stopped || impl_->state.load() == Impl::State::kStopped) return;
   impl_->state = Impl::State::kStopped;
-  impl_->ctx.shutdown();  // wakes senders waiting for room, and the owner thread, which ends
+  impl_->close_mailbox();
+  impl_->ctx.shutdown();  // wakes the owner thread, which ends
 }
 
 void ZmqTransport::stop() {
@@ -449,17 +478,16 @@ void ZmqTransport::stop() {
   if (impl_->stopped) return;
   impl_->stopped = true;
   impl_->state = Impl::State::kStopped;
-  // Shutting the context down wakes the owner thread's poll and any caller blocked in send().
+  // Callers blocked in send() return false; shutting the context down wakes the owner's poll.
+  impl_->close_mailbox();
   impl_->ctx.shutdown();
   if (impl_->owner.joinable()) impl_->owner.join();
   {
-    std::lock_guard<std::timed_mutex> outbox_lock(impl_->outbox_mu);
-    impl_->outbox_tx.close();
+    // What the owner never took is dropped (its payload references with it).
+    std::lock_guard<std::mutex> lock(impl_->box.mu);
+    impl_->box.queue.clear();
   }
-  if (!impl_->started) {
-    impl_->net.close();
-    impl_->outbox_rx.close();
-  }
+  if (!impl_->started) impl_->net.close();
   if (impl_->zap) impl_->zap->stop();  // its sockets closed; its counts kept
   impl_->ctx.close();                  // waits up to `linger` for frames already inside ZeroMQ
 }

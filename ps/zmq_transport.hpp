@@ -7,7 +7,8 @@
 //   socket queue of hundreds of messages would undo that order, so ZeroMQ holds only a few per
 //   peer and send() blocks (backpressure) when they are full.
 // - One owner thread per socket, because ZeroMQ sockets aren't thread-safe. Other threads pass
-//   messages to it over an inproc socket; it blocks in zmq::poll on both sockets.
+//   messages to it through a mailbox: a queue, and an eventfd it polls beside the socket, written
+//   only while it sleeps there.
 #pragma once
 #include <chrono>
 #include <memory>
