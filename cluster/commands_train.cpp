@@ -105,6 +105,10 @@ void add_bench_ps(CLI::App* bench, ps::BenchPsOptions& o, std::string& log_level
   app->add_flag("--secure", o.secure,
                 "instead of the tables above: 1 worker x 1 shard per model size with and without "
                 "CURVE (docs/security.md), alternating, --repeat runs each; ratio CURVE / plain");
+  app->add_flag("--push-pull", o.push_pull,
+                "each round pushes every part and takes its updated values back in the push's "
+                "answer (one round trip a part), instead of pushing the whole gradient, then "
+                "pulling the whole model");
   app->add_option("--replicas", o.replicas,
                   "2: instead of the tables above, each --workers count on the aggregate model "
                   "and 2 shards with 1 and 2 copies of every part (docs/failures.md), "

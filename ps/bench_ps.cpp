@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <new>
 #include <nlohmann/json.hpp>
@@ -75,6 +76,41 @@ class Waiter {
   int left_ = 0;
 };
 
+// A training step's traffic: push the whole gradient, then pull the whole model; or both at
+// once, part by part (push-pull).
+void bench_round(PsClient& client, const ClusterMap& map, std::vector<std::vector<float>>& params,
+                 const std::vector<std::vector<float>>& grads, std::uint64_t clock, bool push_pull,
+                 const std::atomic<bool>& failed) {
+  const auto& parts = map.plan.parts;
+  Waiter pushes, pulls;
+  try {
+    pushes.add(int(parts.size()));
+    for (int i = 0; i < int(parts.size()); ++i) {
+      const Part& p = parts[std::size_t(i)];
+      const float* g = grads[std::size_t(p.key)].data() + p.offset;
+      if (push_pull)
+        client.push_pull(i, g, params[std::size_t(p.key)].data() + p.offset, 0, p.numel, clock, 0,
+                         [&] { pushes.done(); });
+      else
+        client.push(i, g, 0, p.numel, clock, 0, [&] { pushes.done(); });
+    }
+    pushes.wait(failed);
+    if (push_pull) return;
+    pulls.add(int(parts.size()));
+    for (int i = 0; i < int(parts.size()); ++i) {
+      const Part& p = parts[std::size_t(i)];
+      client.pull(i, params[std::size_t(p.key)].data() + p.offset, 0, p.numel, clock, 0,
+                  [&] { pulls.done(); });
+    }
+    pulls.wait(failed);
+  } catch (...) {
+    // A push or pull that throws (out of memory) leaves others in flight: the client stops, and
+    // no callback runs, before the waiters they count down go.
+    client.stop();
+    throw;
+  }
+}
+
 struct Result {
   double gb_per_s = 0;
   double seconds = 0;
@@ -98,12 +134,20 @@ void connect_backup(Shard& shard, const ClusterMap& map, int s) {
   });
 }
 
-// With `replicas` 2 each shard forwards its updates to the next (ps/shard.hpp), as
-// `psbed server` does under --replicas 2.
+// What a run varies besides the sizes: CURVE links; `replicas` 2, each shard forwarding its
+// updates to the next (ps/shard.hpp) as `psbed server` does under --replicas 2; and push-pull,
+// each part pushed and its new values taken back in the push's answer (PsClient::push_pull).
+struct Variant {
+  bool curve = false;
+  int replicas = 1;
+  bool push_pull = false;
+};
+
 Result measure(int mib, int workers, int servers, std::int64_t partition, double min_seconds,
-               bool curve = false, int replicas = 1) {
+               const Variant& variant = {}) {
+  const bool curve = variant.curve;
   ClusterMap map = synthetic_map(mib, workers, servers, partition);
-  map.exp.replicas = replicas;
+  map.exp.replicas = variant.replicas;
   CurveKeys shard_keys, worker_keys;
   if (curve) {
     shard_keys.own = make_key_pair();
@@ -131,7 +175,7 @@ Result measure(int mib, int workers, int servers, std::int64_t partition, double
     map.servers[s].link_id = "bench-server-" + std::to_string(s) + "#replica-link";
   }
   for (int s = 0; s < servers; ++s) {
-    if (replicas > 1 && servers > 1) connect_backup(*shards[s], map, s);
+    if (variant.replicas > 1 && servers > 1) connect_backup(*shards[s], map, s);
     shards[s]->start(map, s);
     // As psbed server does once it knows its size: a whole model's pull replies in flight to one
     // worker must not pass the per-peer bound (64 MiB by default), or they are dropped.
@@ -160,30 +204,8 @@ Result measure(int mib, int workers, int servers, std::int64_t partition, double
         for (const auto& t : map.spec.tensors)
           params.emplace_back(t.numel), grads.emplace_back(t.numel, 1e-6f);
         PsClient client(map, w, "worker-" + std::to_string(w), nullptr, worker_keys);
-        // A training step's traffic: push the whole gradient, then pull the whole model.
         auto round = [&](std::uint64_t clock) {
-          Waiter pushes, pulls;
-          try {
-            pushes.add(int(map.plan.parts.size()));
-            for (int i = 0; i < int(map.plan.parts.size()); ++i) {
-              const Part& p = map.plan.parts[i];
-              client.push(i, grads[p.key].data() + p.offset, 0, p.numel, clock, 0,
-                          [&] { pushes.done(); });
-            }
-            pushes.wait(failed);
-            pulls.add(int(map.plan.parts.size()));
-            for (int i = 0; i < int(map.plan.parts.size()); ++i) {
-              const Part& p = map.plan.parts[i];
-              client.pull(i, params[p.key].data() + p.offset, 0, p.numel, clock, 0,
-                          [&] { pulls.done(); });
-            }
-            pulls.wait(failed);
-          } catch (...) {
-            // A push or pull that throws (out of memory) leaves others in flight: the client
-            // stops, and no callback runs, before the waiters they count down go.
-            client.stop();
-            throw;
-          }
+          bench_round(client, map, params, grads, clock, variant.push_pull, failed);
         };
         std::uint64_t clock = 0;
         for (int i = 0; i < 2; ++i) round(clock++);  // warm-up: connections, first-touch faults
@@ -265,8 +287,24 @@ std::string ratios_text(const std::vector<double>& ratios) {
   return s;
 }
 
-// The cost of CURVE: plain, CURVE, plain, ..., plain per model size; each CURVE run is compared
-// with the mean of the plain runs on either side, and the row reports medians (as the raw rows).
+// Runs a, b, a, b, ..., a (`repeat` b runs): each b run is compared with the mean of the a runs
+// on either side, so a drift of the machine's speed favours neither; rows report medians.
+struct Alternation {
+  std::vector<double> a, b, ratios;
+};
+Alternation alternate(int repeat, const std::function<double()>& a,
+                      const std::function<double()>& b) {
+  Alternation r;
+  r.a.push_back(a());
+  for (int i = 0; i < repeat; ++i) {
+    r.b.push_back(b());
+    r.a.push_back(a());
+    r.ratios.push_back(r.b.back() / ((r.a[std::size_t(i)] + r.a[std::size_t(i) + 1]) / 2));
+  }
+  return r;
+}
+
+// The cost of CURVE: plain, CURVE, plain, ..., plain per model size (as the raw rows).
 void curve_table(const BenchPsOptions& opt, std::int64_t partition, nlohmann::json& rows) {
   require_curve();
   std::printf(
@@ -276,13 +314,12 @@ void curve_table(const BenchPsOptions& opt, std::int64_t partition, nlohmann::js
   for (int mib : opt.model_mib) {
     spdlog::info("{} MiB: {} CURVE runs between {} plain runs ...", mib, opt.repeat,
                  opt.repeat + 1);
-    std::vector<double> plain = {measure(mib, 1, 1, partition, opt.min_seconds).gb_per_s}, curve,
-                        ratios;
-    for (int i = 0; i < opt.repeat; ++i) {
-      curve.push_back(measure(mib, 1, 1, partition, opt.min_seconds, true).gb_per_s);
-      plain.push_back(measure(mib, 1, 1, partition, opt.min_seconds).gb_per_s);
-      ratios.push_back(curve.back() / ((plain[i] + plain[i + 1]) / 2));
-    }
+    Variant secure;
+    secure.curve = true;
+    const Alternation runs = alternate(
+        opt.repeat, [&] { return measure(mib, 1, 1, partition, opt.min_seconds).gb_per_s; },
+        [&] { return measure(mib, 1, 1, partition, opt.min_seconds, secure).gb_per_s; });
+    const std::vector<double>&plain = runs.a, &curve = runs.b, &ratios = runs.ratios;
     const double p = median(plain), c = median(curve), ratio = median(ratios);
     std::printf("%5d MiB %12.2f %12.2f %7.2fx   (ratios %s)\n", mib, p, c, ratio,
                 ratios_text(ratios).c_str());
@@ -313,15 +350,13 @@ void replicas_table(const BenchPsOptions& opt, std::int64_t partition, nlohmann:
     spdlog::info("{} worker(s): {} runs with 2 copies between {} with 1 ...", w, opt.repeat,
                  opt.repeat + 1);
     auto run = [&](int replicas) {
-      return measure(opt.aggregate_mib, w, servers, partition, opt.min_seconds, false, replicas)
-          .gb_per_s;
+      Variant v;
+      v.replicas = replicas;
+      return measure(opt.aggregate_mib, w, servers, partition, opt.min_seconds, v).gb_per_s;
     };
-    std::vector<double> one = {run(1)}, two, ratios;
-    for (int i = 0; i < opt.repeat; ++i) {
-      two.push_back(run(2));
-      one.push_back(run(1));
-      ratios.push_back(two.back() / ((one[i] + one[i + 1]) / 2));
-    }
+    const Alternation runs = alternate(
+        opt.repeat, [&] { return run(1); }, [&] { return run(2); });
+    const std::vector<double>&one = runs.a, &two = runs.b, &ratios = runs.ratios;
     const double a = median(one), b = median(two), ratio = median(ratios);
     std::printf("%8d %14.2f %14.2f %7.2fx   (ratios %s)\n", w, a, b, ratio,
                 ratios_text(ratios).c_str());
@@ -389,6 +424,10 @@ int run_bench_ps(const BenchPsOptions& opt) {
                 " of memory available (expected smaller --models, --aggregate-model or --workers)");
   ensure_writable_file(opt.json_out, "--json");
   nlohmann::json rows = nlohmann::json::array();
+  if (opt.push_pull && (opt.secure || opt.replicas > 1))
+    throw Error(
+        "bench ps: --push-pull times the main tables; --secure and --replicas 2 time "
+        "theirs with a push then a pull: give one of them");
   if (opt.secure || opt.replicas > 1) {
     if (opt.secure)
       curve_table(opt, partition, rows);
@@ -400,7 +439,10 @@ int run_bench_ps(const BenchPsOptions& opt) {
           nlohmann::json({{"partition", opt.partition}, {"rows", rows}}).dump(2) + "\n");
     return 0;
   }
-  std::printf("\nsingle worker, single shard: push + pull of the whole model (parts of %s)\n",
+  Variant variant;
+  variant.push_pull = opt.push_pull;
+  const char* traffic = opt.push_pull ? "push-pull" : "push + pull";
+  std::printf("\nsingle worker, single shard: %s of the whole model (parts of %s)\n", traffic,
               opt.partition.c_str());
   std::printf("%8s %12s %12s %8s %8s\n", "model", "psbed GB/s", "raw GB/s", "ratio", "copies");
   for (int mib : opt.model_mib) {
@@ -410,7 +452,7 @@ int run_bench_ps(const BenchPsOptions& opt) {
     spdlog::info("{} MiB: {} psbed runs between {} raw runs ...", mib, opt.repeat, opt.repeat + 1);
     std::vector<double> raws = {raw(mib, opt.min_seconds / 2)}, ps_runs, ratios, copies;
     for (int i = 0; i < opt.repeat; ++i) {
-      const Result run = measure(mib, 1, 1, partition, opt.min_seconds);
+      const Result run = measure(mib, 1, 1, partition, opt.min_seconds, variant);
       ps_runs.push_back(run.gb_per_s);
       copies.push_back(run.copies_per_byte);
       raws.push_back(raw(mib, opt.min_seconds / 2));
@@ -432,12 +474,12 @@ int run_bench_ps(const BenchPsOptions& opt) {
                     {"raw_runs", raws},
                     {"ratios", ratios}});
   }
-  std::printf("\naggregate push + pull, %d MiB model\n%8s %8s %12s\n", opt.aggregate_mib, "workers",
+  std::printf("\naggregate %s, %d MiB model\n%8s %8s %12s\n", traffic, opt.aggregate_mib, "workers",
               "servers", "GB/s");
   for (int s : opt.servers)
     for (int w : opt.workers) {
       spdlog::info("{} worker(s) x {} server(s) ...", w, s);
-      const Result p = measure(opt.aggregate_mib, w, s, partition, opt.min_seconds);
+      const Result p = measure(opt.aggregate_mib, w, s, partition, opt.min_seconds, variant);
       std::printf("%8d %8d %12.2f\n", w, s, p.gb_per_s);
       std::fflush(stdout);
       rows.push_back({{"kind", "aggregate"},
@@ -448,10 +490,14 @@ int run_bench_ps(const BenchPsOptions& opt) {
     }
   std::printf(
       "(GB/s = pushed + pulled bytes / s; raw = cppzmq DEALER/ROUTER echo of the same bytes, "
-      "zero-copy; copies = payload bytes copied in memory per payload byte moved)\n");
+      "zero-copy; copies = payload bytes copied in memory per payload byte moved%s)\n",
+      opt.push_pull ? "; push-pull: each part pushed, its new values in the push's answer" : "");
   if (!opt.json_out.empty()) {
-    write_text_file(opt.json_out,
-                    nlohmann::json({{"partition", opt.partition}, {"rows", rows}}).dump(2) + "\n");
+    write_text_file(
+        opt.json_out,
+        nlohmann::json({{"partition", opt.partition}, {"push_pull", opt.push_pull}, {"rows", rows}})
+                .dump(2) +
+            "\n");
     spdlog::info("results written to {}", opt.json_out);
   }
   return 0;

@@ -18,8 +18,9 @@ struct BenchPsOptions {
   double min_seconds = 2.0;
   int repeat = 3;  // psbed runs per single-worker row, interleaved with raw runs
   std::string json_out;
-  bool secure = false;  // the CURVE table (with / without) instead of the others
-  int replicas = 1;     // 2: the table of 1 against 2 copies of each shard instead
+  bool secure = false;     // the CURVE table (with / without) instead of the others
+  int replicas = 1;        // 2: the table of 1 against 2 copies of each shard instead
+  bool push_pull = false;  // rounds of push-pull (PsClient::push_pull), not push then pull
 };
 
 int run_bench_ps(const BenchPsOptions& opt);

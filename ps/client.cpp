@@ -164,6 +164,15 @@ void PsClient::pull(int part_index, float* dst, std::int64_t offset, std::int64_
   send(Op::kPull, part_index, nullptr, dst, offset, count, clock, priority, std::move(on_arrival));
 }
 
+void PsClient::push_pull(int part_index, const float* data, float* dst, std::int64_t offset,
+                         std::int64_t count, std::uint64_t clock, int priority, Callback on_done) {
+  if (map_.exp.replicas > 1)
+    throw Error("push-pull under --replicas 2: the shards acknowledge only what the backup holds");
+  pushed_ += std::uint64_t(count) * 4;
+  send(Op::kPush, part_index, data, dst, offset, count, clock, priority, std::move(on_done),
+       kPushPull);
+}
+
 void PsClient::pull_momentum(int part_index, float* dst, std::uint64_t clock, int priority,
                              Callback on_arrival) {
   send(Op::kPull, part_index, nullptr, dst, 0, map_.plan.parts.at(part_index).numel, clock,
@@ -242,7 +251,9 @@ std::string PsClient::describe_outstanding() {
     if (!oldest || seq < oldest_seq) oldest = &p, oldest_seq = seq;
   }
   const Part& part = map_.plan.parts.at(std::size_t(oldest->part));
-  std::string text = std::string(oldest->dst ? "a pull of " : "the ack of a push of ") +
+  std::string text = std::string(oldest->dst && oldest->data ? "the answer to a push-pull of "
+                                 : oldest->dst               ? "a pull of "
+                                                             : "the ack of a push of ") +
                      map_.spec.tensors.at(std::size_t(part.key)).name + "#" +
                      std::to_string(part.part) + " from " +
                      map_.servers.at(std::size_t(oldest->shard)).name + ", unanswered for " +
@@ -275,6 +286,14 @@ void PsClient::receive(int shard, Message&& m) {
     if (it != pending_.end() && it->second.shard != shard) return;
     if (it == pending_.end()) {
       spdlog::warn("{} from shard {} answers no request (sequence {}), dropped",
+                   op_name(m.header.op), shard, m.header.sequence);
+      return;
+    }
+    // A pull (or push-pull) is answered with bytes, a push with an ack: the other way round
+    // would leave dst unwritten, or write where nothing was asked. The request stays pending.
+    if ((m.header.op == Op::kPullReply && !it->second.dst) ||
+        (m.header.op == Op::kPushAck && it->second.dst)) {
+      spdlog::warn("{} from shard {} answers a request of the other kind (sequence {}), dropped",
                    op_name(m.header.op), shard, m.header.sequence);
       return;
     }

@@ -43,6 +43,13 @@ class PsClient {
   void pull(int part_index, float* dst, std::int64_t offset, std::int64_t count,
             std::uint64_t clock, int priority, Callback on_arrival);
 
+  // Both in one round trip (push-pull): pushes `data` as push() does, and the shard answers with
+  // the same floats of the part once a pull of clock + 1 would be answered (bsp: the clock
+  // applied), written into dst; then on_done. Saves the ack, the pull request and a turnaround.
+  // Not under --replicas 2 (the shards refuse it there).
+  void push_pull(int part_index, const float* data, float* dst, std::int64_t offset,
+                 std::int64_t count, std::uint64_t clock, int priority, Callback on_done);
+
   // A live --comm switch: the part's momentum at `clock` (ready as its parameters are) into
   // dst, numel floats; and `values`, the part's parameters then its momentum (2 x numel floats,
   // kept alive until on_ack), sent as the part's state from `clock` on (op Assign).
@@ -98,6 +105,7 @@ class PsClient {
     std::uint8_t flags = 0;
   };
   static constexpr std::uint8_t kPullMomentum = 1;  // Pull's flag (protocol.hpp)
+  static constexpr std::uint8_t kPushPull = 1;      // Push's flag (protocol.hpp)
   std::uint64_t send(Op op, int part_index, const float* data, float* dst, std::int64_t offset,
                      std::int64_t count, std::uint64_t clock, int priority, Callback done,
                      std::uint8_t flags = 0);

@@ -271,6 +271,15 @@ bool Shard::check(const Message& m) {
     v.problem = Problem::kOp;
     v.reason = "pull flags " + std::to_string(m.header.flags) +
                ", expected 0 (parameters) or 1 (momentum)";
+  } else if (v.ok() && m.header.op == Op::kPush && m.header.flags > kPushPull) {
+    v.problem = Problem::kOp;
+    v.reason = "push flags " + std::to_string(m.header.flags) +
+               ", expected 0 (acknowledged) or 1 (answered with the updated part)";
+  } else if (v.ok() && m.header.op == Op::kPush && m.header.flags == kPushPull &&
+             map_.exp.replicas > 1) {
+    // The answer would say the update is safe before the backup has it.
+    v.problem = Problem::kOp;
+    v.reason = "a push-pull under --replicas 2 (the shards acknowledge only what the backup holds)";
   } else if (v.ok() && !map_.workers[m.header.sender].link_id.empty() &&
              m.peer != map_.workers[m.header.sender].link_id) {
     // Whoever can reach this port could otherwise train the model in a worker's name.
@@ -343,7 +352,10 @@ void Shard::handle(Lane& lane, Message&& m) {
       e.flow_in = e.flow_out = true;
       trace_.record(std::move(e));
     }
-    push_done(lane, store, m, ack_of(m));
+    if (h.flags == kPushPull)
+      pull_after_push(lane, store, m);
+    else
+      push_done(lane, store, m, ack_of(m));
     retry_pulls(lane);
     return;
   }
@@ -384,6 +396,22 @@ void Shard::reply(const Message& pull) {
   const int key = int(pull.header.key), part = int(pull.header.part);
   send_reply(pull, pull.header.flags == kPullMomentum ? store.velocity(key, part)
                                                       : store.snapshot(key, part));
+}
+
+// The pull a worker would send next for these bytes asks for the push's clock + 1 (the state
+// after it); asked together, it saves the ack, the request and a turnaround.
+void Shard::pull_after_push(Lane& lane, Store& store, const Message& push) {
+  Message pull;
+  pull.peer = push.peer;
+  pull.header = push.header;
+  pull.header.op = Op::kPull;
+  pull.header.flags = 0;
+  pull.header.clock = push.header.clock + 1;
+  ++pulls_;
+  if (store.pull_ready(int(pull.header.key), int(pull.header.part), pull.header.clock))
+    reply(pull);
+  else
+    lane.waiting.push_back(std::move(pull));
 }
 
 // A live --comm switch hands an SFB layer back: the workers' values become the part's state

@@ -102,6 +102,8 @@ class Shard {
   static constexpr std::uint8_t kOnePush = 0, kClockApplied = 1, kPartState = 2;
   // Pull's flag (protocol.hpp): the part's momentum, not its parameters.
   static constexpr std::uint8_t kPullMomentum = 1;
+  // Push's flag (protocol.hpp): answer with the updated bytes, not an ack.
+  static constexpr std::uint8_t kPushPull = 1;
   struct Lane {
     std::mutex mu;
     std::condition_variable cv;
@@ -126,6 +128,8 @@ class Shard {
   bool check(const Message& m);
   void handle(Lane& lane, Message&& m);
   void reply(const Message& pull);
+  // A push-pull's pull: answered now, or held until the consistency model allows it.
+  void pull_after_push(Lane& lane, Store& store, const Message& push);
   void refuse_nonfinite(const Message& m);
   void assign(Lane& lane, Store& store, const Message& m);
   void send_reply(const Message& pull, const Buffer& snap);

@@ -87,6 +87,7 @@ refused "--batch: Value -5 not in range" bench compute --batch -5
 refused "--repeat: Value 0 not in range" bench ps --repeat 0
 refused "--workers: Value 0 not in range" bench ps --workers 0
 refused "--models: Value -4 not in range" bench ps --models -4
+refused "--push-pull times the main tables" bench ps --push-pull --secure
 refused "--aggregate-model: Value 0 not in range" bench ps --aggregate-model 0
 refused "--min-seconds: expected a number of seconds, above 0 and below 10^9, got '0'" bench ps --min-seconds 0
 # A value given twice: refused (it ran its points twice into one folder, the second run taking
