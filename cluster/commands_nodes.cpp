@@ -137,6 +137,10 @@ void add_coordinator(CLI::App& root, CoordinatorCommand& c, std::string& log_lev
   app->add_flag("--allow-nonfinite", o.allow_nonfinite,
                 "shards apply gradients holding NaN or infinity (to study divergence); by default "
                 "they refuse them and the worker stops, naming the tensor");
+  app->add_flag("--push-pull", o.push_pull,
+                "async: each push is answered with the updated part (one round trip, as "
+                "BytePS's push_pull) and a part that came back whole is not pulled next step; "
+                "not with --replicas 2");
   app->add_option("--checkpoint-every", o.checkpoint_every,
                   "shards checkpoint every N steps (200) or about every duration (30s), each into "
                   "its --checkpoint-dir")
@@ -364,6 +368,10 @@ void add_launch(CLI::App& root, LaunchOptions& o, std::string& log_level) {
   app->add_flag("--allow-nonfinite", o.allow_nonfinite,
                 "shards apply gradients holding NaN or infinity (to study divergence); by default "
                 "they refuse them and the worker stops, naming the tensor");
+  app->add_flag("--push-pull", o.push_pull,
+                "async: each push is answered with the updated part (one round trip, as "
+                "BytePS's push_pull) and a part that came back whole is not pulled next step; "
+                "not with --replicas 2");
   app->add_option("--partition-bytes", o.partition_bytes, "largest part a tensor is cut into")
       ->capture_default_str()
       ->check(size_value());

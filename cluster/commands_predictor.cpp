@@ -66,6 +66,10 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   if (!per_run)
+    app->add_flag("--push-pull", f.push_pull,
+                  "as launch --push-pull (async): each push answered with the updated part, and "
+                  "a part that came back whole not pulled the next step");
+  if (!per_run)
     app->add_option("--replicas", f.replicas,
                     "copies of each part, as launch --replicas: 2 forwards every applied update "
                     "(bsp: each clock's sum) to the next shard, which applies it before the push "

@@ -319,6 +319,7 @@ class Launcher {
                                   out_ + "/logs/coordinator.log"};
     if (!opt_.credit.empty()) a.insert(a.end(), {"--credit", opt_.credit});
     if (opt_.allow_nonfinite) a.push_back("--allow-nonfinite");
+    if (opt_.push_pull) a.push_back("--push-pull");
     if (!opt_.checkpoint_every.empty())
       a.insert(a.end(), {"--checkpoint-every", opt_.checkpoint_every});
     if (resume_step_ > 0) a.insert(a.end(), {"--resume-step", std::to_string(resume_step_)});

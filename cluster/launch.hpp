@@ -36,6 +36,7 @@ struct LaunchOptions {
   std::string lr_schedule = "cosine";
   std::uint64_t seed = 1;
   bool allow_nonfinite = false;  // psbed coordinator --allow-nonfinite
+  bool push_pull = false;        // psbed coordinator --push-pull
   std::string partition_bytes = defaults::kPartitionBytesText;
   int threads = 1;  // compute threads per worker
   int apply_threads =

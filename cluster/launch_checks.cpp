@@ -15,6 +15,7 @@
 #include "core/profile.hpp"
 #include "core/straggler.hpp"
 #include "core/units.hpp"
+#include "ps/cluster_map.hpp"
 #include "ps/http_server.hpp"
 #include "ps/link.hpp"
 #include "worker/net.hpp"
@@ -89,6 +90,11 @@ void check_launch_options(const LaunchOptions& o) {
            " the workers hold the fc layers, and a checkpoint would not");
   need(o.replicas == 1 || o.servers >= 2,
        "--replicas 2 needs --servers 2 or more: a shard's copy lives on another shard");
+  need(!o.push_pull || o.replicas == 1,
+       "--push-pull with --replicas 2: a push's answer would say the update is safe before the "
+       "backup has it");
+  need(!o.push_pull || o.mode == "async",
+       "--push-pull needs --mode async, not " + o.mode + ps::kPushPullAsyncOnly);
   need(o.threads >= 1 && o.threads <= 4096,
        "--threads must be 1 to 4096, got " + std::to_string(o.threads));
   need(o.apply_threads >= 1 && o.apply_threads <= 1024,

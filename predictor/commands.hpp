@@ -54,7 +54,8 @@ struct SimFlags {
   std::int64_t partition_params = defaults::kPartitionParams;
   std::string credit;  // empty: the policy's default
   int apply_lanes = defaults::kApplyThreads;
-  int replicas = 1;  // copies of each part (predict, optimize; validate: each run's own)
+  int replicas = 1;        // copies of each part (predict, optimize; validate: each run's own)
+  bool push_pull = false;  // async pushes answered with the part (predict; validate: each run's)
   std::int64_t steps = 200;
   std::uint64_t seed = 1;
   int seeds = 1;  // simulations per configuration (seed, seed + 1, ...); their median counts

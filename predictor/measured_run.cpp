@@ -241,6 +241,7 @@ MeasuredRun read_run(const std::string& dir, const Profile& profile, const SimCo
     c.apply_lanes = launch["apply_threads"].get<int>();
   // Copies of each part (launch --replicas): the summary names them from 2 on.
   c.replicas = s.value("replicas", 1);
+  c.push_pull = s.value("push_pull", false);  // launch --push-pull: the summary says so when on
   m.config = c;
   m.recorded = {
       {"steps", s.value("steps", nlohmann::json())},
@@ -279,6 +280,7 @@ std::string config_key(const MeasuredRun& m) {
       {"partition_bytes", c.partition_bytes},
       {"apply_lanes", c.apply_lanes},
       {"replicas", c.replicas},
+      {"push_pull", c.push_pull},
       {"steps", c.steps},
       {"bandwidth", c.bandwidth_bytes_per_sec},
       {"latency", c.latency_s},

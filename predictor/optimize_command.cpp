@@ -65,6 +65,7 @@ SimConfig optimize_base(const OptimizeOptions& o, const Profile& profile) {
   SimConfig base = base_config(profile, o.sim);
   base.mode = for_flag("--mode", [&] { return Consistency::parse(o.mode); });
   if (const std::string why = comm_problem(base.comm, base.mode); !why.empty()) throw Error(why);
+  if (const std::string why = push_pull_problem(base); !why.empty()) throw Error(why);
   if (o.max_nodes < 2 || o.max_nodes > kOptimizeMaxNodes)
     throw Error("optimize: --max-nodes must be 2 (one server and one worker) to " +
                 std::to_string(kOptimizeMaxNodes) + ", got " + std::to_string(o.max_nodes));

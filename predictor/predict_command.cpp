@@ -66,6 +66,7 @@ std::vector<SimConfig> predicted_configs(const PredictOptions& o, const SimConfi
           c.mode = for_flag("--mode", [&] { return Consistency::parse(mode); });
           // As launch refuses it: SFB layers need a step to gather the factors for.
           if (const std::string why = comm_problem(c.comm, c.mode); !why.empty()) throw Error(why);
+          if (const std::string why = push_pull_problem(c); !why.empty()) throw Error(why);
           check_stragglers(c.stragglers, w);  // worker-N of a cluster that has it
           // An unknown policy fails before any simulation.
           for_flag("--policy", [&] { policy::check_policy_options(c.policy); });
@@ -128,6 +129,7 @@ nlohmann::json prediction_json(const PredictOptions& o, const Profile& profile,
           {"partition_bytes", c.partition_bytes},
           {"apply_threads", c.apply_lanes},
           {"replicas", c.replicas},
+          {"push_pull", c.push_pull},
           {"straggler_ms", c.straggler_s * 1e3},
           {"stragglers", stragglers_json(c.stragglers)},
           {"profile", o.profile},

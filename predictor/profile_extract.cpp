@@ -491,7 +491,8 @@ void warn_about_summary(const nlohmann::json& summary, nlohmann::json& warnings)
 // Host: the CPU the worker and the shards spent over the worker's steady steps (its trace
 // carries its own, the shards' traces samples of theirs), less the worker's computing, per
 // message received on either side (a transfer is two messages: a push and its acknowledgment,
-// a pull request and its reply). From a replay run that is all transport and bookkeeping; from
+// a pull request and its reply; under push-pull a push and its answer, which carries the bytes
+// back). From a replay run that is all transport and bookkeeping; from
 // a real one the compute's share is estimated as its duration x its threads. Only a
 // single-worker run splits into a cost per message and per byte: the shards' CPU serves every
 // worker of the run, the worker's transfers are one worker's. Returns every process's CPU per
@@ -513,11 +514,14 @@ HostCpu measure_host_cpu(Profile& p, const ProfileOptions& opt, const LoadedTrac
     cpu += std::max(0.0, used);
   }
   double transfers = 0, bytes = 0, compute_s = 0, steady_steps = 0;
+  const bool push_pull = meta.contains("cluster") && meta["cluster"].is_object() &&
+                         meta["cluster"].value("push_pull", false);
   for (const auto& e : worker.events) {
     const double end = e.ts_us + e.dur_us;
     if (end < t0 || end > t1) continue;
     if (e.lane == "push" || e.lane == "pull")
-      ++transfers, bytes += double(std::max<std::int64_t>(0, e.bytes));
+      ++transfers, bytes += double(std::max<std::int64_t>(0, e.bytes)) *
+                            (push_pull && e.lane == "push" ? 2 : 1);
     if (e.lane == "step" && e.name == "step") ++steady_steps;
     if (e.lane == "compute" && (e.name.rfind("fwd:", 0) == 0 || e.name.rfind("bwd:", 0) == 0))
       compute_s += e.dur_us / 1e6;

@@ -56,6 +56,7 @@ SimConfig base_config(const Profile& profile, const SimFlags& f) {
         std::int64_t(for_flag("--credit", [&] { return parse_bytes(f.credit); }));
   c.apply_lanes = f.apply_lanes;
   c.replicas = f.replicas;
+  c.push_pull = f.push_pull;
   c.steps = f.steps;
   c.seed = f.seed;
   c.policy.seed = f.seed;  // tf-random

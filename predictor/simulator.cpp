@@ -42,6 +42,15 @@ void take_host_costs(const Profile& profile, SimConfig& c) {
 
 std::int64_t default_warmup_steps(std::int64_t steps) { return warmup_steps(steps); }
 
+std::string push_pull_problem(const SimConfig& c) {
+  if (!c.push_pull) return "";
+  if (c.replicas > 1) return "--push-pull with --replicas 2: launch refuses it (no backup's copy)";
+  if (c.mode.kind != Consistency::Kind::kAsync)
+    return "--push-pull needs --mode async, not " + c.mode.str() +
+           ": launch refuses it there (a push's answer would wait for the other workers)";
+  return "";
+}
+
 double contention_scale(const SimConfig& c) {
   if (!(c.cpu_contention > 0) || !c.compute_on_cores || c.host_cpus <= 0 ||
       !(c.cpu_per_message_s + c.cpu_per_byte_s > 0))

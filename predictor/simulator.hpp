@@ -109,6 +109,9 @@ struct SimConfig {
   // which the primary forwards each push to and waits for before acknowledging it
   // (docs/predictor-model.md, "Replicated shards").
   int replicas = 1;
+  // Async pushes answered with the updated floats (launch --push-pull): no acknowledgment, and a
+  // part whose pushes all came back that way is not pulled the next step.
+  bool push_pull = false;
   std::int64_t message_overhead_bytes = 64;  // wire header of a data message
   // Bucket links: a send buffer's size (the live ShapedTransport::kSendBufferBytes): a worker
   // has one per shard connection, a shard one for all its workers.
@@ -184,15 +187,18 @@ struct SimResult {
 // messages, both ends) + bytes x cpu_per_byte_s. The pull request or the acknowledgment naming
 // the part is a header: the receiving thread hands it on at once, and it waits for a core but
 // holds none. (A shard answers a burst of requests within a fraction of a millisecond, and
-// answers a parked bsp pull after the barrier: the work is the reply's.)
+// answers a parked bsp pull after the barrier: the work is the reply's.) A push-pull is two
+// messages, both with data and no header message beside them: each takes one share (`shares`).
 struct ReceiveCost {
   double thread_s = 0;  // the receiving thread's serial time
   double cpu_s = 0;     // one of the host's cores
 };
 // Inline: every arrival asks it.
-inline ReceiveCost receive_cost(const SimConfig& c, bool carries_data, std::int64_t bytes) {
+inline ReceiveCost receive_cost(const SimConfig& c, bool carries_data, std::int64_t bytes,
+                                int shares = 2) {
   if (!carries_data) return {};
-  return {2 * c.message_cost_s, 2 * c.cpu_per_message_s + double(bytes) * c.cpu_per_byte_s};
+  return {shares * c.message_cost_s,
+          shares * c.cpu_per_message_s + double(bytes) * c.cpu_per_byte_s};
 }
 
 // The host costs a profile calibrated (the per-message cost, the copy cost per byte), set on `c`.
@@ -200,6 +206,8 @@ void take_host_costs(const Profile& profile, SimConfig& c);
 
 // Throws Error if the profile does not match the model or the configuration is invalid.
 SimResult simulate(const Profile& profile, const ModelSpec& spec, const SimConfig& config);
+// Why `config` cannot use push-pull, as launch refuses it ("" when it can or does not ask).
+std::string push_pull_problem(const SimConfig& config);
 
 // Simulates `seeds` times, with the seeds config.seed, config.seed + 1, ... (compute draws and
 // tf-random), and returns the run whose images/s is the median (the lower middle one for an even

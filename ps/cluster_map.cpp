@@ -24,6 +24,7 @@ nlohmann::json ClusterMap::to_json() const {
                      {"partition_params", exp.policy.partition_params},
                      {"credit_bytes", exp.policy.credit_bytes},
                      {"allow_nonfinite", exp.allow_nonfinite},
+                     {"push_pull", exp.push_pull},
                      {"comm", exp.comm},
                      {"comm_link_bytes_per_sec", exp.comm_link_bytes_per_sec},
                      {"checkpoint_every", exp.checkpoint_every},
@@ -89,6 +90,7 @@ ClusterMap ClusterMap::from_json(const nlohmann::json& j) {
     m.exp.policy.credit_bytes = number_or(e, "credit_bytes", m.exp.policy.credit_bytes);
     m.exp.policy.seed = m.exp.seed;
     m.exp.allow_nonfinite = e.value("allow_nonfinite", false);
+    m.exp.push_pull = e.value("push_pull", false);
     m.exp.comm = e.value("comm", "ps");
     parse_comm(m.exp.comm);  // an unknown route fails here, named
     m.exp.comm_link_bytes_per_sec = number_or<double>(e, "comm_link_bytes_per_sec", 0);

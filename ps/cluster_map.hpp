@@ -21,6 +21,13 @@ namespace psbed::ps {
 
 using psbed::Consistency;  // core/consistency.hpp
 
+// Why --push-pull is refused outside async: under bsp or ssp a push's answer waits for the other
+// workers' pushes, and a policy that bounds the bytes in flight (p3, bytescheduler) counts the
+// unanswered push against its credit, so the slices the clock still needs may never leave.
+inline constexpr const char* kPushPullAsyncOnly =
+    ": under bsp and ssp a push's answer waits for the other workers, and a policy bounding the "
+    "bytes in flight (p3, bytescheduler) would hold back the slices that clock needs";
+
 struct Experiment {
   std::string model_name;
   std::string model_toml;  // the spec's full text
@@ -33,7 +40,11 @@ struct Experiment {
   std::int64_t partition_bytes = defaults::kPartitionBytes;
   policy::PolicyOptions policy;  // transmission policy of every worker
   bool allow_nonfinite = false;  // shards apply gradients holding NaN or infinity
-  std::string comm = "ps";       // ps | sfb | hybrid (core/comm.hpp): fc layers' route
+  // Workers push with push-pull (PsClient::push_pull): each push is answered with the updated
+  // part, and a part whose every pushed float came back that way is not pulled next step.
+  // Async only (kPushPullAsyncOnly says why).
+  bool push_pull = false;
+  std::string comm = "ps";  // ps | sfb | hybrid (core/comm.hpp): fc layers' route
   // The cluster's link rate per direction (launch's --bandwidth), which hybrid's per-layer cost
   // weighs messages against; 0: not known (bytes alone decide).
   double comm_link_bytes_per_sec = 0;

@@ -395,6 +395,12 @@ int run_coordinator(const CoordinatorOptions& opt) {
   if (opt.replicas < 1 || opt.replicas > 2 || (opt.replicas == 2 && opt.servers < 2))
     throw Error("--replicas " + std::to_string(opt.replicas) +
                 ": expected 1, or 2 with --servers 2 or more (a shard's copy lives on another)");
+  if (opt.push_pull && opt.replicas > 1)
+    throw Error(
+        "--push-pull with --replicas 2: a push's answer would say the update is safe "
+        "before the backup has it");
+  if (opt.push_pull && opt.mode != "async")
+    throw Error("--push-pull needs --mode async, not " + opt.mode + kPushPullAsyncOnly);
   policy::check_policy_options(opt.policy);  // refuse an unknown policy before anyone registers
   if (!opt.profile.empty() && !std::ifstream(opt.profile))
     throw Error("cannot read the profile '" + opt.profile + "'");

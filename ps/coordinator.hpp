@@ -31,6 +31,8 @@ struct CoordinatorOptions {
   // Shards apply gradients holding NaN or infinity instead of refusing them (to study how a
   // run diverges); off, a worker whose gradients are not finite is stopped with the reason.
   bool allow_nonfinite = false;
+  // Workers push with push-pull (ps/cluster_map.hpp Experiment::push_pull); not with replicas 2.
+  bool push_pull = false;
   std::int64_t partition_bytes = defaults::kPartitionBytes;
   // Shard checkpoints: "N" steps or a duration ("30s"), "" = none (ps/checkpoint.hpp); a run
   // resumed from a checkpoint starts at resume_step.

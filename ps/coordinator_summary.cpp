@@ -98,6 +98,7 @@ void Coordinator::write_summary_locked() {
                         {"resumed_from_step", opt_.resume_step},
                         {"last_step", last}};
   }
+  if (opt_.push_pull) s["push_pull"] = true;
   if (opt_.replicas > 1) {
     s["replicas"] = opt_.replicas;
     s["failovers"] = failovers_;

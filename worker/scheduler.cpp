@@ -103,15 +103,28 @@ void TransmissionScheduler::pump() {
       send_factors_(t, clock, cb);
     } else if (t.dir == Direction::kPull)
       client_.pull(t.part, buffer_(t), t.offset, t.count, clock, t.layer, cb);
+    else if (answers_)
+      client_.push_pull(t.part, buffer_(t), answers_(t), t.offset, t.count, clock, t.layer, cb);
     else
       client_.push(t.part, buffer_(t), t.offset, t.count, clock, t.layer, cb);
   }
+}
+
+std::vector<std::int64_t> TransmissionScheduler::take_answered() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::int64_t> a;
+  a.swap(answered_);
+  return a;
 }
 
 void TransmissionScheduler::complete(const Transfer& t, double started_us, std::uint64_t clock) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     driver_.acked(now_s(), t);
+    if (answers_ && t.dir == Direction::kPush) {
+      if (answered_.size() <= std::size_t(t.part)) answered_.resize(std::size_t(t.part) + 1, 0);
+      answered_[std::size_t(t.part)] += t.count;
+    }
     wake_ = true;
   }
   wake_cv_.notify_one();

@@ -65,6 +65,12 @@ class TransmissionScheduler {
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
   // Before the first step that hands over factor transfers.
   void set_factor_sender(SendFactors send) { send_factors_ = std::move(send); }
+  // Before the first step (--push-pull): pushes go as push-pulls (ps::PsClient::push_pull), whose
+  // answers write the updated floats where `answers` says (the parameters behind the gradient).
+  void set_push_pull(Buffer answers) { answers_ = std::move(answers); }
+  // --push-pull, between steps: the floats of each part that pushes' answers brought back since
+  // the last call, indexed by part (empty: none). A part that came back whole needs no pull.
+  std::vector<std::int64_t> take_answered();
 
  private:
   // Asks the policy for everything it will send now; issues it outside the lock (a send may
@@ -76,6 +82,7 @@ class TransmissionScheduler {
 
   ps::PsClient& client_;
   Buffer buffer_;
+  Buffer answers_;  // --push-pull: where a push's answer goes; empty: pushes are acknowledged
   Done done_;
   SendFactors send_factors_;
   TraceRecorder* trace_ = nullptr;
@@ -84,6 +91,7 @@ class TransmissionScheduler {
   bool wake_ = false, stopping_ = false, sending_ = false;  // under mu_
   policy::PolicyDriver driver_;                             // under mu_
   std::uint64_t clock_ = 0;
+  std::vector<std::int64_t> answered_;  // under mu_: take_answered()
   std::thread sender_;
 };
 

@@ -79,9 +79,12 @@ void Simulation::apply_done(int lane_index) {
     released = complete_clock(p, m.worker);
   }
   // The acknowledgment goes first, then the pulls this push released (as the live shard); with
-  // a backup it waits for the backup to have the push.
+  // a backup it waits for the backup to have the push. A push-pull (async) is answered with its
+  // floats of the updated part instead, from the lane as the live shard's.
   m.kind = MsgKind::kPushAck;
-  if (!replicating())
+  if (cfg_.push_pull)
+    reply(id, lane_index);
+  else if (!replicating())
     release_ack(id, lane_index);
   else
     forward(m, lane_index, id, m.clock, m.t);

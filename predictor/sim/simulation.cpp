@@ -16,6 +16,8 @@ Simulation::Simulation(const Profile& profile, const ModelSpec& spec, const SimC
   if (cfg.steps < 1) throw Error("simulation: steps must be at least 1");
   if (cfg.replicas != 1 && cfg.replicas != 2)
     throw Error("simulation: replicas must be 1 or 2, not " + std::to_string(cfg.replicas));
+  if (const std::string why = push_pull_problem(cfg); !why.empty())
+    throw Error("simulation: " + why);
   if (cfg.start_stagger_s < 0) throw Error("simulation: the start stagger must not be negative");
   if (!(cfg.compute_cpu_scale > 0) || !std::isfinite(cfg.compute_cpu_scale))
     throw Error("simulation: the compute's CPU scale must be a positive number");

@@ -158,9 +158,10 @@ struct Worker {
   double compute_started = 0;
   std::vector<std::int64_t> pulls_left;  // floats still to arrive, per layer
   std::int64_t pulls_total = 0, pushes_total = 0;
-  std::vector<FactorState> factors;  // per SFB layer (Simulation::factors_.layers)
-  Fifo<Transfer> factors_gone;       // factor transfers off the link, not yet acked
-  int rebuilding = -1;               // the SFB layer whose rebuild is computing, -1: none
+  std::vector<std::int64_t> answered;  // push-pull: floats per part come back this step
+  std::vector<FactorState> factors;    // per SFB layer (Simulation::factors_.layers)
+  Fifo<Transfer> factors_gone;         // factor transfers off the link, not yet acked
+  int rebuilding = -1;                 // the SFB layer whose rebuild is computing, -1: none
   std::int64_t rebuild_products = 0, rebuild_steps = 0;
   double step_started = 0, steady_start = 0, end = 0;
   std::unique_ptr<TraceRecorder> trace;

@@ -16,7 +16,7 @@ void Simulation::record(TraceRecorder& tr, const std::string& name, const char* 
 
 void Simulation::record_transfer(Worker& w, const Message& m) {
   const Part& part = plan_.parts[m.t.part];
-  const char* lane = m.kind == MsgKind::kPullReply ? "pull" : "push";
+  const char* lane = m.t.dir == Direction::kPull ? "pull" : "push";  // a push-pull's: push
   TraceEvent e;
   e.name = std::string(lane) + ":" + spec_.tensors[part.key].name + "#" + std::to_string(part.part);
   e.lane = lane, e.ts_us = m.started * 1e6, e.dur_us = (now_ - m.started) * 1e6, e.step = m.clock;

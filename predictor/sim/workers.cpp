@@ -45,10 +45,18 @@ void Simulation::advance(int wi) {
         w.pulls_total = total_floats_;
         w.pushes_total = total_floats_ + factor_send_floats_;  // the step's factors leave in it
         w.driver.begin_step(now_, std::uint64_t(w.step));
-        for (int i = 0; i < int(plan_.parts.size()); ++i)
-          if (!factors_.sfb[std::size_t(part_layer_[i])])
-            w.driver.parameter_needed(
-                now_, {Direction::kPull, i, part_layer_[i], 0, plan_.parts[i].numel});
+        for (int i = 0; i < int(plan_.parts.size()); ++i) {
+          const std::int64_t n = plan_.parts[i].numel;
+          if (factors_.sfb[std::size_t(part_layer_[i])]) continue;
+          if (!w.answered.empty() && w.answered[std::size_t(i)] >= n) {
+            // Push-pull: last step's pushes brought the part back.
+            w.pulls_left[part_layer_[i]] -= n;
+            w.pulls_total -= n;
+          } else {
+            w.driver.parameter_needed(now_, {Direction::kPull, i, part_layer_[i], 0, n});
+          }
+        }
+        if (cfg_.push_pull) w.answered.assign(plan_.parts.size(), 0);
         pump(wi, true);
         w.phase = Phase::kOverhead;
         break;
@@ -176,11 +184,12 @@ void Simulation::transfer_done(const Message& m) {
   Worker& w = workers_[wi];
   w.driver.acked(now_, m.t);
   if (w.trace) record_transfer(w, m);
-  if (m.kind == MsgKind::kPullReply) {
+  if (m.kind == MsgKind::kPullReply && m.t.dir == Direction::kPull) {
     w.pulls_left[m.t.layer] -= m.t.count;
     w.pulls_total -= m.t.count;
   } else {
     w.pushes_total -= m.t.count;
+    if (m.kind == MsgKind::kPullReply) w.answered[std::size_t(m.t.part)] += m.t.count;  // push-pull
   }
   pump(wi, false);
   advance(wi);

@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
 # bsp with one worker (and two shards) gives the same parameters as single-process training,
 # whatever the transmission policy: p3 cuts every part into 5,000-parameter slices, bulk holds
-# gradients until backward ends, and the result must not change by a bit.
+# gradients until backward ends, and the result must not change by a bit. Nor with --push-pull
+# (async, which with one worker trains as bsp does), where each push (here each p3 slice) is
+# answered with the updated floats and nothing is pulled after the first step.
 source "$(dirname "$0")/lib.sh"
 need_data
 timeout 120 "$PSBED" train --model lenet5 --data mnist --steps 60 --batch 64 --lr 0.03 --threads 1 --no-eval \
   --save-params "$WORK/train.bin" >"$WORK/train.out" 2>&1 || { cat "$WORK/train.out"; fail "train failed"; }
-for policy in wfbp p3 bulk; do
+for variant in wfbp p3 bulk "p3 --push-pull"; do
+policy=${variant%% *}
+extra=${variant#$policy}
+mode=bsp
+[ -n "$extra" ] && mode=async
 rm -f "$WORK/ps.bin"  # each policy's own parameters, never the previous run's
+# shellcheck disable=SC2086  # $extra: the variant's flags, word by word
 timeout 300 "$PSBED" launch --servers 2 --workers 1 --model lenet5 --data mnist --steps 60 --batch 64 --lr 0.03 \
-  --mode bsp --policy "$policy" --slice-params 5000 --credit 40KiB --out "$WORK/run-$policy" \
-  --save-params "$WORK/ps.bin" >"$WORK/run.out" 2>&1 || { cat "$WORK/run.out"; fail "launch ($policy) failed"; }
-echo -n "$policy: "
+  --mode "$mode" --policy "$policy" --slice-params 5000 --credit 40KiB --out "$WORK/run-${variant// /}" $extra \
+  --save-params "$WORK/ps.bin" >"$WORK/run.out" 2>&1 || { cat "$WORK/run.out"; fail "launch ($variant) failed"; }
+if [ -n "$extra" ]; then
+  grep -q '"push_pull": true' "$WORK/run-${variant// /}/summary.json" || fail "the summary does not say push_pull"
+fi
+echo -n "$variant: "
 python3 - "$WORK/train.bin" "$WORK/ps.bin" <<'PY'
 import array, sys
 a = array.array('f', open(sys.argv[1], 'rb').read())

@@ -69,6 +69,13 @@ refused "--lr: expected a learning rate, 0 or more, got '1x'" train --lr 1x
 refused "--partition-bytes must be at least 4 bytes (one float), got '2'" coordinator --partition-bytes 2
 refused "--partition-bytes: bad size 'junk'" coordinator --partition-bytes junk
 refused "--heartbeat-timeout must be at least twice --heartbeat (1 s), got 1" coordinator --heartbeat 1 --heartbeat-timeout 1
+# Push-pull is async only, and not with a backup's copy, in every command that takes it.
+refused "--push-pull needs --mode async, not bsp" launch --mode bsp --push-pull --out "$WORK/pp"
+refused "--push-pull with --replicas 2" launch --servers 2 --replicas 2 --push-pull --out "$WORK/pp"
+refused "--push-pull needs --mode async, not ssp:1" coordinator --mode ssp:1 --push-pull
+refused "--push-pull needs --mode async, not bsp" \
+  predict --profile "$SRC/docs/grid/lenet5/profile-host-lenet5.json" --mode bsp --push-pull
+[ ! -e "$WORK/pp" ] || fail "a refused launch made its folder"
 refused "psbed worker: --connect-timeout: expected a number of seconds, above 0" worker --connect-timeout -1
 refused "psbed server: --heartbeat: expected a number of seconds, above 0" server --heartbeat 0
 refused "--partition-bytes 4 cuts the 4 MiB model into about 1048576 parts, expected at most 100000" \

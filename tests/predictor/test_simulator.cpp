@@ -714,3 +714,22 @@ TEST_CASE("bench predict rows: the fast mode beside the exact one", "[predictor]
   CHECK(rows[1]["events"].get<std::uint64_t>() < rows[0]["events"].get<std::uint64_t>());
   std::filesystem::remove(out);
 }
+
+TEST_CASE("push-pull: one worker's step loses the pull and gains its floats in the push's answer",
+          "[predictor][simulator][push-pull]") {
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  SimConfig c = config(1, "async");
+  c.push_pull = true;
+  // After the first step nothing is pulled: forward 2 ms, backward 3 ms, both parts pushed
+  // (4,000 bytes share the uplink: 1 ms) + L; the bias's answer (16 bytes) comes back while the
+  // weight is still pushed, the weight's 3,984 bytes take 0.996 ms on the downlink, + L.
+  const double step = 0.002 + 0.003 + 0.001 + 0.0001 + 0.000996 + 0.0001;
+  const SimResult r = simulate(fixed_profile(spec), spec, c);
+  CHECK(1 / r.steps_per_sec == Approx(step).epsilon(1e-9));
+  CHECK(step < kOneWorkerStep);
+  // As launch, async only.
+  SimConfig bsp = config(1, "bsp");
+  bsp.push_pull = true;
+  CHECK_THROWS_WITH(simulate(fixed_profile(spec), spec, bsp),
+                    Catch::Contains("needs --mode async"));
+}
