@@ -183,6 +183,11 @@ void add_profile_predict_validate(CLI::App& root, PredictorCommands& o, std::str
       "workers + shards as cores (real compute on one thread a worker, traces): the extra "
       "CPU a crowded host spends per step, which the single-worker run cannot show "
       "(host.contention; docs/prediction.md, \"The host's contention\")");
+  prof->add_option("--push-pull-run", o.profile.push_pull_run,
+                   "a single-worker run of the same model, batch and host with launch --push-pull "
+                   "(traces): a data message's CPU alone, which each of a push-pull's messages "
+                   "costs, where the profiled run averages data messages and headers "
+                   "(host.cpu_per_data_message_us; docs/predictor-model.md, \"Push-pull\")");
   prof->add_option("--skip-steps", o.profile.extract.skip_steps,
                    "warm-up steps left out (default: the worker's rule)")
       ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 40));

@@ -133,6 +133,7 @@ nlohmann::json Profile::to_json() const {
                  {"cpu_per_message_us", cpu_per_message_us},
                  {"cpu_per_byte_ns", cpu_per_byte_ns}};
     if (contention > 0) j["host"]["contention"] = contention;
+    if (cpu_per_data_message_us > 0) j["host"]["cpu_per_data_message_us"] = cpu_per_data_message_us;
   }
   if (host_cv > 0 || start_spread_ms > 0)
     j["variation"] = {{"host_cv", host_cv}, {"start_spread_ms", start_spread_ms}};
@@ -202,6 +203,9 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& name) {
   p.cpu_per_byte_ns = not_negative(field_or<double>(host, "cpu_per_byte_ns", 0.0, at_host),
                                    "cpu_per_byte_ns", at_host);
   p.contention = field_or<double>(host, "contention", 0.0, at_host);
+  p.cpu_per_data_message_us =
+      not_negative(field_or<double>(host, "cpu_per_data_message_us", 0.0, at_host),
+                   "cpu_per_data_message_us", at_host);
   if (!(p.contention >= 0 && p.contention <= 10))
     throw Error(name + ": host: contention must be 0 to 10 (every CPU cost x 1 to 11)");
   const auto variation = field_or<nlohmann::json>(j, "variation", nlohmann::json::object(), name);

@@ -14,7 +14,8 @@
 //                "message_latency_us": 80,  // a delay per message besides (optional)
 //                "transit_ns_per_byte": 0}, // copy time per byte between the links (optional)
 //    "host":    {"cpus": 2, "cpu_per_message_us": 90, "cpu_per_byte_ns": 0.8,
-//                "contention": 0.3},                   // optional; contention optional too
+//                "contention": 0.3,                    // optional; contention optional too
+//                "cpu_per_data_message_us": 120},      // optional (profile --push-pull-run)
 //    "variation": {"host_cv": 0.02, "start_spread_ms": 12},  // optional (Profile::host_cv)
 //    "step_overhead_ms": [...],   // per step: time not explained by compute or transfers
 //    "source":  {"run": "runs/x", "workers": 1, "servers": 1, "mode": "bsp", "policy": "wfbp",
@@ -78,6 +79,11 @@ struct Profile {
   // this); in between, in proportion. Measured from a second, crowded run of the same host
   // (psbed profile --contention-run); 0 = not measured (nothing added).
   double contention = 0;
+  // The CPU of one data message alone, both ends, without the header-only request or
+  // acknowledgment a pull or push has beside it: a push-pull's two messages each cost this.
+  // Measured from a single-worker push-pull run (psbed profile --push-pull-run); 0 = not
+  // measured (then cpu_per_message_us, the average of both kinds).
+  double cpu_per_data_message_us = 0;
   // How runs of this host vary, measured from the profiled run's own steps (psbed profile):
   //  host_cv: run-to-run variation of the host's speed, as the coefficient of variation of the
   //    mean time a step spends outside compute over each eighth of the profiled steps;

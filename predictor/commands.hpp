@@ -25,6 +25,8 @@ struct ProfileCommandOptions {
   // cores and real compute: its CPU per worker-step against the simulation's sets the profile's
   // host.contention. Empty: not measured.
   std::string contention_run;
+  // A single-worker launch --push-pull run of the same host: host.cpu_per_data_message_us.
+  std::string push_pull_run;
 };
 int run_profile(const ProfileCommandOptions& options);
 

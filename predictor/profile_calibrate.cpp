@@ -25,6 +25,7 @@ SimConfig source_config(const Profile& profile) {
   c.policy.credit_bytes = src.value("credit_bytes", c.policy.credit_bytes);
   c.partition_bytes = src.value("partition_bytes", c.partition_bytes);
   c.straggler_s = src.value("straggle_ms", 0.0) / 1e3;
+  c.push_pull = src.value("push_pull", false);  // a run of launch --push-pull
   c.bandwidth_bytes_per_sec = profile.bandwidth_bytes_per_sec;
   c.latency_s = profile.latency_us * 1e-6;
   take_host_costs(profile, c);

@@ -94,6 +94,38 @@ void measure_contention(Profile& p, const std::string& run) {
         r.host_cpu_per_step_s * 1e3);
 }
 
+// The profile's host.cpu_per_data_message_us from a single-worker push-pull run of the same host
+// (--push-pull-run): every message of such a run carries data, so its CPU per message is a data
+// message's alone, where the profiled run's averages data and header messages.
+void measure_data_message(Profile& p, const ProfileOptions& extract, const std::string& run) {
+  const std::string flag = "--push-pull-run " + run;
+  if (p.host_cpus <= 0 || !(p.cpu_per_message_us > 0))
+    throw Error(flag +
+                ": the profile has no host figures (the profiled run needs traces and "
+                "summary.json's launch.host_cpus)");
+  if (p.source.value("push_pull", false))
+    throw Error(flag +
+                ": the profiled run used push-pull itself; profile a run without it and "
+                "give the push-pull run here");
+  ProfileOptions o = extract;
+  o.run = run;
+  const Profile q = for_flag(flag, [&] { return extract_profile(o); });
+  if (!q.source.value("push_pull", false))
+    throw Error(flag + ": not a push-pull run (launch --push-pull)");
+  if (q.model != p.model || q.batch != p.batch)
+    throw Error(flag + ": a run of " + q.model + " at batch " + std::to_string(q.batch) +
+                ", the profile's is " + p.model + " at batch " + std::to_string(p.batch));
+  if (q.host_cpus != p.host_cpus || !(q.cpu_per_message_us > 0))
+    throw Error(flag + ": no CPU per message on a host of " + std::to_string(p.host_cpus) +
+                " cores (it needs one worker, traces and the same host)");
+  p.cpu_per_data_message_us = q.cpu_per_message_us;
+  p.source["push_pull_run"] = {{"run", run}, {"cpu_per_message_us", q.cpu_per_message_us}};
+  std::fprintf(stderr,
+               "  push-pull: %s spent %.0f us per (data) message, against %.0f us per message "
+               "here (data and headers)\n",
+               run.c_str(), q.cpu_per_message_us, p.cpu_per_message_us);
+}
+
 }  // namespace
 
 int run_profile(const ProfileCommandOptions& o) {
@@ -103,6 +135,7 @@ int run_profile(const ProfileCommandOptions& o) {
                 "' is a file, not a run folder (expected the --out folder of `psbed launch`)");
   ensure_writable_file(o.out, "--out");  // before the extraction and the contention's simulations
   Profile p = extract_profile(o.extract);
+  if (!o.push_pull_run.empty()) measure_data_message(p, o.extract, o.push_pull_run);
   if (!o.contention_run.empty()) measure_contention(p, o.contention_run);
   p.save(o.out);
   const double pace = p.source.value("measured_steps_per_sec", 0.0);

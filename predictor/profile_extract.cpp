@@ -713,6 +713,7 @@ Profile extract_profile(const ProfileOptions& opt) {
               {"partition_params", exp.value("partition_params", std::int64_t(1000000))},
               {"credit_bytes", exp.value("credit_bytes", std::int64_t(-1))},
               {"straggle_ms", meta.value("straggle_ms", 0.0)},
+              {"push_pull", exp.value("push_pull", false)},
               {"measured_steps_per_sec", measured_sps},
               {"model_toml", exp["model_toml"]}};
   const std::size_t switches = warn_about_run(p, summary, policy, skip, warnings);

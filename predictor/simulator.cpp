@@ -37,6 +37,7 @@ void take_host_costs(const Profile& profile, SimConfig& c) {
   c.host_cpus = profile.host_cpus;
   c.cpu_per_message_s = profile.cpu_per_message_us * 1e-6;
   c.cpu_per_byte_s = profile.cpu_per_byte_ns * 1e-9;
+  c.cpu_per_data_message_s = profile.cpu_per_data_message_us * 1e-6;
   c.cpu_contention = profile.contention;
 }
 
@@ -62,6 +63,7 @@ double contention_scale(const SimConfig& c) {
 
 void scale_cpu_costs(SimConfig& c, double f) {
   c.cpu_per_message_s *= f, c.cpu_per_byte_s *= f, c.message_cost_s *= f, c.compute_cpu_scale *= f;
+  c.cpu_per_data_message_s *= f;
 }
 
 SimConfig with_contention(SimConfig c) {

@@ -89,6 +89,9 @@ struct SimConfig {
   int host_cpus = 0;
   double cpu_per_message_s = 0;
   double cpu_per_byte_s = 0;
+  // A data message's CPU alone (Profile::cpu_per_data_message_us), which each of a push-pull's
+  // two messages costs; 0: cpu_per_message_s.
+  double cpu_per_data_message_s = 0;
   // Real compute (not compute replay): each worker's forward, backward and per-step overhead
   // run on one of those cores (one compute thread per worker, as launch's default), so workers
   // that outnumber the cores queue for them. Replayed compute sleeps and takes no core.
@@ -188,17 +191,21 @@ struct SimResult {
 // the part is a header: the receiving thread hands it on at once, and it waits for a core but
 // holds none. (A shard answers a burst of requests within a fraction of a millisecond, and
 // answers a parked bsp pull after the barrier: the work is the reply's.) A push-pull is two
-// messages, both with data and no header message beside them: each takes one share (`shares`).
+// messages, both with data and no header beside them (`push_pull`): each takes one share of
+// the thread's time and a data message's CPU (cpu_per_data_message_s where measured).
 struct ReceiveCost {
   double thread_s = 0;  // the receiving thread's serial time
   double cpu_s = 0;     // one of the host's cores
 };
 // Inline: every arrival asks it.
 inline ReceiveCost receive_cost(const SimConfig& c, bool carries_data, std::int64_t bytes,
-                                int shares = 2) {
+                                bool push_pull = false) {
   if (!carries_data) return {};
-  return {shares * c.message_cost_s,
-          shares * c.cpu_per_message_s + double(bytes) * c.cpu_per_byte_s};
+  if (push_pull)
+    return {c.message_cost_s,
+            (c.cpu_per_data_message_s > 0 ? c.cpu_per_data_message_s : c.cpu_per_message_s) +
+                double(bytes) * c.cpu_per_byte_s};
+  return {2 * c.message_cost_s, 2 * c.cpu_per_message_s + double(bytes) * c.cpu_per_byte_s};
 }
 
 // The host costs a profile calibrated (the per-message cost, the copy cost per byte), set on `c`.

@@ -241,6 +241,7 @@ nlohmann::json group_row(const Group& g, const SimResult& r, const CpuWhatIf& w,
       {"partition_bytes", m.config.partition_bytes},
       {"apply_threads", m.config.apply_lanes},
       {"replicas", m.config.replicas},
+      {"push_pull", m.config.push_pull},
       {"steps", m.config.steps},  // simulated per worker
       {"recorded_steps", m.recorded["steps"]},
       {"bandwidth", bandwidth_text(m.config.bandwidth_bytes_per_sec)},

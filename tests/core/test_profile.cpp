@@ -54,6 +54,13 @@ TEST_CASE("a profile round-trips through profile.json and matches its model", "[
   auto j = h.to_json();
   j["host"]["contention"] = -0.1;
   CHECK_THROWS_WITH(Profile::from_json(j, "h"), Catch::Contains("contention"));
+  // A data message's CPU alone (profile --push-pull-run): kept where measured, else absent.
+  CHECK_FALSE(h.to_json()["host"].contains("cpu_per_data_message_us"));
+  h.cpu_per_data_message_us = 55;
+  CHECK(Profile::from_json(h.to_json(), "h").cpu_per_data_message_us == Approx(55));
+  j = h.to_json();
+  j["host"]["cpu_per_data_message_us"] = -1;
+  CHECK_THROWS_WITH(Profile::from_json(j, "h"), Catch::Contains("cpu_per_data_message_us"));
 }
 
 TEST_CASE("a malformed profile names the field", "[core][profile]") {

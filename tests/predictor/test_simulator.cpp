@@ -449,6 +449,16 @@ TEST_CASE(
   CHECK(receive_cost(c, true, 4000).thread_s == Approx(2e-3));
   CHECK(receive_cost(c, false, 4000).cpu_s == 0);
   CHECK(receive_cost(c, false, 4000).thread_s == 0);
+  // A push-pull's messages carry data and have no header beside them: one share each, at a data
+  // message's CPU where the profile measured it (else the average).
+  CHECK(receive_cost(c, true, 4000, true).cpu_s == Approx(10e-3 + 4000 * 1e-9));
+  CHECK(receive_cost(c, true, 4000, true).thread_s == Approx(1e-3));
+  {
+    SimConfig d = c;
+    d.cpu_per_data_message_s = 14e-3;
+    CHECK(receive_cost(d, true, 4000, true).cpu_s == Approx(14e-3 + 4000 * 1e-9));
+    CHECK(receive_cost(d, true, 4000).cpu_s == Approx(2 * 10e-3 + 4000 * 1e-9));  // unchanged
+  }
   // bsp, bulk, one core, 10 ms a message (20 ms a transfer), no latency; worker-0 straggles
   // 100 ms a step, worker-1 waits for it. t = 0: worker-0 pushes both parts: [0, 20) and
   // [20, 40) on the core; each acknowledgment takes none, so at 20 worker-0 has its step and
