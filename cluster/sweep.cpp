@@ -252,6 +252,8 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
   app->add_option("--threads", b.threads, "compute threads per worker")->capture_default_str();
   app->add_option("--device", b.device, "cpu or gpu (every worker of every run)")
       ->capture_default_str();
+  app->add_flag("--push-pull", b.push_pull,
+                "async: each push answered with the updated part (launch --push-pull)");
   app->add_option("--apply-threads", b.apply_threads, "threads applying updates per server shard")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));

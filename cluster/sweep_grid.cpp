@@ -121,6 +121,7 @@ std::vector<std::string> launch_args(const LaunchOptions& o) {
                                 "--timeout",
                                 num(o.timeout_s)};
   if (!o.data_dir.empty()) a.insert(a.end(), {"--data-dir", o.data_dir});
+  if (o.push_pull) a.push_back("--push-pull");
   if (policy::uses_slice_params(o.policy))
     a.insert(a.end(), {"--slice-params", std::to_string(o.slice_params)});
   if (policy::uses_partition_params(o.policy))
@@ -149,6 +150,9 @@ void check_grid(SweepOptions& opt) {
     if (const std::string why = comm_problem(parse_comm(base.comm), ps::Consistency::parse(m));
         !why.empty())
       throw Error(why);
+  for (const auto& m : opt.modes)
+    if (base.push_pull && m != "async")
+      throw Error("--push-pull needs --mode async, not " + m + ps::kPushPullAsyncOnly);
   // A GPU sweep on a machine without one fails here once, not at every point.
   worker::require_device(base.device);
   for (auto& b : opt.bandwidths) b = point_bandwidth(b);

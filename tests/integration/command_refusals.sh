@@ -73,6 +73,7 @@ refused "--heartbeat-timeout must be at least twice --heartbeat (1 s), got 1" co
 refused "--push-pull needs --mode async, not bsp" launch --mode bsp --push-pull --out "$WORK/pp"
 refused "--push-pull with --replicas 2" launch --servers 2 --replicas 2 --push-pull --out "$WORK/pp"
 refused "--push-pull needs --mode async, not ssp:1" coordinator --mode ssp:1 --push-pull
+refused "--push-pull needs --mode async, not bsp" sweep --mode async,bsp --push-pull --out "$WORK/pp"
 refused "--push-pull needs --mode async, not bsp" \
   predict --profile "$SRC/docs/grid/lenet5/profile-host-lenet5.json" --mode bsp --push-pull
 [ ! -e "$WORK/pp" ] || fail "a refused launch made its folder"
