@@ -83,6 +83,20 @@ void add_comm_flag(CLI::App* app, std::string& comm) {
       ->capture_default_str()
       ->check(comm_value());
 }
+
+// How workers and shards exchange parts: the same flags on coordinator and launch.
+void add_wire_flags(CLI::App* app, bool& push_pull, int& connections) {
+  app->add_flag("--push-pull", push_pull,
+                "async: each push is answered with the updated part (one round trip, as "
+                "BytePS's push_pull) and a part that came back whole is not pulled next step; "
+                "not with --replicas 2");
+  app->add_option("--connections", connections,
+                  "ZeroMQ connections from each worker to each shard: a part of at least 64 KiB "
+                  "per connection is cut into that many stripes, one on each (for links one "
+                  "connection's I/O thread cannot fill)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 8));
+}
 }  // namespace
 
 void add_coordinator(CLI::App& root, CoordinatorCommand& c, std::string& log_level) {
@@ -137,10 +151,7 @@ void add_coordinator(CLI::App& root, CoordinatorCommand& c, std::string& log_lev
   app->add_flag("--allow-nonfinite", o.allow_nonfinite,
                 "shards apply gradients holding NaN or infinity (to study divergence); by default "
                 "they refuse them and the worker stops, naming the tensor");
-  app->add_flag("--push-pull", o.push_pull,
-                "async: each push is answered with the updated part (one round trip, as "
-                "BytePS's push_pull) and a part that came back whole is not pulled next step; "
-                "not with --replicas 2");
+  add_wire_flags(app, o.push_pull, o.connections);
   app->add_option("--checkpoint-every", o.checkpoint_every,
                   "shards checkpoint every N steps (200) or about every duration (30s), each into "
                   "its --checkpoint-dir")
@@ -250,6 +261,11 @@ void add_server(CLI::App& root, ps::ServerOptions& o, std::string& log_level) {
   app->add_option("--apply-threads", o.apply_threads,
                   "threads applying updates (each owns a subset of parts)")
       ->capture_default_str();
+  app->add_option("--io-threads", o.io_threads,
+                  "ZeroMQ I/O threads carrying the workers' connections (launch gives one per "
+                  "--connections)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 8));
   app->add_option("--checkpoint-dir", o.checkpoint_dir,
                   "where this shard writes its checkpoints (when the run takes them) and reads the "
                   "one a resumed run starts from");
@@ -368,10 +384,7 @@ void add_launch(CLI::App& root, LaunchOptions& o, std::string& log_level) {
   app->add_flag("--allow-nonfinite", o.allow_nonfinite,
                 "shards apply gradients holding NaN or infinity (to study divergence); by default "
                 "they refuse them and the worker stops, naming the tensor");
-  app->add_flag("--push-pull", o.push_pull,
-                "async: each push is answered with the updated part (one round trip, as "
-                "BytePS's push_pull) and a part that came back whole is not pulled next step; "
-                "not with --replicas 2");
+  add_wire_flags(app, o.push_pull, o.connections);
   app->add_option("--partition-bytes", o.partition_bytes, "largest part a tensor is cut into")
       ->capture_default_str()
       ->check(size_value());

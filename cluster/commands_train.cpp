@@ -114,6 +114,12 @@ void add_bench_ps(CLI::App* bench, ps::BenchPsOptions& o, std::string& log_level
                   "and 2 shards with 1 and 2 copies of every part (docs/failures.md), "
                   "alternating, --repeat runs each; ratio 2 copies / 1")
       ->check(CLI::Range(1, 2));
+  app->add_option("--connections", o.connections,
+                  "N above 1: instead of the tables above, 1 worker x 1 shard per model size "
+                  "over 1 and N connections (parts striped over them, launch --connections), "
+                  "alternating, --repeat runs each; ratio N / 1 (with --push-pull, push-pull "
+                  "rounds)")
+      ->check(CLI::Range(1, 8));
 }
 
 void add_bench_coordinator(CLI::App* bench, ps::BenchCoordinatorOptions& o,

@@ -320,6 +320,8 @@ class Launcher {
     if (!opt_.credit.empty()) a.insert(a.end(), {"--credit", opt_.credit});
     if (opt_.allow_nonfinite) a.push_back("--allow-nonfinite");
     if (opt_.push_pull) a.push_back("--push-pull");
+    if (opt_.connections > 1)
+      a.insert(a.end(), {"--connections", std::to_string(opt_.connections)});
     if (!opt_.checkpoint_every.empty())
       a.insert(a.end(), {"--checkpoint-every", opt_.checkpoint_every});
     if (resume_step_ > 0) a.insert(a.end(), {"--resume-step", std::to_string(resume_step_)});
@@ -337,6 +339,7 @@ class Launcher {
     a.insert(a.begin(), "server");
     a.insert(a.end(), {"--bind", "tcp://" + host_of("server-" + std::to_string(i)) + ":*",
                        "--apply-threads", std::to_string(opt_.apply_threads)});
+    if (opt_.connections > 1) a.insert(a.end(), {"--io-threads", std::to_string(opt_.connections)});
     if (!opt_.checkpoint_every.empty() || resume_step_ > 0)
       a.insert(a.end(), {"--checkpoint-dir", out_ + "/checkpoints"});
     return a;
@@ -646,6 +649,7 @@ class Launcher {
                    {"stragglers", stragglers_json(stragglers_)},
                    {"start_stagger_ms", opt_.start_stagger_ms > 0 ? opt_.start_stagger_ms : 0.0},
                    {"apply_threads", opt_.apply_threads},
+                   {"connections", opt_.connections},
                    // How each worker computed (the summary's data, seed and optimizer are the
                    // coordinator's).
                    {"threads", opt_.threads},

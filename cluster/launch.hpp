@@ -37,6 +37,7 @@ struct LaunchOptions {
   std::uint64_t seed = 1;
   bool allow_nonfinite = false;  // psbed coordinator --allow-nonfinite
   bool push_pull = false;        // psbed coordinator --push-pull
+  int connections = 1;           // psbed coordinator --connections, server --io-threads
   std::string partition_bytes = defaults::kPartitionBytesText;
   int threads = 1;  // compute threads per worker
   int apply_threads =

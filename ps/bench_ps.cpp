@@ -141,6 +141,7 @@ struct Variant {
   bool curve = false;
   int replicas = 1;
   bool push_pull = false;
+  int connections = 1;  // per worker and shard, a shard's I/O threads as many (--connections)
 };
 
 Result measure(int mib, int workers, int servers, std::int64_t partition, double min_seconds,
@@ -148,6 +149,7 @@ Result measure(int mib, int workers, int servers, std::int64_t partition, double
   const bool curve = variant.curve;
   ClusterMap map = synthetic_map(mib, workers, servers, partition);
   map.exp.replicas = variant.replicas;
+  map.exp.connections = variant.connections;
   CurveKeys shard_keys, worker_keys;
   if (curve) {
     shard_keys.own = make_key_pair();
@@ -164,6 +166,7 @@ Result measure(int mib, int workers, int servers, std::int64_t partition, double
     z.role = ZmqOptions::Role::kServer;
     z.endpoint = "tcp://127.0.0.1:*";
     z.thread_name = "bench-router";
+    z.io_threads = variant.connections;
     z.curve = shard_keys;
     transports.push_back(std::make_unique<ZmqTransport>(z));
     traces.push_back(std::make_unique<TraceRecorder>("server-" + std::to_string(s), false));
@@ -375,6 +378,44 @@ void replicas_table(const BenchPsOptions& opt, std::int64_t partition, nlohmann:
   std::printf("(GB/s = pushed + pulled bytes / s; ratio = 2 copies / 1 copy)\n");
 }
 
+// Striping: 1 connection, N, 1, ... per model size, single worker and shard; push-pull rounds
+// with --push-pull.
+void connections_table(const BenchPsOptions& opt, std::int64_t partition, nlohmann::json& rows) {
+  const int n = opt.connections;
+  std::printf(
+      "\nsingle worker, single shard: %s of the whole model over 1 and %d connections (parts "
+      "of %s)\n%8s %12s %12s %8s\n",
+      opt.push_pull ? "push-pull" : "push + pull", n, opt.partition.c_str(), "model", "1 conn GB/s",
+      (std::to_string(n) + " conn GB/s").c_str(), "ratio");
+  for (int mib : opt.model_mib) {
+    spdlog::info("{} MiB: {} runs over {} connections between {} over 1 ...", mib, opt.repeat, n,
+                 opt.repeat + 1);
+    auto run = [&](int connections) {
+      Variant v;
+      v.push_pull = opt.push_pull;
+      v.connections = connections;
+      return measure(mib, 1, 1, partition, opt.min_seconds, v).gb_per_s;
+    };
+    const Alternation runs = alternate(
+        opt.repeat, [&] { return run(1); }, [&] { return run(n); });
+    const double a = median(runs.a), b = median(runs.b), ratio = median(runs.ratios);
+    std::printf("%5d MiB %12.2f %12.2f %7.2fx   (ratios %s)\n", mib, a, b, ratio,
+                ratios_text(runs.ratios).c_str());
+    std::fflush(stdout);
+    rows.push_back({{"kind", "connections"},
+                    {"model_mib", mib},
+                    {"connections", n},
+                    {"push_pull", opt.push_pull},
+                    {"one_gb_per_s", a},
+                    {"striped_gb_per_s", b},
+                    {"ratio", ratio},
+                    {"one_runs", runs.a},
+                    {"striped_runs", runs.b},
+                    {"ratios", runs.ratios}});
+  }
+  std::printf("(GB/s = pushed + pulled bytes / s; ratio = %d connections / 1)\n", n);
+}
+
 }  // namespace
 
 constexpr std::int64_t kMaxBenchParts = 100000;
@@ -428,11 +469,20 @@ int run_bench_ps(const BenchPsOptions& opt) {
     throw Error(
         "bench ps: --push-pull times the main tables; --secure and --replicas 2 time "
         "theirs with a push then a pull: give one of them");
-  if (opt.secure || opt.replicas > 1) {
+  if (opt.connections < 1 || opt.connections > kMaxConnections)
+    throw Error("bench ps: --connections " + std::to_string(opt.connections) + ": expected 1 to " +
+                std::to_string(kMaxConnections));
+  if (opt.connections > 1 && (opt.secure || opt.replicas > 1))
+    throw Error(
+        "bench ps: --connections, --secure and --replicas 2 each time their own table: "
+        "give one of them");
+  if (opt.secure || opt.replicas > 1 || opt.connections > 1) {
     if (opt.secure)
       curve_table(opt, partition, rows);
-    else
+    else if (opt.replicas > 1)
       replicas_table(opt, partition, rows);
+    else
+      connections_table(opt, partition, rows);
     if (!opt.json_out.empty())
       write_text_file(
           opt.json_out,

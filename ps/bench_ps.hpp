@@ -21,6 +21,7 @@ struct BenchPsOptions {
   bool secure = false;     // the CURVE table (with / without) instead of the others
   int replicas = 1;        // 2: the table of 1 against 2 copies of each shard instead
   bool push_pull = false;  // rounds of push-pull (PsClient::push_pull), not push then pull
+  int connections = 1;     // above 1: the table of 1 connection against this many instead
 };
 
 int run_bench_ps(const BenchPsOptions& opt);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "core/json_text.hpp"
@@ -21,22 +22,30 @@ namespace psbed::ps {
 
 PsClient::PsClient(const ClusterMap& map, int worker_id, const std::string& link_id,
                    std::shared_ptr<LinkBuckets> link, const CurveKeys& keys)
-    : map_(map), worker_(worker_id), link_id_(link_id), link_(std::move(link)), keys_(keys) {
-  zmq_.resize(map.servers.size());
-  for (const auto& s : map.servers) shards_.push_back(open_shard(s.id));
-  for (int i = 0; i < int(shards_.size()); ++i) owner_.push_back(i);
-  dead_.assign(shards_.size(), 0);
-  for (int i = 0; i < int(shards_.size()); ++i)
-    shards_[i]->start([this, i](Message&& m) { receive(i, std::move(m)); });
+    : map_(map),
+      worker_(worker_id),
+      link_id_(link_id),
+      link_(std::move(link)),
+      keys_(keys),
+      connections_(std::clamp(map.exp.connections, 1, kMaxConnections)) {
+  const int shards = int(map.servers.size());
+  zmq_.resize(std::size_t(shards * connections_));
+  for (int s = 0; s < shards; ++s)
+    for (int k = 0; k < connections_; ++k) conns_.push_back(open_connection(s, k));
+  for (int i = 0; i < shards; ++i) owner_.push_back(i);
+  dead_.assign(std::size_t(shards), 0);
+  for (int s = 0; s < shards; ++s)
+    for (int k = 0; k < connections_; ++k)
+      conns_[conn(s, k)]->start([this, s](Message&& m) { receive(s, std::move(m)); });
 }
 
-std::unique_ptr<Transport> PsClient::open_shard(int id, const std::string& address) {
+std::unique_ptr<Transport> PsClient::open_connection(int id, int k, const std::string& address) {
   const NodeInfo& s = map_.servers.at(std::size_t(id));
   ZmqOptions z;
   z.role = ZmqOptions::Role::kClient;
   z.endpoint = address.empty() ? s.address : address;
-  z.identity = link_id_;
-  z.thread_name = "ps-client" + std::to_string(s.id);
+  z.identity = connection_identity(link_id_, k);
+  z.thread_name = "ps-client" + std::to_string(s.id) + (k ? "." + std::to_string(k) : "");
   if (keys_.on()) {
     if (s.curve_key.empty())
       throw Error("--keys: " + s.name +
@@ -45,7 +54,7 @@ std::unique_ptr<Transport> PsClient::open_shard(int id, const std::string& addre
     z.curve.server_key = s.curve_key;
   }
   auto t = std::make_unique<ZmqTransport>(z);
-  zmq_.at(std::size_t(id)) = t.get();
+  zmq_.at(conn(id, k)) = t.get();
   if (link_ && link_->options.shaped())
     return std::make_unique<ShapedTransport>(std::move(t), link_);
   return t;
@@ -61,19 +70,61 @@ void PsClient::stop() {
   for (ZmqTransport* z : zmq_) z->release_senders();
   // Then the shards, together: a shaped shard's delivery thread may be waiting for room in
   // another shard's shaped queue, which only that shard's stop() ends.
-  if (shards_.size() <= 1) {
-    for (auto& s : shards_) s->stop();
+  if (conns_.size() <= 1) {
+    for (auto& s : conns_) s->stop();
     return;
   }
   std::vector<std::thread> stopping;
-  for (auto& s : shards_) stopping.emplace_back([t = s.get()] { t->stop(); });
+  for (auto& s : conns_) stopping.emplace_back([t = s.get()] { t->stop(); });
   for (auto& t : stopping) t.join();
   for (auto& s : retired_) s->stop();
 }
 
-std::uint64_t PsClient::send(Op op, int part_index, const float* data, float* dst,
-                             std::int64_t offset, std::int64_t count, std::uint64_t clock,
-                             int priority, Callback done, std::uint8_t flags) {
+std::vector<PsClient::Piece> PsClient::stripes(int part_index, std::int64_t numel,
+                                               std::int64_t offset, std::int64_t count,
+                                               int connections) {
+  if (connections <= 1) return {{0, offset, count}};
+  if (numel * 4 < connections * kMinStripeBytes) return {{part_index % connections, offset, count}};
+  const std::int64_t stripe = (numel + connections - 1) / connections;
+  std::vector<Piece> pieces;
+  for (std::int64_t at = offset, end = offset + count; at < end;) {
+    const std::int64_t k = at / stripe, until = std::min(end, (k + 1) * stripe);
+    pieces.push_back({int(k), at, until - at});
+    at = until;
+  }
+  return pieces;
+}
+
+void PsClient::send(Op op, int part_index, const float* data, float* dst, std::int64_t offset,
+                    std::int64_t count, std::uint64_t clock, int priority, Callback done,
+                    std::uint8_t flags) {
+  const Part& part = map_.plan.parts.at(std::size_t(part_index));
+  // An Assign carries the parameters then the momentum (2 x numel floats): not cut.
+  const auto pieces = op == Op::kAssign
+                          ? std::vector<Piece>{{0, offset, count}}
+                          : stripes(part_index, part.numel, offset, count, connections_);
+  if (pieces.size() == 1) {
+    send_piece(op, part_index, data, dst, offset, count, clock, priority, std::move(done), flags,
+               pieces[0].connection);
+    return;
+  }
+  auto left = std::make_shared<std::atomic<int>>(int(pieces.size()));
+  auto all = std::make_shared<Callback>(std::move(done));
+  for (const Piece& p : pieces) {
+    const std::int64_t at = p.offset - offset;
+    send_piece(
+        op, part_index, data ? data + at : nullptr, dst ? dst + at : nullptr, p.offset, p.count,
+        clock, priority,
+        [left, all] {
+          if (--*left == 0 && *all) (*all)();
+        },
+        flags, p.connection);
+  }
+}
+
+void PsClient::send_piece(Op op, int part_index, const float* data, float* dst, std::int64_t offset,
+                          std::int64_t count, std::uint64_t clock, int priority, Callback done,
+                          std::uint8_t flags, int connection) {
   const std::uint64_t seq = ++seq_;
   Message m;
   int shard = 0;
@@ -81,9 +132,10 @@ std::uint64_t PsClient::send(Op op, int part_index, const float* data, float* ds
   {
     std::lock_guard<std::mutex> lock(mu_);
     shard = owner_.at(std::size_t(map_.plan.parts.at(part_index).shard));
-    to = shards_.at(std::size_t(shard)).get();
+    to = conns_.at(conn(shard, connection)).get();
     Pending& p = pending_[seq];
-    p = Pending{dst, std::uint64_t(count) * 4, std::move(done), part_index, shard, now_us()};
+    p = Pending{dst,     std::uint64_t(count) * 4, std::move(done), part_index, shard, connection,
+                now_us()};
     p.op = op, p.data = data, p.offset = offset, p.clock = clock, p.priority = priority;
     p.flags = flags;
     m = request(p, seq);
@@ -94,7 +146,6 @@ std::uint64_t PsClient::send(Op op, int part_index, const float* data, float* ds
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_ || !dead_[std::size_t(shard)]) pending_.erase(seq);
   }
-  return seq;
 }
 
 Message PsClient::request(const Pending& p, std::uint64_t seq) const {
@@ -116,39 +167,40 @@ Message PsClient::request(const Pending& p, std::uint64_t seq) const {
 }
 
 std::size_t PsClient::fail_over(int dead, int to, const std::string& address) {
-  if (dead < 0 || to < 0 || dead >= int(shards_.size()) || to >= int(shards_.size()) || dead == to)
-    return 0;
-  std::vector<std::pair<std::uint64_t, Message>> again;
+  const int shards = int(dead_.size());
+  if (dead < 0 || to < 0 || dead >= shards || to >= shards || dead == to) return 0;
+  std::vector<std::tuple<std::uint64_t, Message, Transport*>> again;
   std::unique_lock<std::mutex> stop_lock(stop_mu_);  // stop() goes over the transports
   if (stopping_) return 0;
-  Transport* next = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (dead_[std::size_t(dead)]) return 0;
     dead_[std::size_t(dead)] = 1;
     if (dead_[std::size_t(to)]) {
       // A shard that died before and rejoined (--replicas 2) takes its parts and the dead one's:
-      // its old connection was released when it died, so a new one goes to its address.
-      retired_.push_back(std::move(shards_[std::size_t(to)]));
-      shards_[std::size_t(to)] = open_shard(to, address);
-      shards_[std::size_t(to)]->start([this, to](Message&& m) { receive(to, std::move(m)); });
+      // its old connections were released when it died, so new ones go to its address.
+      for (int k = 0; k < connections_; ++k) {
+        auto& c = conns_[conn(to, k)];
+        retired_.push_back(std::move(c));
+        c = open_connection(to, k, address);
+        c->start([this, to](Message&& m) { receive(to, std::move(m)); });
+      }
       dead_[std::size_t(to)] = 0;
     }
-    next = shards_[std::size_t(to)].get();
     for (int& o : owner_)
       if (o == dead) o = to;
     for (auto& [seq, p] : pending_)
       if (p.shard == dead) {
         p.shard = to;
-        again.emplace_back(seq, request(p, seq));
+        again.emplace_back(seq, request(p, seq), conns_[conn(to, p.connection)].get());
       }
   }
   stop_lock.unlock();  // not held while sending: stop() must be able to free a sender
   // A sender waiting for room towards the dead shard gives up (its request is in `again`).
-  zmq_.at(std::size_t(dead))->release_senders();
+  for (int k = 0; k < connections_; ++k) zmq_.at(conn(dead, k))->release_senders();
   std::sort(again.begin(), again.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (auto& [seq, m] : again)
+            [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+  for (auto& [seq, m, next] : again)
     if (stopping_ || !next->send(std::move(m))) break;
   return again.size();
 }
@@ -194,9 +246,9 @@ void PsClient::check_shards(double timeout_s, const std::function<std::string()>
     std::vector<float> sink;
   };
   auto answers = std::make_shared<Answers>();
-  answers->answered.assign(shards_.size(), 0);
-  answers->sink.assign(shards_.size(), 0.0f);
-  std::vector<char> asked(shards_.size(), 0);
+  answers->answered.assign(dead_.size(), 0);
+  answers->sink.assign(dead_.size(), 0.0f);
+  std::vector<char> asked(dead_.size(), 0);
   for (int i = 0; i < int(map_.plan.parts.size()); ++i) {
     const int shard = map_.plan.parts[i].shard;
     if (asked.at(shard)) continue;

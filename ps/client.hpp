@@ -24,7 +24,8 @@ class PsClient {
  public:
   using Callback = std::function<void()>;
 
-  // Connects one DEALER per server shard, with identity `link_id` (make_link_id(): the shards
+  // Connects map.exp.connections DEALERs per server shard (connection_identity of `link_id`;
+  // the first is `link_id` itself, make_link_id(): the shards
   // take this worker's id only from connections with the identity the coordinator gave them).
   // `link` shapes this worker's traffic to and from all shards together (null: unshaped).
   // With `keys` on, each shard's link is CURVE with the shard's key from the map.
@@ -89,12 +90,24 @@ class PsClient {
   // A routing identity for a worker named `name`: the name (for the logs) and 128 random bits.
   static std::string make_link_id(const std::string& name);
 
+  // --connections C: how a request for floats [offset, offset + count) of a part of `numel`
+  // floats is cut, as (connection, offset, count). A part of C x kMinStripeBytes or more is C
+  // stripes of ceil(numel / C) floats, stripe k on connection k; a smaller one goes whole on
+  // connection part_index % C. Every float always goes on the same connection, so a pull still
+  // follows the push of the same floats (ZeroMQ keeps order per connection only).
+  struct Piece {
+    int connection;
+    std::int64_t offset, count;
+  };
+  static std::vector<Piece> stripes(int part_index, std::int64_t numel, std::int64_t offset,
+                                    std::int64_t count, int connections);
+
  private:
   struct Pending {
     float* dst = nullptr;  // pulls
     std::uint64_t bytes = 0;
     Callback done;
-    int part = -1, shard = -1;
+    int part = -1, shard = -1, connection = 0;
     double sent_us = 0;
     // To send it again after a fail-over.
     Op op = Op::kPull;
@@ -106,30 +119,36 @@ class PsClient {
   };
   static constexpr std::uint8_t kPullMomentum = 1;  // Pull's flag (protocol.hpp)
   static constexpr std::uint8_t kPushPull = 1;      // Push's flag (protocol.hpp)
-  std::uint64_t send(Op op, int part_index, const float* data, float* dst, std::int64_t offset,
-                     std::int64_t count, std::uint64_t clock, int priority, Callback done,
-                     std::uint8_t flags = 0);
+  // Sends the request as stripes() cuts it; `done` runs once every piece is answered.
+  void send(Op op, int part_index, const float* data, float* dst, std::int64_t offset,
+            std::int64_t count, std::uint64_t clock, int priority, Callback done,
+            std::uint8_t flags = 0);
+  void send_piece(Op op, int part_index, const float* data, float* dst, std::int64_t offset,
+                  std::int64_t count, std::uint64_t clock, int priority, Callback done,
+                  std::uint8_t flags, int connection);
   Message request(const Pending& p, std::uint64_t seq) const;
   void receive(int shard, Message&& m);
-  // A connection to shard `id` (not started); its ZeroMQ transport goes to zmq_[id].
-  std::unique_ptr<Transport> open_shard(int id, const std::string& address = "");
+  // Connection k to shard `id` (not started); its ZeroMQ transport goes to zmq_[conn(id, k)].
+  std::unique_ptr<Transport> open_connection(int id, int k, const std::string& address = "");
+  std::size_t conn(int shard, int k) const { return std::size_t(shard * connections_ + k); }
 
   const ClusterMap& map_;
   int worker_;
   std::string link_id_;
   std::shared_ptr<LinkBuckets> link_;
   CurveKeys keys_;
-  // Replaced, under mu_ and stop_mu_, when a shard that died comes back; the old connection is
-  // kept until stop(), since a sender may still hold it.
-  std::vector<std::unique_ptr<Transport>> shards_, retired_;
-  // Each shard's ZeroMQ transport (inside its ShapedTransport when shaped): stop() releases
+  int connections_ = 1;  // per shard (map.exp.connections)
+  // Indexed by conn(shard, k). Replaced, under mu_ and stop_mu_, when a shard that died comes back;
+  // the old connection is kept until stop(), since a sender may still hold it.
+  std::vector<std::unique_ptr<Transport>> conns_, retired_;
+  // Each connection's ZeroMQ transport (inside its ShapedTransport when shaped): stop() releases
   // their waiting senders before stopping any shard, since a thread waiting on one shard may be
   // what another shard's threads wait for.
   std::vector<ZmqTransport*> zmq_;
   std::mutex stop_mu_;
   std::atomic<bool> stopping_{false};
   mutable std::mutex mu_;
-  std::unordered_map<std::uint64_t, Pending> pending_;
+  std::unordered_map<std::uint64_t, Pending> pending_;  // pieces, by sequence
   // Under mu_: the shard serving each shard's parts (itself until a fail-over), and the dead.
   std::vector<int> owner_;
   std::vector<char> dead_;

@@ -30,7 +30,8 @@ nlohmann::json ClusterMap::to_json() const {
                      {"checkpoint_every", exp.checkpoint_every},
                      {"checkpoint_every_s", exp.checkpoint_every_s},
                      {"resume_step", exp.resume_step},
-                     {"replicas", exp.replicas}};
+                     {"replicas", exp.replicas},
+                     {"connections", exp.connections}};
   auto nodes = [](const std::vector<NodeInfo>& v) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& n : v) {
@@ -104,6 +105,10 @@ ClusterMap ClusterMap::from_json(const nlohmann::json& j) {
     if (m.exp.replicas < 1 || m.exp.replicas > 2)
       throw Error("malformed cluster map: replicas " + std::to_string(m.exp.replicas) +
                   ", expected 1 or 2");
+    m.exp.connections = number_or<int>(e, "connections", 1);
+    if (m.exp.connections < 1 || m.exp.connections > kMaxConnections)
+      throw Error("malformed cluster map: connections " + std::to_string(m.exp.connections) +
+                  ", expected 1 to " + std::to_string(kMaxConnections));
     if (m.exp.checkpoint_every < 0 || m.exp.resume_step < 0 || m.exp.resume_step > m.exp.steps)
       throw Error("malformed cluster map: checkpoint_every or resume_step out of range");
     policy::check_policy_options(
@@ -153,6 +158,18 @@ ClusterMap ClusterMap::from_json(const nlohmann::json& j) {
     throw Error(std::string("malformed cluster map: ") + e.what());
   }
   return m;
+}
+
+std::string connection_identity(const std::string& link_id, int k) {
+  return k == 0 ? link_id : link_id + "~" + std::to_string(k);
+}
+
+bool link_id_matches(const std::string& peer, const std::string& link_id, int connections) {
+  if (peer.size() < link_id.size() || peer.compare(0, link_id.size(), link_id) != 0) return false;
+  if (peer.size() == link_id.size()) return true;
+  // "~k" with 1 <= k < connections <= 8: one digit.
+  return peer.size() == link_id.size() + 2 && peer[link_id.size()] == '~' && peer.back() >= '1' &&
+         peer.back() < char('0' + connections);
 }
 
 }  // namespace psbed::ps

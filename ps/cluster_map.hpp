@@ -57,7 +57,18 @@ struct Experiment {
   // Copies of every part (--replicas): 1, or 2 when each shard's parts also live on the next
   // shard, its backup (backup_of), which takes them over when the shard dies.
   int replicas = 1;
+  // ZeroMQ connections from each worker to each shard (--connections): a part of at least
+  // connections x kMinStripeBytes is cut into that many stripes, one on each, so that no one
+  // connection's I/O thread carries it all (PsClient::stripes).
+  int connections = 1;
 };
+
+inline constexpr int kMaxConnections = 8;  // one digit after "~" (link_id_matches)
+inline constexpr std::int64_t kMinStripeBytes = 64 << 10;
+// The routing identity of a worker's connection `k` to a shard: its link id, then "~k" past the
+// first. A shard takes the worker's id from each of them (link_id_matches) and from no other.
+std::string connection_identity(const std::string& link_id, int k);
+bool link_id_matches(const std::string& peer, const std::string& link_id, int connections);
 
 struct NodeInfo {
   std::string role;     // "server" or "worker"

@@ -399,6 +399,9 @@ int run_coordinator(const CoordinatorOptions& opt) {
     throw Error(
         "--push-pull with --replicas 2: a push's answer would say the update is safe "
         "before the backup has it");
+  if (opt.connections < 1 || opt.connections > kMaxConnections)
+    throw Error("--connections " + std::to_string(opt.connections) + ": expected 1 to " +
+                std::to_string(kMaxConnections));
   if (opt.push_pull && opt.mode != "async")
     throw Error("--push-pull needs --mode async, not " + opt.mode + kPushPullAsyncOnly);
   policy::check_policy_options(opt.policy);  // refuse an unknown policy before anyone registers

@@ -33,6 +33,7 @@ struct CoordinatorOptions {
   bool allow_nonfinite = false;
   // Workers push with push-pull (ps/cluster_map.hpp Experiment::push_pull); not with replicas 2.
   bool push_pull = false;
+  int connections = 1;  // per worker and shard (Experiment::connections)
   std::int64_t partition_bytes = defaults::kPartitionBytes;
   // Shard checkpoints: "N" steps or a duration ("30s"), "" = none (ps/checkpoint.hpp); a run
   // resumed from a checkpoint starts at resume_step.

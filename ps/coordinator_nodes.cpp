@@ -162,6 +162,7 @@ void Coordinator::send_map_locked() {
   map.exp.policy.seed = opt_.seed;
   map.exp.allow_nonfinite = opt_.allow_nonfinite;
   map.exp.push_pull = opt_.push_pull;
+  map.exp.connections = opt_.connections;
   map.exp.comm = opt_.comm;
   map.exp.comm_link_bytes_per_sec = comm_cost().link_bytes_per_sec;
   map.exp.replicas = opt_.replicas;

@@ -99,6 +99,7 @@ void Coordinator::write_summary_locked() {
                         {"last_step", last}};
   }
   if (opt_.push_pull) s["push_pull"] = true;
+  if (opt_.connections > 1) s["connections"] = opt_.connections;
   if (opt_.replicas > 1) {
     s["replicas"] = opt_.replicas;
     s["failovers"] = failovers_;

@@ -111,6 +111,7 @@ int run_server(const ServerOptions& in) {
   // Acks are tiny and a worker asks for each slice once a step: the bytes bound is what holds a
   // peer that never reads; it grows with this shard's parameters once they are known.
   z.peer_max_messages = 1 << 16;
+  z.io_threads = opt.io_threads;
   auto zmq_owned = std::make_unique<ZmqTransport>(z);
   ZmqTransport& zmq_transport = *zmq_owned;
   std::unique_ptr<Transport> owned = std::move(zmq_owned);

@@ -16,6 +16,7 @@ struct ServerOptions {
   std::string advertise;                   // address given to workers (default: the bound one)
   std::uint64_t max_message_bytes = 256ull << 20;
   int apply_threads = defaults::kApplyThreads;  // parts are applied in parallel across these
+  int io_threads = 1;          // ZeroMQ I/O threads: launch --connections N gives N
   std::string checkpoint_dir;  // where this shard writes its checkpoints and resumes from
 };
 

@@ -281,7 +281,8 @@ bool Shard::check(const Message& m) {
     v.problem = Problem::kOp;
     v.reason = "a push-pull under --replicas 2 (the shards acknowledge only what the backup holds)";
   } else if (v.ok() && !map_.workers[m.header.sender].link_id.empty() &&
-             m.peer != map_.workers[m.header.sender].link_id) {
+             !link_id_matches(m.peer, map_.workers[m.header.sender].link_id,
+                              map_.exp.connections)) {
     // Whoever can reach this port could otherwise train the model in a worker's name.
     v.problem = Problem::kSender;
     v.reason = "it claims to be worker " + std::to_string(m.header.sender) +

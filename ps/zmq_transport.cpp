@@ -101,7 +101,7 @@ struct ZmqTransport::Impl {
 
   const ZmqOptions opt;
   const bool server;
-  zmq::context_t ctx{1};
+  zmq::context_t ctx{std::max(1, opt.io_threads)};
   std::unique_ptr<ZapHandler> zap;  // CURVE servers only; ends before the context
   // Owned by the owner thread once started (the thread's creation is the hand-over point).
   zmq::socket_t net;

@@ -54,6 +54,9 @@ struct ZmqOptions {
   // CURVE (ps/curve.hpp): a server lets in only listed client keys, a client needs the server's
   // public key. Off (keys empty): a plain socket.
   CurveKeys curve;
+  // ZeroMQ I/O threads of this transport's context. A server taking several connections from
+  // each worker (--connections, PsClient) spreads them over these; one serves one connection.
+  int io_threads = 1;
 };
 
 class ZmqTransport final : public Transport {

@@ -96,6 +96,8 @@ refused "--repeat: Value 0 not in range" bench ps --repeat 0
 refused "--workers: Value 0 not in range" bench ps --workers 0
 refused "--models: Value -4 not in range" bench ps --models -4
 refused "--push-pull times the main tables" bench ps --push-pull --secure
+refused "--connections, --secure and --replicas 2 each time their own table" bench ps --connections 2 --secure
+refused "--connections: Value 9 not in range 1 to 8" launch --connections 9 --out "$WORK/c9"
 refused "--aggregate-model: Value 0 not in range" bench ps --aggregate-model 0
 refused "--min-seconds: expected a number of seconds, above 0 and below 10^9, got '0'" bench ps --min-seconds 0
 # A value given twice: refused (it ran its points twice into one folder, the second run taking
