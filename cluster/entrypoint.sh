@@ -69,6 +69,8 @@ PSBED_KEYS||CURVE key folder (docs/security.md): authorized_keys and coordinator
 PSBED_KEY||with PSBED_KEYS: the secret key file of this node (default PSBED_KEYS/ROLE.key)
 PSBED_HEARTBEAT||seconds between heartbeats
 PSBED_HEARTBEAT_TIMEOUT||coordinator: seconds of silence before a node is dead
+PSBED_PUSH_PULL|0|coordinator, predict: 1 answers each push with the updated part, one round trip (async only; launch --push-pull)
+PSBED_CONNECTIONS||coordinator, server: connections from each worker to each shard, 1 to 8, large parts striped over them (launch --connections; the servers get as many I/O threads)
 PSBED_REPLICAS||coordinator: copies of every part, 1 or 2 (2: a dead shard'"'"'s parts are served by the next, and a shard container started again rejoins)
 PSBED_LOG_LEVEL|info|trace, debug, info, warn or error
 PSBED_AFTER_RUN|exit|exit, or hold: stay up after psbed ends (keeps a Kubernetes pod from restarting)
@@ -185,6 +187,10 @@ check_common() {
   need_number PSBED_HEARTBEAT_TIMEOUT
   [[ -z $PSBED_REPLICAS || $PSBED_REPLICAS == 1 || $PSBED_REPLICAS == 2 ]] ||
     die "PSBED_REPLICAS='$PSBED_REPLICAS' is not 1 or 2"
+  [[ $PSBED_PUSH_PULL == 0 || $PSBED_PUSH_PULL == 1 ]] ||
+    die "PSBED_PUSH_PULL='$PSBED_PUSH_PULL' is not 0 or 1"
+  [[ -z $PSBED_CONNECTIONS || $PSBED_CONNECTIONS =~ ^[1-8]$ ]] ||
+    die "PSBED_CONNECTIONS='$PSBED_CONNECTIONS' is not a whole number from 1 to 8"
   need_number PSBED_CONNECT_TIMEOUT
   need_number PSBED_REGISTER_TIMEOUT
   need_uint PSBED_DISCOVER_SETTLE
@@ -401,6 +407,8 @@ coordinator_args() {
   add_opt --heartbeat "$PSBED_HEARTBEAT"
   add_opt --heartbeat-timeout "$PSBED_HEARTBEAT_TIMEOUT"
   add_opt --replicas "$PSBED_REPLICAS"
+  add_opt --connections "$PSBED_CONNECTIONS"
+  [[ $PSBED_PUSH_PULL == 0 ]] || ARGS+=(--push-pull)
   # The token stays in the environment (psbed reads PSBED_HTTP_TOKEN): not in the argument list,
   # where the log line and every process listing would show it.
   add_opt --http "$PSBED_HTTP"
@@ -446,6 +454,7 @@ server_args() {
     [[ -n $advertise ]] || die "PSBED_ADVERTISE is not set and this host's name '$(my_hostname)' has no IPv4 address other than loopback; expected the host or IP workers reach this server at"
   fi
   ARGS+=(--bind "tcp://$PSBED_BIND_HOST:$PSBED_SERVER_PORT")
+  add_opt --io-threads "$PSBED_CONNECTIONS"
   [[ -z $advertise ]] || ARGS+=(--advertise "tcp://$advertise:$PSBED_SERVER_PORT")
 }
 
@@ -476,6 +485,7 @@ run_predict() {
   add_opt --credit "$PSBED_CREDIT"
   local i
   for ((i = 0; i < ${#ARGS[@]}; i += 2)); do name+="-${ARGS[i]#--}${ARGS[i + 1]// /}"; done
+  [[ $PSBED_PUSH_PULL == 0 ]] || { ARGS+=(--push-pull) && name+=-push-pull; }
   local out=$run/$name.json
   local prof=("$PSBED_BIN" profile "$run" -o "$profile")
   local pred=("$PSBED_BIN" predict --profile "$profile" --workers "$PSBED_WORKERS" --servers "$PSBED_SERVERS"

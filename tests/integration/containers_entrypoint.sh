@@ -123,6 +123,8 @@ refuse "PSBED_HTTP='http://c:80' is not an address" PSBED_ROLE=coordinator PSBED
 refuse "PSBED_SERVER_PORT=\* with PSBED_BIND_HOST=0.0.0.0 would give workers" PSBED_ROLE=server PSBED_COORDINATOR=c "PSBED_SERVER_PORT=*"
 refuse "PSBED_ADVERTISE='tcp://h:7100' is not a host name" PSBED_ROLE=server PSBED_COORDINATOR=c PSBED_ADVERTISE=tcp://h:7100
 refuse "PSBED_ADVERTISE='0.0.0.0' is no address workers can reach" PSBED_ROLE=server PSBED_COORDINATOR=c PSBED_ADVERTISE=0.0.0.0
+refuse "PSBED_PUSH_PULL='yes' is not 0 or 1" PSBED_ROLE=coordinator PSBED_PUSH_PULL=yes
+refuse "PSBED_CONNECTIONS='9' is not a whole number from 1 to 8" PSBED_ROLE=server PSBED_COORDINATOR=c PSBED_CONNECTIONS=9
 # Discovery logs its progress first; the refusal is its last line.
 rc=0
 env -i PATH="$PATH" PSBED_BIN="$PSBED" PSBED_ROLE=coordinator PSBED_WORKERS=auto PSBED_DISCOVER_TIMEOUT=1 \
@@ -150,6 +152,11 @@ out=$(dry PSBED_ROLE=coordinator PSBED_WORKERS=6 PSBED_SERVERS=2 PSBED_MODE=ssp:
 grep -q -- '--servers 2 --workers 6 .*--mode ssp:3 --policy bytescheduler --summary /r/x/summary.json' <<<"$out" ||
   fail "coordinator flags: $out"
 grep -q -- '--credit 2MiB' <<<"$out" || fail "PSBED_CREDIT not passed: $out"
+grep -q -- '--connections\|--push-pull' <<<"$out" && fail "connections or push-pull passed unasked: $out"
+out=$(dry PSBED_ROLE=coordinator PSBED_WORKERS=2 PSBED_SERVERS=1 PSBED_PUSH_PULL=1 PSBED_CONNECTIONS=2)
+grep -q -- '--connections 2 --push-pull' <<<"$out" || fail "PSBED_CONNECTIONS and PSBED_PUSH_PULL: $out"
+out=$(dry PSBED_ROLE=server PSBED_COORDINATOR=c PSBED_CONNECTIONS=2 PSBED_ADVERTISE=10.0.0.5)
+grep -q -- '--io-threads 2' <<<"$out" || fail "PSBED_CONNECTIONS did not give the server its I/O threads: $out"
 # The predict role predicts the measured run's settings, each one in the file's name.
 out=$(dry PSBED_ROLE=predict PSBED_WORKERS=8 PSBED_SERVERS=2 PSBED_POLICY=p3 PSBED_MODE=bsp PSBED_BANDWIDTH=1gbit \
   PSBED_LATENCY=200us PSBED_SLICE_PARAMS=20000 PSBED_CREDIT=1MiB PSBED_PARTITION_BYTES=2MiB PSBED_RUNS=/r PSBED_RUN=x)
