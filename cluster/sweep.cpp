@@ -254,6 +254,11 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
       ->capture_default_str();
   app->add_flag("--push-pull", b.push_pull,
                 "async: each push answered with the updated part (launch --push-pull)");
+  app->add_option("--connections", b.connections,
+                  "connections from each worker to each shard, large parts striped over them "
+                  "(launch --connections)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 8));
   app->add_option("--apply-threads", b.apply_threads, "threads applying updates per server shard")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));

@@ -122,6 +122,7 @@ std::vector<std::string> launch_args(const LaunchOptions& o) {
                                 num(o.timeout_s)};
   if (!o.data_dir.empty()) a.insert(a.end(), {"--data-dir", o.data_dir});
   if (o.push_pull) a.push_back("--push-pull");
+  if (o.connections > 1) a.insert(a.end(), {"--connections", std::to_string(o.connections)});
   if (policy::uses_slice_params(o.policy))
     a.insert(a.end(), {"--slice-params", std::to_string(o.slice_params)});
   if (policy::uses_partition_params(o.policy))

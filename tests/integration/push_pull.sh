@@ -2,7 +2,7 @@
 # launch --push-pull (async): the worker pulls only at its first step, and the summary says so.
 # psbed profile measures a data message's CPU from such a run (--push-pull-run) and refuses the
 # runs the wrong way round; predict and validate simulate push-pull, faster than push then pull;
-# sweep passes it on.
+# sweep passes it on, with --connections.
 source "$(dirname "$0")/lib.sh"
 need_data
 common=(--servers 1 --workers 1 --model lenet5 --data mnist --steps 40 --batch 32 --mode async --policy wfbp)
@@ -61,9 +61,10 @@ v = json.load(open(f"{w}/report/validation.json"))
 rows = v["runs"]
 assert rows[0]["push_pull"] is True, rows[0]
 PY
-# sweep passes it to every run.
+# sweep passes both to every run.
 timeout 120 "$PSBED" sweep --workers 1 --servers 1 --policy wfbp --mode async --model lenet5 --data mnist \
-  --steps 20 --batch 32 --push-pull --no-plot --out "$WORK/sweep" >"$WORK/sweep.out" 2>&1 ||
+  --steps 20 --batch 32 --push-pull --connections 2 --no-plot --out "$WORK/sweep" >"$WORK/sweep.out" 2>&1 ||
   { cat "$WORK/sweep.out"; fail "sweep --push-pull failed"; }
 grep -l '"push_pull": true' "$WORK"/sweep/*/summary.json >/dev/null || fail "the sweep's run did not push-pull"
+grep -l '"connections": 2' "$WORK"/sweep/*/summary.json >/dev/null || fail "the sweep's run had one connection"
 echo "PASS"
