@@ -305,7 +305,7 @@ refused "(no network interface of this host has that address)" coordinator --bin
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 python3 -c 'import socket, sys, time; s=socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(30)' "$port" &
 holder=$!
-PIDS+=($holder)
+PIDS+=("$holder")
 for _ in $(seq 50); do python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2)' "$port" 2>/dev/null && break; sleep 0.1; done
 refused "Address already in use (another process listens there: give another port, or * for any free one)" \
   coordinator --bind "tcp://127.0.0.1:$port"
