@@ -87,9 +87,9 @@ void add_comm_flag(CLI::App* app, std::string& comm) {
 // How workers and shards exchange parts: the same flags on coordinator and launch.
 void add_wire_flags(CLI::App* app, bool& push_pull, int& connections) {
   app->add_flag("--push-pull", push_pull,
-                "async: each push is answered with the updated part (one round trip, as "
-                "BytePS's push_pull) and a part that came back whole is not pulled next step; "
-                "not with --replicas 2");
+                "each push is answered with the updated part (one round trip, as BytePS's "
+                "push_pull; bsp, ssp: acknowledged first, answered once the clock allows) and the "
+                "next step pulls no part that came back; not with --replicas 2");
   app->add_option("--connections", connections,
                   "ZeroMQ connections from each worker to each shard: a part of at least 64 KiB "
                   "per connection is cut into that many stripes, one on each (for links one "

@@ -67,7 +67,7 @@ void add_sim_flags(CLI::App* app, predictor::SimFlags& f, const char* steps_help
       ->check(CLI::Range(1, 1024));
   if (!per_run)
     app->add_flag("--push-pull", f.push_pull,
-                  "as launch --push-pull (async): each push answered with the updated part, and "
+                  "as launch --push-pull: each push answered with the updated part, and "
                   "a part that came back whole not pulled the next step");
   if (!per_run)
     app->add_option("--replicas", f.replicas,

@@ -93,8 +93,7 @@ void check_launch_options(const LaunchOptions& o) {
   need(!o.push_pull || o.replicas == 1,
        "--push-pull with --replicas 2: a push's answer would say the update is safe before the "
        "backup has it");
-  need(!o.push_pull || o.mode == "async",
-       "--push-pull needs --mode async, not " + o.mode + ps::kPushPullAsyncOnly);
+  need(o.connections == 1 || o.replicas == 1, ps::kConnectionsWithReplicas);
   need(o.threads >= 1 && o.threads <= 4096,
        "--threads must be 1 to 4096, got " + std::to_string(o.threads));
   need(o.apply_threads >= 1 && o.apply_threads <= 1024,

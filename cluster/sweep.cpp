@@ -253,7 +253,7 @@ void add_sweep(CLI::App& root, SweepOptions& o, std::string& log_level) {
   app->add_option("--device", b.device, "cpu or gpu (every worker of every run)")
       ->capture_default_str();
   app->add_flag("--push-pull", b.push_pull,
-                "async: each push answered with the updated part (launch --push-pull)");
+                "each push answered with the updated part (launch --push-pull)");
   app->add_option("--connections", b.connections,
                   "connections from each worker to each shard, large parts striped over them "
                   "(launch --connections)")

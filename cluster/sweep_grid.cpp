@@ -151,9 +151,6 @@ void check_grid(SweepOptions& opt) {
     if (const std::string why = comm_problem(parse_comm(base.comm), ps::Consistency::parse(m));
         !why.empty())
       throw Error(why);
-  for (const auto& m : opt.modes)
-    if (base.push_pull && m != "async")
-      throw Error("--push-pull needs --mode async, not " + m + ps::kPushPullAsyncOnly);
   // A GPU sweep on a machine without one fails here once, not at every point.
   worker::require_device(base.device);
   for (auto& b : opt.bandwidths) b = point_bandwidth(b);

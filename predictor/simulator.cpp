@@ -46,9 +46,6 @@ std::int64_t default_warmup_steps(std::int64_t steps) { return warmup_steps(step
 std::string push_pull_problem(const SimConfig& c) {
   if (!c.push_pull) return "";
   if (c.replicas > 1) return "--push-pull with --replicas 2: launch refuses it (no backup's copy)";
-  if (c.mode.kind != Consistency::Kind::kAsync)
-    return "--push-pull needs --mode async, not " + c.mode.str() +
-           ": launch refuses it there (a push's answer would wait for the other workers)";
   return "";
 }
 

@@ -208,6 +208,13 @@ inline ReceiveCost receive_cost(const SimConfig& c, bool carries_data, std::int6
   return {2 * c.message_cost_s, 2 * c.cpu_per_message_s + double(bytes) * c.cpu_per_byte_s};
 }
 
+// A header message's share (a request, an ack) where it goes alone: a push-pull's ack. The
+// average per message less a data message's, both of a pair.
+inline ReceiveCost header_message_cost(const SimConfig& c) {
+  const double data = c.cpu_per_data_message_s > 0 ? c.cpu_per_data_message_s : c.cpu_per_message_s;
+  return {c.message_cost_s, std::max(0.0, 2 * c.cpu_per_message_s - data)};
+}
+
 // The host costs a profile calibrated (the per-message cost, the copy cost per byte), set on `c`.
 void take_host_costs(const Profile& profile, SimConfig& c);
 

@@ -90,7 +90,7 @@ void bench_round(PsClient& client, const ClusterMap& map, std::vector<std::vecto
       const float* g = grads[std::size_t(p.key)].data() + p.offset;
       if (push_pull)
         client.push_pull(i, g, params[std::size_t(p.key)].data() + p.offset, 0, p.numel, clock, 0,
-                         [&] { pushes.done(); });
+                         nullptr, [&] { pushes.done(); });
       else
         client.push(i, g, 0, p.numel, clock, 0, [&] { pushes.done(); });
     }

@@ -95,9 +95,17 @@ std::vector<PsClient::Piece> PsClient::stripes(int part_index, std::int64_t nume
   return pieces;
 }
 
+// One piece's callback of several: `all` runs once every piece's ran.
+PsClient::Callback PsClient::countdown(const std::shared_ptr<std::atomic<int>>& left,
+                                       const std::shared_ptr<Callback>& all) {
+  return [left, all] {
+    if (--*left == 0 && *all) (*all)();
+  };
+}
+
 void PsClient::send(Op op, int part_index, const float* data, float* dst, std::int64_t offset,
                     std::int64_t count, std::uint64_t clock, int priority, Callback done,
-                    std::uint8_t flags) {
+                    std::uint8_t flags, Callback answered) {
   const Part& part = map_.plan.parts.at(std::size_t(part_index));
   // An Assign carries the parameters then the momentum (2 x numel floats): not cut.
   const auto pieces = op == Op::kAssign
@@ -105,26 +113,24 @@ void PsClient::send(Op op, int part_index, const float* data, float* dst, std::i
                           : stripes(part_index, part.numel, offset, count, connections_);
   if (pieces.size() == 1) {
     send_piece(op, part_index, data, dst, offset, count, clock, priority, std::move(done), flags,
-               pieces[0].connection);
+               pieces[0].connection, std::move(answered));
     return;
   }
-  auto left = std::make_shared<std::atomic<int>>(int(pieces.size()));
-  auto all = std::make_shared<Callback>(std::move(done));
+  const int n = int(pieces.size());
+  auto pushed = std::make_shared<std::atomic<int>>(n), got = std::make_shared<std::atomic<int>>(n);
+  auto all_pushed = std::make_shared<Callback>(std::move(done));
+  auto all_got = std::make_shared<Callback>(std::move(answered));
   for (const Piece& p : pieces) {
     const std::int64_t at = p.offset - offset;
-    send_piece(
-        op, part_index, data ? data + at : nullptr, dst ? dst + at : nullptr, p.offset, p.count,
-        clock, priority,
-        [left, all] {
-          if (--*left == 0 && *all) (*all)();
-        },
-        flags, p.connection);
+    send_piece(op, part_index, data ? data + at : nullptr, dst ? dst + at : nullptr, p.offset,
+               p.count, clock, priority, countdown(pushed, all_pushed), flags, p.connection,
+               *all_got ? countdown(got, all_got) : nullptr);
   }
 }
 
 void PsClient::send_piece(Op op, int part_index, const float* data, float* dst, std::int64_t offset,
                           std::int64_t count, std::uint64_t clock, int priority, Callback done,
-                          std::uint8_t flags, int connection) {
+                          std::uint8_t flags, int connection, Callback answered) {
   const std::uint64_t seq = ++seq_;
   Message m;
   int shard = 0;
@@ -138,6 +144,7 @@ void PsClient::send_piece(Op op, int part_index, const float* data, float* dst, 
                 now_us()};
     p.op = op, p.data = data, p.offset = offset, p.clock = clock, p.priority = priority;
     p.flags = flags;
+    p.answered = std::move(answered);
     m = request(p, seq);
   }
   // Stopped (or stopped while this waited for room): nothing goes, and no answer will come. A
@@ -217,12 +224,13 @@ void PsClient::pull(int part_index, float* dst, std::int64_t offset, std::int64_
 }
 
 void PsClient::push_pull(int part_index, const float* data, float* dst, std::int64_t offset,
-                         std::int64_t count, std::uint64_t clock, int priority, Callback on_done) {
+                         std::int64_t count, std::uint64_t clock, int priority, Callback on_pushed,
+                         Callback on_answered) {
   if (map_.exp.replicas > 1)
     throw Error("push-pull under --replicas 2: the shards acknowledge only what the backup holds");
   pushed_ += std::uint64_t(count) * 4;
-  send(Op::kPush, part_index, data, dst, offset, count, clock, priority, std::move(on_done),
-       kPushPull);
+  send(Op::kPush, part_index, data, dst, offset, count, clock, priority, std::move(on_pushed),
+       kPushPull, on_answered ? std::move(on_answered) : Callback([] {}));
 }
 
 void PsClient::pull_momentum(int part_index, float* dst, std::uint64_t clock, int priority,
@@ -331,6 +339,7 @@ std::string PsClient::make_link_id(const std::string& name) {
 
 void PsClient::receive(int shard, Message&& m) {
   Pending done;
+  Callback pushed;  // a push-pull's at its ack: the request stays pending for the answer
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = pending_.find(m.header.sequence);
@@ -341,16 +350,28 @@ void PsClient::receive(int shard, Message&& m) {
                    op_name(m.header.op), shard, m.header.sequence);
       return;
     }
-    // A pull (or push-pull) is answered with bytes, a push with an ack: the other way round
-    // would leave dst unwritten, or write where nothing was asked. The request stays pending.
-    if ((m.header.op == Op::kPullReply && !it->second.dst) ||
-        (m.header.op == Op::kPushAck && it->second.dst)) {
+    // A pull (or push-pull) is answered with bytes, a push with an ack, a push-pull with one ack
+    // at most before its bytes: the other way round would leave dst unwritten, or write where
+    // nothing was asked. The request stays pending.
+    Pending& p = it->second;
+    const bool push_pull = p.op == Op::kPush && p.dst;
+    if ((m.header.op == Op::kPullReply && !p.dst) ||
+        (m.header.op == Op::kPushAck && p.dst && (!push_pull || p.acked))) {
       spdlog::warn("{} from shard {} answers a request of the other kind (sequence {}), dropped",
                    op_name(m.header.op), shard, m.header.sequence);
       return;
     }
-    done = std::move(it->second);
-    pending_.erase(it);
+    if (m.header.op == Op::kPushAck && push_pull) {
+      p.acked = true;
+      pushed = std::move(p.done);
+    } else {
+      done = std::move(p);
+      pending_.erase(it);
+    }
+  }
+  if (pushed) {
+    pushed();
+    return;
   }
   if (m.header.op == Op::kError) {
     std::string why = "an error without a reason";
@@ -377,7 +398,8 @@ void PsClient::receive(int shard, Message&& m) {
     spdlog::warn("unexpected {} from shard {}, dropped", op_name(m.header.op), shard);
     return;
   }
-  if (done.done) done.done();
+  if (done.done) done.done();  // a push-pull answered without an ack: pushed, then answered
+  if (done.answered) done.answered();
 }
 
 }  // namespace psbed::ps

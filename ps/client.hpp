@@ -46,10 +46,13 @@ class PsClient {
 
   // Both in one round trip (push-pull): pushes `data` as push() does, and the shard answers with
   // the same floats of the part once a pull of clock + 1 would be answered (bsp: the clock
-  // applied), written into dst; then on_done. Saves the ack, the pull request and a turnaround.
-  // Not under --replicas 2 (the shards refuse it there).
+  // applied), written into dst; then on_answered. on_pushed runs first: at the shard's ack where
+  // the answer must wait for other workers (bsp, ssp), else just before on_answered. `data` may
+  // change once on_pushed ran. Saves the pull request and a turnaround, and the ack where the
+  // answer goes at once. Not under --replicas 2 (the shards refuse it there).
   void push_pull(int part_index, const float* data, float* dst, std::int64_t offset,
-                 std::int64_t count, std::uint64_t clock, int priority, Callback on_done);
+                 std::int64_t count, std::uint64_t clock, int priority, Callback on_pushed,
+                 Callback on_answered);
 
   // A live --comm switch: the part's momentum at `clock` (ready as its parameters are) into
   // dst, numel floats; and `values`, the part's parameters then its momentum (2 x numel floats,
@@ -116,17 +119,21 @@ class PsClient {
     std::uint64_t clock = 0;
     int priority = 0;
     std::uint8_t flags = 0;
+    Callback answered;   // push-pulls: at the answer (`done` runs at the ack, or just before)
+    bool acked = false;  // push-pulls: `done` ran at the shard's ack
   };
   static constexpr std::uint8_t kPullMomentum = 1;  // Pull's flag (protocol.hpp)
   static constexpr std::uint8_t kPushPull = 1;      // Push's flag (protocol.hpp)
   // Sends the request as stripes() cuts it; `done` runs once every piece is answered.
   void send(Op op, int part_index, const float* data, float* dst, std::int64_t offset,
             std::int64_t count, std::uint64_t clock, int priority, Callback done,
-            std::uint8_t flags = 0);
+            std::uint8_t flags = 0, Callback answered = nullptr);
   void send_piece(Op op, int part_index, const float* data, float* dst, std::int64_t offset,
                   std::int64_t count, std::uint64_t clock, int priority, Callback done,
-                  std::uint8_t flags, int connection);
+                  std::uint8_t flags, int connection, Callback answered);
   Message request(const Pending& p, std::uint64_t seq) const;
+  static Callback countdown(const std::shared_ptr<std::atomic<int>>& left,
+                            const std::shared_ptr<Callback>& all);
   void receive(int shard, Message&& m);
   // Connection k to shard `id` (not started); its ZeroMQ transport goes to zmq_[conn(id, k)].
   std::unique_ptr<Transport> open_connection(int id, int k, const std::string& address = "");

@@ -21,12 +21,11 @@ namespace psbed::ps {
 
 using psbed::Consistency;  // core/consistency.hpp
 
-// Why --push-pull is refused outside async: under bsp or ssp a push's answer waits for the other
-// workers' pushes, and a policy that bounds the bytes in flight (p3, bytescheduler) counts the
-// unanswered push against its credit, so the slices the clock still needs may never leave.
-inline constexpr const char* kPushPullAsyncOnly =
-    ": under bsp and ssp a push's answer waits for the other workers, and a policy bounding the "
-    "bytes in flight (p3, bytescheduler) would hold back the slices that clock needs";
+// A shard that took over a dead one's parts tells a resent push by its sequence, the last it
+// applied per worker: that holds on one connection, whose order ZeroMQ keeps, not across several.
+inline constexpr const char* kConnectionsWithReplicas =
+    "--connections above 1 with --replicas 2: a shard that takes over tells a resent push by "
+    "the order of one connection";
 
 struct Experiment {
   std::string model_name;
@@ -42,7 +41,7 @@ struct Experiment {
   bool allow_nonfinite = false;  // shards apply gradients holding NaN or infinity
   // Workers push with push-pull (PsClient::push_pull): each push is answered with the updated
   // part, and a part whose every pushed float came back that way is not pulled next step.
-  // Async only (kPushPullAsyncOnly says why).
+  // Under bsp and ssp the shard acknowledges a push whose answer must wait for other workers.
   bool push_pull = false;
   std::string comm = "ps";  // ps | sfb | hybrid (core/comm.hpp): fc layers' route
   // The cluster's link rate per direction (launch's --bandwidth), which hybrid's per-layer cost

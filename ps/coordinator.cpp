@@ -402,8 +402,7 @@ int run_coordinator(const CoordinatorOptions& opt) {
   if (opt.connections < 1 || opt.connections > kMaxConnections)
     throw Error("--connections " + std::to_string(opt.connections) + ": expected 1 to " +
                 std::to_string(kMaxConnections));
-  if (opt.push_pull && opt.mode != "async")
-    throw Error("--push-pull needs --mode async, not " + opt.mode + kPushPullAsyncOnly);
+  if (opt.connections > 1 && opt.replicas > 1) throw Error(kConnectionsWithReplicas);
   policy::check_policy_options(opt.policy);  // refuse an unknown policy before anyone registers
   if (!opt.profile.empty() && !std::ifstream(opt.profile))
     throw Error("cannot read the profile '" + opt.profile + "'");

@@ -31,9 +31,10 @@ enum class Op : std::uint8_t {
   kRegister = 1,        // node -> coordinator: JSON {role, address, ...}
   kClusterMap = 2,      // coordinator -> node: JSON cluster map (the reply to Register)
   kPush = 3,            // worker -> shard: gradient bytes [offset, offset+length) of (key, part)
-                        // (flags 1, push-pull: answered not by a PushAck but, once a pull of
-                        // clock + 1 would be, by a PullReply of the same bytes of the updated
-                        // part; refused under --replicas 2)
+                        // (flags 1, push-pull: answered, once a pull of clock + 1 would be,
+                        // by a PullReply of the same bytes of the updated part, and by a
+                        // PushAck before it when that must wait for other workers; refused
+                        // under --replicas 2)
   kPushAck = 4,         // shard -> worker: that push was applied; no payload
   kPull = 5,            // worker -> shard: send me `length` bytes of (key, part) at `offset`
                         // (flags 1: of its momentum, not its parameters)

@@ -400,7 +400,11 @@ void Shard::reply(const Message& pull) {
 }
 
 // The pull a worker would send next for these bytes asks for the push's clock + 1 (the state
-// after it); asked together, it saves the ack, the request and a turnaround.
+// after it); asked together, it saves the request and a turnaround, and in async the ack. Under
+// bsp and ssp the push is acknowledged first: the worker's policy counts an unacknowledged push
+// against its credit (a credit smaller than the clock's pushes would never be released), and
+// its step ends at the ack, so the answer of even the clock's last push overlaps the next
+// step's start as a pull's reply does.
 void Shard::pull_after_push(Lane& lane, Store& store, const Message& push) {
   Message pull;
   pull.peer = push.peer;
@@ -409,6 +413,7 @@ void Shard::pull_after_push(Lane& lane, Store& store, const Message& push) {
   pull.header.flags = 0;
   pull.header.clock = push.header.clock + 1;
   ++pulls_;
+  if (map_.exp.mode.kind != Consistency::Kind::kAsync) transport_.send(ack_of(push));
   if (store.pull_ready(int(pull.header.key), int(pull.header.part), pull.header.clock))
     reply(pull);
   else

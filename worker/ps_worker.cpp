@@ -352,11 +352,14 @@ class PsWorker {
           (t.dir == policy::Direction::kPull ? pulls_ : pushes_).done(t.layer, t.count);
         });
     sched.set_trace(&trace_);
-    if (exp.push_pull)
-      sched.set_push_pull([this](const policy::Transfer& t) {
-        const Part& p = map_.plan.parts[t.part];
-        return net_->param(p.key) + p.offset + t.offset;
-      });
+    if (exp.push_pull)  // bsp, ssp: answers on their way at a step's start are awaited
+      sched.set_push_pull(
+          [this](const policy::Transfer& t) {
+            const Part& p = map_.plan.parts[t.part];
+            return net_->param(p.key) + p.offset + t.offset;
+          },
+          exp.mode.kind != Consistency::Kind::kAsync,
+          [this](int layer, std::int64_t floats) { pulls_.done(layer, floats); });
     sched.set_factor_sender(
         [this](const policy::Transfer& t, std::uint64_t clock, std::function<void()> left) {
           sfb_->send_to(t, std::int64_t(clock), std::move(left));
@@ -412,15 +415,11 @@ class PsWorker {
     pulls_.reset(layer_floats_);
     pushes_.reset(sfb_->with_factor_sends(layer_floats_));  // the factors leave in the step
     std::vector<policy::Transfer> parts;
-    const std::vector<std::int64_t> answered = tr.sched.take_answered();  // --push-pull
-    for (int i = 0; i < int(map_.plan.parts.size()); ++i) {
-      const std::int64_t n = map_.plan.parts[i].numel;
-      if (sfb_->exchanges(layer_of(i))) continue;
-      if (std::size_t(i) < answered.size() && answered[std::size_t(i)] >= n)
-        pulls_.done(layer_of(i), n);  // last step's pushes brought it back
-      else
-        parts.push_back({policy::Direction::kPull, i, layer_of(i), 0, n});
-    }
+    for (int i = 0; i < int(map_.plan.parts.size()); ++i)
+      if (!sfb_->exchanges(layer_of(i)))
+        parts.push_back({policy::Direction::kPull, i, layer_of(i), 0, map_.plan.parts[i].numel});
+    // --push-pull: last step's pushes brought parts back, or will (bsp, ssp).
+    parts = tr.sched.still_to_pull(parts, [this](int l, std::int64_t n) { pulls_.done(l, n); });
     {
       // Sends wait for room on a full link: a wait on the servers, as for their answers.
       Progress::Waiting waiting(progress_, kRoomToSend);

@@ -3,6 +3,8 @@
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
+#include <utility>
+
 #include "core/error.hpp"
 #include "core/trace.hpp"
 #include "ps/transport_thread.hpp"
@@ -14,6 +16,11 @@ using policy::Transfer;
 
 namespace {
 double now_s() { return now_us() / 1e6; }
+// v[i], v grown with zeros to hold it.
+std::vector<std::int64_t>& grow_to(std::vector<std::int64_t>& v, int i) {
+  if (i >= 0 && v.size() <= std::size_t(i)) v.resize(std::size_t(i) + 1, 0);
+  return v;
+}
 }  // namespace
 
 TransmissionScheduler::TransmissionScheduler(ps::PsClient& client,
@@ -103,28 +110,63 @@ void TransmissionScheduler::pump() {
       send_factors_(t, clock, cb);
     } else if (t.dir == Direction::kPull)
       client_.pull(t.part, buffer_(t), t.offset, t.count, clock, t.layer, cb);
-    else if (answers_)
-      client_.push_pull(t.part, buffer_(t), answers_(t), t.offset, t.count, clock, t.layer, cb);
-    else
+    else if (answers_) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        grow_to(unanswered_, t.part)[std::size_t(t.part)] += t.count;
+      }
+      client_.push_pull(t.part, buffer_(t), answers_(t), t.offset, t.count, clock, t.layer, cb,
+                        [this, t] { answered(t); });
+    } else
       client_.push(t.part, buffer_(t), t.offset, t.count, clock, t.layer, cb);
   }
 }
 
-std::vector<std::int64_t> TransmissionScheduler::take_answered() {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::int64_t> a;
-  a.swap(answered_);
-  return a;
+std::vector<Transfer> TransmissionScheduler::still_to_pull(
+    const std::vector<Transfer>& wanted,
+    const std::function<void(int layer, std::int64_t floats)>& have) {
+  if (!answers_) return wanted;
+  std::vector<Transfer> pull;
+  std::vector<std::pair<int, std::int64_t>> back;  // handed to `have` outside the lock
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Transfer& t : wanted) {
+      const std::int64_t got = std::exchange(grow_to(answered_, t.part)[std::size_t(t.part)], 0);
+      const std::int64_t coming = grow_to(unanswered_, t.part)[std::size_t(t.part)];
+      if (got >= t.count) {
+        back.emplace_back(t.layer, t.count);
+      } else if (await_ && got + coming >= t.count) {
+        back.emplace_back(t.layer, got);
+        grow_to(awaiting_, t.part)[std::size_t(t.part)] = coming;
+      } else {
+        pull.push_back(t);
+      }
+    }
+  }
+  for (const auto& [layer, floats] : back) have(layer, floats);
+  return pull;
+}
+
+void TransmissionScheduler::answered(const policy::Transfer& t) {
+  bool awaited = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    grow_to(unanswered_, t.part)[std::size_t(t.part)] -= t.count;
+    auto& waits = grow_to(awaiting_, t.part)[std::size_t(t.part)];
+    if (waits > 0) {
+      waits -= t.count;
+      awaited = true;
+    } else {
+      grow_to(answered_, t.part)[std::size_t(t.part)] += t.count;
+    }
+  }
+  if (awaited && on_answered_) on_answered_(t.layer, t.count);
 }
 
 void TransmissionScheduler::complete(const Transfer& t, double started_us, std::uint64_t clock) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     driver_.acked(now_s(), t);
-    if (answers_ && t.dir == Direction::kPush) {
-      if (answered_.size() <= std::size_t(t.part)) answered_.resize(std::size_t(t.part) + 1, 0);
-      answered_[std::size_t(t.part)] += t.count;
-    }
     wake_ = true;
   }
   wake_cv_.notify_one();

@@ -65,12 +65,24 @@ class TransmissionScheduler {
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
   // Before the first step that hands over factor transfers.
   void set_factor_sender(SendFactors send) { send_factors_ = std::move(send); }
+  // Runs on a transport thread when an awaited answer arrives (take_answered): its layer and
+  // floats. Must not block.
+  using Answered = std::function<void(int layer, std::int64_t floats)>;
   // Before the first step (--push-pull): pushes go as push-pulls (ps::PsClient::push_pull), whose
   // answers write the updated floats where `answers` says (the parameters behind the gradient).
-  void set_push_pull(Buffer answers) { answers_ = std::move(answers); }
-  // --push-pull, between steps: the floats of each part that pushes' answers brought back since
-  // the last call, indexed by part (empty: none). A part that came back whole needs no pull.
-  std::vector<std::int64_t> take_answered();
+  // A push counts as done at the shard's ack (bsp, ssp: the answer waits for the clock) or at
+  // its answer. With `await_answers` (bsp, ssp) answers still on their way at a step's start are
+  // awaited rather than pulled again (take_answered), and reach `answered` as they arrive.
+  void set_push_pull(Buffer answers, bool await_answers = false, Answered answered = nullptr) {
+    answers_ = std::move(answers), await_ = await_answers, on_answered_ = std::move(answered);
+  }
+  // At a step's start, before need(): of `wanted` (whole parts' pulls), those still to pull.
+  // --push-pull: a part whose floats all came back since the last call is not, nor (with
+  // await_answers) one whose floats are back or on their way; `have` gets the floats back (a
+  // part's layer and count), and the Answered callback the rest as it arrives.
+  std::vector<policy::Transfer> still_to_pull(
+      const std::vector<policy::Transfer>& wanted,
+      const std::function<void(int layer, std::int64_t floats)>& have);
 
  private:
   // Asks the policy for everything it will send now; issues it outside the lock (a send may
@@ -83,6 +95,9 @@ class TransmissionScheduler {
   ps::PsClient& client_;
   Buffer buffer_;
   Buffer answers_;  // --push-pull: where a push's answer goes; empty: pushes are acknowledged
+  bool await_ = false;
+  Answered on_answered_;
+  void answered(const policy::Transfer& t);
   Done done_;
   SendFactors send_factors_;
   TraceRecorder* trace_ = nullptr;
@@ -91,7 +106,9 @@ class TransmissionScheduler {
   bool wake_ = false, stopping_ = false, sending_ = false;  // under mu_
   policy::PolicyDriver driver_;                             // under mu_
   std::uint64_t clock_ = 0;
-  std::vector<std::int64_t> answered_;  // under mu_: take_answered()
+  // Under mu_, per part (--push-pull): floats answered since take_answered(), floats pushed and
+  // not answered yet, and floats of those a step awaits (handed to on_answered_ on arrival).
+  std::vector<std::int64_t> answered_, unanswered_, awaiting_;
   std::thread sender_;
 };
 

@@ -25,9 +25,12 @@ void Simulation::arrive(int id, double at) {
     events_.push(jittered(m, at + cfg_.message_latency_s), EventType::kDeliver, id);
     return;
   }
-  // A push-pull's push and its answer: one data message each (receive_cost).
-  ReceiveCost cost = receive_cost(cfg_, carries_data(m), m.t.bytes(),
-                                  cfg_.push_pull && m.t.dir == Direction::kPush);
+  // A push-pull's push and its answer: one data message each; its ack, where the answer waits,
+  // one header message (receive_cost).
+  ReceiveCost cost = m.answer_later && m.kind == MsgKind::kPushAck
+                         ? header_message_cost(cfg_)
+                         : receive_cost(cfg_, carries_data(m), m.t.bytes(),
+                                        cfg_.push_pull && m.t.dir == Direction::kPush);
   const double copies = copies_at(m, node);  // a group's members, at a shard
   cost.thread_s *= copies, cost.cpu_s *= copies;
   // A worker's factors come in on their own thread (the factor port's), not the shards'.

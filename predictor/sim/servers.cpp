@@ -79,10 +79,18 @@ void Simulation::apply_done(int lane_index) {
     released = complete_clock(p, m.worker);
   }
   // The acknowledgment goes first, then the pulls this push released (as the live shard); with
-  // a backup it waits for the backup to have the push. A push-pull (async) is answered with its
-  // floats of the updated part instead, from the lane as the live shard's.
+  // a backup it waits for the backup to have the push. A push-pull is answered with its floats
+  // of the updated part instead, from the lane as the live shard's, when a pull of the next
+  // clock would be (async; bsp's last push of a clock); else it is acknowledged and waits.
   m.kind = MsgKind::kPushAck;
-  if (cfg_.push_pull)
+  if (cfg_.push_pull && cfg_.mode.kind != Consistency::Kind::kAsync) {
+    Message ack = m;  // new_message may move messages_: `m` is not used after it
+    ack.answer_later = m.answer_later = true;
+    const bool ready = pull_ready(p, m.clock + 1);
+    if (!ready) p.waiting.push_back(id);
+    release_ack(new_message(ack), lane_index);
+    if (ready) reply(id, lane_index);
+  } else if (cfg_.push_pull)
     reply(id, lane_index);
   else if (!replicating())
     release_ack(id, lane_index);
@@ -91,7 +99,7 @@ void Simulation::apply_done(int lane_index) {
   if (released) {
     std::vector<int> still;
     for (int w : p.waiting)
-      if (pull_ready(p, messages_[w].clock))
+      if (pull_ready(p, messages_[w].clock + (messages_[w].answer_later ? 1 : 0)))
         reply(w, lane_index);
       else
         still.push_back(w);

@@ -67,6 +67,9 @@ struct Message {
   std::int64_t clock;
   double started;  // when the worker started the transfer (for its trace event)
   int held = -1;   // kReplicate, kReplicaAck: the push ack held for it
+  // A push-pull acknowledged first (bsp, ssp: its answer waits for the clock): its ack, then the
+  // push itself parked at the shard until it is answered as a pull of clock + 1.
+  bool answer_later = false;
 };
 
 // Work booked on one of the host's cores, [from, to): a message's CPU or a piece of a worker's
@@ -158,10 +161,12 @@ struct Worker {
   double compute_started = 0;
   std::vector<std::int64_t> pulls_left;  // floats still to arrive, per layer
   std::int64_t pulls_total = 0, pushes_total = 0;
-  std::vector<std::int64_t> answered;  // push-pull: floats per part come back this step
-  std::vector<FactorState> factors;    // per SFB layer (Simulation::factors_.layers)
-  Fifo<Transfer> factors_gone;         // factor transfers off the link, not yet acked
-  int rebuilding = -1;                 // the SFB layer whose rebuild is computing, -1: none
+  // Push-pull, floats per part: come back since the step began; acknowledged and still to come
+  // back; of those, awaited by the current step (bsp, ssp: not pulled again).
+  std::vector<std::int64_t> answered, unanswered, awaiting;
+  std::vector<FactorState> factors;  // per SFB layer (Simulation::factors_.layers)
+  Fifo<Transfer> factors_gone;       // factor transfers off the link, not yet acked
+  int rebuilding = -1;               // the SFB layer whose rebuild is computing, -1: none
   std::int64_t rebuild_products = 0, rebuild_steps = 0;
   double step_started = 0, steady_start = 0, end = 0;
   std::unique_ptr<TraceRecorder> trace;

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # bsp with one worker (and two shards) gives the same parameters as single-process training,
 # whatever the transmission policy: p3 cuts every part into 5,000-parameter slices, bulk holds
-# gradients until backward ends, and the result must not change by a bit. Nor with --push-pull
-# (async, which with one worker trains as bsp does), where each push (here each p3 slice) is
-# answered with the updated floats and nothing is pulled after the first step. Nor over 2
+# gradients until backward ends, and the result must not change by a bit. Nor with --push-pull,
+# where each push (here each p3 slice) is answered with the updated floats and nothing is pulled
+# after the first step. Nor over 2
 # connections a shard (--connections 2), where fc1's 48,000 floats go as two stripes, each on its
 # own connection, and p3's slices are cut at the stripe boundary.
 source "$(dirname "$0")/lib.sh"
@@ -13,12 +13,10 @@ timeout 120 "$PSBED" train --model lenet5 --data mnist --steps 60 --batch 64 --l
 for variant in wfbp p3 bulk "p3 --push-pull" "p3 --connections 2"; do
 policy=${variant%% *}
 extra=${variant#$policy}
-mode=bsp
-[[ $extra == *--push-pull* ]] && mode=async
 rm -f "$WORK/ps.bin"  # each policy's own parameters, never the previous run's
 # shellcheck disable=SC2086  # $extra: the variant's flags, word by word
 timeout 300 "$PSBED" launch --servers 2 --workers 1 --model lenet5 --data mnist --steps 60 --batch 64 --lr 0.03 \
-  --mode "$mode" --policy "$policy" --slice-params 5000 --credit 40KiB --out "$WORK/run-${variant// /}" $extra \
+  --mode bsp --policy "$policy" --slice-params 5000 --credit 40KiB --out "$WORK/run-${variant// /}" $extra \
   --save-params "$WORK/ps.bin" >"$WORK/run.out" 2>&1 || { cat "$WORK/run.out"; fail "launch ($variant) failed"; }
 if [[ $extra == *--push-pull* ]]; then
   grep -q '"push_pull": true' "$WORK/run-${variant// /}/summary.json" || fail "the summary does not say push_pull"

@@ -70,12 +70,11 @@ refused "--partition-bytes must be at least 4 bytes (one float), got '2'" coordi
 refused "--partition-bytes: bad size 'junk'" coordinator --partition-bytes junk
 refused "--heartbeat-timeout must be at least twice --heartbeat (1 s), got 1" coordinator --heartbeat 1 --heartbeat-timeout 1
 # Push-pull is async only, and not with a backup's copy, in every command that takes it.
-refused "--push-pull needs --mode async, not bsp" launch --mode bsp --push-pull --out "$WORK/pp"
 refused "--push-pull with --replicas 2" launch --servers 2 --replicas 2 --push-pull --out "$WORK/pp"
-refused "--push-pull needs --mode async, not ssp:1" coordinator --mode ssp:1 --push-pull
-refused "--push-pull needs --mode async, not bsp" sweep --mode async,bsp --push-pull --out "$WORK/pp"
-refused "--push-pull needs --mode async, not bsp" \
-  predict --profile "$SRC/docs/grid/lenet5/profile-host-lenet5.json" --mode bsp --push-pull
+refused "--connections above 1 with --replicas 2" launch --servers 2 --replicas 2 --connections 2 --out "$WORK/c2"
+refused "--connections above 1 with --replicas 2" coordinator --servers 2 --replicas 2 --connections 2
+refused "--push-pull with --replicas 2" \
+  predict --profile "$SRC/docs/grid/lenet5/profile-host-lenet5.json" --servers 2 --replicas 2 --push-pull
 [ ! -e "$WORK/pp" ] || fail "a refused launch made its folder"
 refused "psbed worker: --connect-timeout: expected a number of seconds, above 0" worker --connect-timeout -1
 refused "psbed server: --heartbeat: expected a number of seconds, above 0" server --heartbeat 0

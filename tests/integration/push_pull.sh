@@ -61,6 +61,18 @@ v = json.load(open(f"{w}/report/validation.json"))
 rows = v["runs"]
 assert rows[0]["push_pull"] is True, rows[0]
 PY
+# bsp, 2 workers, 2 shards, p3 with a credit of 40 KiB (smaller than the clock's pushes: a push
+# whose answer waits for the other worker is acknowledged first): push-pull ends with the
+# parameters of push then pull, bit for bit (two workers' sums cannot round differently).
+bsp=(--servers 2 --workers 2 --model lenet5 --data mnist --steps 30 --batch 32 --mode bsp --policy p3
+  --slice-params 5000 --credit 40KiB)
+timeout 120 "$PSBED" launch "${bsp[@]}" --out "$WORK/bsp" --save-params "$WORK/bsp.bin" >"$WORK/bsp.out" 2>&1 ||
+  { cat "$WORK/bsp.out"; fail "launch bsp failed"; }
+timeout 120 "$PSBED" launch "${bsp[@]}" --push-pull --out "$WORK/bsp-pp" --save-params "$WORK/bsp-pp.bin" \
+  >"$WORK/bsp-pp.out" 2>&1 || { cat "$WORK/bsp-pp.out"; fail "launch bsp --push-pull failed"; }
+cmp -s "$WORK/bsp.bin" "$WORK/bsp-pp.bin" || fail "bsp push-pull's parameters differ from push then pull"
+grep -q '"push_pull": true' "$WORK/bsp-pp/summary.json" || fail "the bsp push-pull summary does not say so"
+echo "bsp, 2 workers: the same parameters with push-pull"
 # sweep passes both to every run.
 timeout 120 "$PSBED" sweep --workers 1 --servers 1 --policy wfbp --mode async --model lenet5 --data mnist \
   --steps 20 --batch 32 --push-pull --connections 2 --no-plot --out "$WORK/sweep" >"$WORK/sweep.out" 2>&1 ||

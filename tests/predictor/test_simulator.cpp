@@ -737,9 +737,31 @@ TEST_CASE("push-pull: one worker's step loses the pull and gains its floats in t
   const SimResult r = simulate(fixed_profile(spec), spec, c);
   CHECK(1 / r.steps_per_sec == Approx(step).epsilon(1e-9));
   CHECK(step < kOneWorkerStep);
-  // As launch, async only.
+  // One worker in bsp: each push completes its clock and is answered at once, after an ack (the
+  // step ends at the ack; the answer reaches the next step when it did in async).
   SimConfig bsp = config(1, "bsp");
   bsp.push_pull = true;
-  CHECK_THROWS_WITH(simulate(fixed_profile(spec), spec, bsp),
-                    Catch::Contains("needs --mode async"));
+  CHECK(1 / simulate(fixed_profile(spec), spec, bsp).steps_per_sec == Approx(step).epsilon(1e-9));
+}
+
+TEST_CASE("bsp push-pull: a push is acknowledged, its answer comes at the clock",
+          "[predictor][simulator][push-pull]") {
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  // Two workers, the host's CPU per message alone (no bytes): push then pull costs 4 shares a
+  // part (push + ack, request + reply), 8 a worker-step for the two parts. With push-pull each
+  // push is acknowledged and answered at the clock (push + ack + answer): 3 shares a part, 6 a
+  // worker-step. Step 0 also pulls: 4 shares more, over 200 steps.
+  SimConfig c = host_config(2, 2, 100e-6);
+  c.mode = Consistency::parse("bsp");
+  c.cpu_per_byte_s = 0;
+  c.steps = 200;
+  const double plain = simulate(fixed_profile(spec), spec, c).host_cpu_per_step_s;
+  CHECK(plain == Approx(8 * 100e-6).epsilon(0.01));
+  c.push_pull = true;
+  const SimResult pp = simulate(fixed_profile(spec), spec, c);
+  CHECK(pp.host_cpu_per_step_s == Approx((6 + 4.0 / 200) * 100e-6).epsilon(0.01));
+  // Async, every push is answered at once: 2 shares a part.
+  c.mode = Consistency::parse("async");
+  CHECK(simulate(fixed_profile(spec), spec, c).host_cpu_per_step_s ==
+        Approx((4 + 4.0 / 200) * 100e-6).epsilon(0.01));
 }

@@ -2,6 +2,7 @@
 // the next clock would be answered, with the same bytes of the updated part instead of an ack.
 // At the shard: when it answers under bsp and async, and what it refuses. End to end, over real
 // ZeroMQ: the parameters after bsp steps equal those of a push then a pull, bit for bit.
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
@@ -58,11 +59,14 @@ class AnswerCountdown {
   explicit AnswerCountdown(int n) : left_(n) {}
   void done() {
     std::lock_guard<std::mutex> l(mu_);
-    if (--left_ == 0) cv_.notify_all();
+    --left_;
+    cv_.notify_all();
   }
-  void wait() {
+  void wait() { wait_for(0); }
+  // Until `left` or fewer remain.
+  void wait_for(int left) {
     std::unique_lock<std::mutex> l(mu_);
-    REQUIRE(cv_.wait_for(l, std::chrono::seconds(10), [&] { return left_ == 0; }));
+    REQUIRE(cv_.wait_for(l, std::chrono::seconds(10), [&] { return left_ <= left; }));
   }
 
  private:
@@ -81,18 +85,27 @@ TEST_CASE("a bsp push-pull is answered with the updated bytes once the clock is 
   TraceRecorder trace("server-0", false);
   Shard shard(1 << 20, transport, trace);
   shard.start(map, 0);
-  // Worker 0 pushes the weights' last 4 floats, worker 1 all 8: no ack and no answer while
-  // worker 0's first 4 are missing from clock 0.
+  // Worker 0 pushes the weights' last 4 floats, worker 1 all 8: acknowledged (their answers
+  // must wait, and a policy's credit waits for the ack), not answered while worker 0's first 4
+  // are missing from clock 0.
   shard.enqueue(push_pull_message(0, 1, 0, std::vector<float>(4, 1.0f), 16));
   shard.enqueue(push_pull_message(1, 1, 0, std::vector<float>(8, 3.0f)));
-  CHECK(transport.settled_count() == 0);
-  shard.enqueue(push_pull_message(0, 2, 0, std::vector<float>(4, 1.0f), 0));
   std::map<std::pair<std::string, std::uint64_t>, Message> answers;
-  for (std::size_t i = 1; i <= 3; ++i) {
+  for (std::size_t i = 1; i <= 2; ++i) {
+    const Message m = transport.wait_for(i);
+    CHECK(m.header.op == Op::kPushAck);
+    CHECK(m.payload.size() == 0);
+  }
+  CHECK(transport.settled_count() == 2);
+  // The last push of the clock is acknowledged too (the worker's step ends at the ack), then
+  // the three are answered.
+  shard.enqueue(push_pull_message(0, 2, 0, std::vector<float>(4, 1.0f), 0));
+  CHECK(transport.wait_for(3).header.op == Op::kPushAck);
+  for (std::size_t i = 4; i <= 6; ++i) {
     Message m = transport.wait_for(i);
     answers[{m.peer, m.header.sequence}] = m;
   }
-  CHECK(transport.settled_count() == 3);
+  CHECK(transport.settled_count() == 6);
   shard.stop();
   // Clock 0 applied the workers' mean gradient, 2: w = w0 - 0.5 x 2.
   auto expect = [&](const std::string& peer, std::uint64_t seq, int from, int n) {
@@ -160,7 +173,7 @@ TEST_CASE("a push-pull with unknown flags or under --replicas 2 is refused and c
     map.servers[0].address = "tcp://127.0.0.1:1";
     PsClient client(map, 0, "worker-0");
     std::vector<float> g(8), w(8);
-    CHECK_THROWS_WITH(client.push_pull(0, g.data(), w.data(), 0, 8, 0, 0, [] {}),
+    CHECK_THROWS_WITH(client.push_pull(0, g.data(), w.data(), 0, 8, 0, 0, nullptr, [] {}),
                       Catch::Contains("--replicas 2"));
     client.stop();
   }
@@ -197,18 +210,31 @@ TEST_CASE("bsp push-pull over ZeroMQ ends with the parameters of a push then a p
           for (std::size_t i = 0; i < g.size(); ++i)
             g[i] = float((int(step) + 1) * (w + 1) * int(i + 1) % 7) / 8.0f;
       AnswerCountdown pushed(2 * int(parts.size()));
-      for (int w = 0; w < 2; ++w)
+      // Worker 0's push-pulls are acknowledged while their answers wait for worker 1's.
+      AnswerCountdown acked(2 * int(parts.size()));
+      std::atomic<int> early_answers{0};
+      for (int w = 0; w < 2; ++w) {
         for (int i = 0; i < int(parts.size()); ++i) {
           const Part& p = parts[std::size_t(i)];
           const float* g = grads[std::size_t(w)][std::size_t(p.key)].data() + p.offset;
           float* dst = params[std::size_t(w)][std::size_t(p.key)].data() + p.offset;
           if (both)
-            clients[std::size_t(w)]->push_pull(i, g, dst, 0, p.numel, step, 0,
-                                               [&] { pushed.done(); });
+            clients[std::size_t(w)]->push_pull(
+                i, g, dst, 0, p.numel, step, 0, [&] { acked.done(); },
+                [&, w] {
+                  if (w == 0) ++early_answers;
+                  pushed.done();
+                });
           else
             clients[std::size_t(w)]->push(i, g, 0, p.numel, step, 0, [&] { pushed.done(); });
         }
+        if (both && w == 0) {
+          acked.wait_for(int(parts.size()));
+          CHECK(early_answers == 0);
+        }
+      }
       pushed.wait();
+      if (both) acked.wait();
       if (both) continue;
       AnswerCountdown pulled(2 * int(parts.size()));
       for (int w = 0; w < 2; ++w)
