@@ -86,6 +86,9 @@ std::vector<PsClient::Piece> PsClient::stripes(int part_index, std::int64_t nume
   if (connections <= 1) return {{0, offset, count}};
   if (numel * 4 < connections * kMinStripeBytes) return {{part_index % connections, offset, count}};
   const std::int64_t stripe = (numel + connections - 1) / connections;
+  // Empty, or past the part (the shard refuses it): whole, on the connection of its start.
+  if (count <= 0 || offset < 0 || offset + count > numel)
+    return {{int(std::clamp<std::int64_t>(offset / stripe, 0, connections - 1)), offset, count}};
   std::vector<Piece> pieces;
   for (std::int64_t at = offset, end = offset + count; at < end;) {
     const std::int64_t k = at / stripe, until = std::min(end, (k + 1) * stripe);
@@ -253,23 +256,30 @@ void PsClient::check_shards(double timeout_s, const std::function<std::string()>
     std::vector<char> answered;
     std::vector<float> sink;
   };
+  // One pull on each connection (conn(shard, k)): a connection that leads nowhere shows now.
   auto answers = std::make_shared<Answers>();
-  answers->answered.assign(dead_.size(), 0);
-  answers->sink.assign(dead_.size(), 0.0f);
-  std::vector<char> asked(dead_.size(), 0);
+  answers->answered.assign(conns_.size(), 0);
+  answers->sink.assign(conns_.size(), 0.0f);
+  std::vector<char> asked(conns_.size(), 0);
   for (int i = 0; i < int(map_.plan.parts.size()); ++i) {
     const int shard = map_.plan.parts[i].shard;
-    if (asked.at(shard)) continue;
-    asked[shard] = 1;
-    send(Op::kPull, i, nullptr, &answers->sink[shard], 0, 1, 0, 0, [answers, shard] {
-      std::lock_guard<std::mutex> lock(answers->mu);
-      answers->answered[shard] = 1;
-      answers->cv.notify_all();
-    });
+    if (asked.at(conn(shard, 0))) continue;
+    for (int k = 0; k < connections_; ++k) {
+      const std::size_t c = conn(shard, k);
+      asked[c] = 1;
+      send_piece(
+          Op::kPull, i, nullptr, &answers->sink[c], 0, 1, 0, 0,
+          [answers, c] {
+            std::lock_guard<std::mutex> lock(answers->mu);
+            answers->answered[c] = 1;
+            answers->cv.notify_all();
+          },
+          0, k, nullptr);
+    }
   }
-  auto unanswered = [&] {
-    for (std::size_t s = 0; s < asked.size(); ++s)
-      if (asked[s] && !answers->answered[s]) return int(s);
+  auto unanswered = [&] {  // the shard of the first connection not answered, or -1
+    for (std::size_t c = 0; c < asked.size(); ++c)
+      if (asked[c] && !answers->answered[c]) return int(c) / connections_;
     return -1;
   };
   const auto deadline = std::chrono::steady_clock::now() +

@@ -115,8 +115,15 @@ std::string Coordinator::link_id_problem_locked(const json& j) const {
   if (it == j.end() || !it->is_string())
     return "a worker must give its link_id (the identity of its connections to the shards)";
   const std::string id = it->get<std::string>();
-  if (id.size() < 16 || id.size() > 255)
-    return "link_id of " + std::to_string(id.size()) + " bytes, expected 16 to 255";
+  // Room for the "~k" of a further connection (--connections), within ZeroMQ's 255 bytes.
+  if (id.size() < 16 || id.size() > 253)
+    return "link_id of " + std::to_string(id.size()) + " bytes, expected 16 to 253";
+  // Nor may it read as another worker's further connection, or be read as one of its own.
+  const auto base = [](const std::string& s) {
+    const std::size_t n = s.size();
+    return n > 2 && s[n - 2] == '~' && s[n - 1] >= '0' && s[n - 1] <= '9' ? s.substr(0, n - 2) : s;
+  };
+  if (base(id) != id) return "link_id ends in ~ and a digit, the mark of a further connection";
   for (const auto& [_, n] : nodes_)
     if (n.role == "worker" && text(n.extra, "link_id") == id)
       return "link_id is taken by " + n.name + " already";

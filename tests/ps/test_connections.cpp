@@ -158,6 +158,10 @@ TEST_CASE("stripes cut a request at the part's stripe boundaries", "[ps][connect
   // 50,000 over 3: stripes of 16,667, the last one short.
   CHECK(same_pieces(PsClient::stripes(7, 50000, 0, 50000, 3),
                     {P{0, 0, 16667}, P{1, 16667, 16667}, P{2, 33334, 16666}}));
+  // Empty, or past the part (the shard refuses it and says why): one piece, still sent.
+  CHECK(same_pieces(PsClient::stripes(0, 40000, 25000, 0, 2), {P{1, 25000, 0}}));
+  CHECK(same_pieces(PsClient::stripes(0, 40000, 39990, 20, 2), {P{1, 39990, 20}}));
+  CHECK(same_pieces(PsClient::stripes(0, 40000, 90000, 10, 2), {P{1, 90000, 10}}));
 }
 
 TEST_CASE("a shard takes a worker's id from its link id and its numbered connections only",
