@@ -11,8 +11,8 @@
 #include "core/model_spec.hpp"
 #include "core/param_init.hpp"
 #include "core/partition.hpp"
+#include "loopback_shard.hpp"
 #include "ps/client.hpp"
-#include "ps/shard.hpp"
 
 using namespace psbed;
 using namespace psbed::ps;
@@ -49,24 +49,6 @@ ClusterMap striped_map(int connections, const std::string& link_prefix) {
   return m;
 }
 
-class PieceCountdown {
- public:
-  explicit PieceCountdown(int n) : left_(n) {}
-  void done() {
-    std::lock_guard<std::mutex> l(mu_);
-    if (--left_ == 0) cv_.notify_all();
-  }
-  bool wait(double seconds) {
-    std::unique_lock<std::mutex> l(mu_);
-    return cv_.wait_for(l, std::chrono::duration<double>(seconds), [&] { return left_ == 0; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int left_;
-};
-
 struct Trained {
   std::vector<std::vector<float>> params;
   std::uint64_t refused = 0;
@@ -80,16 +62,8 @@ Trained train_striped(int client_connections, int shard_connections, double wait
   const ClusterMap shard_map = striped_map(shard_connections, "worker-");
   ClusterMap client_map = shard_map;
   client_map.exp.connections = client_connections;
-  ZmqOptions z;
-  z.role = ZmqOptions::Role::kServer;
-  z.endpoint = "tcp://127.0.0.1:*";
-  z.io_threads = shard_connections;
-  ZmqTransport transport(z);
-  TraceRecorder trace("server-0", false);
-  Shard shard(1 << 24, transport, trace);
-  transport.start([&shard](Message&& m) { shard.enqueue(std::move(m)); });
-  client_map.servers[0].address = transport.endpoint();
-  shard.start(shard_map, 0);
+  LoopbackShard server(shard_map, 1 << 24, shard_connections);
+  client_map.servers[0].address = server.endpoint();
   std::vector<std::unique_ptr<PsClient>> clients;
   std::vector<std::vector<std::vector<float>>> params(2), grads(2);
   for (int w = 0; w < 2; ++w) {
@@ -105,7 +79,7 @@ Trained train_striped(int client_connections, int shard_connections, double wait
   for (std::uint64_t step = 0; step < 3 && out.answered; ++step) {
     int pushes = 0;
     for (const Part& p : parts) pushes += int((p.numel + kSlice - 1) / kSlice);
-    PieceCountdown pushed(2 * pushes);
+    Countdown pushed(2 * pushes);
     for (int w = 0; w < 2; ++w) {
       for (auto& g : grads[std::size_t(w)])
         for (std::size_t i = 0; i < g.size(); ++i)
@@ -120,7 +94,7 @@ Trained train_striped(int client_connections, int shard_connections, double wait
     }
     out.answered = pushed.wait(wait_s);
     if (!out.answered) break;
-    PieceCountdown pulled(2 * int(parts.size()));
+    Countdown pulled(2 * int(parts.size()));
     for (int w = 0; w < 2; ++w)
       for (int i = 0; i < int(parts.size()); ++i) {
         const Part& p = parts[std::size_t(i)];
@@ -131,9 +105,8 @@ Trained train_striped(int client_connections, int shard_connections, double wait
     out.answered = pulled.wait(wait_s);
   }
   for (auto& c : clients) c->stop();
-  shard.stop();
-  transport.stop();
-  out.refused = shard.bad().total();
+  server.stop();
+  out.refused = server.shard().bad().total();
   if (out.answered) {
     CHECK(params[0] == params[1]);
     out.params = params[0];

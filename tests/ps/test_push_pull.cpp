@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/param_init.hpp"
 #include "fake_link.hpp"
+#include "loopback_shard.hpp"
 #include "ps/client.hpp"
 #include "ps/shard.hpp"
 #include "tiny_map.hpp"
@@ -52,28 +53,6 @@ std::vector<float> initial_fc_weights(const ClusterMap& map) {
   init_tensor(map.spec, 0, map.exp.seed, w0.data());
   return w0;
 }
-
-// Counts answers down; waits (bounded) for all of them.
-class AnswerCountdown {
- public:
-  explicit AnswerCountdown(int n) : left_(n) {}
-  void done() {
-    std::lock_guard<std::mutex> l(mu_);
-    --left_;
-    cv_.notify_all();
-  }
-  void wait() { wait_for(0); }
-  // Until `left` or fewer remain.
-  void wait_for(int left) {
-    std::unique_lock<std::mutex> l(mu_);
-    REQUIRE(cv_.wait_for(l, std::chrono::seconds(10), [&] { return left_ <= left; }));
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int left_;
-};
 
 }  // namespace
 
@@ -185,15 +164,8 @@ TEST_CASE("bsp push-pull over ZeroMQ ends with the parameters of a push then a p
   // which the shard sums them cannot round differently between the two runs.
   auto train = [](bool both) {
     ClusterMap map = tiny_fc_map("bsp", 2, 0.9f);
-    ZmqOptions z;
-    z.role = ZmqOptions::Role::kServer;
-    z.endpoint = "tcp://127.0.0.1:*";
-    ZmqTransport transport(z);
-    TraceRecorder trace("server-0", false);
-    Shard shard(1 << 20, transport, trace);
-    transport.start([&shard](Message&& m) { shard.enqueue(std::move(m)); });
-    map.servers[0].address = transport.endpoint();
-    shard.start(map, 0);
+    LoopbackShard server(map, 1 << 20);
+    map.servers[0].address = server.endpoint();
     std::vector<std::unique_ptr<PsClient>> clients;
     std::vector<std::vector<std::vector<float>>> params(2), grads(2);
     for (int w = 0; w < 2; ++w) {
@@ -209,9 +181,9 @@ TEST_CASE("bsp push-pull over ZeroMQ ends with the parameters of a push then a p
         for (auto& g : grads[std::size_t(w)])
           for (std::size_t i = 0; i < g.size(); ++i)
             g[i] = float((int(step) + 1) * (w + 1) * int(i + 1) % 7) / 8.0f;
-      AnswerCountdown pushed(2 * int(parts.size()));
+      Countdown pushed(2 * int(parts.size()));
       // Worker 0's push-pulls are acknowledged while their answers wait for worker 1's.
-      AnswerCountdown acked(2 * int(parts.size()));
+      Countdown acked(2 * int(parts.size()));
       std::atomic<int> early_answers{0};
       for (int w = 0; w < 2; ++w) {
         for (int i = 0; i < int(parts.size()); ++i) {
@@ -229,14 +201,14 @@ TEST_CASE("bsp push-pull over ZeroMQ ends with the parameters of a push then a p
             clients[std::size_t(w)]->push(i, g, 0, p.numel, step, 0, [&] { pushed.done(); });
         }
         if (both && w == 0) {
-          acked.wait_for(int(parts.size()));
+          REQUIRE(acked.wait(10, int(parts.size())));
           CHECK(early_answers == 0);
         }
       }
-      pushed.wait();
-      if (both) acked.wait();
+      REQUIRE(pushed.wait());
+      if (both) REQUIRE(acked.wait());
       if (both) continue;
-      AnswerCountdown pulled(2 * int(parts.size()));
+      Countdown pulled(2 * int(parts.size()));
       for (int w = 0; w < 2; ++w)
         for (int i = 0; i < int(parts.size()); ++i) {
           const Part& p = parts[std::size_t(i)];
@@ -244,12 +216,11 @@ TEST_CASE("bsp push-pull over ZeroMQ ends with the parameters of a push then a p
               i, params[std::size_t(w)][std::size_t(p.key)].data() + p.offset, 0, p.numel, step + 1,
               0, [&] { pulled.done(); });
         }
-      pulled.wait();
+      REQUIRE(pulled.wait());
     }
     for (auto& c : clients) c->stop();
-    shard.stop();
-    transport.stop();
-    CHECK(shard.bad().total() == 0);
+    server.stop();
+    CHECK(server.shard().bad().total() == 0);
     CHECK(params[0] == params[1]);
     return params[0];
   };
