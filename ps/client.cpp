@@ -374,6 +374,7 @@ void PsClient::receive(int shard, Message&& m) {
     if (m.header.op == Op::kPushAck && push_pull) {
       p.acked = true;
       pushed = std::move(p.done);
+      p.done = nullptr;  // a moved-from function need not be empty
     } else {
       done = std::move(p);
       pending_.erase(it);
@@ -408,8 +409,10 @@ void PsClient::receive(int shard, Message&& m) {
     spdlog::warn("unexpected {} from shard {}, dropped", op_name(m.header.op), shard);
     return;
   }
-  if (done.done) done.done();  // a push-pull answered without an ack: pushed, then answered
+  // A push-pull answered without an ack (async): answered first, so a step that the push's end
+  // lets begin finds the part back.
   if (done.answered) done.answered();
+  if (done.done) done.done();
 }
 
 }  // namespace psbed::ps

@@ -46,10 +46,10 @@ class PsClient {
 
   // Both in one round trip (push-pull): pushes `data` as push() does, and the shard answers with
   // the same floats of the part once a pull of clock + 1 would be answered (bsp: the clock
-  // applied), written into dst; then on_answered. on_pushed runs first: at the shard's ack where
-  // the answer must wait for other workers (bsp, ssp), else just before on_answered. `data` may
-  // change once on_pushed ran. Saves the pull request and a turnaround, and the ack where the
-  // answer goes at once. Not under --replicas 2 (the shards refuse it there).
+  // applied), written into dst; then on_answered. on_pushed runs at the shard's ack (bsp, ssp:
+  // it acknowledges every push-pull first), or just after on_answered where no ack goes
+  // (async). `data` may change once on_pushed ran. Saves the pull request and a turnaround, and
+  // in async the ack. Not under --replicas 2 (the shards refuse it there).
   void push_pull(int part_index, const float* data, float* dst, std::int64_t offset,
                  std::int64_t count, std::uint64_t clock, int priority, Callback on_pushed,
                  Callback on_answered);

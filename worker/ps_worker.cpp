@@ -352,6 +352,11 @@ class PsWorker {
           (t.dir == policy::Direction::kPull ? pulls_ : pushes_).done(t.layer, t.count);
         });
     sched.set_trace(&trace_);
+    // Ends before `sched`: no answer still on its way (bsp push-pull) reaches a freed scheduler.
+    struct StopClient {
+      ps::PsClient& client;
+      ~StopClient() { client.stop(); }
+    } stop_client{client};
     if (exp.push_pull)  // bsp, ssp: answers on their way at a step's start are awaited
       sched.set_push_pull(
           [this](const policy::Transfer& t) {
@@ -419,7 +424,8 @@ class PsWorker {
       if (!sfb_->exchanges(layer_of(i)))
         parts.push_back({policy::Direction::kPull, i, layer_of(i), 0, map_.plan.parts[i].numel});
     // --push-pull: last step's pushes brought parts back, or will (bsp, ssp).
-    parts = tr.sched.still_to_pull(parts, [this](int l, std::int64_t n) { pulls_.done(l, n); });
+    parts = tr.sched.still_to_pull(parts, std::uint64_t(s),
+                                   [this](int l, std::int64_t n) { pulls_.done(l, n); });
     {
       // Sends wait for room on a full link: a wait on the servers, as for their answers.
       Progress::Waiting waiting(progress_, kRoomToSend);

@@ -116,14 +116,14 @@ void TransmissionScheduler::pump() {
         grow_to(unanswered_, t.part)[std::size_t(t.part)] += t.count;
       }
       client_.push_pull(t.part, buffer_(t), answers_(t), t.offset, t.count, clock, t.layer, cb,
-                        [this, t] { answered(t); });
+                        [this, t, clock] { answered(t, clock); });
     } else
       client_.push(t.part, buffer_(t), t.offset, t.count, clock, t.layer, cb);
   }
 }
 
 std::vector<Transfer> TransmissionScheduler::still_to_pull(
-    const std::vector<Transfer>& wanted,
+    const std::vector<Transfer>& wanted, std::uint64_t step,
     const std::function<void(int layer, std::int64_t floats)>& have) {
   if (!answers_) return wanted;
   std::vector<Transfer> pull;
@@ -131,7 +131,11 @@ std::vector<Transfer> TransmissionScheduler::still_to_pull(
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Transfer& t : wanted) {
-      const std::int64_t got = std::exchange(grow_to(answered_, t.part)[std::size_t(t.part)], 0);
+      // Only the answers to last step's pushes hold what this step pulls.
+      const std::size_t i = std::size_t(t.part);
+      grow_to(answered_, t.part), grow_to(answered_clock_, t.part);
+      const std::int64_t got = answered_clock_[i] + 1 == std::int64_t(step) ? answered_[i] : 0;
+      answered_[i] = 0;
       const std::int64_t coming = grow_to(unanswered_, t.part)[std::size_t(t.part)];
       if (got >= t.count) {
         back.emplace_back(t.layer, t.count);
@@ -147,7 +151,7 @@ std::vector<Transfer> TransmissionScheduler::still_to_pull(
   return pull;
 }
 
-void TransmissionScheduler::answered(const policy::Transfer& t) {
+void TransmissionScheduler::answered(const policy::Transfer& t, std::uint64_t clock) {
   bool awaited = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -157,7 +161,11 @@ void TransmissionScheduler::answered(const policy::Transfer& t) {
       waits -= t.count;
       awaited = true;
     } else {
-      grow_to(answered_, t.part)[std::size_t(t.part)] += t.count;
+      // Counted for the step after the push's; a later push's answers start the count again.
+      auto& at = grow_to(answered_clock_, t.part)[std::size_t(t.part)];
+      auto& got = grow_to(answered_, t.part)[std::size_t(t.part)];
+      if (at != std::int64_t(clock)) at = std::int64_t(clock), got = 0;
+      got += t.count;
     }
   }
   if (awaited && on_answered_) on_answered_(t.layer, t.count);

@@ -65,23 +65,23 @@ class TransmissionScheduler {
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
   // Before the first step that hands over factor transfers.
   void set_factor_sender(SendFactors send) { send_factors_ = std::move(send); }
-  // Runs on a transport thread when an awaited answer arrives (take_answered): its layer and
+  // Runs on a transport thread when an awaited answer arrives (still_to_pull): its layer and
   // floats. Must not block.
   using Answered = std::function<void(int layer, std::int64_t floats)>;
   // Before the first step (--push-pull): pushes go as push-pulls (ps::PsClient::push_pull), whose
   // answers write the updated floats where `answers` says (the parameters behind the gradient).
   // A push counts as done at the shard's ack (bsp, ssp: the answer waits for the clock) or at
   // its answer. With `await_answers` (bsp, ssp) answers still on their way at a step's start are
-  // awaited rather than pulled again (take_answered), and reach `answered` as they arrive.
+  // awaited rather than pulled again (still_to_pull), and reach `answered` as they arrive.
   void set_push_pull(Buffer answers, bool await_answers = false, Answered answered = nullptr) {
     answers_ = std::move(answers), await_ = await_answers, on_answered_ = std::move(answered);
   }
-  // At a step's start, before need(): of `wanted` (whole parts' pulls), those still to pull.
-  // --push-pull: a part whose floats all came back since the last call is not, nor (with
-  // await_answers) one whose floats are back or on their way; `have` gets the floats back (a
-  // part's layer and count), and the Answered callback the rest as it arrives.
+  // At step `step`'s start, before need(): of `wanted` (whole parts' pulls), those still to pull.
+  // --push-pull: a part whose floats all came back in the answers to the last step's pushes is
+  // not, nor (with await_answers) one whose floats are back or on their way; `have` gets the
+  // floats back (a part's layer and count), and the Answered callback the rest as it arrives.
   std::vector<policy::Transfer> still_to_pull(
-      const std::vector<policy::Transfer>& wanted,
+      const std::vector<policy::Transfer>& wanted, std::uint64_t step,
       const std::function<void(int layer, std::int64_t floats)>& have);
 
  private:
@@ -97,7 +97,7 @@ class TransmissionScheduler {
   Buffer answers_;  // --push-pull: where a push's answer goes; empty: pushes are acknowledged
   bool await_ = false;
   Answered on_answered_;
-  void answered(const policy::Transfer& t);
+  void answered(const policy::Transfer& t, std::uint64_t clock);
   Done done_;
   SendFactors send_factors_;
   TraceRecorder* trace_ = nullptr;
@@ -106,9 +106,10 @@ class TransmissionScheduler {
   bool wake_ = false, stopping_ = false, sending_ = false;  // under mu_
   policy::PolicyDriver driver_;                             // under mu_
   std::uint64_t clock_ = 0;
-  // Under mu_, per part (--push-pull): floats answered since take_answered(), floats pushed and
-  // not answered yet, and floats of those a step awaits (handed to on_answered_ on arrival).
-  std::vector<std::int64_t> answered_, unanswered_, awaiting_;
+  // Under mu_, per part (--push-pull): floats answered and not awaited, and the clock of the
+  // pushes they answer; floats pushed and not answered yet; and floats of those a step awaits
+  // (handed to on_answered_ on arrival).
+  std::vector<std::int64_t> answered_, answered_clock_, unanswered_, awaiting_;
   std::thread sender_;
 };
 
