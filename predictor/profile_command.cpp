@@ -112,6 +112,11 @@ void measure_data_message(Profile& p, const ProfileOptions& extract, const std::
   const Profile q = for_flag(flag, [&] { return extract_profile(o); });
   if (!q.source.value("push_pull", false))
     throw Error(flag + ": not a push-pull run (launch --push-pull)");
+  // Under bsp and ssp every push-pull is acknowledged: a header message beside the data ones.
+  if (const std::string mode = q.source.value("mode", "async"); mode != "async")
+    throw Error(flag + ": a push-pull run in " + mode +
+                ", whose acknowledgments are header messages; give an async one (with one "
+                "worker it trains as bsp does)");
   if (q.model != p.model || q.batch != p.batch)
     throw Error(flag + ": a run of " + q.model + " at batch " + std::to_string(q.batch) +
                 ", the profile's is " + p.model + " at batch " + std::to_string(p.batch));

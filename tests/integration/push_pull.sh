@@ -40,6 +40,9 @@ expect_refusal() {  # expect_refusal TEXT ARGS...: exit status 1 and TEXT in the
 }
 expect_refusal "the profiled run used push-pull itself" profile "$WORK/pp" --push-pull-run "$WORK/plain" -o "$WORK/x.json"
 expect_refusal "not a push-pull run" profile "$WORK/plain" --push-pull-run "$WORK/plain" -o "$WORK/x.json"
+timeout 120 "$PSBED" launch --servers 1 --workers 1 --model lenet5 --data mnist --steps 20 --batch 32 --mode bsp \
+  --policy wfbp --push-pull --out "$WORK/pp-bsp" >"$WORK/pp-bsp.out" 2>&1 || { cat "$WORK/pp-bsp.out"; fail "launch bsp --push-pull failed"; }
+expect_refusal "whose acknowledgments are header messages" profile "$WORK/plain" --push-pull-run "$WORK/pp-bsp" -o "$WORK/x.json"
 [ ! -e "$WORK/x.json" ] || fail "a refused profile was written"
 for pp in "" --push-pull; do
   # shellcheck disable=SC2086  # $pp: the flag or nothing
