@@ -233,7 +233,7 @@ void PsClient::push_pull(int part_index, const float* data, float* dst, std::int
     throw Error("push-pull under --replicas 2: the shards acknowledge only what the backup holds");
   pushed_ += std::uint64_t(count) * 4;
   send(Op::kPush, part_index, data, dst, offset, count, clock, priority, std::move(on_pushed),
-       kPushPull, on_answered ? std::move(on_answered) : Callback([] {}));
+       kPushPull, std::move(on_answered));
 }
 
 void PsClient::pull_momentum(int part_index, float* dst, std::uint64_t clock, int priority,
