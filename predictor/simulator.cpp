@@ -26,6 +26,15 @@ Fidelity parse_fidelity(const std::string& text) {
   throw Error("unknown fidelity '" + text + "', expected exact, fast or auto");
 }
 
+// Under a credit, groups of 16 workers and more all came out alike, and 10-13% off the exact
+// mode at 512 and 1,024 workers, while groups of 8 came within 0-3%
+// (docs/results/simulator-speed.md): there the finer grouping has at most kCheckMembers.
+std::pair<int, int> fast_check_groups(const SimConfig& c) {
+  const int coarse = std::max(1, c.groups / 2), fine = 2 * c.groups;
+  if (!policy::uses_credit(c.policy.name)) return {coarse, fine};
+  return {coarse, std::max(fine, (c.workers + kCheckMembers - 1) / kCheckMembers)};
+}
+
 std::string to_string(Fidelity f) {
   return f == Fidelity::kExact ? "exact" : f == Fidelity::kFast ? "fast" : "auto";
 }
@@ -95,6 +104,35 @@ SimResult median_of(std::vector<SimResult> runs) {
   return r;
 }
 
+// The fast mode checks itself: a figure that moves when the groups change is one they do not
+// hold. Neither half nor twice the groups alone caught every figure off by more than 2%. Groups
+// finer than twice as many run for fewer steps (as many simulated worker-steps as twice the
+// groups would take, kCheckSteps at least) and are set against the figure of `c`'s own groups at
+// those steps; the figures of such runs held from 60 steps on.
+void check_grouping(const Profile& profile, const ModelSpec& spec, const SimConfig& c,
+                    SimResult& median) {
+  const auto [coarse, fine] = fast_check_groups(c);
+  for (int groups : {coarse, fine}) {
+    SimConfig other = c;
+    other.groups = groups;
+    double against = median.images_per_sec;
+    if (groups > 2 * c.groups) {
+      other.steps = std::max(std::min(c.steps, kCheckSteps), c.steps * 2 * c.groups / groups);
+      if (other.steps < c.steps) {
+        SimConfig same = c;
+        same.steps = other.steps;
+        const SimResult s = simulate(profile, spec, same);
+        against = s.images_per_sec;
+        median.events += s.events, median.wall_seconds += s.wall_seconds;
+      }
+    }
+    const SimResult o = simulate(profile, spec, other);
+    const double moved = against > 0 ? 100 * (o.images_per_sec / against - 1) : 0.0;
+    if (std::abs(moved) > std::abs(median.fast_check_pct)) median.fast_check_pct = moved;
+    median.events += o.events, median.wall_seconds += o.wall_seconds;
+  }
+}
+
 // Seed k of a configuration: seed + k for the compute draws, the jitter and tf-random; traces
 // only if `trace`.
 SimConfig seeded(const SimConfig& config, int k, bool trace) {
@@ -135,19 +173,9 @@ std::vector<SimResult> simulate_all(
     // The traces are the median run's: its seed once more, tracing (seeded, so the same run).
     const int median_k = int(median.seed - configs[i].seed);
     if (traced && seeds > 1) simulate(profile, spec, seeded(configs[i], median_k, true));
-    // The fast mode checks itself: a figure that moves when the groups halve or double is one
-    // they do not hold. Neither alone caught every figure off by more than 2% (docs/results/
-    // simulator-speed.md).
     if (configs[i].check_groups && median.simulated_workers < configs[i].workers &&
         median.images_per_sec > 0)
-      for (int groups : {std::max(1, configs[i].groups / 2), 2 * configs[i].groups}) {
-        SimConfig other = seeded(configs[i], median_k, false);
-        other.groups = groups;
-        const SimResult o = simulate(profile, spec, other);
-        const double moved = 100 * (o.images_per_sec / median.images_per_sec - 1);
-        if (std::abs(moved) > std::abs(median.fast_check_pct)) median.fast_check_pct = moved;
-        median.events += o.events, median.wall_seconds += o.wall_seconds;
-      }
+      check_grouping(profile, spec, seeded(configs[i], median_k, false), median);
     std::lock_guard<std::mutex> lock(mu);
     results[i] = std::move(median);
     if (done) done(i, results[i]);

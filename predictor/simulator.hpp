@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/comm.hpp"
@@ -49,6 +50,9 @@ std::string to_string(Fidelity f);
 constexpr int kFastGroups = 16;      // simulated workers in the fast mode
 constexpr int kFastAbove = 64;       // kAuto: the fast mode above this many workers
 constexpr double kFastCheckPct = 2;  // SimResult::fast_check_pct the fast mode stands by
+// The fast mode's check under a credit: its finer grouping's largest group, and its fewest steps.
+constexpr int kCheckMembers = 8;
+constexpr std::int64_t kCheckSteps = 60;
 
 struct SimConfig {
   int workers = 1;
@@ -172,7 +176,7 @@ struct SimResult {
   Band band;
   double host_factor = 1;     // the host speed this run drew (SimConfig::host_cv)
   int simulated_workers = 0;  // fewer than the workers: grouped (SimConfig::groups)
-  // simulate_seeds, grouped: the median seed's images/s with half and with twice the groups
+  // simulate_seeds, grouped: the median seed's images/s with fast_check_groups' two groupings
   // against its own, in percent, the one that moved most. Beyond kFastCheckPct the figure moves
   // with the grouping: the groups do not hold it.
   double fast_check_pct = 0;
@@ -226,12 +230,17 @@ std::string push_pull_problem(const SimConfig& config);
 // Simulates `seeds` times, with the seeds config.seed, config.seed + 1, ... (compute draws and
 // tf-random), and returns the run whose images/s is the median (the lower middle one for an even
 // count), with events and wall_seconds summed over all runs. Grouped (the fast mode), the median
-// seed runs again with half and with twice the groups: SimResult::fast_check_pct. A configuration
+// seed runs again with the groups of fast_check_groups: SimResult::fast_check_pct. A configuration
 // on the edge between two regimes (workers in step or drifted apart) can land in either on one
 // draw; the median steadies it. With config.trace_dir set, the median run's traces are written (its
 // seed simulated once more, tracing: the same figures).
 SimResult simulate_seeds(const Profile& profile, const ModelSpec& spec, const SimConfig& config,
                          int seeds);
+// The two groupings the fast mode's check runs a grouped `config` with: half and twice its groups,
+// but under a credit (p3, ByteScheduler, Prophet) at most kCheckMembers workers a group. A
+// grouping finer than twice the groups runs for fewer steps (as many simulated worker-steps as
+// twice the groups would take, kCheckSteps at least), set against `config`'s groups at as many.
+std::pair<int, int> fast_check_groups(const SimConfig& config);
 
 // simulate_seeds for every configuration, the simulations (configurations x seeds) spread over
 // `jobs` threads (0: one per core; predictor/parallel.hpp). Each simulation is seeded and

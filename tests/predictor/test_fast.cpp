@@ -154,3 +154,43 @@ TEST_CASE("fast mode: the median seed checked with half and twice the groups",
   // Not grouped: nothing to check.
   CHECK(simulate_seeds(p, spec, config(8), 3).fast_check_pct == 0);
 }
+
+// Under a credit the finer grouping has at most kCheckMembers workers a group and runs for fewer
+// steps, set against the checked groups at as many steps; without a credit it is twice the groups.
+TEST_CASE("fast mode: under a credit the check's finer groups hold at most 8 workers",
+          "[predictor][fast]") {
+  const ModelSpec spec = parse_model_spec(kTiny, "tiny");
+  const Profile p = varied_profile(spec);
+  SimConfig c = fast(config(40), 2);
+  c.steps = 100;
+  c.policy.name = "p3";
+  c.policy.slice_params = 20;
+  c.policy.credit_bytes = 64;
+  // What simulate_seeds should find (one seed): the coarse grouping against the figure itself,
+  // the fine one at `steps` against `c`'s groups at as many.
+  const auto expected = [&](const SimConfig& c, const SimResult& r, int fine_groups,
+                            std::int64_t steps) {
+    SimConfig coarse = c, fine = c, same = c;
+    coarse.groups = std::max(1, c.groups / 2);
+    fine.groups = fine_groups, fine.steps = same.steps = steps;
+    const double a = 100 * (simulate(p, spec, coarse).images_per_sec / r.images_per_sec - 1);
+    const double b =
+        100 * (simulate(p, spec, fine).images_per_sec / simulate(p, spec, same).images_per_sec - 1);
+    INFO("coarse " << a << "%, fine " << b << "%");
+    return std::abs(b) > std::abs(a) ? b : a;
+  };
+  // 40 workers in 2 groups: 1 group, and 5 of 8 (not 4 of 10), for 100 x 4 / 5 = 80 steps.
+  CHECK(fast_check_groups(c) == std::pair<int, int>{1, 5});
+  const SimResult r = simulate_seeds(p, spec, c, 1);
+  REQUIRE(r.simulated_workers == 2);
+  CHECK(r.fast_check_pct == Approx(expected(c, r, 5, 80)));
+  // 64 workers: 8 groups of 8 for kCheckSteps (60) steps, not 100 x 4 / 8 = 50.
+  SimConfig big = c;
+  big.workers = 64;
+  CHECK(fast_check_groups(big) == std::pair<int, int>{1, 8});
+  const SimResult rb = simulate_seeds(p, spec, big, 1);
+  CHECK(rb.fast_check_pct == Approx(expected(big, rb, 8, kCheckSteps)));
+  // Without a credit: half and twice the groups.
+  c.policy.name = "wfbp";
+  CHECK(fast_check_groups(c) == std::pair<int, int>{1, 4});
+}
