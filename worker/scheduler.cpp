@@ -16,11 +16,6 @@ using policy::Transfer;
 
 namespace {
 double now_s() { return now_us() / 1e6; }
-// v[i], v grown with zeros to hold it.
-std::vector<std::int64_t>& grow_to(std::vector<std::int64_t>& v, int i) {
-  if (i >= 0 && v.size() <= std::size_t(i)) v.resize(std::size_t(i) + 1, 0);
-  return v;
-}
 }  // namespace
 
 TransmissionScheduler::TransmissionScheduler(ps::PsClient& client,
@@ -113,7 +108,7 @@ void TransmissionScheduler::pump() {
     else if (answers_) {
       {
         std::lock_guard<std::mutex> lock(mu_);
-        grow_to(unanswered_, t.part)[std::size_t(t.part)] += t.count;
+        push_pull_.pushed(t.part, t.count);
       }
       client_.push_pull(t.part, buffer_(t), answers_(t), t.offset, t.count, clock, t.layer, cb,
                         [this, t, clock] { answered(t, clock); });
@@ -131,20 +126,11 @@ std::vector<Transfer> TransmissionScheduler::still_to_pull(
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Transfer& t : wanted) {
-      // Only the answers to last step's pushes hold what this step pulls.
-      const std::size_t i = std::size_t(t.part);
-      grow_to(answered_, t.part), grow_to(answered_clock_, t.part);
-      const std::int64_t got = answered_clock_[i] + 1 == std::int64_t(step) ? answered_[i] : 0;
-      answered_[i] = 0;
-      const std::int64_t coming = grow_to(unanswered_, t.part)[std::size_t(t.part)];
-      if (got >= t.count) {
-        back.emplace_back(t.layer, t.count);
-      } else if (await_ && got + coming >= t.count) {
-        back.emplace_back(t.layer, got);
-        grow_to(awaiting_, t.part)[std::size_t(t.part)] = coming;
-      } else {
+      const PushPullAnswers::Plan plan = push_pull_.plan(t.part, t.count, step);
+      if (plan.pull)
         pull.push_back(t);
-      }
+      else
+        back.emplace_back(t.layer, plan.have);
     }
   }
   for (const auto& [layer, floats] : back) have(layer, floats);
@@ -155,18 +141,7 @@ void TransmissionScheduler::answered(const policy::Transfer& t, std::uint64_t cl
   bool awaited = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    grow_to(unanswered_, t.part)[std::size_t(t.part)] -= t.count;
-    auto& waits = grow_to(awaiting_, t.part)[std::size_t(t.part)];
-    if (waits > 0) {
-      waits -= t.count;
-      awaited = true;
-    } else {
-      // Counted for the step after the push's; a later push's answers start the count again.
-      auto& at = grow_to(answered_clock_, t.part)[std::size_t(t.part)];
-      auto& got = grow_to(answered_, t.part)[std::size_t(t.part)];
-      if (at != std::int64_t(clock)) at = std::int64_t(clock), got = 0;
-      got += t.count;
-    }
+    awaited = push_pull_.answered(t.part, t.count, clock);
   }
   if (awaited && on_answered_) on_answered_(t.layer, t.count);
 }

@@ -24,6 +24,7 @@
 
 #include "core/policy.hpp"
 #include "core/policy_driver.hpp"
+#include "core/push_pull_answers.hpp"
 #include "core/trace.hpp"
 #include "ps/client.hpp"
 
@@ -74,7 +75,8 @@ class TransmissionScheduler {
   // its answer. With `await_answers` (bsp, ssp) answers still on their way at a step's start are
   // awaited rather than pulled again (still_to_pull), and reach `answered` as they arrive.
   void set_push_pull(Buffer answers, bool await_answers = false, Answered answered = nullptr) {
-    answers_ = std::move(answers), await_ = await_answers, on_answered_ = std::move(answered);
+    answers_ = std::move(answers), on_answered_ = std::move(answered);
+    push_pull_ = PushPullAnswers(await_answers);
   }
   // At step `step`'s start, before need(): of `wanted` (whole parts' pulls), those still to pull.
   // --push-pull: a part whose floats all came back in the answers to the last step's pushes is
@@ -95,7 +97,6 @@ class TransmissionScheduler {
   ps::PsClient& client_;
   Buffer buffer_;
   Buffer answers_;  // --push-pull: where a push's answer goes; empty: pushes are acknowledged
-  bool await_ = false;
   Answered on_answered_;
   void answered(const policy::Transfer& t, std::uint64_t clock);
   Done done_;
@@ -106,10 +107,7 @@ class TransmissionScheduler {
   bool wake_ = false, stopping_ = false, sending_ = false;  // under mu_
   policy::PolicyDriver driver_;                             // under mu_
   std::uint64_t clock_ = 0;
-  // Under mu_, per part (--push-pull): floats answered and not awaited, and the clock of the
-  // pushes they answer; floats pushed and not answered yet; and floats of those a step awaits
-  // (handed to on_answered_ on arrival).
-  std::vector<std::int64_t> answered_, answered_clock_, unanswered_, awaiting_;
+  PushPullAnswers push_pull_;  // under mu_ (--push-pull): the floats a step need not pull again
   std::thread sender_;
 };
 

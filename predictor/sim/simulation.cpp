@@ -55,6 +55,7 @@ Simulation::Simulation(const Profile& profile, const ModelSpec& spec, const SimC
     policy::PolicyOptions po = cfg.policy;
     po.seed = cfg.policy.seed + std::uint64_t(w);
     workers_.emplace_back(profile, cfg.seed * 1000003 + std::uint64_t(w), policy::make_policy(po));
+    workers_.back().answers = PushPullAnswers(cfg.mode.kind != Consistency::Kind::kAsync);
     if (tracing)
       workers_.back().trace = std::make_unique<TraceRecorder>("worker-" + std::to_string(w));
   }

@@ -18,6 +18,7 @@
 #include "core/policy.hpp"
 #include "core/policy_driver.hpp"
 #include "core/profile.hpp"
+#include "core/push_pull_answers.hpp"
 #include "core/trace.hpp"
 #include "predictor/sim/event_queue.hpp"
 #include "predictor/sim/factors.hpp"
@@ -161,9 +162,7 @@ struct Worker {
   double compute_started = 0;
   std::vector<std::int64_t> pulls_left;  // floats still to arrive, per layer
   std::int64_t pulls_total = 0, pushes_total = 0;
-  // Push-pull, floats per part: come back since the step began; acknowledged and still to come
-  // back; of those, awaited by the current step (bsp, ssp: not pulled again).
-  std::vector<std::int64_t> answered, unanswered, awaiting;
+  PushPullAnswers answers;           // push-pull: what a step need not pull again
   std::vector<FactorState> factors;  // per SFB layer (Simulation::factors_.layers)
   Fifo<Transfer> factors_gone;       // factor transfers off the link, not yet acked
   int rebuilding = -1;               // the SFB layer whose rebuild is computing, -1: none

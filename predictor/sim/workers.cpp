@@ -45,27 +45,21 @@ void Simulation::advance(int wi) {
         w.pulls_total = total_floats_;
         w.pushes_total = total_floats_ + factor_send_floats_;  // the step's factors leave in it
         w.driver.begin_step(now_, std::uint64_t(w.step));
-        if (cfg_.push_pull && w.answered.empty()) {
-          w.answered.assign(plan_.parts.size(), 0);
-          w.unanswered = w.awaiting = w.answered;
-        }
         for (int i = 0; i < int(plan_.parts.size()); ++i) {
           const std::int64_t n = plan_.parts[i].numel;
           if (factors_.sfb[std::size_t(part_layer_[i])]) continue;
           // Push-pull: last step's pushes brought the part back, or will (bsp, ssp), as the live
           // worker's TransmissionScheduler::still_to_pull.
-          const std::int64_t got = cfg_.push_pull ? w.answered[std::size_t(i)] : 0;
-          const bool await = cfg_.push_pull && cfg_.mode.kind != Consistency::Kind::kAsync &&
-                             got + w.unanswered[std::size_t(i)] >= n;
-          if (got >= n || await) {
-            w.pulls_left[part_layer_[i]] -= std::min(got, n);
-            w.pulls_total -= std::min(got, n);
-            if (got < n) w.awaiting[std::size_t(i)] = w.unanswered[std::size_t(i)];
+          const PushPullAnswers::Plan plan = cfg_.push_pull
+                                                 ? w.answers.plan(i, n, std::uint64_t(w.step))
+                                                 : PushPullAnswers::Plan{};
+          if (!plan.pull) {
+            w.pulls_left[part_layer_[i]] -= plan.have;
+            w.pulls_total -= plan.have;
           } else {
             w.driver.parameter_needed(now_, {Direction::kPull, i, part_layer_[i], 0, n});
           }
         }
-        if (cfg_.push_pull) std::fill(w.answered.begin(), w.answered.end(), 0);
         pump(wi, true);
         w.phase = Phase::kOverhead;
         break;
@@ -179,6 +173,7 @@ void Simulation::pump(int wi, bool from_compute) {
         arrive(id, now_ + cfg_.latency_s);
       }
     } else {
+      if (cfg_.push_pull) w.answers.pushed(t.part, t.count);  // its answer follows
       const int id = new_message({MsgKind::kPushData, wi, shard, t, w.step, now_});
       if (bucket_)
         send_from(thread, id);
@@ -191,17 +186,12 @@ void Simulation::pump(int wi, bool from_compute) {
 void Simulation::transfer_done(const Message& m) {
   const int wi = m.worker;  // `m` is not read after pump, whose sends may reuse its id
   Worker& w = workers_[wi];
-  const std::size_t part = std::size_t(m.t.part);
   if (m.kind == MsgKind::kPullReply && m.answer_later) {
     // A push-pull's floats after its ack: awaited by the step, or kept for the next one.
-    w.unanswered[part] -= m.t.count;
-    if (w.awaiting[part] > 0) {
-      w.awaiting[part] -= m.t.count;
+    if (w.answers.answered(m.t.part, m.t.count, std::uint64_t(m.clock))) {
       w.pulls_left[m.t.layer] -= m.t.count;
       w.pulls_total -= m.t.count;
       advance(wi);
-    } else {
-      w.answered[part] += m.t.count;
     }
     return;
   }
@@ -212,8 +202,9 @@ void Simulation::transfer_done(const Message& m) {
     w.pulls_total -= m.t.count;
   } else {
     w.pushes_total -= m.t.count;
-    if (m.kind == MsgKind::kPullReply) w.answered[part] += m.t.count;  // push-pull, answered
-    if (m.answer_later) w.unanswered[part] += m.t.count;               // its floats follow
+    // Push-pull in async: the answer ends the push.
+    if (m.kind == MsgKind::kPullReply)
+      w.answers.answered(m.t.part, m.t.count, std::uint64_t(m.clock));
   }
   pump(wi, false);
   advance(wi);
