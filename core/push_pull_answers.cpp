@@ -1,10 +1,14 @@
 #include "core/push_pull_answers.hpp"
 
 #include <cstddef>
+#include <string>
+
+#include "core/error.hpp"
 
 namespace psbed {
 
 std::int64_t& PushPullAnswers::at(std::vector<std::int64_t>& v, int part) {
+  if (part < 0) throw Error("push-pull answers: part " + std::to_string(part) + ", expected >= 0");
   if (std::size_t(part) >= v.size()) v.resize(std::size_t(part) + 1, 0);
   return v[std::size_t(part)];
 }

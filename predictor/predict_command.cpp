@@ -227,8 +227,9 @@ void print_fast_note(const nlohmann::json& rows, int groups) {
       fast, groups);
   if (!moved.empty())
     std::printf(
-        "fast: these moved more than %.0f%% with %d or %d groups (under a credit, groups of "
-        "at most %d workers), which do not hold them: confirm them with --fidelity exact%s\n",
+        "fast: these moved more than %.0f%% with %d or %d groups (under a credit the finer "
+        "has at most %d workers a group, over fewer steps), which do not hold them: confirm "
+        "them with --fidelity exact%s\n",
         kFastCheckPct, std::max(1, groups / 2), 2 * groups, kCheckMembers, moved.c_str());
 }
 

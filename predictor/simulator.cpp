@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <set>
 
 #include "core/error.hpp"
 #include "core/stats.hpp"
@@ -26,13 +27,18 @@ Fidelity parse_fidelity(const std::string& text) {
   throw Error("unknown fidelity '" + text + "', expected exact, fast or auto");
 }
 
-// Under a credit, groups of 16 workers and more all came out alike, and 10-13% off the exact
-// mode at 512 and 1,024 workers, while groups of 8 came within 0-3%
-// (docs/results/simulator-speed.md): there the finer grouping has at most kCheckMembers.
+// Under p3's credit, groups of 16 workers and more all came out alike, and 10-13% off the exact
+// mode at 256-1,024 workers on bucket links, while groups of 8 came within 0-3%
+// (docs/results/simulator-speed.md): under a credit the finer grouping has at most kCheckMembers
+// workers a group. Stragglers are alone in groups of their own, out of the same count.
 std::pair<int, int> fast_check_groups(const SimConfig& c) {
   const int coarse = std::max(1, c.groups / 2), fine = 2 * c.groups;
   if (!policy::uses_credit(c.policy.name)) return {coarse, fine};
-  return {coarse, std::max(fine, (c.workers + kCheckMembers - 1) / kCheckMembers)};
+  std::set<int> solo;
+  if (c.straggler_s > 0) solo.insert(0);
+  for (const Straggler& s : c.stragglers) solo.insert(s.worker);
+  const int solos = int(solo.size()), rest = std::max(0, c.workers - solos);
+  return {coarse, std::max(fine, solos + (rest + kCheckMembers - 1) / kCheckMembers)};
 }
 
 std::string to_string(Fidelity f) {
@@ -119,15 +125,20 @@ void check_grouping(const Profile& profile, const ModelSpec& spec, const SimConf
     if (groups > 2 * c.groups) {
       other.steps = std::max(std::min(c.steps, kCheckSteps), c.steps * 2 * c.groups / groups);
       if (other.steps < c.steps) {
+        // A warm-up given in steps shrinks with them, so the runs keep a steady window.
+        if (c.warmup_steps >= 0) other.warmup_steps = c.warmup_steps * other.steps / c.steps;
         SimConfig same = c;
-        same.steps = other.steps;
+        same.steps = other.steps, same.warmup_steps = other.warmup_steps;
         const SimResult s = simulate(profile, spec, same);
         against = s.images_per_sec;
         median.events += s.events, median.wall_seconds += s.wall_seconds;
       }
     }
     const SimResult o = simulate(profile, spec, other);
-    const double moved = against > 0 ? 100 * (o.images_per_sec / against - 1) : 0.0;
+    // A grouping that trains nothing where the other does moved as far as it can.
+    const double moved = against > 0            ? 100 * (o.images_per_sec / against - 1)
+                         : o.images_per_sec > 0 ? 100.0
+                                                : 0.0;
     if (std::abs(moved) > std::abs(median.fast_check_pct)) median.fast_check_pct = moved;
     median.events += o.events, median.wall_seconds += o.wall_seconds;
   }
