@@ -26,7 +26,7 @@ namespace psbed::cluster {
 namespace fs = std::filesystem;
 using namespace sweep_detail;
 
-namespace {
+namespace sweep_detail {
 
 // Runs `psbed launch` for one point, its output into LOG. Returns its exit status (130: Ctrl-C,
 // or a closed terminal). A stop the sweep takes meanwhile (Ctrl-C, SIGTERM or a hang-up sent to
@@ -66,6 +66,10 @@ int run_launch_child(const std::vector<std::string>& args, const std::string& lo
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
+
+}  // namespace sweep_detail
+
+namespace {
 
 // The runs so far: a row each, and what the closing lines and the exit status say.
 struct Progress {

@@ -133,6 +133,11 @@ std::vector<std::string> launch_args(const LaunchOptions& o) {
   if (o.comm != "ps") a.insert(a.end(), {"--comm", o.comm});
   if (o.netns) a.push_back("--netns");
   if (!o.trace) a.push_back("--no-trace");
+  // Not sweep flags, but optimize --verify's settings check launches through here too.
+  if (o.replicas != 1) a.insert(a.end(), {"--replicas", std::to_string(o.replicas)});
+  for (const auto& s : o.stragglers) a.insert(a.end(), {"--straggler", s});
+  if (o.straggler_ms > 0) a.insert(a.end(), {"--straggler-ms", num(o.straggler_ms)});
+  if (o.start_stagger_ms > 0) a.insert(a.end(), {"--start-stagger-ms", num(o.start_stagger_ms)});
   return a;
 }
 

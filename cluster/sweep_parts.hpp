@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cluster/sweep.hpp"
+#include "ps/stop_signals.hpp"
 
 namespace psbed::cluster::sweep_detail {
 using json = nlohmann::json;
@@ -37,6 +38,12 @@ std::vector<std::string> launch_args(const LaunchOptions& o);
 void check_grid(SweepOptions& opt);
 // The grid's points, bandwidth x mode x policy x servers x workers, then its repeats.
 std::vector<Point> make_grid(const SweepOptions& opt);
+
+// ---- sweep.cpp ----
+// Runs `psbed launch ARGS` as a child process, its output into LOG; returns its exit status (130:
+// Ctrl-C or a closed terminal). A stop the caller takes meanwhile reaches the launch too.
+int run_launch_child(const std::vector<std::string>& args, const std::string& log,
+                     ps::BlockedStopSignals& stops);
 
 // ---- sweep_resume.cpp ----
 extern const char* const kPolicyFlags[3];

@@ -132,7 +132,7 @@ int run_optimize_verify(const predictor::OptimizeOptions& options, const VerifyO
     throw;
   }
   if (launch_rc != 0) {
-    spdlog::error("verify: the run in {} failed (status {}); see {}/launch.log and its logs/",
+    spdlog::error("verify: the run in {} failed (status {}); see the output above and {}/logs/",
                   l.out, launch_rc, l.out);
     return launch_rc;
   }

@@ -1,11 +1,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cluster/sweep_parts.hpp"
 #include "cluster/verify.hpp"
 #include "core/error.hpp"
 #include "core/stats.hpp"
@@ -44,13 +46,19 @@ int verify_settings(const predictor::OptimizeOptions& o, const VerifyOptions& v,
   std::vector<std::vector<double>> measured(n);
   nlohmann::json runs = nlohmann::json::array();
   int done = 0;
+  // Each run a child launch, its output in its folder's launch.log, so that the terminal shows
+  // one line a run; a Ctrl-C reaches the run and ends the check. SIGCHLD wakes the wait for it.
+  ps::BlockedStopSignals stops(true, {SIGCHLD});
   for (int r = 0; r < v.repeat; ++r)
     for (std::size_t i = 0; i < n; ++i) {
       // Every other round backwards, so that a drift of the host's speed favours none.
       const std::size_t k = r % 2 == 0 ? i : n - 1 - i;
       const std::string run =
           folder + "/setting" + std::to_string(k) + "-run" + std::to_string(r + 1);
-      const int rc = run_launch(verify_launch(o, v, profile, settings[k], run));
+      fs::create_directories(run);
+      const int rc = sweep_detail::run_launch_child(
+          sweep_detail::launch_args(verify_launch(o, v, profile, settings[k], run)),
+          run + "/launch.log", stops);
       if (rc != 0) {
         spdlog::error("verify settings: the run in {} failed (status {}); see {}/launch.log", run,
                       rc, run);

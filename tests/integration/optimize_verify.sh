@@ -62,10 +62,12 @@ grep -q "verify settings: no ranked configuration's policy has settings" "$WORK/
   fail "wfbp and bulk have no settings, yet the check did not say so"
 
 # The settings check: p3 on 1 worker and 1 shard, the credit fixed, its three slices (10k, 40k,
-# whole parts) one run each. Its status is 0 exactly when settings.json says it passed.
+# whole parts) one run each. Its status is 0 exactly when settings.json says it passed. Its runs
+# are the configuration simulated: a straggler and a start stagger reach them too.
 rc=0
 timeout 300 "$PSBED" optimize --profile "$PROFILE" --max-nodes 2 --policy p3 --credit 1MiB --mode bsp \
-  --bandwidth 100mbit --steps 10 --verify --verify-steps 30 --verify-data synthetic \
+  --bandwidth 100mbit --steps 10 --straggler-ms 1 --start-stagger-ms 3 \
+  --verify --verify-steps 30 --verify-data synthetic \
   --verify-repeat 1 --verify-out "$WORK/p3" >"$WORK/p3.out" 2>&1 || rc=$?
 [ -f "$WORK/p3-settings/settings.json" ] || { tail -30 "$WORK/p3.out"; fail "no settings.json (status $rc)"; }
 grep -q "verify settings: medians of 1 run(s) each" "$WORK/p3.out" || fail "no table of the settings printed"
@@ -82,5 +84,13 @@ below = 100 * (best - rows[0]["measured_images_per_sec"]) / best
 assert abs(s["recommended_below_best_pct"] - below) < 1e-6, (s, below)
 assert s["pass"] == (below <= 3.0), s
 assert (int(sys.argv[2]) == 0) == s["pass"], ("exit status", sys.argv[2], s["pass"])
+for r in s["runs"]:  # each settings run's own output in its folder, its launch as simulated
+    log = open(os.path.join(r["run"], "launch.log")).read()
+    assert "cluster complete" in log and "summary written" in log, (r["run"], log[-2000:])
+    launch = json.load(open(os.path.join(r["run"], "summary.json")))["launch"]
+    assert launch["straggler_ms"] == 1 and launch["start_stagger_ms"] == 3, launch
 PY
+# The terminal shows the first launch's output and one line per settings run, not their output.
+[ "$(grep -c "cluster complete" "$WORK/p3.out")" = 1 ] || { cat "$WORK/p3.out"; fail "the settings runs' output reached the terminal"; }
+[ "$(grep -c "^verify settings \[[0-9]/3\] " "$WORK/p3.out")" = 3 ] || { cat "$WORK/p3.out"; fail "no line per settings run"; }
 echo "PASS"
