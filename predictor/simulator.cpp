@@ -112,9 +112,9 @@ SimResult median_of(std::vector<SimResult> runs) {
 
 // The fast mode checks itself: a figure that moves when the groups change is one they do not
 // hold. Neither half nor twice the groups alone caught every figure off by more than 2%. Groups
-// finer than twice as many run for fewer steps (as many simulated worker-steps as twice the
-// groups would take, kCheckSteps at least) and are set against the figure of `c`'s own groups at
-// those steps; the figures of such runs held from 60 steps on.
+// finer than twice as many run for fewer steps (as many simulated worker-steps as `c`'s own run,
+// kCheckSteps at least, so the check costs about what the answer does) and are set against the
+// figure of `c`'s own groups at those steps; the figures of such runs held from 60 steps on.
 void check_grouping(const Profile& profile, const ModelSpec& spec, const SimConfig& c,
                     SimResult& median) {
   const auto [coarse, fine] = fast_check_groups(c);
@@ -123,7 +123,7 @@ void check_grouping(const Profile& profile, const ModelSpec& spec, const SimConf
     other.groups = groups;
     double against = median.images_per_sec;
     if (groups > 2 * c.groups) {
-      other.steps = std::max(std::min(c.steps, kCheckSteps), c.steps * 2 * c.groups / groups);
+      other.steps = std::max(std::min(c.steps, kCheckSteps), c.steps * c.groups / groups);
       if (other.steps < c.steps) {
         // A warm-up given in steps shrinks with them, so the runs keep a steady window.
         if (c.warmup_steps >= 0) other.warmup_steps = c.warmup_steps * other.steps / c.steps;

@@ -239,7 +239,7 @@ SimResult simulate_seeds(const Profile& profile, const ModelSpec& spec, const Si
 // The two groupings the fast mode's check runs a grouped `config` with: half and twice its groups,
 // but under a credit (p3, ByteScheduler, Prophet) at most kCheckMembers workers a group. A
 // grouping finer than twice the groups runs for fewer steps (as many simulated worker-steps as
-// twice the groups would take, kCheckSteps at least), set against `config`'s groups at as many.
+// `config`'s own run, kCheckSteps at least), set against `config`'s groups at as many.
 std::pair<int, int> fast_check_groups(const SimConfig& config);
 
 // simulate_seeds for every configuration, the simulations (configurations x seeds) spread over

@@ -165,7 +165,7 @@ TEST_CASE("fast mode: under a credit the check's finer groups hold at most 8 wor
   // One group: the coarser grouping is the same one (no move), so the figure reported is the
   // finer grouping's move, at `steps` against one group at as many.
   SimConfig c = fast(config(40), 1);
-  c.steps = 200;
+  c.steps = 400;
   c.policy.name = "p3";
   c.policy.slice_params = 20;
   c.policy.credit_bytes = 64;
@@ -175,14 +175,14 @@ TEST_CASE("fast mode: under a credit the check's finer groups hold at most 8 wor
     return 100 *
            (simulate(p, spec, fine).images_per_sec / simulate(p, spec, same).images_per_sec - 1);
   };
-  // 40 workers: 5 groups of 8 (not 2 of 20), for 200 x 2 / 5 = 80 steps.
+  // 40 workers for 400 steps: 5 groups of 8 (not 2 of 20), for 400 x 1 / 5 = 80 steps.
   CHECK(fast_check_groups(c) == std::pair<int, int>{1, 5});
   const SimResult r = simulate_seeds(p, spec, c, 1);
   REQUIRE(r.simulated_workers == 1);
   const double want = fine_move(c, 5, 80);
   CHECK(want != 0);
   CHECK(r.fast_check_pct == Approx(want));
-  // 64 workers for 100 steps: 8 groups of 8 for kCheckSteps (60) steps, not 100 x 2 / 8 = 25.
+  // 64 workers for 100 steps: 8 groups of 8 for kCheckSteps (60) steps, not 100 x 1 / 8 = 12.
   SimConfig big = c;
   big.workers = 64, big.steps = 100;
   CHECK(fast_check_groups(big) == std::pair<int, int>{1, 8});
