@@ -113,8 +113,8 @@ SimResult median_of(std::vector<SimResult> runs) {
 // The fast mode checks itself: a figure that moves when the groups change is one they do not
 // hold. Neither half nor twice the groups alone caught every figure off by more than 2%. Groups
 // finer than twice as many run for fewer steps (as many simulated worker-steps as `c`'s own run,
-// kCheckSteps at least, so the check costs about what the answer does) and are set against the
-// figure of `c`'s own groups at those steps; the figures of such runs held from 60 steps on.
+// kCheckSteps at least, so that run costs about what one seed of the answer does) and are set
+// against the figure of `c`'s own groups at those steps; such figures held from 60 steps on.
 void check_grouping(const Profile& profile, const ModelSpec& spec, const SimConfig& c,
                     SimResult& median) {
   const auto [coarse, fine] = fast_check_groups(c);

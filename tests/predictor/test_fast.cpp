@@ -190,6 +190,27 @@ TEST_CASE("fast mode: under a credit the check's finer groups hold at most 8 wor
   const double want_big = fine_move(big, 8, kCheckSteps);
   CHECK(want_big != 0);
   CHECK(rb.fast_check_pct == Approx(want_big));
+  // A warm-up given in steps shrinks with them: 40 of 400 steps become 8 of the check's 80.
+  SimConfig warm = c;
+  warm.warmup_steps = 40;
+  const auto warm_move = [&](std::int64_t steps, std::int64_t warmup) {
+    SimConfig fine = warm, same = warm;
+    fine.groups = 5, fine.steps = same.steps = steps;
+    fine.warmup_steps = same.warmup_steps = warmup;
+    return 100 *
+           (simulate(p, spec, fine).images_per_sec / simulate(p, spec, same).images_per_sec - 1);
+  };
+  const double want_warm = warm_move(80, 8);
+  CHECK(want_warm != 0);
+  CHECK(simulate_seeds(p, spec, warm, 1).fast_check_pct == Approx(want_warm));
+  // Fewer steps than kCheckSteps: the finer groups run for all of them, set against the answer.
+  SimConfig few = c;
+  few.steps = 50;
+  const SimResult rf = simulate_seeds(p, spec, few, 1);
+  SimConfig few_fine = few;
+  few_fine.groups = 5;
+  CHECK(rf.fast_check_pct ==
+        Approx(100 * (simulate(p, spec, few_fine).images_per_sec / rf.images_per_sec - 1)));
   // Stragglers are alone in groups of their own: 40 workers, 2 of them stragglers, give 2 + 5
   // groups (38 workers in groups of at most 8), not 5.
   SimConfig slow = c;
