@@ -169,9 +169,12 @@ TEST_CASE("fast mode: under a credit the check's finer groups hold at most 8 wor
   c.policy.name = "p3";
   c.policy.slice_params = 20;
   c.policy.credit_bytes = 64;
-  const auto fine_move = [&](const SimConfig& c, int groups, std::int64_t steps) {
+  // `warmup` >= 0: the warm-up both runs take, in steps.
+  const auto fine_move = [&](const SimConfig& c, int groups, std::int64_t steps,
+                             std::int64_t warmup = -1) {
     SimConfig fine = c, same = c;
     fine.groups = groups, fine.steps = same.steps = steps;
+    if (warmup >= 0) fine.warmup_steps = same.warmup_steps = warmup;
     return 100 *
            (simulate(p, spec, fine).images_per_sec / simulate(p, spec, same).images_per_sec - 1);
   };
@@ -193,14 +196,7 @@ TEST_CASE("fast mode: under a credit the check's finer groups hold at most 8 wor
   // A warm-up given in steps shrinks with them: 40 of 400 steps become 8 of the check's 80.
   SimConfig warm = c;
   warm.warmup_steps = 40;
-  const auto warm_move = [&](std::int64_t steps, std::int64_t warmup) {
-    SimConfig fine = warm, same = warm;
-    fine.groups = 5, fine.steps = same.steps = steps;
-    fine.warmup_steps = same.warmup_steps = warmup;
-    return 100 *
-           (simulate(p, spec, fine).images_per_sec / simulate(p, spec, same).images_per_sec - 1);
-  };
-  const double want_warm = warm_move(80, 8);
+  const double want_warm = fine_move(warm, 5, 80, 8);
   CHECK(want_warm != 0);
   CHECK(simulate_seeds(p, spec, warm, 1).fast_check_pct == Approx(want_warm));
   // Fewer steps than kCheckSteps: the finer groups run for all of them, set against the answer.
